@@ -1,0 +1,23 @@
+//! The policy grammar of `ratelimit`, in one place.
+//!
+//! The `#[rate_limit]` macro validates its arguments with this crate at compile
+//! time and the runtime's `Policy` builder validates with it at run time, so a
+//! policy that compiles as an attribute is exactly a policy the builder accepts.
+//!
+//! ```
+//! use ratelimit_grammar::{parse_duration, parse_strategies};
+//!
+//! assert_eq!(parse_duration("500ms").unwrap(), 500_000); // microseconds
+//! let s = parse_strategies("10/1s,100/1m").unwrap();
+//! assert_eq!((s[1].limit, s[1].window_us), (100, 60_000_000));
+//! ```
+
+mod duration;
+mod error;
+mod spec;
+mod strategy;
+
+pub use duration::{format_duration, parse_duration, MAX_DURATION_US};
+pub use error::GrammarError;
+pub use spec::{AlgorithmKind, Param, PolicySpec, MAX_EXACT, MAX_LOG_LIMIT, MAX_STRATEGIES};
+pub use strategy::{parse_rate, parse_strategies, parse_strategy, Rate, Strategy, MAX_LIMIT};

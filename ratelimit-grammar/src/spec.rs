@@ -1,0 +1,375 @@
+//! Which parameters each algorithm takes, and the rules a whole policy must obey.
+
+use crate::{GrammarError, Rate, Strategy, MAX_LIMIT};
+use std::fmt;
+
+/// At most this many strategies in one policy (`violated` is reported as a bit set).
+pub const MAX_STRATEGIES: usize = 16;
+
+/// The largest limit of a `sliding_log` strategy: the log keeps one entry per permit.
+pub const MAX_LOG_LIMIT: u64 = 1_000_000;
+
+/// Bucket arithmetic runs on integers scaled by the rate's period (see
+/// [`Rate::reduced`]); every such product must stay at or below 2^52 so the
+/// Redis scripts, which compute with doubles, stay exact.
+pub const MAX_EXACT: u64 = 1 << 52;
+
+/// The six algorithms, by the names the attribute and configuration use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AlgorithmKind {
+    /// `fixed_window`
+    FixedWindow,
+    /// `sliding_window`
+    SlidingWindow,
+    /// `sliding_log`
+    SlidingLog,
+    /// `token_bucket`
+    TokenBucket,
+    /// `leaky_bucket`
+    LeakyBucket,
+    /// `gcra`
+    Gcra,
+}
+
+/// A policy parameter, as named in the attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Param {
+    /// `strategies = "10/1s,100/1m"`
+    Strategies,
+    /// `precision = "100ms"`
+    Precision,
+    /// `capacity = 10`
+    Capacity,
+    /// `rate = "1/3s"`
+    Rate,
+    /// `burst = 5`
+    Burst,
+}
+
+impl Param {
+    /// The parameter's name in the attribute.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Param::Strategies => "strategies",
+            Param::Precision => "precision",
+            Param::Capacity => "capacity",
+            Param::Rate => "rate",
+            Param::Burst => "burst",
+        }
+    }
+}
+
+impl AlgorithmKind {
+    /// Every algorithm, in the order documentation lists them.
+    pub const ALL: [AlgorithmKind; 6] = [
+        AlgorithmKind::FixedWindow,
+        AlgorithmKind::SlidingWindow,
+        AlgorithmKind::SlidingLog,
+        AlgorithmKind::TokenBucket,
+        AlgorithmKind::LeakyBucket,
+        AlgorithmKind::Gcra,
+    ];
+
+    /// The algorithm's name: `"fixed_window"`, `"gcra"`, ...
+    pub const fn name(self) -> &'static str {
+        match self {
+            AlgorithmKind::FixedWindow => "fixed_window",
+            AlgorithmKind::SlidingWindow => "sliding_window",
+            AlgorithmKind::SlidingLog => "sliding_log",
+            AlgorithmKind::TokenBucket => "token_bucket",
+            AlgorithmKind::LeakyBucket => "leaky_bucket",
+            AlgorithmKind::Gcra => "gcra",
+        }
+    }
+
+    /// Looks an algorithm up by name; the error lists the valid names.
+    ///
+    /// ```
+    /// use ratelimit_grammar::AlgorithmKind;
+    /// assert_eq!(AlgorithmKind::from_name("gcra").unwrap(), AlgorithmKind::Gcra);
+    /// assert!(AlgorithmKind::from_name("fixed").unwrap_err().message().contains("fixed_window"));
+    /// ```
+    pub fn from_name(name: &str) -> Result<Self, GrammarError> {
+        Self::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
+            GrammarError::new(format!(
+                "unknown algorithm `{name}`: expected one of {}",
+                Self::ALL.map(|k| format!("`{}`", k.name())).join(", ")
+            ))
+        })
+    }
+
+    /// The parameters this algorithm accepts.
+    pub const fn params(self) -> &'static [Param] {
+        match self {
+            AlgorithmKind::FixedWindow | AlgorithmKind::SlidingLog => &[Param::Strategies],
+            AlgorithmKind::SlidingWindow => &[Param::Strategies, Param::Precision],
+            AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket => &[Param::Capacity, Param::Rate],
+            AlgorithmKind::Gcra => &[Param::Rate, Param::Burst],
+        }
+    }
+
+    /// The parameters this algorithm cannot do without.
+    pub const fn required(self) -> &'static [Param] {
+        match self {
+            AlgorithmKind::FixedWindow | AlgorithmKind::SlidingLog | AlgorithmKind::SlidingWindow => {
+                &[Param::Strategies]
+            }
+            AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket => &[Param::Capacity, Param::Rate],
+            AlgorithmKind::Gcra => &[Param::Rate],
+        }
+    }
+}
+
+impl fmt::Display for AlgorithmKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A policy as written: an algorithm and whichever parameters were given.
+///
+/// [`PolicySpec::validate`] applies every rule and reports every problem, each
+/// with the parameter it concerns (`None`: the algorithm itself), so the macro
+/// can point at the offending token and show all mistakes in one build.
+///
+/// ```
+/// use ratelimit_grammar::{parse_strategies, AlgorithmKind, Param, PolicySpec};
+///
+/// let mut spec = PolicySpec::new(AlgorithmKind::SlidingWindow);
+/// spec.strategies = Some(parse_strategies("10/1s").unwrap());
+/// spec.precision = Some(300_000);
+/// let errors = spec.validate().unwrap_err();
+/// assert_eq!(errors[0].0, Some(Param::Precision));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicySpec {
+    /// The algorithm.
+    pub kind: AlgorithmKind,
+    /// `strategies`, for the window algorithms.
+    pub strategies: Option<Vec<Strategy>>,
+    /// `precision` in microseconds, for `sliding_window`.
+    pub precision: Option<u64>,
+    /// `capacity`, for the buckets.
+    pub capacity: Option<u64>,
+    /// `rate`, for the buckets and GCRA.
+    pub rate: Option<Rate>,
+    /// `burst`, for GCRA.
+    pub burst: Option<u64>,
+}
+
+impl PolicySpec {
+    /// A spec with no parameters yet.
+    pub fn new(kind: AlgorithmKind) -> Self {
+        PolicySpec { kind, strategies: None, precision: None, capacity: None, rate: None, burst: None }
+    }
+
+    fn given(&self) -> Vec<Param> {
+        let mut given = Vec::new();
+        if self.strategies.is_some() {
+            given.push(Param::Strategies);
+        }
+        if self.precision.is_some() {
+            given.push(Param::Precision);
+        }
+        if self.capacity.is_some() {
+            given.push(Param::Capacity);
+        }
+        if self.rate.is_some() {
+            given.push(Param::Rate);
+        }
+        if self.burst.is_some() {
+            given.push(Param::Burst);
+        }
+        given
+    }
+
+    /// The sub-window length `sliding_window` uses when `precision` is not
+    /// given: a tenth of the windows' greatest common divisor when that is
+    /// whole, else the divisor itself.
+    pub fn default_precision(strategies: &[Strategy]) -> u64 {
+        let g = strategies.iter().fold(0, |g, s| gcd(g, s.window_us));
+        if g % 10 == 0 { g / 10 } else { g.max(1) }
+    }
+
+    /// The burst GCRA uses when none is given: `count - 1`, so `rate = "10/1s"`
+    /// admits ten calls at once, as governor's quotas do.
+    pub fn default_burst(rate: Rate) -> u64 {
+        rate.count - 1
+    }
+
+    /// Checks every rule; on failure returns every problem found.
+    pub fn validate(&self) -> Result<(), Vec<(Option<Param>, GrammarError)>> {
+        let mut errors = Vec::new();
+        let kind = self.kind;
+        let takes = kind.params();
+        for param in self.given() {
+            if !takes.contains(&param) {
+                errors.push((
+                    Some(param),
+                    GrammarError::new(format!(
+                        "`{}` does not take `{}`; it takes {}",
+                        kind,
+                        param.name(),
+                        takes.iter().map(|p| format!("`{}`", p.name())).collect::<Vec<_>>().join(", ")
+                    )),
+                ));
+            }
+        }
+        let given = self.given();
+        for param in kind.required() {
+            if !given.contains(param) {
+                errors.push((None, GrammarError::new(missing_message(kind, *param))));
+            }
+        }
+        if let (Some(strategies), true) = (&self.strategies, takes.contains(&Param::Strategies)) {
+            self.check_strategies(strategies, &mut errors);
+        }
+        if takes.contains(&Param::Capacity) {
+            if let (Some(capacity), Some(rate)) = (self.capacity, self.rate) {
+                check_bucket(capacity, rate, Param::Capacity, "capacity", &mut errors);
+            }
+        }
+        if kind == AlgorithmKind::Gcra {
+            if let Some(rate) = self.rate {
+                let burst = self.burst.unwrap_or_else(|| Self::default_burst(rate));
+                if burst >= MAX_LIMIT {
+                    errors.push((Some(Param::Burst), GrammarError::new(format!("burst {burst} is too large; the largest allowed is {}", MAX_LIMIT - 1))));
+                } else {
+                    check_bucket(burst + 1, rate, Param::Burst, "burst + 1", &mut errors);
+                }
+            }
+        }
+        if errors.is_empty() { Ok(()) } else { Err(errors) }
+    }
+
+    fn check_strategies(&self, strategies: &[Strategy], errors: &mut Vec<(Option<Param>, GrammarError)>) {
+        let strategies_error = |message: String| (Some(Param::Strategies), GrammarError::new(message));
+        if strategies.is_empty() {
+            errors.push(strategies_error("no strategies: write at least one `limit/window`, like `10/1s`".into()));
+            return;
+        }
+        if strategies.len() > MAX_STRATEGIES {
+            errors.push(strategies_error(format!("{} strategies given; at most {MAX_STRATEGIES} are allowed", strategies.len())));
+        }
+        if self.kind == AlgorithmKind::SlidingLog {
+            if let Some(s) = strategies.iter().find(|s| s.limit > MAX_LOG_LIMIT) {
+                errors.push(strategies_error(format!(
+                    "`{s}`: a sliding log keeps one entry per permit, so its limit is at most {MAX_LOG_LIMIT}; use `sliding_window` for larger limits"
+                )));
+            }
+        }
+        if self.kind == AlgorithmKind::SlidingWindow {
+            let precision = self.precision.unwrap_or_else(|| Self::default_precision(strategies));
+            for s in strategies {
+                if s.window_us % precision != 0 {
+                    errors.push((
+                        Some(Param::Precision),
+                        GrammarError::new(format!(
+                            "precision {} does not divide the window of `{s}`: pick a precision that divides every window",
+                            crate::format_duration(precision)
+                        )),
+                    ));
+                } else if s.window_us / precision > 10_000 {
+                    errors.push((
+                        Some(Param::Precision),
+                        GrammarError::new(format!(
+                            "precision {} splits `{s}` into {} sub-windows; at most 10000 are allowed",
+                            crate::format_duration(precision),
+                            s.window_us / precision
+                        )),
+                    ));
+                }
+            }
+        }
+    }
+}
+
+fn missing_message(kind: AlgorithmKind, param: Param) -> String {
+    let example = match param {
+        Param::Strategies => "strategies = \"10/1s\"",
+        Param::Precision => "precision = \"100ms\"",
+        Param::Capacity => "capacity = 10",
+        Param::Rate => "rate = \"1/1s\"",
+        Param::Burst => "burst = 5",
+    };
+    format!("`{kind}` needs `{}`: add e.g. `{example}`", param.name())
+}
+
+fn check_bucket(size: u64, rate: Rate, param: Param, what: &str, errors: &mut Vec<(Option<Param>, GrammarError)>) {
+    if size == 0 {
+        errors.push((Some(param), GrammarError::new(format!("{what} of 0 would deny every call; use at least 1"))));
+        return;
+    }
+    if size > MAX_LIMIT {
+        errors.push((Some(param), GrammarError::new(format!("{what} {size} is too large; the largest allowed is {MAX_LIMIT}"))));
+        return;
+    }
+    let (count, period) = rate.reduced();
+    if (size as u128) * (period as u128) > MAX_EXACT as u128 || count > MAX_EXACT {
+        errors.push((
+            Some(param),
+            GrammarError::new(format!(
+                "{what} {size} at rate {rate} is too large to compute exactly (size × period must stay under 2^52 µs); use a shorter period or a smaller {what}"
+            )),
+        ));
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{parse_rate, parse_strategies};
+
+    fn spec(kind: AlgorithmKind) -> PolicySpec {
+        PolicySpec::new(kind)
+    }
+
+    #[test]
+    fn reports_every_problem_with_its_parameter() {
+        let mut s = spec(AlgorithmKind::TokenBucket);
+        s.strategies = Some(parse_strategies("10/1s").unwrap());
+        s.burst = Some(3);
+        let errors = s.validate().unwrap_err();
+        let params: Vec<_> = errors.iter().map(|(p, _)| *p).collect();
+        assert_eq!(params, vec![Some(Param::Strategies), Some(Param::Burst), None, None]);
+        assert!(errors[2].1.message().contains("needs `capacity`"));
+    }
+
+    #[test]
+    fn precision_must_divide_every_window() {
+        let mut s = spec(AlgorithmKind::SlidingWindow);
+        s.strategies = Some(parse_strategies("10/1s,100/1m").unwrap());
+        s.precision = Some(700_000);
+        let errors = s.validate().unwrap_err();
+        assert_eq!(errors.len(), 2);
+        assert!(errors[0].1.message().contains("does not divide the window of `10/1s`"));
+        s.precision = None;
+        assert!(s.validate().is_ok());
+        assert_eq!(PolicySpec::default_precision(s.strategies.as_ref().unwrap()), 100_000);
+    }
+
+    #[test]
+    fn bucket_products_must_stay_exact() {
+        let mut s = spec(AlgorithmKind::TokenBucket);
+        s.capacity = Some(1 << 30);
+        s.rate = Some(parse_rate("1/1d").unwrap());
+        assert!(s.validate().unwrap_err()[0].1.message().contains("exactly"));
+        s.rate = Some(parse_rate("1000000/1d").unwrap());
+        s.capacity = Some(1_000_000);
+        assert!(s.validate().is_ok(), "reduced to 1/86400us, exact");
+    }
+
+    #[test]
+    fn sliding_log_limit_is_bounded() {
+        let mut s = spec(AlgorithmKind::SlidingLog);
+        s.strategies = Some(parse_strategies("2000000/1h").unwrap());
+        assert!(s.validate().unwrap_err()[0].1.message().contains("sliding_window"));
+    }
+}

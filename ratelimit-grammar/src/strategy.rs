@@ -1,0 +1,156 @@
+//! `L/W` strategies (`10/1s`) and `N/P` rates (`1/3s`).
+
+use crate::{format_duration, parse_duration, GrammarError};
+use std::fmt;
+
+/// The largest `L` in `L/W`, the largest capacity, burst or rate count: 2^40.
+///
+/// Counts are compared and added as doubles inside Redis; staying far below
+/// 2^53 keeps every sum exact.
+pub const MAX_LIMIT: u64 = 1 << 40;
+
+/// One window rule: at most `limit` permits in any window of `window_us` microseconds.
+///
+/// ```
+/// let s = ratelimit_grammar::parse_strategy("10/1s").unwrap();
+/// assert_eq!((s.limit, s.window_us), (10, 1_000_000));
+/// assert_eq!(s.to_string(), "10/1s");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Strategy {
+    /// Permits per window.
+    pub limit: u64,
+    /// Window length in microseconds.
+    pub window_us: u64,
+}
+
+/// A refill or drain rate: `count` units every `period_us` microseconds.
+///
+/// ```
+/// let r = ratelimit_grammar::parse_rate("1/3s").unwrap();
+/// assert_eq!((r.count, r.period_us), (1, 3_000_000));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Rate {
+    /// Units per period.
+    pub count: u64,
+    /// Period length in microseconds.
+    pub period_us: u64,
+}
+
+impl Rate {
+    /// The same rate as a fraction in lowest terms: `1000/1s` becomes `(1, 1000)`
+    /// (one unit every 1000 µs). Integer arithmetic on the reduced pair is exact.
+    pub fn reduced(self) -> (u64, u64) {
+        let g = gcd(self.count, self.period_us);
+        (self.count / g, self.period_us / g)
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.limit, format_duration(self.window_us))
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.count, format_duration(self.period_us))
+    }
+}
+
+/// Splits `N/duration` and checks `N`; `what` names the number in messages.
+fn parse_fraction(text: &str, what: &str) -> Result<(u64, u64), GrammarError> {
+    let text = text.trim();
+    let Some((count, duration)) = text.split_once('/') else {
+        return Err(GrammarError::new(format!(
+            "`{text}` is not of the form `{what}/duration`: write it like `10/1s` or `100/1m`"
+        )));
+    };
+    let count = count.trim();
+    if count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(GrammarError::new(format!(
+            "`{text}`: the {what} `{count}` must be a whole number, like `10/1s`"
+        )));
+    }
+    let count: u64 = match count.parse() {
+        Ok(n) if n <= MAX_LIMIT => n,
+        _ => {
+            return Err(GrammarError::new(format!(
+                "`{text}`: the {what} is too large; the largest allowed is {MAX_LIMIT}"
+            )))
+        }
+    };
+    if count == 0 {
+        return Err(GrammarError::new(format!(
+            "`{text}`: a {what} of 0 would deny every call; use at least 1"
+        )));
+    }
+    let window = parse_duration(duration).map_err(|e| GrammarError::new(format!("`{text}`: {e}")))?;
+    Ok((count, window))
+}
+
+/// Parses one strategy, `L/W`.
+pub fn parse_strategy(text: &str) -> Result<Strategy, GrammarError> {
+    let (limit, window_us) = parse_fraction(text, "limit")?;
+    Ok(Strategy { limit, window_us })
+}
+
+/// Parses a comma-separated list of strategies, `10/1s,100/1m`, in declared order.
+pub fn parse_strategies(text: &str) -> Result<Vec<Strategy>, GrammarError> {
+    if text.trim().is_empty() {
+        return Err(GrammarError::new(
+            "no strategies: write at least one `limit/window`, like `10/1s` or `10/1s,100/1m`",
+        ));
+    }
+    text.split(',').map(parse_strategy).collect()
+}
+
+/// Parses a rate, `N/P` (`1/3s`: one unit every three seconds).
+pub fn parse_rate(text: &str) -> Result<Rate, GrammarError> {
+    let (count, period_us) = parse_fraction(text, "count")?;
+    Ok(Rate { count, period_us })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_lists_in_declared_order() {
+        let s = parse_strategies("10/1s, 100/1m").unwrap();
+        assert_eq!(s, vec![Strategy { limit: 10, window_us: 1_000_000 }, Strategy { limit: 100, window_us: 60_000_000 }]);
+    }
+
+    #[test]
+    fn rejects_malformed_strategies() {
+        for (text, needle) in [
+            ("10/1x", "unknown duration unit"),
+            ("0/1s", "of 0"),
+            ("10/0s", "zero"),
+            ("10", "not of the form"),
+            ("", "no strategies"),
+            ("10/1s,", "not of the form"),
+            ("a/1s", "whole number"),
+            ("18446744073709551615/1s", "too large"),
+            ("1/100000d", "too long"),
+        ] {
+            let err = parse_strategies(text).unwrap_err();
+            assert!(err.message().contains(needle), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn reduces_rates_to_lowest_terms() {
+        assert_eq!(parse_rate("1000/1s").unwrap().reduced(), (1, 1_000));
+        assert_eq!(parse_rate("3/1s").unwrap().reduced(), (3, 1_000_000));
+        assert_eq!(parse_rate("1/3s").unwrap().to_string(), "1/3s");
+    }
+}

@@ -1,0 +1,56 @@
+//! Twin of `lua/fixed_window.lua`: per strategy, a window started by the first
+//! admitted hit after the previous one ended.
+
+use super::{judge, least_room};
+use crate::backend::Outcome;
+use crate::Strategy;
+
+/// Per strategy (declared order): the current window's start and count.
+#[derive(Debug, Clone)]
+pub(crate) struct Windows {
+    slots: Vec<Option<(u64, u64)>>,
+}
+
+/// Whether a window that started at `start` still covers `now` (half-open).
+fn covers(start: u64, window: u64, now: u64) -> bool {
+    now < start || now - start < window
+}
+
+pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Windows>, now: u64, cost: u64, peek: bool) -> Outcome {
+    let slots: Vec<Option<(u64, u64)>> = (0..strategies.len())
+        .map(|i| {
+            state.as_ref().and_then(|w| w.slots.get(i).copied().flatten()).filter(|&(start, _)| covers(start, strategies[i].window_us, now))
+        })
+        .collect();
+    let counts: Vec<u64> = slots.iter().map(|s| s.map_or(0, |(_, c)| c)).collect();
+    let verdict = judge(strategies, &counts, cost);
+
+    // The windows as they stand after this call (as if taken, for a peek).
+    let after: Vec<Option<(u64, u64)>> = slots
+        .iter()
+        .map(|slot| match (*slot, verdict.allowed && cost > 0) {
+            (Some((start, count)), true) => Some((start, count + cost)),
+            (None, true) => Some((now, cost)),
+            (slot, false) => slot,
+        })
+        .collect();
+    let counts_after: Vec<u64> = after.iter().map(|s| s.map_or(0, |(_, c)| c)).collect();
+    let (limit, remaining) = least_room(strategies, &counts_after);
+    let ends = |slots: &[Option<(u64, u64)>], mask: u32| {
+        slots
+            .iter()
+            .zip(strategies)
+            .enumerate()
+            .filter(|(i, _)| mask >> i & 1 == 1)
+            .filter_map(|(_, (slot, s))| slot.map(|(start, _)| (start + s.window_us).saturating_sub(now)))
+            .max()
+            .unwrap_or(0)
+    };
+    let reset_after_us = ends(&after, u32::MAX);
+    let retry_after_us = (!verdict.allowed && !verdict.never).then(|| ends(&slots, verdict.violated));
+
+    if verdict.allowed && cost > 0 && !peek {
+        *state = Some(Windows { slots: after });
+    }
+    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated } }
+}

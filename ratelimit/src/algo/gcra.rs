@@ -1,0 +1,42 @@
+//! Twin of `lua/gcra.lua`: redis-cell's `CL.THROTTLE`, exactly.
+//!
+//! With the rate reduced to `n` per `p` µs, the emission interval T is `p`
+//! units of `1/n` µs, the tolerance is `(burst + 1) * T`, and the theoretical
+//! arrival time (TAT) is kept as whole µs plus a remainder in units, so no
+//! rounding ever accumulates.
+
+use super::ceil_div;
+use crate::backend::Outcome;
+
+/// Theoretical arrival time: `us + rem / n` microseconds since the epoch.
+#[derive(Debug, Clone)]
+pub(crate) struct Tat {
+    us: u64,
+    rem: u64,
+}
+
+pub(crate) fn decide(burst: u64, (n, p): (u64, u64), state: &mut Option<Tat>, now: u64, cost: u64, peek: bool) -> Outcome {
+    let limit = burst + 1;
+    let tolerance = limit * p;
+    // How far the TAT is ahead of now, in units (redis-cell's `ttl`).
+    let debt = match state {
+        Some(t) if t.us >= now => (t.us - now).saturating_mul(n).saturating_add(t.rem),
+        _ => 0,
+    };
+    let never = cost > limit;
+    let increment = if never { 0 } else { cost * p };
+    let allowed = !never && debt.saturating_add(increment) <= tolerance;
+    let ttl = if allowed { debt + increment } else { debt };
+    let retry_after_us = (!allowed && !never).then(|| ceil_div((debt.saturating_add(increment) - tolerance) as u128, n as u128) as u64);
+    if allowed && cost > 0 && !peek {
+        *state = Some(Tat { us: now + ttl / n, rem: ttl % n });
+    }
+    Outcome {
+        allowed,
+        limit,
+        remaining: tolerance.saturating_sub(ttl) / p,
+        reset_after_us: ceil_div(ttl as u128, n as u128) as u64,
+        retry_after_us,
+        violated: 0,
+    }
+}

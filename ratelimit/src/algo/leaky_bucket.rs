@@ -1,0 +1,39 @@
+//! Twin of `lua/leaky_bucket.lua`: starts empty, drains continuously; a call
+//! adds its cost to the level and passes if the level stays within capacity.
+//!
+//! Units as in the token bucket: one request is `p` units, the bucket drains
+//! `n` units per µs (rate reduced to `n` per `p` µs).
+
+use super::ceil_div;
+use crate::backend::Outcome;
+
+/// Water level in units and when it was last drained.
+#[derive(Debug, Clone)]
+pub(crate) struct Bucket {
+    level: u64,
+    last: u64,
+}
+
+pub(crate) fn decide(capacity: u64, (n, p): (u64, u64), state: &mut Option<Bucket>, now: u64, cost: u64, peek: bool) -> Outcome {
+    let full = capacity * p;
+    let (mut level, last) = state.as_ref().map_or((0, now), |b| (b.level, b.last));
+    let drained = (now.saturating_sub(last) as u128) * n as u128;
+    level = if drained >= level as u128 { 0 } else { level - drained as u64 };
+
+    let never = cost > capacity;
+    let need = if never { 0 } else { cost * p };
+    let allowed = !never && level + need <= full;
+    let after = if allowed { level + need } else { level };
+    let retry_after_us = (!allowed && !never).then(|| ceil_div((level + need - full) as u128, n as u128) as u64);
+    if allowed && cost > 0 && !peek {
+        *state = Some(Bucket { level: after, last: last.max(now) });
+    }
+    Outcome {
+        allowed,
+        limit: capacity,
+        remaining: full.saturating_sub(after) / p,
+        reset_after_us: ceil_div(after as u128, n as u128) as u64,
+        retry_after_us,
+        violated: 0,
+    }
+}

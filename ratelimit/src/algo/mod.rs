@@ -1,0 +1,98 @@
+//! The in-memory twin of each Lua script: pure `(state, now, cost) -> (outcome, state)`.
+//!
+//! Each file mirrors `lua/<algo>.lua` line for line in meaning; the parity
+//! tests replay random timelines on both and compare every field. All
+//! arithmetic is on integers (microseconds, or units scaled by a reduced
+//! rate) so both sides compute exactly the same numbers.
+
+mod fixed_window;
+mod gcra;
+mod leaky_bucket;
+mod sliding_log;
+mod sliding_window;
+mod token_bucket;
+
+use crate::backend::Outcome;
+use crate::policy::Params;
+use crate::Strategy;
+
+/// A key's state in the memory backend, one variant per algorithm.
+#[derive(Debug, Clone)]
+pub(crate) enum State {
+    FixedWindow(fixed_window::Windows),
+    SlidingWindow(sliding_window::SubWindows),
+    SlidingLog(sliding_log::Log),
+    TokenBucket(token_bucket::Bucket),
+    LeakyBucket(leaky_bucket::Bucket),
+    Gcra(gcra::Tat),
+}
+
+/// Decides one call. `state` is `None` for an untouched key and is updated in
+/// place unless `peek` is set; the caller drops the key once `reset_after_us`
+/// has passed.
+pub(crate) fn decide(params: &Params, state: &mut Option<State>, now: u64, cost: u64, peek: bool) -> Outcome {
+    // A state of another algorithm (the policy behind a name changed) counts as untouched.
+    macro_rules! run {
+        ($module:ident, $variant:ident, $($param:expr),*) => {{
+            let mut current = match state.take() {
+                Some(State::$variant(s)) => Some(s),
+                _ => None,
+            };
+            let outcome = $module::decide($($param,)* &mut current, now, cost, peek);
+            *state = current.map(State::$variant);
+            outcome
+        }};
+    }
+    match params {
+        Params::FixedWindow { strategies } => run!(fixed_window, FixedWindow, strategies),
+        Params::SlidingWindow { strategies, precision_us } => run!(sliding_window, SlidingWindow, strategies, *precision_us),
+        Params::SlidingLog { strategies } => run!(sliding_log, SlidingLog, strategies),
+        Params::TokenBucket { capacity, rate } => run!(token_bucket, TokenBucket, *capacity, rate.reduced()),
+        Params::LeakyBucket { capacity, rate } => run!(leaky_bucket, LeakyBucket, *capacity, rate.reduced()),
+        Params::Gcra { rate, burst } => run!(gcra, Gcra, *burst, rate.reduced()),
+    }
+}
+
+/// `ceil(a / b)` on integers.
+pub(crate) fn ceil_div(a: u128, b: u128) -> u128 {
+    a.div_ceil(b)
+}
+
+/// Combines per-strategy counts into an outcome: the strategy with the least
+/// room gives `limit`/`remaining` (the first one on a tie).
+///
+/// `counts[i]` is strategy `i`'s count before this call; `ends[i]` is when its
+/// oldest counted permits start to leave (used by the callers for retry).
+pub(crate) struct WindowVerdict {
+    pub allowed: bool,
+    pub never: bool,
+    pub violated: u32,
+}
+
+/// Shared admission rule of the window algorithms: every strategy must fit
+/// `count + cost <= limit`; a cost above any limit can never pass.
+pub(crate) fn judge(strategies: &[Strategy], counts: &[u64], cost: u64) -> WindowVerdict {
+    let mut violated = 0u32;
+    let mut never = false;
+    for (i, (s, &c)) in strategies.iter().zip(counts).enumerate() {
+        if cost > s.limit {
+            never = true;
+        }
+        if c.saturating_add(cost) > s.limit {
+            violated |= 1 << i;
+        }
+    }
+    WindowVerdict { allowed: violated == 0, never, violated }
+}
+
+/// `(limit, remaining)` of the strategy with the least room after the call.
+pub(crate) fn least_room(strategies: &[Strategy], counts_after: &[u64]) -> (u64, u64) {
+    let mut best: Option<(u64, u64)> = None;
+    for (s, &c) in strategies.iter().zip(counts_after) {
+        let remaining = s.limit.saturating_sub(c);
+        if best.is_none_or(|(_, r)| remaining < r) {
+            best = Some((s.limit, remaining));
+        }
+    }
+    best.unwrap_or((0, 0))
+}

@@ -1,0 +1,65 @@
+//! Twin of `lua/sliding_window.lua`: counts in sub-windows of `precision`,
+//! aligned to multiples of it; a strategy of window W sums the W/P most recent
+//! sub-windows, the current one included.
+
+use super::{judge, least_room};
+use crate::backend::Outcome;
+use crate::Strategy;
+use std::collections::BTreeMap;
+
+/// Sub-window index (`start / precision`) to its count.
+#[derive(Debug, Clone)]
+pub(crate) struct SubWindows {
+    counts: BTreeMap<u64, u64>,
+}
+
+pub(crate) fn decide(strategies: &[Strategy], precision: u64, state: &mut Option<SubWindows>, now: u64, cost: u64, peek: bool) -> Outcome {
+    let current = now / precision;
+    let span = |s: &Strategy| s.window_us / precision;
+    let widest = strategies.iter().map(span).max().unwrap_or(1);
+    let mut subs = state.take().unwrap_or(SubWindows { counts: BTreeMap::new() });
+    // Sub-windows older than the widest span never count again.
+    subs.counts.retain(|&k, _| k + widest > current);
+    let counted = |s: &Strategy| {
+        let span = span(s);
+        subs.counts.range(..=current).filter(move |(&k, _)| k + span > current)
+    };
+    let counts: Vec<u64> = strategies.iter().map(|s| counted(s).map(|(_, c)| c).sum()).collect();
+    let verdict = judge(strategies, &counts, cost);
+    let taken = if verdict.allowed { cost } else { 0 };
+    let counts_after: Vec<u64> = counts.iter().map(|c| c + taken).collect();
+    let (limit, remaining) = least_room(strategies, &counts_after);
+
+    let newest = if taken > 0 { Some(current.max(subs.counts.keys().next_back().copied().unwrap_or(0))) } else { subs.counts.keys().next_back().copied() };
+    let reset_after_us = newest.map_or(0, |k| ((k + widest) * precision).saturating_sub(now));
+    let retry_after_us = (!verdict.allowed && !verdict.never).then(|| {
+        strategies
+            .iter()
+            .zip(&counts)
+            .enumerate()
+            .filter(|(i, _)| verdict.violated >> i & 1 == 1)
+            .map(|(_, (s, &c))| {
+                // Drop sub-windows oldest first until the cost fits.
+                let mut left = c;
+                let mut passes_at = (current + 1) * precision;
+                for (&k, &n) in counted(s) {
+                    left -= n;
+                    passes_at = (k + span(s)) * precision;
+                    if left + cost <= s.limit {
+                        break;
+                    }
+                }
+                passes_at.saturating_sub(now)
+            })
+            .max()
+            .unwrap_or(0)
+    });
+
+    if taken > 0 && !peek {
+        *subs.counts.entry(current).or_insert(0) += taken;
+    }
+    if !subs.counts.is_empty() {
+        *state = Some(subs);
+    }
+    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated } }
+}

@@ -1,0 +1,39 @@
+//! Twin of `lua/token_bucket.lua`: starts full, refills continuously.
+//!
+//! With the rate reduced to `n` per `p` µs, one token is `p` units and the
+//! bucket gains `n` units per µs, so every refill is exact on integers
+//! (1 token per 3 s arrives at exactly 3 s).
+
+use super::ceil_div;
+use crate::backend::Outcome;
+
+/// Units held and when they were last counted.
+#[derive(Debug, Clone)]
+pub(crate) struct Bucket {
+    units: u64,
+    last: u64,
+}
+
+pub(crate) fn decide(capacity: u64, (n, p): (u64, u64), state: &mut Option<Bucket>, now: u64, cost: u64, peek: bool) -> Outcome {
+    let full = capacity * p;
+    let (mut units, last) = state.as_ref().map_or((full, now), |b| (b.units.min(full), b.last));
+    let gained = (now.saturating_sub(last) as u128) * n as u128;
+    units = if gained >= (full - units) as u128 { full } else { units + gained as u64 };
+
+    let never = cost > capacity;
+    let need = if never { 0 } else { cost * p };
+    let allowed = !never && units >= need;
+    let after = if allowed { units - need } else { units };
+    let retry_after_us = (!allowed && !never).then(|| ceil_div((need - units) as u128, n as u128) as u64);
+    if allowed && cost > 0 && !peek {
+        *state = Some(Bucket { units: after, last: last.max(now) });
+    }
+    Outcome {
+        allowed,
+        limit: capacity,
+        remaining: after / p,
+        reset_after_us: ceil_div((full - after) as u128, n as u128) as u64,
+        retry_after_us,
+        violated: 0,
+    }
+}

@@ -1,0 +1,60 @@
+//! [`Backend`]: the one trait both stores implement, and what crosses it.
+
+mod memory;
+mod redis;
+
+pub use self::memory::MemoryBackend;
+pub use self::redis::{RedisBackend, RedisOptions};
+
+use crate::{Error, Policy};
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed, sendable future: what [`Backend`] methods return.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One decision to make.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The full storage key (prefix, algorithm, limiter name and user key).
+    pub key: &'a [u8],
+    /// The policy to apply.
+    pub policy: &'a Policy,
+    /// Permits to take (0 reports the state).
+    pub cost: u64,
+    /// Microseconds since the epoch, or `None` for the store's own clock.
+    pub now_us: Option<u64>,
+    /// Answer without taking anything.
+    pub peek: bool,
+}
+
+/// A decision as the store computes it: integers only, exactly what the Lua
+/// scripts return. [`Limiter`](crate::Limiter) turns it into a [`Decision`](crate::Decision).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// The call passes.
+    pub allowed: bool,
+    /// Limit of the strategy with the least room.
+    pub limit: u64,
+    /// Permits left after the call.
+    pub remaining: u64,
+    /// µs until the key is untouched again.
+    pub reset_after_us: u64,
+    /// µs until the same call would pass; `None` when allowed or never.
+    pub retry_after_us: Option<u64>,
+    /// Bit `i` set: strategy `i` (declared order) is violated.
+    pub violated: u32,
+}
+
+/// A store that decides atomically: the in-process [`MemoryBackend`] and the
+/// [`RedisBackend`] give the same outcome for the same requests and clock.
+pub trait Backend: Send + Sync + 'static {
+    /// Decides one request atomically.
+    fn decide<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Outcome, Error>>;
+
+    /// Forgets a key: its next call sees an untouched state.
+    fn reset<'a>(&'a self, key: &'a [u8]) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// A short name for logs: `"memory"` or `"redis"`.
+    fn kind(&self) -> &'static str;
+}

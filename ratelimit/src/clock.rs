@@ -1,0 +1,93 @@
+//! Where "now" comes from: the store's own clock, this process's clock, or a manual one.
+
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A source of the current time for decisions.
+///
+/// Returning `None` means "let the store read its own clock": Redis scripts then
+/// call `TIME`, so every app server agrees whatever its local clock says.
+pub trait Clock: Send + Sync + Debug + 'static {
+    /// Microseconds since the Unix epoch, or `None` for the store's own clock.
+    fn now_us(&self) -> Option<u64>;
+}
+
+/// The default: Redis server time (`TIME` inside the script); the memory
+/// backend reads this process's system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ServerClock;
+
+impl Clock for ServerClock {
+    fn now_us(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// This process's wall clock, sent to the store with each call. Use it where
+/// scripts may not call `TIME`; app servers must then keep their clocks in sync.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_us(&self) -> Option<u64> {
+        Some(system_now_us())
+    }
+}
+
+pub(crate) fn system_now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// A clock that moves only when told to: tests replay timelines with it on
+/// both backends without sleeping. Clones share one time.
+///
+/// ```
+/// use ratelimit::{Clock, ManualClock};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let start = clock.now_us().unwrap();
+/// clock.advance(Duration::from_millis(1500));
+/// assert_eq!(clock.now_us().unwrap() - start, 1_500_000);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    now_us: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// Starts at a fixed, realistic epoch time (2026-01-01T00:00:00Z), so
+    /// timelines are reproducible.
+    pub fn new() -> Self {
+        Self::starting_at(1_767_225_600_000_000)
+    }
+
+    /// Starts at `now_us` microseconds since the epoch.
+    pub fn starting_at(now_us: u64) -> Self {
+        ManualClock { now_us: Arc::new(AtomicU64::new(now_us)) }
+    }
+
+    /// Moves time forward.
+    pub fn advance(&self, by: Duration) {
+        self.now_us.fetch_add(by.as_micros() as u64, Ordering::SeqCst);
+    }
+
+    /// Sets the time, in microseconds since the epoch.
+    pub fn set_us(&self, now_us: u64) {
+        self.now_us.store(now_us, Ordering::SeqCst);
+    }
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_us(&self) -> Option<u64> {
+        Some(self.now_us.load(Ordering::SeqCst))
+    }
+}

@@ -1,0 +1,113 @@
+//! [`Error`] (the store or configuration failed) and [`RateLimited`] (a denial).
+
+use crate::Decision;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why a limiter could not decide: configuration or store failures.
+///
+/// A denial is not an error of this kind: it is a [`Decision`] with
+/// `allowed == false`, or a [`RateLimited`] on annotated functions.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A policy's parameters break a rule; the message names the rule.
+    #[error("invalid rate limit policy: {0}")]
+    InvalidPolicy(String),
+    /// The store configuration (a URL, an option) is unusable.
+    #[error("invalid rate limit store configuration: {0}")]
+    InvalidConfig(String),
+    /// The store did not answer in time; the call may or may not have been counted.
+    #[error("rate limit store timed out after {0:?}")]
+    Timeout(Duration),
+    /// The store answered with an error or could not be reached.
+    #[error("rate limit store error: {0}")]
+    Store(Arc<redis::RedisError>),
+    /// A script returned something other than its documented reply.
+    #[error("rate limit script returned an unexpected reply: {0}")]
+    Protocol(String),
+    /// [`init`](crate::init) was called after the global store was already set.
+    #[error("the global rate limit store is already initialised")]
+    AlreadyInitialized,
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        Error::Store(Arc::new(e))
+    }
+}
+
+/// The error a denied call returns: which limiter, which key, and the [`Decision`].
+///
+/// `Display` names the rule that denied and when to retry; it never prints the
+/// key, which is user data.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+///
+/// let store = Store::memory().with_clock(ManualClock::new());
+/// let limiter = Limiter::new("login", Policy::sliding_log("1/1m")?, &store);
+/// limiter.limit("bob", 1).await.unwrap();
+/// let denied = limiter.limit("bob", 1).await.unwrap_err();
+/// assert_eq!(denied.to_string(), "rate limited by `login` (1/1m exceeded); retry after 60s");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct RateLimited {
+    /// The limiter's name.
+    pub limiter: Arc<str>,
+    /// The key the call was counted under.
+    pub key: String,
+    /// The policy that denied, as text (`sliding_log 10/1s,100/1m`).
+    pub policy: String,
+    /// The full decision.
+    pub decision: Decision,
+    /// Set when the store could not answer and `on_error = "deny"` denied the call.
+    pub store_unavailable: bool,
+}
+
+impl RateLimited {
+    /// When the same call would pass, if ever.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.decision.retry_after
+    }
+}
+
+impl fmt::Display for RateLimited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.store_unavailable {
+            return write!(f, "rate limited by `{}`: the rate limit store is unavailable", self.limiter);
+        }
+        write!(f, "rate limited by `{}` (", self.limiter)?;
+        if self.decision.violated.is_empty() {
+            write!(f, "{}", self.policy)?;
+        } else {
+            for (i, s) in self.decision.violated.iter().enumerate() {
+                write!(f, "{}{s}", if i > 0 { ", " } else { "" })?;
+            }
+            write!(f, " exceeded")?;
+        }
+        match self.decision.retry_after {
+            Some(wait) => write!(f, "); retry after {}", format_wait(wait)),
+            None => write!(f, "); this cost can never pass: it exceeds what the policy admits"),
+        }
+    }
+}
+
+/// `1.5s`, `60s`, `250ms`, `17us`: short and never rounded down past the unit shown.
+fn format_wait(wait: Duration) -> String {
+    let us = wait.as_micros();
+    if us % 1_000_000 == 0 {
+        format!("{}s", us / 1_000_000)
+    } else if us >= 1_000_000 {
+        format!("{:.3}s", (us as f64 / 1e6 * 1000.0).ceil() / 1000.0)
+    } else if us % 1_000 == 0 {
+        format!("{}ms", us / 1_000)
+    } else {
+        format!("{us}us")
+    }
+}
+
+impl std::error::Error for RateLimited {}

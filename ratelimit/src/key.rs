@@ -1,0 +1,42 @@
+//! Storage keys, and the escaping that keeps key templates collision-free.
+
+use std::fmt::{self, Write};
+
+/// The bytes every storage key of one limiter starts with:
+/// `<prefix>:<algo>:<name length>:<name>:`. The length makes the split between
+/// name and user key unambiguous (`("a:b", "c")` and `("a", "b:c")` differ).
+pub(crate) fn key_prefix(prefix: &str, algo: &str, name: &str) -> Vec<u8> {
+    format!("{prefix}:{algo}:{}:{name}:", name.len()).into_bytes()
+}
+
+/// Appends `value`'s `Display` text to a key, escaping every ASCII byte that is
+/// not a letter or digit as `%XX`.
+///
+/// Template literals between placeholders contain such a byte (the macro
+/// enforces it), so the literal parts of a key can never be forged by a value:
+/// `<a>:<b>` gives different keys for `("x:y", "z")` and `("x", "y:z")`.
+///
+/// ```
+/// let mut key = String::new();
+/// ratelimit::__private::push_key_value(&mut key, &"x:y");
+/// key.push(':');
+/// ratelimit::__private::push_key_value(&mut key, &"z");
+/// assert_eq!(key, "x%3Ay:z");
+/// ```
+pub fn push_key_value(key: &mut String, value: &dyn fmt::Display) {
+    struct Escaper<'a>(&'a mut String);
+    impl Write for Escaper<'_> {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            for c in s.chars() {
+                if c.is_ascii() && !c.is_ascii_alphanumeric() {
+                    write!(self.0, "%{:02X}", c as u32)?;
+                } else {
+                    self.0.push(c);
+                }
+            }
+            Ok(())
+        }
+    }
+    // Writing into a String cannot fail; a Display impl that errors leaves what it wrote.
+    let _ = write!(Escaper(key), "{value}");
+}

@@ -1,0 +1,57 @@
+//! Distributed rate limiting for async Rust: one attribute on an async
+//! function, decided atomically on Redis, or in memory when no Redis is set.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+//! use ratelimit::{Limiter, ManualClock, Policy, Store};
+//! use std::time::Duration;
+//!
+//! let clock = ManualClock::new();
+//! let store = Store::memory().with_clock(clock.clone()); // or Store::redis("redis://...").await?
+//! let limiter = Limiter::new("login", Policy::sliding_log("5/3s")?, &store);
+//!
+//! for _ in 0..5 {
+//!     assert!(limiter.check("alice", 1).await?.allowed);
+//! }
+//! let denied = limiter.check("alice", 1).await?;
+//! assert_eq!(denied.retry_after, Some(Duration::from_secs(3)));
+//! clock.advance(Duration::from_secs(3));
+//! assert_eq!(limiter.check("alice", 1).await?.remaining, 4);
+//! # Ok(()) }
+//! ```
+//!
+//! Every algorithm (`fixed_window`, `sliding_window`, `sliding_log`,
+//! `token_bucket`, `leaky_bucket`, `gcra`) is one Lua script on Redis and an
+//! identical in-memory twin; see [`Policy`] for their parameters.
+
+mod algo;
+pub mod backend;
+mod clock;
+mod decision;
+mod error;
+mod key;
+mod limiter;
+mod on_error;
+mod policy;
+mod runtime;
+mod scripts;
+mod store;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+/// The attribute: see its own documentation for every option.
+pub use ratelimit_macros::rate_limit;
+
+pub use backend::{Backend, MemoryBackend, RedisBackend, RedisOptions};
+pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
+pub use decision::Decision;
+pub use error::{Error, RateLimited};
+pub use limiter::Limiter;
+pub use on_error::OnError;
+pub use policy::{Policy, Rate, Strategy};
+pub use ratelimit_grammar::AlgorithmKind;
+pub use runtime::{from_env, global, init, REDIS_URL_VAR};
+pub use scripts::script_source;
+pub use store::Store;

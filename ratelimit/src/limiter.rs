@@ -1,0 +1,225 @@
+//! [`Limiter`]: a name, a policy and a store.
+
+use crate::backend::{MemoryBackend, Outcome, Request};
+use crate::{Decision, Error, OnError, Policy, RateLimited, Store};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A named policy on a store. Cheap to clone; clones share everything.
+///
+/// Two limiters with the same name, algorithm and store share their counts.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let store = Store::memory().with_clock(clock.clone());
+/// let limiter = Limiter::new("uploads", Policy::token_bucket(10, "1/3s")?, &store);
+///
+/// assert_eq!(limiter.check("alice", 10).await?.remaining, 0);
+/// let denied = limiter.check("alice", 1).await?;
+/// assert_eq!(denied.retry_after, Some(Duration::from_secs(3)));
+/// clock.advance(Duration::from_secs(3));
+/// assert!(limiter.check("alice", 1).await?.allowed);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Limiter {
+    inner: Arc<Inner>,
+    on_error: OnError,
+}
+
+struct Inner {
+    name: Arc<str>,
+    policy: Policy,
+    store: Store,
+    key_prefix: Vec<u8>,
+    /// Decides while the store cannot, under `OnError::Local`.
+    local: MemoryBackend,
+    store_errors: AtomicU64,
+}
+
+impl Limiter {
+    /// A limiter named `name` applying `policy` on `store`.
+    pub fn new(name: impl Into<Arc<str>>, policy: Policy, store: &Store) -> Limiter {
+        let name = name.into();
+        let key_prefix = crate::key::key_prefix(&store.prefix, policy.algorithm().name(), &name);
+        Limiter {
+            inner: Arc::new(Inner {
+                name,
+                policy,
+                store: store.clone(),
+                key_prefix,
+                local: MemoryBackend::new(),
+                store_errors: AtomicU64::new(0),
+            }),
+            on_error: OnError::default(),
+        }
+    }
+
+    /// Sets what [`limit`](Self::limit) does when the store cannot answer.
+    pub fn with_on_error(mut self, on_error: OnError) -> Limiter {
+        self.on_error = on_error;
+        self
+    }
+
+    /// The limiter's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    /// How many calls found the store unable to answer.
+    pub fn store_errors(&self) -> u64 {
+        self.inner.store_errors.load(Ordering::Relaxed)
+    }
+
+    /// Takes `cost` permits for `key` if every rule allows it.
+    ///
+    /// A denial is `Ok` with `allowed == false`; `Err` means the store could
+    /// not decide (see [`limit`](Self::limit) for a call that applies
+    /// [`OnError`] instead).
+    pub async fn check(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
+        self.run(key.as_ref(), cost, false).await
+    }
+
+    /// The answer [`check`](Self::check) would give, without taking anything.
+    pub async fn peek(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
+        self.run(key.as_ref(), cost, true).await
+    }
+
+    /// Forgets `key`: its next call sees a fresh state.
+    pub async fn reset(&self, key: impl AsRef<[u8]>) -> Result<(), Error> {
+        let key = self.storage_key(key.as_ref());
+        self.inner.store.backend.reset(&key).await
+    }
+
+    /// Like [`check`](Self::check), but a denial is an `Err(RateLimited)` and a
+    /// store failure is settled by the limiter's [`OnError`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+    /// use ratelimit::{Limiter, ManualClock, Policy, Store};
+    ///
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let limiter = Limiter::new("search", Policy::gcra("1/1s", 0)?, &store);
+    /// assert!(limiter.limit("carol", 1).await.is_ok());
+    /// let denied = limiter.limit("carol", 1).await.unwrap_err();
+    /// assert_eq!(denied.retry_after(), Some(std::time::Duration::from_secs(1)));
+    /// # Ok(()) }
+    /// ```
+    pub async fn limit(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, RateLimited> {
+        let key = key.as_ref();
+        let decision = match self.run(key, cost, false).await {
+            Ok(decision) => decision,
+            Err(error) => self.on_store_error(key, cost, &error)?,
+        };
+        if decision.allowed {
+            Ok(decision)
+        } else {
+            Err(self.denial(key, decision, false))
+        }
+    }
+
+    /// Like [`limit`](Self::limit), but a denial that can pass later sleeps
+    /// until `retry_after` and tries again, for at most `max_wait` in total
+    /// (`None`: no bound). This is how a leaky bucket shapes traffic.
+    pub async fn wait(&self, key: impl AsRef<[u8]>, cost: u64, max_wait: Option<Duration>) -> Result<Decision, RateLimited> {
+        let key = key.as_ref();
+        let mut waited = Duration::ZERO;
+        loop {
+            match self.limit(key, cost).await {
+                Err(denied) => match denied.retry_after() {
+                    Some(wait) if max_wait.is_none_or(|max| waited + wait <= max) => {
+                        tokio::time::sleep(wait).await;
+                        waited += wait;
+                    }
+                    _ => return Err(denied),
+                },
+                allowed => return allowed,
+            }
+        }
+    }
+
+    fn storage_key(&self, key: &[u8]) -> Vec<u8> {
+        let mut full = Vec::with_capacity(self.inner.key_prefix.len() + key.len());
+        full.extend_from_slice(&self.inner.key_prefix);
+        full.extend_from_slice(key);
+        full
+    }
+
+    async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
+        let storage_key = self.storage_key(key);
+        let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us: self.inner.store.clock.now_us(), peek };
+        let outcome = self.inner.store.backend.decide(request).await?;
+        Ok(self.decision(outcome))
+    }
+
+    fn decision(&self, outcome: Outcome) -> Decision {
+        let violated = self
+            .inner
+            .policy
+            .strategies()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| outcome.violated >> i & 1 == 1)
+            .map(|(_, s)| *s)
+            .collect();
+        Decision {
+            allowed: outcome.allowed,
+            limit: outcome.limit,
+            remaining: outcome.remaining,
+            reset_after: Duration::from_micros(outcome.reset_after_us),
+            retry_after: outcome.retry_after_us.map(Duration::from_micros),
+            violated,
+        }
+    }
+
+    fn denial(&self, key: &[u8], decision: Decision, store_unavailable: bool) -> RateLimited {
+        RateLimited {
+            limiter: self.inner.name.clone(),
+            key: String::from_utf8_lossy(key).into_owned(),
+            policy: self.inner.policy.to_string(),
+            decision,
+            store_unavailable,
+        }
+    }
+
+    /// Settles a call the store could not decide; a timed-out call may have
+    /// been counted by the store, so it is never treated as a permit taken.
+    fn on_store_error(&self, key: &[u8], cost: u64, error: &Error) -> Result<Decision, RateLimited> {
+        self.inner.store_errors.fetch_add(1, Ordering::Relaxed);
+        let limit = self.inner.policy.max_cost();
+        match self.on_error {
+            OnError::Allow => {
+                tracing::warn!(target: "ratelimit", limiter = %self.inner.name, %error, "rate limit store unavailable; call allowed (on_error = allow)");
+                Ok(Decision { allowed: true, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new() })
+            }
+            OnError::Deny => {
+                tracing::warn!(target: "ratelimit", limiter = %self.inner.name, %error, "rate limit store unavailable; call denied (on_error = deny)");
+                let decision = Decision { allowed: false, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new() };
+                Err(self.denial(key, decision, true))
+            }
+            OnError::Local => {
+                tracing::warn!(target: "ratelimit", limiter = %self.inner.name, %error, "rate limit store unavailable; deciding in memory (on_error = local)");
+                let storage_key = self.storage_key(key);
+                let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us: self.inner.store.clock.now_us(), peek: false };
+                Ok(self.decision(self.inner.local.decide_now(&request)))
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Limiter").field("name", &self.inner.name).field("policy", &self.inner.policy.to_string()).field("store", &self.inner.store).finish()
+    }
+}

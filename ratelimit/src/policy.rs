@@ -1,0 +1,214 @@
+//! [`Policy`]: an algorithm with its validated parameters.
+
+use crate::Error;
+use ratelimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
+pub use ratelimit_grammar::{Rate, Strategy};
+use std::borrow::Cow;
+use std::fmt;
+
+/// An algorithm with its validated parameters.
+///
+/// Build one with the constructor named after the algorithm; each applies the
+/// same rules (the shared `ratelimit-grammar` crate) that `#[rate_limit]`
+/// applies at compile time.
+///
+/// ```
+/// use ratelimit::Policy;
+///
+/// let p = Policy::sliding_log("10/1s,100/1m").unwrap();
+/// assert_eq!(p.strategies().len(), 2);
+/// assert_eq!(p.to_string(), "sliding_log 10/1s,100/1m");
+///
+/// let err = Policy::fixed_window("0/1s").unwrap_err();
+/// assert!(err.to_string().contains("a limit of 0 would deny every call"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub(crate) params: Params,
+}
+
+/// The validated parameters of each algorithm. Bucket rates are kept as given;
+/// the arithmetic uses [`Rate::reduced`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Params {
+    FixedWindow { strategies: Cow<'static, [Strategy]> },
+    SlidingWindow { strategies: Cow<'static, [Strategy]>, precision_us: u64 },
+    SlidingLog { strategies: Cow<'static, [Strategy]> },
+    TokenBucket { capacity: u64, rate: Rate },
+    LeakyBucket { capacity: u64, rate: Rate },
+    Gcra { rate: Rate, burst: u64 },
+}
+
+impl Policy {
+    /// A fixed window per strategy, started by a key's first hit.
+    pub fn fixed_window(strategies: &str) -> Result<Policy, Error> {
+        let mut spec = PolicySpec::new(AlgorithmKind::FixedWindow);
+        spec.strategies = Some(strategies_param(strategies)?);
+        Policy::from_spec(spec)
+    }
+
+    /// A sliding window approximated by sub-windows of `precision` (e.g. `"100ms"`).
+    ///
+    /// ```
+    /// let p = ratelimit::Policy::sliding_window("10/1s", "100ms").unwrap();
+    /// assert!(ratelimit::Policy::sliding_window("10/1s", "300ms").is_err());
+    /// # drop(p);
+    /// ```
+    pub fn sliding_window(strategies: &str, precision: &str) -> Result<Policy, Error> {
+        let mut spec = PolicySpec::new(AlgorithmKind::SlidingWindow);
+        spec.strategies = Some(strategies_param(strategies)?);
+        spec.precision = Some(ratelimit_grammar::parse_duration(precision).map_err(|e| param_error(Param::Precision, e))?);
+        Policy::from_spec(spec)
+    }
+
+    /// An exact sliding log of admitted hits.
+    pub fn sliding_log(strategies: &str) -> Result<Policy, Error> {
+        let mut spec = PolicySpec::new(AlgorithmKind::SlidingLog);
+        spec.strategies = Some(strategies_param(strategies)?);
+        Policy::from_spec(spec)
+    }
+
+    /// A token bucket of `capacity` tokens, starting full, refilled at `rate` (e.g. `"1/3s"`).
+    pub fn token_bucket(capacity: u64, rate: &str) -> Result<Policy, Error> {
+        let mut spec = PolicySpec::new(AlgorithmKind::TokenBucket);
+        spec.capacity = Some(capacity);
+        spec.rate = Some(parse_rate(rate).map_err(|e| param_error(Param::Rate, e))?);
+        Policy::from_spec(spec)
+    }
+
+    /// A leaky bucket of `capacity`, starting empty, drained at `rate`.
+    pub fn leaky_bucket(capacity: u64, rate: &str) -> Result<Policy, Error> {
+        let mut spec = PolicySpec::new(AlgorithmKind::LeakyBucket);
+        spec.capacity = Some(capacity);
+        spec.rate = Some(parse_rate(rate).map_err(|e| param_error(Param::Rate, e))?);
+        Policy::from_spec(spec)
+    }
+
+    /// GCRA with redis-cell's semantics: `rate` and `burst` (limit = burst + 1).
+    ///
+    /// ```
+    /// let p = ratelimit::Policy::gcra("1/1s", 4).unwrap();
+    /// assert_eq!(p.to_string(), "gcra 1/1s burst 4");
+    /// ```
+    pub fn gcra(rate: &str, burst: u64) -> Result<Policy, Error> {
+        let mut spec = PolicySpec::new(AlgorithmKind::Gcra);
+        spec.rate = Some(parse_rate(rate).map_err(|e| param_error(Param::Rate, e))?);
+        spec.burst = Some(burst);
+        Policy::from_spec(spec)
+    }
+
+    /// Builds a policy from a parsed spec, applying every rule.
+    pub fn from_spec(spec: PolicySpec) -> Result<Policy, Error> {
+        if let Err(errors) = spec.validate() {
+            let message = errors.iter().map(|(_, e)| e.to_string()).collect::<Vec<_>>().join("; ");
+            return Err(Error::InvalidPolicy(message));
+        }
+        let strategies = || Cow::Owned(spec.strategies.clone().unwrap_or_default());
+        let params = match spec.kind {
+            AlgorithmKind::FixedWindow => Params::FixedWindow { strategies: strategies() },
+            AlgorithmKind::SlidingLog => Params::SlidingLog { strategies: strategies() },
+            AlgorithmKind::SlidingWindow => Params::SlidingWindow {
+                precision_us: spec.precision.unwrap_or_else(|| PolicySpec::default_precision(spec.strategies.as_deref().unwrap_or(&[]))),
+                strategies: strategies(),
+            },
+            AlgorithmKind::TokenBucket => Params::TokenBucket { capacity: spec.capacity.unwrap_or(0), rate: spec.rate.expect("validated") },
+            AlgorithmKind::LeakyBucket => Params::LeakyBucket { capacity: spec.capacity.unwrap_or(0), rate: spec.rate.expect("validated") },
+            AlgorithmKind::Gcra => {
+                let rate = spec.rate.expect("validated");
+                Params::Gcra { rate, burst: spec.burst.unwrap_or_else(|| PolicySpec::default_burst(rate)) }
+            }
+        };
+        Ok(Policy { params })
+    }
+
+    /// Which algorithm this policy runs.
+    pub fn algorithm(&self) -> AlgorithmKind {
+        match self.params {
+            Params::FixedWindow { .. } => AlgorithmKind::FixedWindow,
+            Params::SlidingWindow { .. } => AlgorithmKind::SlidingWindow,
+            Params::SlidingLog { .. } => AlgorithmKind::SlidingLog,
+            Params::TokenBucket { .. } => AlgorithmKind::TokenBucket,
+            Params::LeakyBucket { .. } => AlgorithmKind::LeakyBucket,
+            Params::Gcra { .. } => AlgorithmKind::Gcra,
+        }
+    }
+
+    /// The strategies of a window algorithm in declared order (empty for buckets and GCRA).
+    pub fn strategies(&self) -> &[Strategy] {
+        match &self.params {
+            Params::FixedWindow { strategies } | Params::SlidingLog { strategies } | Params::SlidingWindow { strategies, .. } => strategies,
+            _ => &[],
+        }
+    }
+
+    /// The most permits one call could ever take: a larger cost is never admitted.
+    pub fn max_cost(&self) -> u64 {
+        match &self.params {
+            Params::TokenBucket { capacity, .. } | Params::LeakyBucket { capacity, .. } => *capacity,
+            Params::Gcra { burst, .. } => burst + 1,
+            _ => self.strategies().iter().map(|s| s.limit).min().unwrap_or(0),
+        }
+    }
+
+    // Constructors for macro output: the macro has already validated these
+    // parameters with the same grammar, so no check runs at run time.
+    #[doc(hidden)]
+    pub const fn __fixed_window(strategies: &'static [Strategy]) -> Policy {
+        Policy { params: Params::FixedWindow { strategies: Cow::Borrowed(strategies) } }
+    }
+    #[doc(hidden)]
+    pub const fn __sliding_window(strategies: &'static [Strategy], precision_us: u64) -> Policy {
+        Policy { params: Params::SlidingWindow { strategies: Cow::Borrowed(strategies), precision_us } }
+    }
+    #[doc(hidden)]
+    pub const fn __sliding_log(strategies: &'static [Strategy]) -> Policy {
+        Policy { params: Params::SlidingLog { strategies: Cow::Borrowed(strategies) } }
+    }
+    #[doc(hidden)]
+    pub const fn __token_bucket(capacity: u64, rate: Rate) -> Policy {
+        Policy { params: Params::TokenBucket { capacity, rate } }
+    }
+    #[doc(hidden)]
+    pub const fn __leaky_bucket(capacity: u64, rate: Rate) -> Policy {
+        Policy { params: Params::LeakyBucket { capacity, rate } }
+    }
+    #[doc(hidden)]
+    pub const fn __gcra(rate: Rate, burst: u64) -> Policy {
+        Policy { params: Params::Gcra { rate, burst } }
+    }
+}
+
+fn strategies_param(text: &str) -> Result<Vec<Strategy>, Error> {
+    parse_strategies(text).map_err(|e| param_error(Param::Strategies, e))
+}
+
+fn param_error(param: Param, error: ratelimit_grammar::GrammarError) -> Error {
+    Error::InvalidPolicy(format!("`{}`: {error}", param.name()))
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ", self.algorithm())?;
+        match &self.params {
+            Params::FixedWindow { strategies } | Params::SlidingLog { strategies } => write_strategies(f, strategies),
+            Params::SlidingWindow { strategies, precision_us } => {
+                write_strategies(f, strategies)?;
+                write!(f, " precision {}", ratelimit_grammar::format_duration(*precision_us))
+            }
+            Params::TokenBucket { capacity, rate } | Params::LeakyBucket { capacity, rate } => {
+                write!(f, "capacity {capacity} rate {rate}")
+            }
+            Params::Gcra { rate, burst } => write!(f, "{rate} burst {burst}"),
+        }
+    }
+}
+
+fn write_strategies(f: &mut fmt::Formatter<'_>, strategies: &[Strategy]) -> fmt::Result {
+    for (i, s) in strategies.iter().enumerate() {
+        if i > 0 {
+            f.write_str(",")?;
+        }
+        write!(f, "{s}")?;
+    }
+    Ok(())
+}

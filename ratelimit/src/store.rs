@@ -1,0 +1,80 @@
+//! [`Store`]: a backend, the clock that drives it, and the key prefix.
+
+use crate::backend::{Backend, MemoryBackend, RedisBackend, RedisOptions};
+use crate::clock::{Clock, ServerClock};
+use crate::Error;
+use std::fmt;
+use std::sync::Arc;
+
+/// Where decisions are made: a shared handle (cheap to clone) to a backend,
+/// the clock that drives it and the prefix of every key it writes.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+/// use ratelimit::{Limiter, Policy, Store};
+///
+/// let store = Store::memory();
+/// let limiter = Limiter::new("api", Policy::token_bucket(3, "1/1s")?, &store);
+/// assert_eq!(limiter.check("k", 1).await?.remaining, 2);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) prefix: Arc<str>,
+}
+
+impl Store {
+    /// The default key prefix: keys read `ratelimit:<algo>:<name length>:<name>:<key>`.
+    pub const DEFAULT_PREFIX: &'static str = "ratelimit";
+
+    /// An in-process store: no Redis needed, limits are per process.
+    pub fn memory() -> Store {
+        Store::from_backend(Arc::new(MemoryBackend::new()))
+    }
+
+    /// Connects to Redis (`redis://[user:password@]host:port[/db]`) with the
+    /// default [`RedisOptions`] and loads every script.
+    pub async fn redis(url: &str) -> Result<Store, Error> {
+        Store::redis_with(url, RedisOptions::default()).await
+    }
+
+    /// Connects to Redis with explicit timeouts.
+    pub async fn redis_with(url: &str, options: RedisOptions) -> Result<Store, Error> {
+        Ok(Store::from_backend(Arc::new(RedisBackend::connect(url, options).await?)))
+    }
+
+    /// Wraps any backend; the clock defaults to [`ServerClock`].
+    pub fn from_backend(backend: Arc<dyn Backend>) -> Store {
+        Store { backend, clock: Arc::new(ServerClock), prefix: Store::DEFAULT_PREFIX.into() }
+    }
+
+    /// Uses `clock` for every decision (e.g. a [`ManualClock`](crate::ManualClock) in tests).
+    pub fn with_clock(mut self, clock: impl Clock) -> Store {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// Changes the prefix of every key (to share one Redis between applications).
+    pub fn with_prefix(mut self, prefix: &str) -> Store {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store").field("backend", &self.backend.kind()).field("clock", &self.clock).field("prefix", &self.prefix).finish()
+    }
+}

@@ -1,0 +1,7 @@
+//! Support shared by the workspace's examples and integration tests: starting
+//! real, private `redis-server` processes on free loopback ports.
+//!
+//! Nothing here is published; it exists so tests never touch a Redis they did
+//! not start.
+
+pub mod redis_server;

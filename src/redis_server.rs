@@ -1,0 +1,106 @@
+//! [`RedisServer`]: a private `redis-server` on a free loopback port, stopped on drop.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` process this test started and alone uses.
+///
+/// It listens on 127.0.0.1 on a port the OS chose free, persists nothing and
+/// is killed when dropped, so tests never touch a Redis they did not start.
+///
+/// ```no_run
+/// let server = ratelimit_examples::redis_server::RedisServer::start();
+/// assert!(server.url().starts_with("redis://127.0.0.1:"));
+/// ```
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl RedisServer {
+    /// Starts a server and waits until it answers `PING`.
+    ///
+    /// # Panics
+    /// When `redis-server` is not installed or does not come up within 10 s:
+    /// a test cannot run without it, and says how to fix that.
+    pub fn start() -> RedisServer {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("ratelimit-redis-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create a directory for redis-server");
+        let mut server = RedisServer { child: None, port, dir };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start redis-server ({e}); install it with `apt-get install redis-server`"));
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.ping() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("redis-server on port {} did not answer PING within 10 s", self.port);
+    }
+
+    fn ping(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
+        let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+        let mut reply = [0u8; 7];
+        stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+    }
+
+    /// `redis://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server and starts a fresh, empty one on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind a free loopback port");
+    listener.local_addr().expect("local address").port()
+}
