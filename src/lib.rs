@@ -1,7 +1,9 @@
 //! Support shared by the workspace's examples and integration tests: starting
-//! real, private `redis-server` processes on free loopback ports.
+//! real, private `redis-server` processes on free loopback ports, and both
+//! backends side by side.
 //!
 //! Nothing here is published; it exists so tests never touch a Redis they did
 //! not start.
 
 pub mod redis_server;
+pub mod stores;

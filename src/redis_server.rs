@@ -78,6 +78,11 @@ impl RedisServer {
         self.port
     }
 
+    /// The server's process id (to freeze it with SIGSTOP, for example).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// Kills the server at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

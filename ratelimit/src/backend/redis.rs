@@ -109,7 +109,9 @@ impl RedisBackend {
         }
         let mut connection = self.connection.clone();
         let reply: Vec<i64> = match tokio::time::timeout(self.options.response_timeout, invocation.invoke_async(&mut connection)).await {
-            Ok(reply) => reply?,
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) if e.is_timeout() => return Err(Error::Timeout(self.options.response_timeout)),
+            Ok(Err(e)) => return Err(e.into()),
             Err(_) => return Err(Error::Timeout(self.options.response_timeout)),
         };
         outcome(&reply)

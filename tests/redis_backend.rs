@@ -1,0 +1,126 @@
+//! What the Redis backend promises: one EVALSHA per decision, scripts loaded
+//! at start-up and reloaded after SCRIPT FLUSH, a TTL on every key, bounded
+//! connects and round trips.
+
+use ratelimit::{AlgorithmKind, Error, Limiter, ManualClock, Policy, RedisOptions, Store};
+use ratelimit_examples::redis_server::RedisServer;
+use redis::AsyncCommands;
+use std::time::{Duration, Instant};
+
+async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+}
+
+/// `calls` of one command in `INFO commandstats`.
+async fn calls(con: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+fn every_algorithm() -> Vec<Policy> {
+    vec![
+        Policy::fixed_window("2/1s,3/10s,5/1m").unwrap(),
+        Policy::sliding_window("2/1s,3/10s,5/1m", "1s").unwrap(),
+        Policy::sliding_log("2/1s,3/10s,5/1m").unwrap(),
+        Policy::token_bucket(3, "1/1s").unwrap(),
+        Policy::leaky_bucket(3, "1/1s").unwrap(),
+        Policy::gcra("1/1s", 2).unwrap(),
+    ]
+}
+
+#[tokio::test]
+async fn every_decision_is_exactly_one_evalsha_whatever_the_strategies() {
+    let server = RedisServer::start();
+    let store = Store::redis(&server.url()).await.unwrap();
+    let mut con = raw(&server).await;
+    for policy in every_algorithm() {
+        let limiter = Limiter::new("one-trip", policy.clone(), &store);
+        let before = (calls(&mut con, "evalsha").await, calls(&mut con, "eval").await);
+        for i in 0..10 {
+            limiter.check(format!("k{}", i % 3), 1).await.unwrap();
+        }
+        let after = (calls(&mut con, "evalsha").await, calls(&mut con, "eval").await);
+        assert_eq!((after.0 - before.0, after.1 - before.1), (10, 0), "{policy}");
+    }
+}
+
+#[tokio::test]
+async fn scripts_are_loaded_at_start_up_and_reloaded_after_a_flush() {
+    let server = RedisServer::start();
+    let store = Store::redis(&server.url()).await.unwrap();
+    let mut con = raw(&server).await;
+    let hashes: Vec<String> = AlgorithmKind::ALL.iter().map(|k| redis::Script::new(ratelimit::script_source(*k)).get_hash().to_string()).collect();
+    let loaded: Vec<bool> = redis::cmd("SCRIPT").arg("EXISTS").arg(&hashes).query_async(&mut con).await.unwrap();
+    assert_eq!(loaded, vec![true; 6], "not every script was loaded at start-up");
+
+    let limiter = Limiter::new("flush", Policy::gcra("1/1s", 5).unwrap(), &store);
+    limiter.check("k", 1).await.unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut con).await.unwrap();
+    let d = limiter.check("k", 1).await.expect("NOSCRIPT after SCRIPT FLUSH must be handled");
+    assert_eq!(d.remaining, 4, "the state survived the flush and the reload counted once");
+}
+
+#[tokio::test]
+async fn every_key_written_has_a_ttl() {
+    let server = RedisServer::start();
+    let server_time = Store::redis(&server.url()).await.unwrap();
+    let manual = server_time.clone().with_clock(ManualClock::new());
+    for store in [&server_time, &manual] {
+        for policy in every_algorithm() {
+            let limiter = Limiter::new("ttl", policy, store);
+            for i in 0..20 {
+                limiter.check(format!("user-{}", i % 4), 1 + i % 2).await.unwrap();
+            }
+        }
+    }
+    let mut con = raw(&server).await;
+    let keys: Vec<String> = con.keys("*").await.unwrap();
+    assert!(keys.len() >= 24, "expected keys from every algorithm, found {keys:?}");
+    for key in keys {
+        let ttl: i64 = con.pttl(&key).await.unwrap();
+        assert!(ttl > 0, "{key} has no TTL ({ttl})");
+    }
+}
+
+#[tokio::test]
+async fn keys_say_which_limiter_and_algorithm_they_belong_to() {
+    let server = RedisServer::start();
+    let store = Store::redis(&server.url()).await.unwrap().with_prefix("app");
+    Limiter::new("login", Policy::gcra("1/1s", 1).unwrap(), &store).check("alice", 1).await.unwrap();
+    let mut con = raw(&server).await;
+    let keys: Vec<String> = con.keys("*").await.unwrap();
+    assert_eq!(keys, vec!["app:gcra:5:login:alice".to_string()]);
+}
+
+#[tokio::test]
+async fn connecting_to_nothing_is_a_clear_error_not_a_hang() {
+    let vacant = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = Instant::now();
+    let options = RedisOptions { connect_timeout: Duration::from_millis(300), ..RedisOptions::default() };
+    let err = Store::redis_with(&format!("redis://127.0.0.1:{vacant}"), options).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains(&format!("cannot connect to Redis at redis://127.0.0.1:{vacant}")), "{err}");
+
+    let err = Store::redis("http://localhost").await.unwrap_err();
+    assert!(err.to_string().contains("cannot parse Redis URL"), "{err}");
+}
+
+#[tokio::test]
+async fn a_frozen_server_gives_a_timeout_within_the_response_timeout() {
+    let server = RedisServer::start();
+    let options = RedisOptions { response_timeout: Duration::from_millis(200), ..RedisOptions::default() };
+    let store = Store::redis_with(&server.url(), options).await.unwrap();
+    let limiter = Limiter::new("frozen", Policy::fixed_window("5/1s").unwrap(), &store);
+    limiter.check("k", 1).await.unwrap();
+    let pid = server.pid().unwrap().to_string();
+    assert!(std::process::Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    let started = Instant::now();
+    let result = limiter.check("k", 1).await;
+    let took = started.elapsed();
+    std::process::Command::new("kill").args(["-CONT", &pid]).status().unwrap();
+    assert!(matches!(result, Err(Error::Timeout(_))), "{result:?}");
+    assert!(took < Duration::from_millis(600), "took {took:?}");
+}
