@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! The policy grammar of `ratelimit`, in one place.
 //!
 //! The `#[rate_limit]` macro validates its arguments with this crate at compile

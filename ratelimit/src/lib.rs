@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Distributed rate limiting for async Rust: one attribute on an async
 //! function, decided atomically on Redis, or in memory when no Redis is set.
 //!

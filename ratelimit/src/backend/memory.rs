@@ -85,24 +85,17 @@ impl MemoryBackend {
         if now >= shard.next_sweep_us {
             shard.sweep(now);
         }
-        let mut state = match shard.entries.get(request.key) {
-            Some(e) if e.expires_at_us > now => Some(e.state.clone()),
-            _ => None,
+        // Take the entry out (keeping its key allocation) rather than cloning
+        // its state: a sliding log may hold many entries.
+        let (stored_key, mut state) = match shard.entries.remove_entry(request.key) {
+            Some((stored_key, e)) if e.expires_at_us > now => (Some(stored_key), Some(e.state)),
+            Some((stored_key, _)) => (Some(stored_key), None),
+            None => (None, None),
         };
         let outcome = algo::decide(&request.policy.params, &mut state, now, request.cost, request.peek);
-        match state {
-            Some(state) if outcome.reset_after_us > 0 => {
-                let entry = Entry { state, expires_at_us: now + outcome.reset_after_us };
-                match shard.entries.get_mut(request.key) {
-                    Some(slot) => *slot = entry,
-                    None => {
-                        shard.entries.insert(request.key.into(), entry);
-                    }
-                }
-            }
-            _ => {
-                shard.entries.remove(request.key);
-            }
+        if let Some(state) = state.filter(|_| outcome.reset_after_us > 0) {
+            let key = stored_key.unwrap_or_else(|| request.key.into());
+            shard.entries.insert(key, Entry { state, expires_at_us: now + outcome.reset_after_us });
         }
         outcome
     }
