@@ -1,0 +1,83 @@
+-- gcra.lua: the generic cell rate algorithm, answering as redis-cell's
+-- CL.THROTTLE key burst count period qty does. Twin: src/algo/gcra.rs.
+--
+-- KEYS[1]  the only key touched.
+-- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
+-- ARGV[2]  cost, integer >= 0 (may exceed 2^53: then above the limit).
+-- ARGV[3]  "1" = peek (decide, write nothing), "0" = check.
+-- ARGV[4]  TTL slack in ms added to the PX of every SET.
+-- ARGV[5]  burst; limit = burst + 1.
+-- ARGV[6]  n, ARGV[7] p: the rate in lowest terms, n per p µs. Times are in
+--          units of 1/n µs: the emission interval is p units, the tolerance
+--          (burst + 1) * p units.
+-- Returns  {allowed (1|0), limit = burst + 1, remaining, reset_after_us,
+--           retry_after_us (-1 = none), violated = 0}.
+--
+-- State on Redis: a string holding the theoretical arrival time (TAT):
+-- "<tat_us>" when the remainder is 0, else "<tat_us>:<rem>" with 0 < rem < n
+-- (exact TAT = tat_us + rem / n µs). Written (SET ... PX) only when allowed,
+-- cost > 0 and not a peek, with PX = ceil(reset_after_us / 1000) + slack ms.
+
+local key = KEYS[1]
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+local cost = tonumber(ARGV[2])
+local peek = ARGV[3] == '1'
+local slack = tonumber(ARGV[4])
+local burst = tonumber(ARGV[5])
+local n = tonumber(ARGV[6])
+local p = tonumber(ARGV[7])
+
+local function ceil_div(a, b)
+  local q = math.floor(a / b)
+  if q * b < a then q = q + 1 end
+  return q
+end
+
+local limit = burst + 1
+local tolerance = limit * p
+
+-- How far the TAT is ahead of now, in units (redis-cell's ttl).
+local debt = 0
+local v = redis.call('GET', key)
+if v then
+  local us, rem
+  local colon = string.find(v, ':', 1, true)
+  if colon then
+    us, rem = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1))
+  else
+    us, rem = tonumber(v), 0
+  end
+  if us and rem and us >= now then debt = (us - now) * n + rem end
+end
+
+local never = cost > limit
+local increment = never and 0 or cost * p
+local allowed = not never and debt + increment <= tolerance
+local ttl = allowed and debt + increment or debt
+local retry = -1
+if not allowed and not never then retry = ceil_div(debt + increment - tolerance, n) end
+local remaining = tolerance - ttl
+if remaining < 0 then remaining = 0 end
+local reset = ceil_div(ttl, n)
+
+if allowed and cost > 0 and not peek then
+  local whole = math.floor(ttl / n)
+  local rem = ttl - whole * n
+  local value
+  if rem == 0 then
+    value = string.format('%d', now + whole)
+  else
+    value = string.format('%d:%d', now + whole, rem)
+  end
+  local ms = math.floor((reset + 999) / 1000) + slack
+  if ms < 1 then ms = 1 end
+  redis.call('SET', key, value, 'PX', string.format('%d', ms))
+end
+
+return {allowed and 1 or 0, limit, math.floor(remaining / p), reset, retry, 0}

@@ -1,0 +1,112 @@
+-- sliding_log.lua: an exact log of admitted hits, one entry per permit; a
+-- hit at s counts for window W while now - s < W (half-open).
+-- Twin: src/algo/sliding_log.rs.
+--
+-- KEYS[1]  the only key touched.
+-- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
+-- ARGV[2]  cost, integer >= 0 (may exceed 2^53: then above every limit).
+-- ARGV[3]  "1" = peek (decide, write nothing), "0" = check.
+-- ARGV[4]  TTL slack in ms added to every PEXPIRE.
+-- ARGV[5]  k, the number of strategies (1..16), then k pairs
+--          limit_i, window_us_i (declared order) in ARGV[6..5+2k].
+-- Returns  {allowed (1|0), limit, remaining, reset_after_us,
+--           retry_after_us (-1 = none), violated (bit i-1 = strategy i)}.
+--
+-- State on Redis: a sorted set of admitted hits; score = hit time µs, member
+-- "<time>:<j>" with j = 0, 1, ... among the hits sharing that time (trimming
+-- removes whole scores, so they are always "<time>:0".."<time>:(m-1)").
+-- Strategy i counts ZCOUNT (now - W_i, +inf]. Hits with s <= now - widest
+-- are trimmed on the next write. Written only when allowed, cost > 0 and not
+-- a peek, always followed by PEXPIRE ceil(reset_after_us / 1000) + slack ms.
+
+local key = KEYS[1]
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+local cost = tonumber(ARGV[2])
+local peek = ARGV[3] == '1'
+local slack = tonumber(ARGV[4])
+local k = tonumber(ARGV[5])
+
+local limits, windows, counts = {}, {}, {}
+local by_window = {}
+local widest = 0
+local violated, never, bit = 0, false, 1
+for i = 1, k do
+  local limit = tonumber(ARGV[4 + 2 * i])
+  local window = tonumber(ARGV[5 + 2 * i])
+  limits[i], windows[i] = limit, window
+  if window > widest then widest = window end
+  local c = by_window[window]
+  if c == nil then
+    c = redis.call('ZCOUNT', key, '(' .. string.format('%d', now - window), '+inf')
+    by_window[window] = c
+  end
+  counts[i] = c
+  if cost > limit then never = true end
+  if c + cost > limit then violated = violated + bit end
+  bit = bit * 2
+end
+local allowed = violated == 0
+local taken = allowed and cost or 0
+
+local best_limit, best_rem = 0, nil
+for i = 1, k do
+  local rem = limits[i] - (counts[i] + taken)
+  if rem < 0 then rem = 0 end
+  if best_rem == nil or rem < best_rem then best_limit, best_rem = limits[i], rem end
+end
+
+-- Reset: when the newest hit leaves the widest window; a call that takes
+-- adds hits at now, which is the newest unless the clock stepped back.
+local reset = 0
+local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if newest[2] then
+  reset = tonumber(newest[2]) + widest - now
+  if reset < 0 then reset = 0 end
+end
+if taken > 0 and reset < widest then reset = widest end
+
+-- Retry (denials only): for a violated strategy with c counted hits, the
+-- (c + cost - limit)-th oldest of them must leave its window; the counted hits
+-- are the newest c of the set, so that hit is the (limit - cost + 1)-th newest.
+local retry = -1
+if not allowed and not never then
+  retry = 0
+  bit = 1
+  for i = 1, k do
+    if violated % (bit * 2) >= bit then
+      local rank = string.format('%d', cost - limits[i] - 1)
+      local hit = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+      local r = tonumber(hit[2]) + windows[i] - now
+      if r > retry then retry = r end
+    end
+    bit = bit * 2
+  end
+end
+
+if taken > 0 and not peek then
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - widest))
+  local at = string.format('%d', now)
+  local j = redis.call('ZCOUNT', key, at, at)
+  local last = j + taken - 1
+  while j <= last do
+    local args = {}
+    local stop = math.min(j + 499, last)
+    for m = j, stop do
+      args[#args + 1] = at
+      args[#args + 1] = string.format('%d:%d', now, m)
+    end
+    redis.call('ZADD', key, unpack(args))
+    j = stop + 1
+  end
+  local ms = math.floor((reset + 999) / 1000) + slack
+  if ms < 1 then ms = 1 end
+  redis.call('PEXPIRE', key, string.format('%d', ms))
+end
+
+return {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated}

@@ -1,0 +1,130 @@
+-- sliding_window.lua: counts in sub-windows of `precision` P aligned to
+-- multiples of P; a strategy of window W sums the W/P most recent
+-- sub-windows, the current one included. Twin: src/algo/sliding_window.rs.
+--
+-- KEYS[1]  the only key touched.
+-- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
+-- ARGV[2]  cost, integer >= 0 (may exceed 2^53: then above every limit).
+-- ARGV[3]  "1" = peek (decide, write nothing), "0" = check.
+-- ARGV[4]  TTL slack in ms added to every PEXPIRE.
+-- ARGV[5]  precision_us (divides every window).
+-- ARGV[6]  k, the number of strategies (1..16), then k pairs
+--          limit_i, window_us_i (declared order) in ARGV[7..6+2k].
+-- Returns  {allowed (1|0), limit, remaining, reset_after_us,
+--           retry_after_us (-1 = none), violated (bit i-1 = strategy i)}.
+--
+-- State on Redis: a hash from sub-window index floor(t / P) (a "%d" string)
+-- to its count. With current = floor(now / P) and span_i = W_i / P, strategy i
+-- counts the fields with current - span_i < index <= current; fields with
+-- index + widest_span <= current never count again and are deleted on the
+-- next write. Written only when allowed, cost > 0 and not a peek, always
+-- followed by PEXPIRE ceil(reset_after_us / 1000) + slack ms.
+
+local key = KEYS[1]
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+local cost = tonumber(ARGV[2])
+local peek = ARGV[3] == '1'
+local slack = tonumber(ARGV[4])
+local precision = tonumber(ARGV[5])
+local k = tonumber(ARGV[6])
+
+local current = math.floor(now / precision)
+local limits, windows, spans, counts = {}, {}, {}, {}
+local widest = 0
+for i = 1, k do
+  limits[i] = tonumber(ARGV[5 + 2 * i])
+  windows[i] = tonumber(ARGV[6 + 2 * i])
+  spans[i] = math.floor(windows[i] / precision)
+  if spans[i] > widest then widest = spans[i] end
+  counts[i] = 0
+end
+
+local raw = redis.call('HGETALL', key)
+local stale, live = {}, {}
+local newest, current_count = nil, 0
+for j = 1, #raw, 2 do
+  local idx, c = tonumber(raw[j]), tonumber(raw[j + 1])
+  if idx and c then
+    if idx + widest <= current then
+      stale[#stale + 1] = raw[j]
+    else
+      if newest == nil or idx > newest then newest = idx end
+      if idx <= current then
+        live[#live + 1] = {idx, c}
+        if idx == current then current_count = c end
+        for i = 1, k do
+          if idx + spans[i] > current then counts[i] = counts[i] + c end
+        end
+      end
+    end
+  end
+end
+
+local violated, never, bit = 0, false, 1
+for i = 1, k do
+  if cost > limits[i] then never = true end
+  if counts[i] + cost > limits[i] then violated = violated + bit end
+  bit = bit * 2
+end
+local allowed = violated == 0
+local taken = allowed and cost or 0
+
+local best_limit, best_rem = 0, nil
+for i = 1, k do
+  local rem = limits[i] - (counts[i] + taken)
+  if rem < 0 then rem = 0 end
+  if best_rem == nil or rem < best_rem then best_limit, best_rem = limits[i], rem end
+end
+
+if taken > 0 then
+  if newest == nil or newest < current then newest = current end
+end
+local reset = 0
+if newest ~= nil then
+  reset = (newest + widest) * precision - now
+  if reset < 0 then reset = 0 end
+end
+
+-- Retry (denials only): per violated strategy, drop its sub-windows oldest
+-- first until the cost fits; the latest of those times.
+local retry = -1
+if not allowed and not never then
+  table.sort(live, function(a, b) return a[1] < b[1] end)
+  retry = 0
+  bit = 1
+  for i = 1, k do
+    if violated % (bit * 2) >= bit then
+      local left = counts[i]
+      local passes_at = (current + 1) * precision
+      for j = 1, #live do
+        local e = live[j]
+        if e[1] + spans[i] > current then
+          left = left - e[2]
+          passes_at = (e[1] + spans[i]) * precision
+          if left + cost <= limits[i] then break end
+        end
+      end
+      local r = passes_at - now
+      if r > retry then retry = r end
+    end
+    bit = bit * 2
+  end
+end
+
+if taken > 0 and not peek then
+  redis.call('HSET', key, string.format('%d', current), string.format('%d', current_count + taken))
+  for j = 1, #stale, 1000 do
+    redis.call('HDEL', key, unpack(stale, j, math.min(j + 999, #stale)))
+  end
+  local ms = math.floor((reset + 999) / 1000) + slack
+  if ms < 1 then ms = 1 end
+  redis.call('PEXPIRE', key, string.format('%d', ms))
+end
+
+return {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated}
