@@ -49,6 +49,17 @@ fn step(rng: &mut SmallRng, last: Option<&Decision>) -> Duration {
 
 #[tokio::test]
 async fn memory_and_redis_agree_on_random_timelines() {
+    replay(false).await;
+}
+
+/// Server clocks can step back (a failover to a host whose clock is behind);
+/// both backends must still agree.
+#[tokio::test]
+async fn memory_and_redis_agree_when_the_clock_steps_back() {
+    replay(true).await;
+}
+
+async fn replay(steps_back: bool) {
     let both = BothStores::start().await;
     let (mut decisions, mut denied) = (0, 0);
     for (index, policy) in policies().into_iter().enumerate() {
@@ -59,7 +70,12 @@ async fn memory_and_redis_agree_on_random_timelines() {
             let mut rng = SmallRng::seed_from_u64(seed * 1000 + index as u64);
             let mut last: Option<Decision> = None;
             for i in 0..150 {
-                both.clock.advance(step(&mut rng, last.as_ref()));
+                if steps_back && rng.random_range(0..8) == 0 {
+                    let now = ratelimit::Clock::now_us(&both.clock).unwrap();
+                    both.clock.set_us(now - rng.random_range(0..2_000_000));
+                } else {
+                    both.clock.advance(step(&mut rng, last.as_ref()));
+                }
                 let key = format!("user-{}", rng.random_range(0..3));
                 let cost = match rng.random_range(0..10) {
                     0 => 0,

@@ -21,6 +21,11 @@ pub enum Error {
     /// The store did not answer in time; the call may or may not have been counted.
     #[error("rate limit store timed out after {0:?}")]
     Timeout(Duration),
+    /// The store failed recently and is not asked again until its retry
+    /// interval has passed (so callers fail fast instead of each waiting
+    /// out a timeout); the message is the failure that opened that interval.
+    #[error("rate limit store unavailable: {0}")]
+    Unavailable(String),
     /// The store answered with an error or could not be reached.
     #[error("rate limit store error: {0}")]
     Store(Arc<redis::RedisError>),
@@ -30,6 +35,18 @@ pub enum Error {
     /// [`init`](crate::init) was called after the global store was already set.
     #[error("the global rate limit store is already initialised")]
     AlreadyInitialized,
+}
+
+impl Error {
+    /// True for failures of reaching the store (timeouts, refused or dropped
+    /// connections), as opposed to a wrong configuration or reply.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Error::Timeout(_) | Error::Unavailable(_) => true,
+            Error::Store(e) => e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout(),
+            _ => false,
+        }
+    }
 }
 
 impl From<redis::RedisError> for Error {

@@ -3,10 +3,31 @@
 use std::fmt::{self, Write};
 
 /// The bytes every storage key of one limiter starts with:
-/// `<prefix>:<algo>:<name length>:<name>:`. The length makes the split between
+/// `<prefix>:<algo>:<name length>:<name>`. The length makes the split between
 /// name and user key unambiguous (`("a:b", "c")` and `("a", "b:c")` differ).
 pub(crate) fn key_prefix(prefix: &str, algo: &str, name: &str) -> Vec<u8> {
-    format!("{prefix}:{algo}:{}:{name}:", name.len()).into_bytes()
+    format!("{prefix}:{algo}:{}:{name}", name.len()).into_bytes()
+}
+
+/// User keys longer than this are stored by their SHA-1 instead, so a
+/// hostile client cannot make Redis hold arbitrarily long key names.
+pub const MAX_RAW_KEY_LEN: usize = 128;
+
+/// The full storage key: the limiter's prefix, then `:` and the user key as
+/// given, or `#` and the hex SHA-1 of a key longer than [`MAX_RAW_KEY_LEN`].
+/// The separator tells the two forms apart, so no short key can pose as the
+/// digest of a long one.
+pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> Vec<u8> {
+    let mut full = Vec::with_capacity(limiter_prefix.len() + 1 + key.len().min(40));
+    full.extend_from_slice(limiter_prefix);
+    if key.len() <= MAX_RAW_KEY_LEN {
+        full.push(b':');
+        full.extend_from_slice(key);
+    } else {
+        full.push(b'#');
+        full.extend_from_slice(sha1_smol::Sha1::from(key).digest().to_string().as_bytes());
+    }
+    full
 }
 
 /// Appends `value`'s `Display` text to a key, escaping every ASCII byte that is

@@ -150,10 +150,7 @@ impl Limiter {
     }
 
     fn storage_key(&self, key: &[u8]) -> Vec<u8> {
-        let mut full = Vec::with_capacity(self.inner.key_prefix.len() + key.len());
-        full.extend_from_slice(&self.inner.key_prefix);
-        full.extend_from_slice(key);
-        full
+        crate::key::storage_key(&self.inner.key_prefix, key)
     }
 
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {

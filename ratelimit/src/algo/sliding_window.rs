@@ -17,12 +17,13 @@ pub(crate) fn decide(strategies: &[Strategy], precision: u64, state: &mut Option
     let current = now / precision;
     let span = |s: &Strategy| s.window_us / precision;
     let widest = strategies.iter().map(span).max().unwrap_or(1);
-    let mut subs = state.take().unwrap_or(SubWindows { counts: BTreeMap::new() });
-    // Sub-windows older than the widest span never count again.
-    subs.counts.retain(|&k, _| k + widest > current);
+    let empty = BTreeMap::new();
+    let stored = state.as_ref().map_or(&empty, |subs| &subs.counts);
+    // Sub-windows at or before `current - widest` never count again.
+    let live_from = (current + 1).saturating_sub(widest);
     let counted = |s: &Strategy| {
         let span = span(s);
-        subs.counts.range(..=current).filter(move |(&k, _)| k + span > current)
+        stored.range(..=current).filter(move |(&k, _)| k + span > current)
     };
     let counts: Vec<u64> = strategies.iter().map(|s| counted(s).map(|(_, c)| c).sum()).collect();
     let verdict = judge(strategies, &counts, cost);
@@ -30,7 +31,8 @@ pub(crate) fn decide(strategies: &[Strategy], precision: u64, state: &mut Option
     let counts_after: Vec<u64> = counts.iter().map(|c| c + taken).collect();
     let (limit, remaining) = least_room(strategies, &counts_after);
 
-    let newest = if taken > 0 { Some(current.max(subs.counts.keys().next_back().copied().unwrap_or(0))) } else { subs.counts.keys().next_back().copied() };
+    let newest = stored.range(live_from..).next_back().map(|(&k, _)| k);
+    let newest = if taken > 0 { Some(newest.map_or(current, |k| k.max(current))) } else { newest };
     let reset_after_us = newest.map_or(0, |k| ((k + widest) * precision).saturating_sub(now));
     let retry_after_us = (!verdict.allowed && !verdict.never).then(|| {
         strategies
@@ -56,9 +58,10 @@ pub(crate) fn decide(strategies: &[Strategy], precision: u64, state: &mut Option
     });
 
     if taken > 0 && !peek {
+        // Only a write changes the state: drop dead sub-windows, count this one.
+        let mut subs = state.take().unwrap_or(SubWindows { counts: BTreeMap::new() });
+        subs.counts = subs.counts.split_off(&live_from);
         *subs.counts.entry(current).or_insert(0) += taken;
-    }
-    if !subs.counts.is_empty() {
         *state = Some(subs);
     }
     Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated } }

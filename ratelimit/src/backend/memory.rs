@@ -1,6 +1,6 @@
 //! [`MemoryBackend`]: the in-process store, sharded, with idle keys dropped.
 
-use super::{Backend, BoxFuture, Outcome, Request};
+use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
 use crate::clock::system_now_us;
 use crate::Error;
@@ -35,7 +35,7 @@ const SWEEP_EVERY_US: u64 = 1_000_000;
 ///     limiter.check(format!("user-{user}"), 1).await?;
 /// }
 /// assert_eq!(memory.len(), 100);
-/// clock.advance(Duration::from_secs(1));
+/// clock.advance(Duration::from_secs(61));
 /// memory.purge_expired(clock.now_us().unwrap());
 /// assert_eq!(memory.len(), 0);
 /// # Ok(()) }
@@ -87,15 +87,19 @@ impl MemoryBackend {
         }
         // Take the entry out (keeping its key allocation) rather than cloning
         // its state: a sliding log may hold many entries.
-        let (stored_key, mut state) = match shard.entries.remove_entry(request.key) {
-            Some((stored_key, e)) if e.expires_at_us > now => (Some(stored_key), Some(e.state)),
-            Some((stored_key, _)) => (Some(stored_key), None),
-            None => (None, None),
+        let (stored_key, mut state, expires_at_us) = match shard.entries.remove_entry(request.key) {
+            Some((stored_key, e)) if e.expires_at_us > now => (Some(stored_key), Some(e.state), e.expires_at_us),
+            Some((stored_key, _)) => (Some(stored_key), None, 0),
+            None => (None, None, 0),
         };
         let outcome = algo::decide(&request.policy.params, &mut state, now, request.cost, request.peek);
-        if let Some(state) = state.filter(|_| outcome.reset_after_us > 0) {
+        // As on Redis, only a write moves the expiry; other calls leave the entry as it was.
+        let wrote = outcome.allowed && request.cost > 0 && !request.peek;
+        let slack = if request.now_us.is_some() { CLIENT_CLOCK_SLACK_US } else { 0 };
+        let expires_at_us = if wrote { now + outcome.reset_after_us + slack } else { expires_at_us };
+        if let Some(state) = state {
             let key = stored_key.unwrap_or_else(|| request.key.into());
-            shard.entries.insert(key, Entry { state, expires_at_us: now + outcome.reset_after_us });
+            shard.entries.insert(key, Entry { state, expires_at_us });
         }
         outcome
     }

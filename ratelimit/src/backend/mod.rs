@@ -10,6 +10,12 @@ use crate::{Error, Policy};
 use std::future::Future;
 use std::pin::Pin;
 
+/// With a client-supplied clock, keys are kept this long past their reset:
+/// Redis expires keys by its own clock, so a client clock running behind (or
+/// stepping back, or a manual clock in a test) must not find its state gone.
+/// The memory backend keeps the same slack so both give the same answers.
+pub(crate) const CLIENT_CLOCK_SLACK_US: u64 = 60_000_000;
+
 /// A boxed, sendable future: what [`Backend`] methods return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

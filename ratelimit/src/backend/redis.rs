@@ -1,13 +1,15 @@
 //! [`RedisBackend`]: one multiplexed, auto-reconnecting connection and the scripts.
 
-use super::{Backend, BoxFuture, Outcome, Request};
+use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::policy::Params;
 use crate::{scripts, Error};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::io::tcp::TcpSettings;
 use redis::IntoConnectionInfo;
 use std::fmt;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Timeouts and retry settings of the Redis connection. Every default is set
 /// here explicitly rather than inherited from redis-rs.
@@ -22,11 +24,20 @@ pub struct RedisOptions {
     pub response_timeout: Duration,
     /// Reconnect attempts after the connection drops (default 3, backing off from 50 ms).
     pub reconnect_retries: usize,
+    /// After a failure to reach Redis, calls fail at once with
+    /// [`Error::Unavailable`] for this long (default 250 ms) instead of each
+    /// waiting out a timeout; then the next call tries Redis again.
+    pub retry_interval: Duration,
 }
 
 impl Default for RedisOptions {
     fn default() -> Self {
-        RedisOptions { connect_timeout: Duration::from_secs(1), response_timeout: Duration::from_millis(250), reconnect_retries: 3 }
+        RedisOptions {
+            connect_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_millis(250),
+            reconnect_retries: 3,
+            retry_interval: Duration::from_millis(250),
+        }
     }
 }
 
@@ -40,6 +51,7 @@ impl Default for RedisOptions {
 pub struct RedisBackend {
     connection: ConnectionManager,
     options: RedisOptions,
+    breaker: Arc<Breaker>,
 }
 
 impl RedisBackend {
@@ -70,7 +82,7 @@ impl RedisBackend {
             Ok(Err(e)) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: {e}", redact(url)))),
             Err(_) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: no answer within {bound:?}", redact(url)))),
         };
-        Ok(RedisBackend { connection, options })
+        Ok(RedisBackend { connection, options, breaker: Arc::new(Breaker::new()) })
     }
 
     /// The multiplexed connection (cheap to clone), e.g. for tests and benchmarks.
@@ -79,10 +91,23 @@ impl RedisBackend {
     }
 
     async fn eval(&self, request: Request<'_>) -> Result<Outcome, Error> {
+        if let Some(failure) = self.breaker.open() {
+            return Err(Error::Unavailable(failure));
+        }
+        let result = self.eval_on_redis(request).await;
+        if let Err(error) = &result {
+            if error.is_unavailable() {
+                self.breaker.trip(error, self.options.retry_interval);
+            }
+        }
+        result
+    }
+
+    async fn eval_on_redis(&self, request: Request<'_>) -> Result<Outcome, Error> {
         let mut invocation = scripts::script(request.policy.algorithm()).key(request.key);
         // ARGV: now ("" = server TIME), cost, peek, TTL slack, then parameters.
         match request.now_us {
-            Some(now) => invocation.arg(now).arg(request.cost).arg(u8::from(request.peek)).arg(CLIENT_CLOCK_TTL_SLACK_MS),
+            Some(now) => invocation.arg(now).arg(request.cost).arg(u8::from(request.peek)).arg(CLIENT_CLOCK_SLACK_US / 1000),
             None => invocation.arg("").arg(request.cost).arg(u8::from(request.peek)).arg(0),
         };
         match &request.policy.params {
@@ -118,10 +143,40 @@ impl RedisBackend {
     }
 }
 
-/// With a client clock, Redis still expires keys by its own clock: keys live
-/// this much longer than needed, so a client clock running behind (or a manual
-/// clock in a test) never sees its state vanish early.
-const CLIENT_CLOCK_TTL_SLACK_MS: u64 = 60_000;
+/// Remembers a failure to reach Redis for a short interval, shared by every
+/// clone of the backend.
+#[derive(Debug)]
+struct Breaker {
+    origin: Instant,
+    /// Microseconds since `origin` until which calls fail fast.
+    open_until_us: AtomicU64,
+    failure: Mutex<String>,
+}
+
+impl Breaker {
+    fn new() -> Self {
+        Breaker { origin: Instant::now(), open_until_us: AtomicU64::new(0), failure: Mutex::new(String::new()) }
+    }
+
+    fn elapsed_us(&self) -> u64 {
+        self.origin.elapsed().as_micros() as u64
+    }
+
+    /// The failure that opened the breaker, while it is open.
+    fn open(&self) -> Option<String> {
+        if self.elapsed_us() < self.open_until_us.load(Ordering::Acquire) {
+            Some(self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        } else {
+            None
+        }
+    }
+
+    fn trip(&self, error: &Error, interval: Duration) {
+        *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = error.to_string();
+        self.open_until_us.store(self.elapsed_us() + interval.as_micros() as u64, Ordering::Release);
+    }
+}
+
 
 fn outcome(reply: &[i64]) -> Result<Outcome, Error> {
     let &[allowed, limit, remaining, reset_after_us, retry_after_us, violated] = reply else {

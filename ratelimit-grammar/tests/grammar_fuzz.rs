@@ -1,0 +1,51 @@
+//! The grammar under arbitrary input: never a panic, and every accepted
+//! policy within the bounds that keep Redis arithmetic exact.
+
+use proptest::prelude::*;
+use ratelimit_grammar::*;
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4096))]
+
+    #[test]
+    fn arbitrary_text_never_panics(text in ".{0,40}") {
+        let _ = parse_strategies(&text);
+        let _ = parse_rate(&text);
+        let _ = parse_duration(&text);
+    }
+
+    #[test]
+    fn grammar_shaped_text_never_panics(text in "[0-9]{0,25}/[0-9]{0,25}(us|ms|s|m|h|d|x)?(,[0-9]{0,3}/[0-9]{0,3}s)?") {
+        if let Ok(strategies) = parse_strategies(&text) {
+            for s in strategies {
+                prop_assert!(s.limit >= 1 && s.limit <= MAX_LIMIT);
+                prop_assert!(s.window_us >= 1 && s.window_us <= MAX_DURATION_US);
+            }
+        }
+    }
+
+    #[test]
+    fn written_strategies_parse_back(limit in 1..=MAX_LIMIT, count in 1u64..100_000, unit in prop::sample::select(vec!["us", "ms", "s", "m", "h", "d"])) {
+        let text = format!("{limit}/{count}{unit}");
+        match parse_strategy(&text) {
+            Ok(s) => prop_assert_eq!(parse_strategy(&s.to_string()).unwrap(), s),
+            Err(e) => prop_assert!(e.message().contains("too long"), "{}: {}", text, e),
+        }
+    }
+
+    #[test]
+    fn every_valid_bucket_stays_exact(capacity in any::<u64>(), count in any::<u64>(), period in any::<u64>(), burst in proptest::option::of(any::<u64>())) {
+        for kind in [AlgorithmKind::TokenBucket, AlgorithmKind::LeakyBucket, AlgorithmKind::Gcra] {
+            let mut spec = PolicySpec::new(kind);
+            let rate = Rate { count: count % (MAX_LIMIT + 1), period_us: period % (MAX_DURATION_US + 1) };
+            if rate.count == 0 || rate.period_us == 0 { continue; }
+            spec.rate = Some(rate);
+            if kind == AlgorithmKind::Gcra { spec.burst = burst; } else { spec.capacity = Some(capacity); }
+            if spec.validate().is_ok() {
+                let size = if kind == AlgorithmKind::Gcra { burst.unwrap_or(rate.count - 1) + 1 } else { capacity };
+                let (_, p) = rate.reduced();
+                prop_assert!((size as u128) * (p as u128) <= MAX_EXACT as u128);
+            }
+        }
+    }
+}
