@@ -1,0 +1,169 @@
+//! Redis killed, frozen and restarted under concurrent load: every call
+//! returns within its timeout plus a margin, `on_error` decides while the
+//! store is away, and decisions flow through Redis again by themselves.
+
+use ratelimit::{Limiter, OnError, Policy, RedisOptions, Store};
+use ratelimit_examples::redis_server::RedisServer;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_millis(200);
+/// Scheduling slack on a loaded 2-core machine.
+const MARGIN: Duration = Duration::from_millis(300);
+const TASKS: usize = 16;
+
+#[derive(Debug, Default)]
+struct Load {
+    allowed: usize,
+    denied: usize,
+    denied_store_unavailable: usize,
+    longest: Duration,
+}
+
+/// `TASKS` tasks, each on its own key, calling `limit` for `period`.
+async fn load(limiter: &Limiter, period: Duration) -> Load {
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let mut load = Load::default();
+                let end = Instant::now() + period;
+                while Instant::now() < end {
+                    let started = Instant::now();
+                    match limiter.limit(format!("task-{task}"), 1).await {
+                        Ok(_) => load.allowed += 1,
+                        Err(denied) if denied.store_unavailable => load.denied_store_unavailable += 1,
+                        Err(_) => load.denied += 1,
+                    }
+                    load.longest = load.longest.max(started.elapsed());
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                load
+            })
+        })
+        .collect();
+    let mut total = Load::default();
+    for task in tasks {
+        let l = task.await.expect("no task panicked");
+        total.allowed += l.allowed;
+        total.denied += l.denied;
+        total.denied_store_unavailable += l.denied_store_unavailable;
+        total.longest = total.longest.max(l.longest);
+    }
+    total
+}
+
+/// Time until a call is decided by Redis again (not by `on_error`).
+async fn recovery(limiter: &Limiter) -> Duration {
+    let started = Instant::now();
+    while limiter.check("recovery-probe", 1).await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "Redis never came back");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    started.elapsed()
+}
+
+fn signal(server: &RedisServer, signal: &str) {
+    let pid = server.pid().unwrap().to_string();
+    assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+}
+
+/// What each policy must show while the store is away, for `calls` per task
+/// with a limit of 5 per task key.
+fn assert_policy(on_error: OnError, outage: &Load, what: &str) {
+    let calls = outage.allowed + outage.denied + outage.denied_store_unavailable;
+    assert!(calls > TASKS * 5, "{what}: too few calls to judge ({calls})");
+    match on_error {
+        OnError::Allow => assert_eq!(outage.allowed, calls, "{what}: {outage:?}"),
+        OnError::Deny => assert_eq!(outage.denied_store_unavailable, calls, "{what}: {outage:?}"),
+        // The in-memory stand-in applies the same policy: 5 per task key.
+        OnError::Local => assert_eq!((outage.allowed, outage.denied), (TASKS * 5, calls - TASKS * 5), "{what}: {outage:?}"),
+    }
+}
+
+async fn outage_cycle(on_error: OnError) {
+    let mut server = RedisServer::start();
+    let options = RedisOptions { response_timeout: TIMEOUT, retry_interval: Duration::from_millis(100), ..RedisOptions::default() };
+    let store = Store::redis_with(&server.url(), options).await.unwrap();
+    let limiter = Limiter::new(format!("outage-{on_error:?}"), Policy::fixed_window("5/1h").unwrap(), &store).with_on_error(on_error);
+
+    let healthy = load(&limiter, Duration::from_millis(200)).await;
+    assert_eq!((healthy.allowed, healthy.denied_store_unavailable), (TASKS * 5, 0), "{on_error:?} healthy: {healthy:?}");
+
+    // Killed: the state on Redis is gone with it.
+    server.kill();
+    let killed = load(&limiter, Duration::from_millis(800)).await;
+    assert_policy(on_error, &killed, &format!("{on_error:?} killed"));
+    server.restart();
+    let back_after_restart = recovery(&limiter).await;
+
+    // Frozen: connections stay open, nothing answers.
+    let limiter = Limiter::new(format!("frozen-{on_error:?}"), Policy::fixed_window("5/1h").unwrap(), &store).with_on_error(on_error);
+    signal(&server, "-STOP");
+    let frozen = load(&limiter, Duration::from_millis(800)).await;
+    signal(&server, "-CONT");
+    assert_policy(on_error, &frozen, &format!("{on_error:?} frozen"));
+    let back_after_freeze = recovery(&limiter).await;
+
+    let longest = killed.longest.max(frozen.longest);
+    println!(
+        "on_error={on_error:?}: longest call {longest:?} (timeout {TIMEOUT:?}); back {back_after_restart:?} after restart, {back_after_freeze:?} after freeze; {} store errors",
+        limiter.store_errors()
+    );
+    assert!(longest <= TIMEOUT + MARGIN, "{on_error:?}: a call took {longest:?}");
+    assert!(back_after_restart < Duration::from_secs(1), "{on_error:?}: {back_after_restart:?} to recover from a restart");
+    assert!(back_after_freeze < Duration::from_secs(1), "{on_error:?}: {back_after_freeze:?} to recover from a freeze");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_error_allow_lets_calls_through_while_redis_is_away() {
+    outage_cycle(OnError::Allow).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_error_deny_denies_with_store_unavailable_while_redis_is_away() {
+    outage_cycle(OnError::Deny).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_error_local_decides_in_memory_while_redis_is_away() {
+    outage_cycle(OnError::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn script_flush_under_load_is_invisible_to_callers() {
+    let server = RedisServer::start();
+    let store = Store::redis(&server.url()).await.unwrap();
+    let limiter = Limiter::new("flush-load", Policy::token_bucket(1_000_000, "1000/1s").unwrap(), &store);
+    let flusher = {
+        let url = server.url();
+        tokio::spawn(async move {
+            let mut con = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
+            for _ in 0..10 {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut con).await.unwrap();
+            }
+        })
+    };
+    let tasks: Vec<_> = (0..16)
+        .map(|t| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let mut calls = 0;
+                let end = Instant::now() + Duration::from_millis(400);
+                while Instant::now() < end {
+                    limiter.check(format!("k{t}"), 1).await.expect("no caller sees an error");
+                    calls += 1;
+                }
+                calls
+            })
+        })
+        .collect();
+    let mut calls = 0;
+    for task in tasks {
+        calls += task.await.unwrap();
+    }
+    flusher.await.unwrap();
+    assert!(calls > 100, "only {calls} calls");
+    println!("{calls} calls across 10 SCRIPT FLUSHes, no error");
+}
