@@ -20,6 +20,7 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    persistent: bool,
 }
 
 impl RedisServer {
@@ -29,17 +30,30 @@ impl RedisServer {
     /// When `redis-server` is not installed or does not come up within 10 s:
     /// a test cannot run without it, and says how to fix that.
     pub fn start() -> RedisServer {
+        Self::start_with(false)
+    }
+
+    /// Starts a server that writes every change to its append-only file
+    /// before answering (`appendfsync always`), so [`restart`](Self::restart)
+    /// keeps the data, even after SIGKILL.
+    pub fn start_persistent() -> RedisServer {
+        Self::start_with(true)
+    }
+
+    fn start_with(persistent: bool) -> RedisServer {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("ratelimit-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create a directory for redis-server");
-        let mut server = RedisServer { child: None, port, dir };
+        let mut server = RedisServer { child: None, port, dir, persistent };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
+        let persistence: &[&str] = if self.persistent { &["--appendonly", "yes", "--appendfsync", "always"] } else { &["--appendonly", "no"] };
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(persistence)
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::null())
@@ -91,7 +105,8 @@ impl RedisServer {
         }
     }
 
-    /// Kills the server and starts a fresh, empty one on the same port.
+    /// Kills the server and starts it again on the same port: empty, or with
+    /// its data for a [`start_persistent`](Self::start_persistent) server.
     pub fn restart(&mut self) {
         self.kill();
         self.spawn();
