@@ -1,0 +1,47 @@
+//! A call settled by `on_error` is logged at WARN (saying whether it was
+//! allowed or denied, never the key) and counted.
+
+use ratelimit::{Limiter, OnError, Policy, RedisOptions, Store};
+use ratelimit_examples::redis_server::RedisServer;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn store_errors_are_warned_and_counted_without_the_key() {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let mut server = RedisServer::start();
+    let options = RedisOptions { response_timeout: Duration::from_millis(100), ..RedisOptions::default() };
+    let store = Store::redis_with(&server.url(), options).await.unwrap();
+    let allow = Limiter::new("warned", Policy::gcra("1/1s", 0).unwrap(), &store);
+    let deny = allow.clone().with_on_error(OnError::Deny);
+    server.kill();
+
+    assert!(allow.limit("secret-user-key", 1).await.is_ok());
+    let denied = deny.limit("secret-user-key", 1).await.unwrap_err();
+    assert!(denied.store_unavailable);
+    assert_eq!(denied.to_string(), "rate limited by `warned`: the rate limit store is unavailable");
+    assert_eq!(allow.store_errors(), 2, "clones share the counter");
+
+    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("WARN") && text.contains("call allowed (on_error = allow)"), "{text}");
+    assert!(text.contains("call denied (on_error = deny)"), "{text}");
+    assert!(!text.contains("secret-user-key"), "a raw key was logged: {text}");
+}
