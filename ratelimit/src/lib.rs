@@ -37,6 +37,8 @@ mod policy;
 mod runtime;
 mod scripts;
 mod store;
+#[cfg(feature = "tls")]
+mod tls;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -1,5 +1,8 @@
 //! [`Backend`]: the one trait both stores implement, and what crosses it.
 
+mod breaker;
+mod connection;
+mod endpoint;
 mod memory;
 mod redis;
 

@@ -1,15 +1,14 @@
 //! [`RedisBackend`]: one multiplexed, auto-reconnecting connection and the scripts.
 
+use super::breaker::Breaker;
+use super::connection::Connection;
+use super::endpoint::{self, redact};
 use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::policy::Params;
 use crate::{scripts, Error};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::io::tcp::TcpSettings;
-use redis::IntoConnectionInfo;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Timeouts and retry settings of the Redis connection. Every default is set
 /// here explicitly rather than inherited from redis-rs.
@@ -28,6 +27,10 @@ pub struct RedisOptions {
     /// [`Error::Unavailable`] for this long (default 250 ms) instead of each
     /// waiting out a timeout; then the next call tries Redis again.
     pub retry_interval: Duration,
+    /// PEM certificate(s) of a private certificate authority to trust for
+    /// `rediss://` (default: none, the system's roots).
+    #[cfg(feature = "tls")]
+    pub tls_root_cert: Option<Vec<u8>>,
 }
 
 impl Default for RedisOptions {
@@ -37,6 +40,8 @@ impl Default for RedisOptions {
             response_timeout: Duration::from_millis(250),
             reconnect_retries: 3,
             retry_interval: Duration::from_millis(250),
+            #[cfg(feature = "tls")]
+            tls_root_cert: None,
         }
     }
 }
@@ -44,40 +49,26 @@ impl Default for RedisOptions {
 /// Decides on Redis: one `EVALSHA` of the policy's algorithm script per
 /// decision, whatever the number of strategies.
 ///
-/// One redis-rs [`ConnectionManager`] (multiplexed, reconnecting) serves every
-/// limiter and task; scripts are loaded once at start-up and reloaded by
-/// `redis::Script` on `NOSCRIPT` (after a restart, failover or `SCRIPT FLUSH`).
+/// One multiplexed, reconnecting connection (redis-rs's `ConnectionManager`,
+/// its cluster connection, or a Sentinel-resolved master) serves every
+/// limiter and task; scripts are loaded once at start-up (on every node) and
+/// reloaded by `redis::Script` on `NOSCRIPT` (after a restart, failover,
+/// resharding to a new node or `SCRIPT FLUSH`).
 #[derive(Clone)]
 pub struct RedisBackend {
-    connection: ConnectionManager,
+    connection: Connection,
     options: RedisOptions,
     breaker: Arc<Breaker>,
 }
 
 impl RedisBackend {
-    /// Connects to `url` and loads every script.
+    /// Connects to `url` (any form [`Store::redis`](crate::Store::redis)
+    /// documents) and loads every script.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<RedisBackend, Error> {
-        let info = url
-            .into_connection_info()
-            .map_err(|e| Error::InvalidConfig(format!("cannot parse Redis URL {}: {e}", redact(url))))?
-            .set_tcp_settings(TcpSettings::default().set_nodelay(true));
-        let client = redis::Client::open(info)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(options.connect_timeout))
-            .set_response_timeout(Some(options.response_timeout))
-            .set_number_of_retries(options.reconnect_retries)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_secs(1));
-        let connect = async {
-            let mut connection = ConnectionManager::new_with_config(client, config).await?;
-            for script in scripts::all() {
-                script.prepare_invoke().load_async(&mut connection).await?;
-            }
-            Ok::<_, redis::RedisError>(connection)
-        };
-        // The manager retries a failed first connect; bound the whole start-up.
+        let endpoint = endpoint::parse(url)?;
+        // redis-rs retries a failed first connect; bound the whole start-up.
         let bound = options.connect_timeout * (options.reconnect_retries as u32 + 2);
-        let connection = match tokio::time::timeout(bound, connect).await {
+        let connection = match tokio::time::timeout(bound, Connection::connect(endpoint, &options)).await {
             Ok(Ok(connection)) => connection,
             Ok(Err(e)) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: {e}", redact(url)))),
             Err(_) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: no answer within {bound:?}", redact(url)))),
@@ -85,9 +76,9 @@ impl RedisBackend {
         Ok(RedisBackend { connection, options, breaker: Arc::new(Breaker::new()) })
     }
 
-    /// The multiplexed connection (cheap to clone), e.g. for tests and benchmarks.
-    pub fn connection(&self) -> ConnectionManager {
-        self.connection.clone()
+    /// Whether this backend talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.connection, Connection::Cluster(_))
     }
 
     async fn eval(&self, request: Request<'_>) -> Result<Outcome, Error> {
@@ -143,41 +134,6 @@ impl RedisBackend {
     }
 }
 
-/// Remembers a failure to reach Redis for a short interval, shared by every
-/// clone of the backend.
-#[derive(Debug)]
-struct Breaker {
-    origin: Instant,
-    /// Microseconds since `origin` until which calls fail fast.
-    open_until_us: AtomicU64,
-    failure: Mutex<String>,
-}
-
-impl Breaker {
-    fn new() -> Self {
-        Breaker { origin: Instant::now(), open_until_us: AtomicU64::new(0), failure: Mutex::new(String::new()) }
-    }
-
-    fn elapsed_us(&self) -> u64 {
-        self.origin.elapsed().as_micros() as u64
-    }
-
-    /// The failure that opened the breaker, while it is open.
-    fn open(&self) -> Option<String> {
-        if self.elapsed_us() < self.open_until_us.load(Ordering::Acquire) {
-            Some(self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone())
-        } else {
-            None
-        }
-    }
-
-    fn trip(&self, error: &Error, interval: Duration) {
-        *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = error.to_string();
-        self.open_until_us.store(self.elapsed_us() + interval.as_micros() as u64, Ordering::Release);
-    }
-}
-
-
 fn outcome(reply: &[i64]) -> Result<Outcome, Error> {
     let &[allowed, limit, remaining, reset_after_us, retry_after_us, violated] = reply else {
         return Err(Error::Protocol(format!("expected 6 integers, got {reply:?}")));
@@ -191,20 +147,6 @@ fn outcome(reply: &[i64]) -> Result<Outcome, Error> {
         retry_after_us: if retry_after_us < 0 { None } else { Some(retry_after_us as u64) },
         violated: violated as u32,
     })
-}
-
-/// The URL without its password, for messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let credentials = &url[scheme + 3..at];
-            match credentials.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
 }
 
 impl Backend for RedisBackend {
@@ -234,12 +176,6 @@ impl fmt::Debug for RedisBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redacts_passwords_in_messages() {
-        assert_eq!(redact("redis://app:s3cret@localhost:6379/0"), "redis://app:***@localhost:6379/0");
-        assert_eq!(redact("redis://localhost:6379"), "redis://localhost:6379");
-    }
 
     #[test]
     fn rejects_malformed_replies() {

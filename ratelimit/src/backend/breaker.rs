@@ -1,0 +1,42 @@
+//! [`Breaker`]: after a failure to reach the store, fail fast for a while.
+
+use crate::Error;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Remembers a failure to reach Redis for a short interval, shared by every
+/// clone of a backend, so callers fail at once instead of each waiting out a
+/// timeout; after the interval the next call tries Redis again.
+#[derive(Debug)]
+pub(crate) struct Breaker {
+    origin: Instant,
+    /// Microseconds since `origin` until which calls fail fast.
+    open_until_us: AtomicU64,
+    failure: Mutex<String>,
+}
+
+impl Breaker {
+    pub(crate) fn new() -> Self {
+        Breaker { origin: Instant::now(), open_until_us: AtomicU64::new(0), failure: Mutex::new(String::new()) }
+    }
+
+    fn elapsed_us(&self) -> u64 {
+        self.origin.elapsed().as_micros() as u64
+    }
+
+    /// The failure that opened the breaker, while it is open.
+    pub(crate) fn open(&self) -> Option<String> {
+        if self.elapsed_us() < self.open_until_us.load(Ordering::Acquire) {
+            Some(self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        } else {
+            None
+        }
+    }
+
+    /// Opens the breaker for `interval` because of `error`.
+    pub(crate) fn trip(&self, error: &Error, interval: Duration) {
+        *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = error.to_string();
+        self.open_until_us.store(self.elapsed_us() + interval.as_micros() as u64, Ordering::Release);
+    }
+}

@@ -1,0 +1,183 @@
+//! [`Connection`]: one multiplexed connection to a single server, a cluster,
+//! or the master a Sentinel names, behind redis-rs's `ConnectionLike`.
+
+use super::endpoint::Endpoint;
+use super::RedisOptions;
+use crate::scripts;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::io::tcp::TcpSettings;
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{Cmd, ConnectionInfo, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// A connection shared by every limiter and task; clones are cheap.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    /// One server, through a reconnecting `ConnectionManager`.
+    Single(ConnectionManager),
+    /// Redis Cluster: routes each EVALSHA by its key, follows MOVED/ASK, reconnects.
+    Cluster(ClusterConnection),
+    /// The master named by Sentinel, re-resolved after a failover.
+    Sentinel(Arc<SentinelMaster>),
+}
+
+fn tcp() -> TcpSettings {
+    // Decisions are small requests: don't let Nagle's algorithm delay them.
+    TcpSettings::default().set_nodelay(true)
+}
+
+fn manager_config(options: &RedisOptions) -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(options.connect_timeout))
+        .set_response_timeout(Some(options.response_timeout))
+        .set_number_of_retries(options.reconnect_retries)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_secs(1))
+}
+
+fn client(info: ConnectionInfo, options: &RedisOptions) -> RedisResult<redis::Client> {
+    let info = info.set_tcp_settings(tcp());
+    #[cfg(feature = "tls")]
+    if let Some(root) = &options.tls_root_cert {
+        crate::tls::install_crypto_provider();
+        let certificates = redis::TlsCertificates { client_tls: None, root_cert: Some(root.clone()) };
+        return redis::Client::build_with_tls(info, certificates);
+    }
+    let _ = options;
+    redis::Client::open(info)
+}
+
+/// Loads every script so the first decisions don't each send SCRIPT LOAD.
+async fn load_scripts(connection: &mut impl ConnectionLike) -> RedisResult<()> {
+    for script in scripts::all() {
+        script.prepare_invoke().load_async(connection).await?;
+    }
+    Ok(())
+}
+
+impl Connection {
+    /// Connects to `endpoint` and loads every script (on every node of a cluster).
+    pub(crate) async fn connect(endpoint: Endpoint, options: &RedisOptions) -> RedisResult<Connection> {
+        let mut connection = match endpoint {
+            Endpoint::Single(info) => Connection::Single(ConnectionManager::new_with_config(client(info, options)?, manager_config(options)).await?),
+            Endpoint::Cluster { nodes } => {
+                let nodes: Vec<ConnectionInfo> = nodes.into_iter().map(|n| n.set_tcp_settings(tcp())).collect();
+                #[allow(unused_mut)]
+                let mut builder = redis::cluster::ClusterClientBuilder::new(nodes)
+                    .connection_timeout(options.connect_timeout)
+                    .response_timeout(options.response_timeout)
+                    .retries(options.reconnect_retries as u32)
+                    .min_retry_wait(50)
+                    .max_retry_wait(1000);
+                #[cfg(feature = "tls")]
+                if let Some(root) = &options.tls_root_cert {
+                    crate::tls::install_crypto_provider();
+                    builder = builder.certs(redis::TlsCertificates { client_tls: None, root_cert: Some(root.clone()) });
+                }
+                Connection::Cluster(builder.build()?.get_async_connection().await?)
+            }
+            Endpoint::Sentinel { sentinels, master, node, tls } => Connection::Sentinel(Arc::new(SentinelMaster::connect(sentinels, master, node, tls, options).await?)),
+        };
+        load_scripts(&mut connection).await?;
+        Ok(connection)
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(c) => c.req_packed_command(cmd),
+            Connection::Cluster(c) => c.req_packed_command(cmd),
+            Connection::Sentinel(s) => Box::pin(s.request(cmd)),
+        }
+    }
+
+    fn req_packed_commands<'a>(&'a mut self, pipeline: &'a Pipeline, offset: usize, count: usize) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Connection::Sentinel(s) => {
+                let (_, mut current) = s.current();
+                Box::pin(async move { current.req_packed_commands(pipeline, offset, count).await })
+            }
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(c) => c.get_db(),
+            Connection::Cluster(c) => c.get_db(),
+            Connection::Sentinel(s) => s.current().1.get_db(),
+        }
+    }
+}
+
+/// The master a Sentinel names. redis-rs resolves the master only when it
+/// connects; after a failover the old master answers writes with READONLY (or
+/// is gone), so on either we ask the sentinels again and reconnect.
+pub(crate) struct SentinelMaster {
+    sentinel: tokio::sync::Mutex<SentinelClient>,
+    current: RwLock<ConnectionManager>,
+    /// Bumped on every re-resolution, so concurrent failures resolve once.
+    generation: AtomicU64,
+    config: ConnectionManagerConfig,
+}
+
+impl SentinelMaster {
+    async fn connect(sentinels: Vec<ConnectionInfo>, master: String, node: ConnectionInfo, tls: bool, options: &RedisOptions) -> RedisResult<SentinelMaster> {
+        let mut node_info = SentinelNodeConnectionInfo::default().set_redis_connection_info(node.redis_settings().clone()).set_tcp_settings(tcp());
+        if tls {
+            node_info = node_info.set_tls_mode(redis::TlsMode::Secure);
+        }
+        let sentinels: Vec<ConnectionInfo> = sentinels.into_iter().map(|s| s.set_tcp_settings(tcp())).collect();
+        let mut sentinel = SentinelClient::build(sentinels, master, Some(node_info), SentinelServerType::Master)?;
+        let config = manager_config(options);
+        let current = ConnectionManager::new_with_config(sentinel.async_get_client().await?, config.clone()).await?;
+        Ok(SentinelMaster { sentinel: tokio::sync::Mutex::new(sentinel), current: RwLock::new(current), generation: AtomicU64::new(0), config })
+    }
+
+    fn current(&self) -> (u64, ConnectionManager) {
+        let current = self.current.read().unwrap_or_else(|p| p.into_inner()).clone();
+        (self.generation.load(Ordering::Acquire), current)
+    }
+
+    /// Asks the sentinels for the master again, unless another task already
+    /// did since `seen` was current.
+    async fn re_resolve(&self, seen: u64) -> RedisResult<()> {
+        let mut sentinel = self.sentinel.lock().await;
+        if self.generation.load(Ordering::Acquire) != seen {
+            return Ok(());
+        }
+        let mut fresh = ConnectionManager::new_with_config(sentinel.async_get_client().await?, self.config.clone()).await?;
+        load_scripts(&mut fresh).await?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        tracing::info!(target: "ratelimit", "re-resolved the Redis master through Sentinel");
+        Ok(())
+    }
+
+    async fn request(&self, cmd: &Cmd) -> RedisResult<Value> {
+        let (seen, mut current) = self.current();
+        match current.req_packed_command(cmd).await {
+            // A replica refuses a script before running it, so one retry on
+            // the new master cannot count a call twice.
+            Err(e) if is_read_only(&e) => {
+                self.re_resolve(seen).await?;
+                self.current().1.req_packed_command(cmd).await
+            }
+            Err(e) if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() => {
+                // The master may be gone; the next call uses whatever the sentinels say now.
+                let _ = self.re_resolve(seen).await;
+                Err(e)
+            }
+            other => other,
+        }
+    }
+}
+
+fn is_read_only(error: &RedisError) -> bool {
+    error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
+}
