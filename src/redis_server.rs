@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 /// A `redis-server` process this test started and alone uses.
 ///
-/// It listens on 127.0.0.1 on a port the OS chose free, persists nothing and
-/// is killed when dropped, so tests never touch a Redis they did not start.
+/// It listens on 127.0.0.1 on a port the OS chose free, persists nothing
+/// (unless asked) and is killed when dropped, so tests never touch a Redis
+/// they did not start.
 ///
 /// ```no_run
 /// let server = ratelimit_examples::redis_server::RedisServer::start();
@@ -20,40 +21,50 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
-    persistent: bool,
+    args: Vec<String>,
+    /// For a TLS-only server: the `redis-cli` options that reach it.
+    tls_cli: Option<Vec<String>>,
 }
 
 impl RedisServer {
-    /// Starts a server and waits until it answers `PING`.
+    /// Starts a server and waits until it answers.
     ///
     /// # Panics
     /// When `redis-server` is not installed or does not come up within 10 s:
     /// a test cannot run without it, and says how to fix that.
     pub fn start() -> RedisServer {
-        Self::start_with(false)
+        Self::start_with(free_port(), &["--appendonly", "no"], None)
     }
 
     /// Starts a server that writes every change to its append-only file
     /// before answering (`appendfsync always`), so [`restart`](Self::restart)
     /// keeps the data, even after SIGKILL.
     pub fn start_persistent() -> RedisServer {
-        Self::start_with(true)
+        Self::start_with(free_port(), &["--appendonly", "yes", "--appendfsync", "always"], None)
     }
 
-    fn start_with(persistent: bool) -> RedisServer {
-        let port = free_port();
+    /// Starts a server on `port` with extra `redis-server` arguments. For a
+    /// server that only speaks TLS, `tls_cli` gives the `redis-cli` options
+    /// (`--tls --cacert ...`) used to see that it is up.
+    pub fn start_with(port: u16, args: &[&str], tls_cli: Option<Vec<String>>) -> RedisServer {
         let dir = std::env::temp_dir().join(format!("ratelimit-redis-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create a directory for redis-server");
-        let mut server = RedisServer { child: None, port, dir, persistent };
+        let args = args.iter().map(|a| a.to_string()).collect();
+        let mut server = RedisServer { child: None, port, dir, args, tls_cli };
         server.spawn();
         server
     }
 
     fn spawn(&mut self) {
-        let persistence: &[&str] = if self.persistent { &["--appendonly", "yes", "--appendfsync", "always"] } else { &["--appendonly", "no"] };
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
-            .args(persistence)
+        let port_flag = if self.tls_cli.is_some() { "--tls-port" } else { "--port" };
+        let mut command = Command::new("redis-server");
+        if self.tls_cli.is_some() {
+            command.args(["--port", "0"]);
+        }
+        let child = command
+            .args([port_flag, &self.port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(&self.args)
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::null())
@@ -67,19 +78,24 @@ impl RedisServer {
     fn wait_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if self.ping() {
+            if self.answers() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        panic!("redis-server on port {} did not answer PING within 10 s", self.port);
+        panic!("redis-server on port {} did not answer within 10 s", self.port);
     }
 
-    fn ping(&self) -> bool {
+    /// Any reply to PING (PONG, or NOAUTH from a server that wants a password).
+    fn answers(&self) -> bool {
+        if let Some(cli) = &self.tls_cli {
+            let output = Command::new("redis-cli").args(cli).args(["-p", &self.port.to_string(), "PING"]).output();
+            return output.is_ok_and(|o| !o.stdout.is_empty());
+        }
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
         let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-        let mut reply = [0u8; 7];
-        stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
+        let mut first = [0u8; 1];
+        stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut first).is_ok() && (first[0] == b'+' || first[0] == b'-')
     }
 
     /// `redis://127.0.0.1:<port>`.
@@ -120,7 +136,18 @@ impl Drop for RedisServer {
     }
 }
 
-fn free_port() -> u16 {
+/// A loopback port nothing listens on.
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind(("127.0.0.1", 0)).expect("bind a free loopback port");
     listener.local_addr().expect("local address").port()
+}
+
+/// A free port whose cluster bus port (port + 10000) is free too.
+pub fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port <= 55_535 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
 }

@@ -1,0 +1,86 @@
+//! [`RedisCluster`]: a private 3-master, 3-replica Redis Cluster on loopback.
+
+use crate::redis_server::{free_cluster_port, RedisServer};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Six `redis-server --cluster-enabled yes` processes joined with
+/// `redis-cli --cluster create --cluster-replicas 1`; killed on drop.
+///
+/// Node timeout is 1 s and replicas may always take over, so a replica
+/// replaces a killed master within a few seconds.
+pub struct RedisCluster {
+    /// Every node; the first three start as masters.
+    pub nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    /// Starts the nodes, creates the cluster and waits until every node says
+    /// `cluster_state:ok` and every replica has synced with its master.
+    pub fn start() -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..6)
+            .map(|_| {
+                let port = free_cluster_port();
+                RedisServer::start_with(
+                    port,
+                    &["--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0"],
+                    None,
+                )
+            })
+            .collect();
+        let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
+        let status = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(status.status.success(), "redis-cli --cluster create failed: {}", String::from_utf8_lossy(&status.stdout));
+        let cluster = RedisCluster { nodes };
+        cluster.wait_ok();
+        cluster
+    }
+
+    fn wait_ok(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let ok = self.nodes.iter().all(|n| info(n.port(), "CLUSTER", "INFO").contains("cluster_state:ok"));
+            // A replica that has not synced yet cannot take over its master.
+            let synced = self.nodes.iter().all(|n| {
+                let replication = info(n.port(), "INFO", "replication");
+                replication.contains("role:master") || replication.contains("master_link_status:up")
+            });
+            if ok && synced {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the cluster did not reach cluster_state:ok within 30 s");
+    }
+
+    /// `redis+cluster://` with the three masters as seeds.
+    pub fn url(&self) -> String {
+        let seeds: Vec<String> = self.nodes[..3].iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
+        format!("redis+cluster://{}", seeds.join(","))
+    }
+
+    /// Indexes (into `nodes`) of the nodes that are masters now.
+    pub fn masters(&self) -> Vec<usize> {
+        (0..self.nodes.len()).filter(|&i| self.nodes[i].pid().is_some() && info(self.nodes[i].port(), "ROLE", "").starts_with("master")).collect()
+    }
+
+    /// The `CLUSTER NODES` view of a live node.
+    pub fn describe(&self) -> String {
+        let live = self.nodes.iter().find(|n| n.pid().is_some()).expect("a live node");
+        info(live.port(), "CLUSTER", "NODES")
+    }
+}
+
+fn info(port: u16, command: &str, argument: &str) -> String {
+    let mut cli = Command::new("redis-cli");
+    cli.args(["-p", &port.to_string(), command]);
+    if !argument.is_empty() {
+        cli.arg(argument);
+    }
+    cli.output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+}
