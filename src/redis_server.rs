@@ -22,6 +22,9 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     args: Vec<String>,
+    /// Written to `<dir>/redis.conf` and passed first, when set (Sentinel
+    /// needs a configuration file it can rewrite).
+    config: Option<String>,
     /// For a TLS-only server: the `redis-cli` options that reach it.
     tls_cli: Option<Vec<String>>,
 }
@@ -51,7 +54,24 @@ impl RedisServer {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create a directory for redis-server");
         let args = args.iter().map(|a| a.to_string()).collect();
-        let mut server = RedisServer { child: None, port, dir, args, tls_cli };
+        let mut server = RedisServer { child: None, port, dir, args, config: None, tls_cli };
+        server.spawn();
+        server
+    }
+
+    /// Starts a Sentinel on a free port watching the master on
+    /// `master_port` as `master_name` (quorum 1, down after 1 s).
+    pub fn start_sentinel(master_name: &str, master_port: u16) -> RedisServer {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("ratelimit-redis-{}-{port}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create a directory for redis-sentinel");
+        let config = format!(
+            "sentinel monitor {master_name} 127.0.0.1 {master_port} 1\n\
+             sentinel down-after-milliseconds {master_name} 1000\n\
+             sentinel failover-timeout {master_name} 5000\n"
+        );
+        let mut server = RedisServer { child: None, port, dir, args: vec!["--sentinel".into()], config: Some(config), tls_cli: None };
         server.spawn();
         server
     }
@@ -59,6 +79,11 @@ impl RedisServer {
     fn spawn(&mut self) {
         let port_flag = if self.tls_cli.is_some() { "--tls-port" } else { "--port" };
         let mut command = Command::new("redis-server");
+        if let Some(config) = &self.config {
+            let path = self.dir.join("redis.conf");
+            std::fs::write(&path, config).expect("write redis.conf");
+            command.arg(path);
+        }
         if self.tls_cli.is_some() {
             command.args(["--port", "0"]);
         }
