@@ -137,7 +137,6 @@ mod tests {
         match parse("redis+cluster://app:pw@127.0.0.1:7000,127.0.0.1:7001").unwrap() {
             Endpoint::Cluster { nodes } => {
                 assert_eq!(nodes.len(), 2);
-                assert!(!tls);
                 assert_eq!(nodes[1].redis_settings().username(), Some("app"));
                 assert_eq!(nodes[1].redis_settings().password(), Some("pw"));
             }
