@@ -12,7 +12,9 @@ pub use ratelimit_grammar::{Rate, Strategy};
 pub use std::string::String;
 
 use crate::{runtime, Limiter};
-use std::sync::{Arc, OnceLock};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
@@ -32,6 +34,7 @@ pub struct Site {
     policy: Policy,
     on_limit: OnLimit,
     on_error: OnError,
+    named_by_default: bool,
     limiter: OnceCell<Limiter>,
     /// Settles calls while the global store cannot be built (keeps the
     /// in-memory state of `on_error = "local"` between calls).
@@ -41,16 +44,34 @@ pub struct Site {
 impl Site {
     /// A site; `policy` comes from a constant the macro validated at compile time.
     pub const fn new(name: &'static str, policy: Policy, on_limit: OnLimit, on_error: OnError) -> Site {
-        Site { name, policy, on_limit, on_error, limiter: OnceCell::const_new(), degraded: OnceLock::new() }
+        Site { name, policy, on_limit, on_error, named_by_default: false, limiter: OnceCell::const_new(), degraded: OnceLock::new() }
+    }
+
+    /// Marks `name` as made up by the macro (module path + function name).
+    /// Methods of two types in one module get the same such name and so
+    /// share a limit; the first call of the second one warns about it.
+    pub const fn named_by_default(mut self) -> Site {
+        self.named_by_default = true;
+        self
     }
 
     async fn limiter(&'static self) -> Result<&'static Limiter, crate::Error> {
-        self.limiter
-            .get_or_try_init(|| async {
+        if let Some(limiter) = self.limiter.get() {
+            return Ok(limiter);
+        }
+        // Building the store (connecting to Redis, loading scripts) is a deep
+        // and large future; boxed behind `dyn`, it stays out of the future of
+        // every annotated function, which would otherwise carry all of it
+        // (and overflow rustc's layout depth limit).
+        let init: Pin<Box<dyn Future<Output = Result<&'static Limiter, crate::Error>> + Send>> =
+            Box::pin(self.limiter.get_or_try_init(|| async {
                 let store = runtime::global().await?;
+                if self.named_by_default {
+                    warn_if_default_name_shared(self);
+                }
                 Ok(Limiter::new(self.name, self.policy.clone(), store).with_on_error(self.on_error))
-            })
-            .await
+            }));
+        init.await
     }
 
     /// Decides one call: `Ok(())` to run the body, `Err` to return the denial
@@ -82,6 +103,24 @@ impl Site {
         if let Err(denied) = self.check(key, cost).await {
             tracing::warn!(target: "ratelimit", limiter = %self.name, %denied, "denial could not be waited out; call allowed");
         }
+    }
+}
+
+/// Warns once per site when another site already uses the same default name.
+fn warn_if_default_name_shared(site: &'static Site) {
+    static DEFAULT_NAMES: Mutex<Vec<(&'static str, usize)>> = Mutex::new(Vec::new());
+    let address = site as *const Site as usize;
+    let mut names = DEFAULT_NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    if names.iter().any(|&(name, other)| name == site.name && other != address) {
+        tracing::warn!(
+            target: "ratelimit",
+            limiter = site.name,
+            "two #[rate_limit] functions have the default name `{}` (methods of two types in one module?), so they share one limit; give each a `name = \"...\"` if that is not intended",
+            site.name
+        );
+    }
+    if !names.contains(&(site.name, address)) {
+        names.push((site.name, address));
     }
 }
 
@@ -140,6 +179,50 @@ impl<E: From<RateLimited>> DenialError for E {
         E::from(denied)
     }
 }
+
+/// The function named by `fallback = path`, called with the limited
+/// function's arguments (`self` first for methods) as a tuple.
+#[diagnostic::on_unimplemented(
+    message = "the fallback `{Self}` cannot be called with the limited function's arguments `{Args}`",
+    label = "must be an async fn taking `{Args}`",
+    note = "a denied call returns `fallback(same arguments).await`: give the fallback the same parameters (for a method, `self` first, e.g. `fallback = Self::cached`) and make it `async`"
+)]
+pub trait Fallback<Args> {
+    /// What the fallback returns.
+    type Future: Future;
+    /// Calls it.
+    fn call(self, args: Args) -> Self::Future;
+}
+
+macro_rules! fallback_arity {
+    ($($arg:ident),*) => {
+        #[diagnostic::do_not_recommend]
+        impl<Function, Output, $($arg),*> Fallback<($($arg,)*)> for Function
+        where
+            Function: FnOnce($($arg),*) -> Output,
+            Output: Future,
+        {
+            type Future = Output;
+            #[allow(non_snake_case)]
+            fn call(self, ($($arg,)*): ($($arg,)*)) -> Output {
+                self($($arg),*)
+            }
+        }
+    };
+}
+fallback_arity!();
+fallback_arity!(A1);
+fallback_arity!(A1, A2);
+fallback_arity!(A1, A2, A3);
+fallback_arity!(A1, A2, A3, A4);
+fallback_arity!(A1, A2, A3, A4, A5);
+fallback_arity!(A1, A2, A3, A4, A5, A6);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7, A8);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7, A8, A9);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7, A8, A9, A10);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11, A12);
 
 /// An argument used as `cost = arg`: any unsigned integer, or a reference to one.
 #[diagnostic::on_unimplemented(

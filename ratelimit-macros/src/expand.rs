@@ -1,0 +1,276 @@
+//! Phase 3: code generation from validated [`Config`]s.
+//!
+//! The user's signature is kept as written. Each attribute adds one block
+//! before the body: a `static` site, the key, one call into
+//! `::ratelimit::__private`, and a branch. All logic lives in the runtime.
+
+use crate::item::{self, Argument, Arguments, Function};
+use crate::key::Part;
+use crate::validate::{Config, Cost, OnError, OnLimit};
+use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
+use quote::{quote, quote_spanned};
+use ratelimit_grammar::{AlgorithmKind, Strategy};
+use syn::spanned::Spanned;
+use syn::Ident;
+
+/// The whole function.
+///
+/// Input:
+/// ```text
+/// #[rate_limit(algo = "sliding_log", strategies = "5/3s", key = "user:<user_id>")]
+/// #[rate_limit(algo = "gcra", rate = "100/1s", name = "api")]
+/// pub async fn profile(user_id: u64) -> Result<Profile, ApiError> {
+///     let p = load(user_id).await?;
+///     Ok(p)
+/// }
+/// ```
+///
+/// Output (stacked attributes are expanded by the first, in declared order):
+/// ```text
+/// pub async fn profile(user_id: u64) -> Result<Profile, ApiError> {
+///     { /* site for sliding_log 5/3s, see `site` */ }
+///     { /* site for gcra 100/1s */ }
+///     async move {
+///         // Gives `return` and `?` in the body the function's return type,
+///         // as tracing-attributes does.
+///         if false { let fake: Result<Profile, ApiError> = loop {}; return fake; }
+///         let p = load(user_id).await?;
+///         Ok(p)
+///     }
+///     .await
+/// }
+/// ```
+pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments) -> TokenStream {
+    let Function { attrs, vis, sig, body, .. } = &function;
+    let sites = configs.iter().map(|config| site(config, sig, args));
+    let fake_return = match item::return_type(sig) {
+        Some(ty) if !item::mentions_impl_trait(ty) => {
+            let fake = Ident::new("__ratelimit_fake_return", Span::mixed_site());
+            quote! {
+                #[allow(unknown_lints, unreachable_code, clippy::diverging_sub_expression, clippy::empty_loop, clippy::needless_return)]
+                if false {
+                    let #fake: #ty = loop {};
+                    return #fake;
+                }
+            }
+        }
+        _ => TokenStream::new(),
+    };
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #(#sites)*
+            async move {
+                #fake_return
+                #body
+            }
+            .await
+        }
+    }
+}
+
+/// One attribute.
+///
+/// Input: `#[rate_limit(algo = "sliding_log", strategies = "5/3s", key = "user:<user_id>")]`
+/// on `async fn profile(user_id: u64) -> Result<Profile, ApiError>`.
+///
+/// Output (paths shortened; all are `::ratelimit::__private::...`):
+/// ```text
+/// {
+///     static __RATELIMIT_SITE: Site = Site::new(
+///         concat!(module_path!(), "::", "profile"),
+///         Policy::__sliding_log(&[Strategy { limit: 5u64, window_us: 3000000u64 }]),
+///         OnLimit::Error,
+///         OnError::Allow,
+///     );
+///     let key = {
+///         let mut key = String::new();
+///         key.push_str("user:");
+///         push_key_value(&mut key, &user_id);
+///         key
+///     };
+///     match __RATELIMIT_SITE.check(&key, 1u64).await {
+///         Ok(()) => {}
+///         // on_limit = "error": spanned at the return type, so a type that
+///         // cannot hold a denial is reported there.
+///         Err(denied) => return IntoDenial::from_denial(denied),
+///         // fallback = cached: Err(_) => return Fallback::call(cached, (user_id,)).await,
+///     }
+/// }
+/// ```
+/// When no denial can reach the caller (`on_limit = "wait"`, no `max_wait`,
+/// a literal cost, `on_error` not "deny") the last statement is
+/// `__RATELIMIT_SITE.admit(&key, 1u64).await;` and the return type is free.
+fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream {
+    let krate = &config.krate;
+    let p = quote!(#krate::__private);
+    let site = Ident::new("__RATELIMIT_SITE", Span::call_site());
+    let key = Ident::new("__ratelimit_key", Span::mixed_site());
+    let buf = Ident::new("__ratelimit_buf", Span::mixed_site());
+    let denied = Ident::new("__ratelimit_denied", Span::mixed_site());
+
+    let (name, named_by_default) = match &config.name {
+        Some(name) => (quote!(#name), quote!()),
+        None => {
+            let fn_name = sig.ident.to_string();
+            (quote!(::core::concat!(::core::module_path!(), "::", #fn_name)), quote!(.named_by_default()))
+        }
+    };
+    let policy = policy(config, &p);
+    let on_limit = match config.on_limit {
+        OnLimit::Error => quote!(#p::OnLimit::Error),
+        OnLimit::Wait(None) => quote!(#p::OnLimit::Wait(::core::option::Option::None)),
+        OnLimit::Wait(Some(us)) => {
+            let us = Literal::u64_suffixed(us);
+            quote!(#p::OnLimit::Wait(::core::option::Option::Some(::core::time::Duration::from_micros(#us))))
+        }
+    };
+    let on_error = match config.on_error {
+        OnError::Allow => quote!(#p::OnError::Allow),
+        OnError::Deny => quote!(#p::OnError::Deny),
+        OnError::Local => quote!(#p::OnError::Local),
+    };
+
+    let key_value = match &config.key {
+        None => quote!(""),
+        Some(parts) if parts.iter().all(|part| matches!(part, Part::Literal(_))) => {
+            let text: String = parts.iter().map(|part| if let Part::Literal(l) = part { l.as_str() } else { "" }).collect();
+            quote!(#text)
+        }
+        Some(parts) => {
+            let pushes = parts.iter().map(|part| match part {
+                Part::Literal(text) => quote!(#buf.push_str(#text);),
+                Part::Value(access) => {
+                    let value = access.to_expr();
+                    quote_spanned!(value.span()=> #p::push_key_value(&mut #buf, &#value);)
+                }
+            });
+            quote!({
+                let mut #buf = #p::String::new();
+                #(#pushes)*
+                #buf
+            })
+        }
+    };
+    let cost = match &config.cost {
+        Cost::Literal(n) => {
+            let n = Literal::u64_suffixed(*n);
+            quote!(#n)
+        }
+        Cost::Argument(access, span) => {
+            let value = access.to_expr();
+            respan(quote!(#p::Cost::cost(&#value)), *span)
+        }
+    };
+
+    let decide = match (&config.fallback, config.returns_denial) {
+        (Some(fallback), _) => {
+            let (passed, types): (Vec<_>, Vec<_>) = args
+                .list
+                .iter()
+                .map(|arg| match arg {
+                    Argument::Receiver(token, ty) => (quote!(#token), quote!(#ty)),
+                    // `impl Trait` cannot be named in a body; inference fills it in.
+                    Argument::Named(ident, ty) if item::mentions_impl_trait(ty) => (quote!(#ident), quote!(_)),
+                    Argument::Named(ident, ty) => (quote!(#ident), quote!(#ty)),
+                    Argument::Pattern(_) => unreachable!("validate rejects pattern arguments with a fallback"),
+                })
+                .unzip();
+            // The argument types are spelled out so a fallback with another
+            // signature fails `Fallback<(these types)>` (one readable error),
+            // and the call is located at the fallback's name.
+            let call = respan(quote!(#p::Fallback::<(#(#types,)*)>::call(#fallback, (#(#passed,)*)).await), fallback.span());
+            quote! {
+                match #site.check(&#key, #cost).await {
+                    ::core::result::Result::Ok(()) => {}
+                    ::core::result::Result::Err(_) => return #call,
+                }
+            }
+        }
+        (None, true) => {
+            let ret_span = match &sig.output {
+                syn::ReturnType::Type(_, ty) => ty.span(),
+                syn::ReturnType::Default => sig.ident.span(),
+            };
+            let convert = respan(quote!(#p::IntoDenial::from_denial(#denied)), ret_span);
+            quote! {
+                match #site.check(&#key, #cost).await {
+                    ::core::result::Result::Ok(()) => {}
+                    ::core::result::Result::Err(#denied) => return #convert,
+                }
+            }
+        }
+        (None, false) => quote!(#site.admit(&#key, #cost).await;),
+    };
+
+    quote! {
+        {
+            static #site: #p::Site = #p::Site::new(#name, #policy, #on_limit, #on_error) #named_by_default;
+            let #key = #key_value;
+            #decide
+        }
+    }
+}
+
+/// `tokens` moved to `span`'s location (each keeps its own hygiene), so
+/// rustc reports a type error in generated code at the user's token it
+/// concerns rather than at the whole attribute.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            if let TokenTree::Group(group) = &tree {
+                let mut inner = Group::new(group.delimiter(), respan(group.stream(), span));
+                inner.set_span(group.span().located_at(span));
+                tree = TokenTree::Group(inner);
+            } else {
+                tree.set_span(tree.span().located_at(span));
+            }
+            tree
+        })
+        .collect()
+}
+
+/// The policy as a constant expression: nothing is parsed at run time.
+fn policy(config: &Config, p: &TokenStream) -> TokenStream {
+    let spec = &config.policy;
+    let strategies = || {
+        let list = spec.strategies.iter().flatten().map(|Strategy { limit, window_us }| {
+            let (limit, window_us) = (Literal::u64_suffixed(*limit), Literal::u64_suffixed(*window_us));
+            quote!(#p::Strategy { limit: #limit, window_us: #window_us })
+        });
+        quote!(&[#(#list),*])
+    };
+    let rate = || {
+        let rate = spec.rate.expect("validated: every algorithm with a rate requires it");
+        let (count, period_us) = (Literal::u64_suffixed(rate.count), Literal::u64_suffixed(rate.period_us));
+        quote!(#p::Rate { count: #count, period_us: #period_us })
+    };
+    let number = |n: Option<u64>| Literal::u64_suffixed(n.expect("validated, defaults applied"));
+    match spec.kind {
+        AlgorithmKind::FixedWindow => {
+            let s = strategies();
+            quote!(#p::Policy::__fixed_window(#s))
+        }
+        AlgorithmKind::SlidingWindow => {
+            let (s, precision) = (strategies(), number(spec.precision));
+            quote!(#p::Policy::__sliding_window(#s, #precision))
+        }
+        AlgorithmKind::SlidingLog => {
+            let s = strategies();
+            quote!(#p::Policy::__sliding_log(#s))
+        }
+        AlgorithmKind::TokenBucket => {
+            let (capacity, rate) = (number(spec.capacity), rate());
+            quote!(#p::Policy::__token_bucket(#capacity, #rate))
+        }
+        AlgorithmKind::LeakyBucket => {
+            let (capacity, rate) = (number(spec.capacity), rate());
+            quote!(#p::Policy::__leaky_bucket(#capacity, #rate))
+        }
+        AlgorithmKind::Gcra => {
+            let (rate, burst) = (rate(), number(spec.burst));
+            quote!(#p::Policy::__gcra(#rate, #burst))
+        }
+    }
+}

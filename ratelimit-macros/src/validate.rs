@@ -1,0 +1,350 @@
+//! Phase 2: options as written become a plain, typed [`Config`], or errors.
+//!
+//! The policy is checked by `ratelimit-grammar`, the same code the runtime's
+//! `Policy` constructors use; defaults (`precision`, `burst`) are applied here
+//! so the emitted constant is complete and nothing is parsed at run time.
+
+use crate::attr::Options;
+use crate::errors::Errors;
+use crate::item::{self, Argument, Arguments, Function};
+use crate::key::{self, Access, Part};
+use proc_macro2::Span;
+use quote::ToTokens;
+use ratelimit_grammar::{parse_duration, parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec, Strategy};
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, Lit, LitInt, LitStr, Path};
+
+/// One attribute, validated.
+pub(crate) struct Config {
+    /// The attribute, for errors about it as a whole.
+    pub span: Span,
+    pub krate: Path,
+    /// Complete: defaults applied, every rule checked.
+    pub policy: PolicySpec,
+    pub key: Option<Vec<Part>>,
+    pub name: Option<LitStr>,
+    pub cost: Cost,
+    pub on_limit: OnLimit,
+    pub fallback: Option<Path>,
+    pub on_error: OnError,
+    /// A denial can reach the caller (and no fallback takes it), so the
+    /// function must return `Result<_, E: From<RateLimited>>`.
+    pub returns_denial: bool,
+}
+
+pub(crate) enum Cost {
+    Literal(u64),
+    Argument(Access, Span),
+}
+
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum OnLimit {
+    Error,
+    /// The longest total wait, in microseconds.
+    Wait(Option<u64>),
+}
+
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum OnError {
+    Allow,
+    Deny,
+    Local,
+}
+
+/// The largest arity `ratelimit::__private::Fallback` is implemented for.
+const MAX_FALLBACK_ARGS: usize = 12;
+
+pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, errors: &mut Errors) -> Option<Config> {
+    let before = errors.count();
+    let attr_span = options.span.unwrap_or_else(Span::call_site);
+    let fn_name = &function.sig.ident;
+
+    let policy = policy(&options, attr_span, errors);
+    let key = options.key.as_ref().and_then(|lit| key::parse_template(lit, args, fn_name, errors));
+    if let Some(name) = &options.name {
+        if name.value().trim().is_empty() {
+            errors.push(syn::Error::new(name.span(), "empty `name`: remove it to use the module path and function name, or write one, like `name = \"profile\"`"));
+        }
+    }
+    let cost = options.cost.as_ref().map(|expr| cost(expr, args, fn_name, policy.as_ref(), errors));
+
+    let (on_limit, explicit_error) = on_limit(&options, errors);
+    if let Some(fallback) = &options.fallback {
+        check_fallback(fallback, explicit_error, args, fn_name, errors);
+    }
+    let on_error = on_error(&options, errors);
+
+    let cost = cost.flatten().unwrap_or(Cost::Literal(1));
+    let returns_denial = options.fallback.is_none()
+        && match on_limit {
+            OnLimit::Error => true,
+            OnLimit::Wait(max) => max.is_some() || on_error == OnError::Deny || matches!(cost, Cost::Argument(..)),
+        };
+    if returns_denial && item::return_type(&function.sig).is_none() {
+        unit_return_error(&options, on_limit, on_error, &function.sig, errors);
+    }
+
+    let krate = options.krate.clone().unwrap_or_else(|| syn::parse_quote!(::ratelimit));
+    if errors.count() > before {
+        return None;
+    }
+    Some(Config {
+        span: attr_span,
+        krate,
+        policy: policy?,
+        key,
+        name: options.name,
+        cost,
+        on_limit,
+        fallback: options.fallback,
+        on_error,
+        returns_denial,
+    })
+}
+
+/// `on_limit` and `max_wait`; also whether `on_limit = "error"` was written.
+fn on_limit(options: &Options, errors: &mut Errors) -> (OnLimit, bool) {
+    let wait = match &options.on_limit {
+        None => None,
+        Some(lit) => match lit.value().as_str() {
+            "error" => Some(false),
+            "wait" => Some(true),
+            other => {
+                errors.push(syn::Error::new(
+                    lit.span(),
+                    format!("unknown `on_limit` value \"{other}\": expected \"error\" (return the denial) or \"wait\" (sleep until the call passes); to call another function instead, write `fallback = path::to::fn`"),
+                ));
+                None
+            }
+        },
+    };
+    let max_wait = options.max_wait.as_ref().and_then(|lit| match parse_duration(&lit.value()) {
+        Ok(us) => Some(us),
+        Err(e) => {
+            errors.push(syn::Error::new(lit.span(), format!("`max_wait` must be a duration, like \"2s\" or \"500ms\": {e}")));
+            None
+        }
+    });
+    if let (Some(lit), false) = (&options.max_wait, wait == Some(true)) {
+        errors.push(syn::Error::new(lit.span(), "`max_wait` bounds `on_limit = \"wait\"`: add `on_limit = \"wait\"`, or remove `max_wait`"));
+    }
+    match wait {
+        Some(true) => (OnLimit::Wait(max_wait), false),
+        Some(false) => (OnLimit::Error, true),
+        None => (OnLimit::Error, false),
+    }
+}
+
+/// The fallback is called with the same arguments, so each must be a name.
+fn check_fallback(fallback: &Path, explicit_error: bool, args: &Arguments, fn_name: &syn::Ident, errors: &mut Errors) {
+    if explicit_error {
+        errors.push(syn::Error::new(
+            fallback.span(),
+            "`fallback` conflicts with `on_limit = \"error\"`: a denied call either returns the error or calls the fallback; remove one",
+        ));
+    }
+    if args.list.len() > MAX_FALLBACK_ARGS {
+        errors.push(syn::Error::new(
+            fallback.span(),
+            format!("`fallback` supports functions of at most {MAX_FALLBACK_ARGS} arguments (`self` included); `{fn_name}` takes {}: group some into a struct", args.list.len()),
+        ));
+    }
+    for arg in &args.list {
+        if let Argument::Pattern(span) = arg {
+            let mut error = syn::Error::new(
+                *span,
+                "`fallback` is called with the same arguments, so each must be a plain name: bind this one to a name (e.g. `pair: (u32, u32)`) and destructure it in the body",
+            );
+            error.combine(syn::Error::new(fallback.span(), "the fallback is named here"));
+            errors.push(error);
+        }
+    }
+}
+
+fn on_error(options: &Options, errors: &mut Errors) -> OnError {
+    let Some(lit) = &options.on_error else { return OnError::Allow };
+    match lit.value().as_str() {
+        "allow" => OnError::Allow,
+        "deny" => OnError::Deny,
+        "local" => OnError::Local,
+        other => {
+            errors.push(syn::Error::new(
+                lit.span(),
+                format!("unknown `on_error` value \"{other}\": expected \"allow\" (let calls through while the store is down), \"deny\" (refuse them) or \"local\" (limit in memory until it is back)"),
+            ));
+            OnError::Allow
+        }
+    }
+}
+
+/// A denial can reach the caller but the function returns `()`: say which
+/// option makes that so, and how to fix it.
+fn unit_return_error(options: &Options, on_limit: OnLimit, on_error: OnError, sig: &syn::Signature, errors: &mut Errors) {
+    let why = match on_limit {
+        OnLimit::Error if options.on_limit.is_none() => "`on_limit = \"error\"` (the default) returns a denial as `Err(..)`",
+        OnLimit::Error => "`on_limit = \"error\"` returns a denial as `Err(..)`",
+        OnLimit::Wait(Some(_)) => "`max_wait` returns a denial as `Err(..)` when the wait would be longer",
+        OnLimit::Wait(None) if on_error == OnError::Deny => "`on_error = \"deny\"` returns a denial as `Err(..)` while the store is unavailable",
+        OnLimit::Wait(None) => "a `cost` read from an argument may exceed what the policy ever admits, and that denial is returned as `Err(..)`",
+    };
+    let span = match &sig.output {
+        syn::ReturnType::Type(_, ty) => ty.span(),
+        syn::ReturnType::Default => sig.ident.span(),
+    };
+    errors.push(syn::Error::new(
+        span,
+        format!("{why}, but `{}` returns `()`: return `Result<(), E>` where `E: From<ratelimit::RateLimited>`, or call a `fallback = path::to::fn` on denial", sig.ident),
+    ));
+}
+
+/// Parses and checks the policy; `None` when anything is wrong (all reported).
+fn policy(options: &Options, attr_span: Span, errors: &mut Errors) -> Option<PolicySpec> {
+    let kind = match &options.algo {
+        None if options.mentioned_algo => None,
+        None => {
+            let names = AlgorithmKind::ALL.map(|k| format!("`{k}`")).join(", ");
+            errors.push(syn::Error::new(attr_span, format!("missing `algo`: add e.g. `algo = \"sliding_window\"`; the algorithms are {names}")));
+            None
+        }
+        Some(lit) => match AlgorithmKind::from_name(&lit.value()) {
+            Ok(kind) => Some(kind),
+            Err(e) => {
+                errors.push(syn::Error::new(lit.span(), e.message()));
+                None
+            }
+        },
+    };
+
+    // Parse each parameter given; a malformed one is reported and replaced by
+    // a placeholder, so the rules below still run on the others (and see it
+    // as given) without repeating its error.
+    let mut spec = PolicySpec::new(kind.unwrap_or(AlgorithmKind::FixedWindow));
+    let mut malformed: Vec<Param> = Vec::new();
+    let mut fail = |param: Param, span: Span, message: String, errors: &mut Errors| {
+        errors.push(syn::Error::new(span, format!("`{}`: {message}", param.name())));
+        malformed.push(param);
+    };
+    let placeholder_rate = ratelimit_grammar::Rate { count: 1, period_us: 1_000_000 };
+    if let Some(lit) = &options.strategies {
+        spec.strategies = Some(parse_strategies(&lit.value()).unwrap_or_else(|e| {
+            fail(Param::Strategies, lit.span(), e.to_string(), errors);
+            vec![Strategy { limit: 1, window_us: 1_000_000 }]
+        }));
+    }
+    if let Some(lit) = &options.precision {
+        spec.precision = Some(parse_duration(&lit.value()).unwrap_or_else(|e| {
+            fail(Param::Precision, lit.span(), e.to_string(), errors);
+            1
+        }));
+    }
+    if let Some(lit) = &options.capacity {
+        spec.capacity = Some(whole(lit).unwrap_or_else(|e| {
+            fail(Param::Capacity, lit.span(), e, errors);
+            1
+        }));
+    }
+    if let Some(lit) = &options.rate {
+        spec.rate = Some(parse_rate(&lit.value()).unwrap_or_else(|e| {
+            fail(Param::Rate, lit.span(), e.to_string(), errors);
+            placeholder_rate
+        }));
+    }
+    if let Some(lit) = &options.burst {
+        spec.burst = Some(whole(lit).unwrap_or_else(|e| {
+            fail(Param::Burst, lit.span(), e, errors);
+            0
+        }));
+    }
+    let kind = kind?;
+
+    let span_of = |param: Param| -> Span {
+        let span = match param {
+            Param::Strategies => options.strategies.as_ref().map(LitStr::span),
+            Param::Precision => options.precision.as_ref().map(LitStr::span),
+            Param::Capacity => options.capacity.as_ref().map(LitInt::span),
+            Param::Rate => options.rate.as_ref().map(LitStr::span),
+            Param::Burst => options.burst.as_ref().map(LitInt::span),
+        };
+        span.unwrap_or_else(|| options.algo.as_ref().map_or(attr_span, LitStr::span))
+    };
+    let mut valid = malformed.is_empty();
+    if let Err(problems) = spec.validate() {
+        for (param, problem) in problems {
+            match param {
+                Some(param) if malformed.contains(&param) => continue,
+                Some(param) => errors.push(syn::Error::new(span_of(param), problem.message())),
+                // A missing parameter: point at the algorithm that needs it.
+                None => errors.push(syn::Error::new(options.algo.as_ref().map_or(attr_span, LitStr::span), problem.message())),
+            }
+            valid = false;
+        }
+    }
+    if !valid {
+        return None;
+    }
+    if kind == AlgorithmKind::SlidingWindow && spec.precision.is_none() {
+        spec.precision = Some(PolicySpec::default_precision(spec.strategies.as_deref().unwrap_or_default()));
+    }
+    if let (AlgorithmKind::Gcra, None, Some(rate)) = (kind, spec.burst, spec.rate) {
+        spec.burst = Some(PolicySpec::default_burst(rate));
+    }
+    Some(spec)
+}
+
+fn whole(lit: &LitInt) -> Result<u64, String> {
+    if !lit.suffix().is_empty() {
+        return Err(format!("write a plain number, without the `{}` suffix", lit.suffix()));
+    }
+    lit.base10_parse::<u64>().map_err(|_| "must be a whole number, like 10".to_string())
+}
+
+/// The most permits one call could ever take, as `Policy::max_cost` computes it.
+fn max_cost(spec: &PolicySpec) -> u64 {
+    match spec.kind {
+        AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket => spec.capacity.unwrap_or(0),
+        AlgorithmKind::Gcra => spec.burst.unwrap_or(0) + 1,
+        _ => spec.strategies.iter().flatten().map(|s| s.limit).min().unwrap_or(0),
+    }
+}
+
+fn cost(expr: &Expr, args: &Arguments, fn_name: &syn::Ident, policy: Option<&PolicySpec>, errors: &mut Errors) -> Option<Cost> {
+    match expr {
+        Expr::Lit(ExprLit { lit: Lit::Int(lit), .. }) => {
+            let cost = match whole(lit) {
+                Ok(cost) => cost,
+                Err(e) => {
+                    errors.push(syn::Error::new(lit.span(), format!("`cost`: {e}")));
+                    return None;
+                }
+            };
+            if let Some(spec) = policy {
+                let max = max_cost(spec);
+                if cost > max {
+                    errors.push(syn::Error::new(
+                        lit.span(),
+                        format!("`cost = {cost}` can never pass: `{}` admits at most {max} per call; lower the cost or raise the limit", spec.kind),
+                    ));
+                    return None;
+                }
+            }
+            Some(Cost::Literal(cost))
+        }
+        Expr::Path(_) | Expr::Field(_) => {
+            let text: String = expr.to_token_stream().to_string().chars().filter(|c| !c.is_whitespace()).collect();
+            match Access::parse(&text, &text, expr.span(), args, fn_name, "cost") {
+                Ok(access) => Some(Cost::Argument(access, expr.span())),
+                Err(message) => {
+                    errors.push(syn::Error::new(expr.span(), message));
+                    None
+                }
+            }
+        }
+        other => {
+            errors.push(syn::Error::new(
+                other.span(),
+                "`cost` takes an integer literal or an argument: write `cost = 5` or `cost = weight` (an unsigned integer argument)",
+            ));
+            None
+        }
+    }
+}

@@ -1,0 +1,6 @@
+use ratelimit::{rate_limit, RateLimited};
+
+#[rate_limit(algo = "sliding", strategies = "10/1s")]
+async fn search() -> Result<(), RateLimited> { Ok(()) }
+
+fn main() {}

@@ -1,0 +1,6 @@
+use ratelimit::{rate_limit, RateLimited};
+
+#[rate_limit(algo = "gcra", rate = "1/1s", on_limit = "block")]
+async fn search() -> Result<(), RateLimited> { Ok(()) }
+
+fn main() {}
