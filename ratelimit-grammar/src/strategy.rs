@@ -110,7 +110,12 @@ pub fn parse_strategies(text: &str) -> Result<Vec<Strategy>, GrammarError> {
             "no strategies: write at least one `limit/window`, like `10/1s` or `10/1s,100/1m`",
         ));
     }
-    text.split(',').map(parse_strategy).collect()
+    let items: Vec<&str> = text.split(',').collect();
+    if let Some(i) = items.iter().position(|item| item.trim().is_empty()) {
+        let place = if i == 0 { "before the first `,`".to_string() } else { format!("after `{}`", items[i - 1].trim()) };
+        return Err(GrammarError::new(format!("empty strategy {place} in `{}`: remove the extra comma", text.trim())));
+    }
+    items.into_iter().map(parse_strategy).collect()
 }
 
 /// Parses a rate, `N/P` (`1/3s`: one unit every three seconds).
@@ -137,7 +142,8 @@ mod tests {
             ("10/0s", "zero"),
             ("10", "not of the form"),
             ("", "no strategies"),
-            ("10/1s,", "not of the form"),
+            ("10/1s,", "empty strategy after `10/1s`"),
+            (",10/1s", "empty strategy before the first `,`"),
             ("a/1s", "whole number"),
             ("18446744073709551615/1s", "too large"),
             ("1/100000d", "too long"),

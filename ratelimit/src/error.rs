@@ -113,18 +113,31 @@ impl fmt::Display for RateLimited {
     }
 }
 
-/// `1.5s`, `60s`, `250ms`, `17us`: short and never rounded down past the unit shown.
+/// `1.5s`, `60s`, `250ms`: short, and rounded up so obeying it succeeds.
 fn format_wait(wait: Duration) -> String {
-    let us = wait.as_micros();
-    if us % 1_000_000 == 0 {
-        format!("{}s", us / 1_000_000)
-    } else if us >= 1_000_000 {
-        format!("{:.3}s", (us as f64 / 1e6 * 1000.0).ceil() / 1000.0)
-    } else if us % 1_000 == 0 {
-        format!("{}ms", us / 1_000)
+    let ms = wait.as_micros().div_ceil(1000);
+    if ms % 1000 == 0 {
+        format!("{}s", ms / 1000)
+    } else if ms >= 1000 {
+        format!("{:.3}s", ms as f64 / 1000.0)
     } else {
-        format!("{us}us")
+        format!("{ms}ms")
     }
 }
 
 impl std::error::Error for RateLimited {}
+
+#[cfg(test)]
+mod tests {
+    use super::format_wait;
+    use std::time::Duration;
+
+    #[test]
+    fn waits_read_short_and_round_up() {
+        assert_eq!(format_wait(Duration::from_micros(999_977)), "1s");
+        assert_eq!(format_wait(Duration::from_micros(1)), "1ms");
+        assert_eq!(format_wait(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_wait(Duration::from_micros(1_500_001)), "1.501s");
+        assert_eq!(format_wait(Duration::from_secs(60)), "60s");
+    }
+}

@@ -31,6 +31,9 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(invalid(url, format!("no scheme: expected {SCHEMES}")));
     };
+    if scheme.starts_with("rediss") && !cfg!(feature = "tls") {
+        return Err(invalid(url, format!("`{scheme}://` needs TLS: enable the `tls` feature of the ratelimit crate")));
+    }
     match scheme {
         "redis" | "rediss" => {
             let info = url.into_connection_info().map_err(|e| invalid(url, e))?;
@@ -142,15 +145,25 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        match parse("rediss+sentinel://u:p@10.0.0.1,10.0.0.2:26380/mymaster/3").unwrap() {
+        match parse("redis+sentinel://u:p@10.0.0.1,10.0.0.2:26380/mymaster/3").unwrap() {
             Endpoint::Sentinel { sentinels, master, node, tls } => {
                 assert_eq!(sentinels.len(), 2);
                 assert_eq!(sentinels[0].addr().to_string(), "10.0.0.1:26379");
                 assert_eq!(master, "mymaster");
                 assert_eq!(node.redis_settings().db(), 3);
-                assert!(tls);
+                assert!(!tls);
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tls_schemes_need_the_tls_feature() {
+        let result = parse("rediss+sentinel://u:p@10.0.0.1/mymaster");
+        if cfg!(feature = "tls") {
+            assert!(matches!(result, Ok(Endpoint::Sentinel { tls: true, .. })));
+        } else {
+            assert!(result.unwrap_err().to_string().contains("enable the `tls` feature"));
         }
     }
 

@@ -68,7 +68,9 @@ impl RedisBackend {
         let endpoint = endpoint::parse(url)?;
         // redis-rs retries a failed first connect; bound the whole start-up.
         let bound = options.connect_timeout * (options.reconnect_retries as u32 + 2);
-        let connection = match tokio::time::timeout(bound, Connection::connect(endpoint, &options)).await {
+        // Boxed: the connect future is deep, and callers await it inline.
+        let connect = Box::pin(Connection::connect(endpoint, &options));
+        let connection = match tokio::time::timeout(bound, connect).await {
             Ok(Ok(connection)) => connection,
             Ok(Err(e)) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: {e}", redact(url)))),
             Err(_) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: no answer within {bound:?}", redact(url)))),
