@@ -7,7 +7,6 @@
 
 use ratelimit::{Limiter, Policy};
 use ratelimit_examples::stores::BothStores;
-use std::time::Duration;
 
 struct Row {
     at_us: u64,

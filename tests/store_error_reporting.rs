@@ -2,30 +2,14 @@
 //! allowed or denied, never the key) and counted.
 
 use ratelimit::{Limiter, OnError, Policy, RedisOptions, Store};
+use ratelimit_examples::log_capture::LogCapture;
 use ratelimit_examples::redis_server::RedisServer;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn store_errors_are_warned_and_counted_without_the_key() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = LogCapture::default();
+    let _guard = logs.install();
 
     let mut server = RedisServer::start();
     let options = RedisOptions { response_timeout: Duration::from_millis(100), ..RedisOptions::default() };
@@ -40,7 +24,7 @@ async fn store_errors_are_warned_and_counted_without_the_key() {
     assert_eq!(denied.to_string(), "rate limited by `warned`: the rate limit store is unavailable");
     assert_eq!(allow.store_errors(), 2, "clones share the counter");
 
-    let text = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    let text = logs.text();
     assert!(text.contains("WARN") && text.contains("call allowed (on_error = allow)"), "{text}");
     assert!(text.contains("call denied (on_error = deny)"), "{text}");
     assert!(!text.contains("secret-user-key"), "a raw key was logged: {text}");

@@ -1,0 +1,40 @@
+//! [`LogCapture`]: collect what `tracing` writes, to assert on log lines.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+/// A `tracing` writer that keeps everything written to it; clones share it.
+///
+/// ```
+/// let logs = ratelimit_examples::log_capture::LogCapture::default();
+/// let _guard = logs.install();
+/// tracing::warn!("hello");
+/// assert!(logs.text().contains("WARN") && logs.text().contains("hello"));
+/// ```
+#[derive(Clone, Default)]
+pub struct LogCapture(Arc<Mutex<Vec<u8>>>);
+
+impl LogCapture {
+    /// Makes this the current thread's subscriber until the guard drops.
+    pub fn install(&self) -> tracing::subscriber::DefaultGuard {
+        let writer = self.clone();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    /// Everything logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl Write for LogCapture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
