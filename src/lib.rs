@@ -5,6 +5,7 @@
 //! Nothing here is published; it exists so tests never touch a Redis they did
 //! not start.
 
+pub mod exactness;
 pub mod log_capture;
 pub mod redis_cluster;
 pub mod redis_server;
