@@ -36,7 +36,8 @@ async fn every_decision_is_exactly_one_evalsha_whatever_the_strategies() {
     let store = Store::redis(&server.url()).await.unwrap();
     let mut con = raw(&server).await;
     for policy in every_algorithm() {
-        let limiter = Limiter::new("one-trip", policy.clone(), &store);
+        // The deny cache would answer repeated denials without a trip at all.
+        let limiter = Limiter::new("one-trip", policy.clone(), &store).with_deny_cache(false);
         let before = (calls(&mut con, "evalsha").await, calls(&mut con, "eval").await);
         for i in 0..10 {
             limiter.check(format!("k{}", i % 3), 1).await.unwrap();
@@ -105,7 +106,7 @@ async fn connecting_to_nothing_is_a_clear_error_not_a_hang() {
     assert!(err.to_string().contains(&format!("cannot connect to Redis at redis://127.0.0.1:{vacant}")), "{err}");
 
     let err = Store::redis("http://localhost").await.unwrap_err();
-    assert!(err.to_string().contains("cannot parse Redis URL"), "{err}");
+    assert!(err.to_string().contains("invalid Redis URL http://localhost: unknown scheme `http://`"), "{err}");
 }
 
 #[tokio::test]

@@ -15,25 +15,35 @@
 -- State on Redis: a hash; for strategy i (1-based) "s<i>" = window start µs,
 -- "c<i>" = count in that window. A window covers now iff now < start or
 -- now - start < W (half-open). Written only when allowed, cost > 0 and not a
--- peek, always followed by PEXPIRE ceil(reset_after_us / 1000) + slack ms.
+-- peek. A write that starts (or runs before the start of) any window
+-- rewrites every field, then PEXPIRE ceil(reset_after_us / 1000) + slack
+-- ms; a write inside live windows only adds the cost to each count
+-- (HINCRBY), the TTL already covering the latest window's end: three
+-- commands in all on the common path (issue 6).
 
 local key = KEYS[1]
-local now
-if ARGV[1] == '' then
+local now = ARGV[1]
+if now == '' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 else
-  now = tonumber(ARGV[1])
+  now = tonumber(now)
 end
 local cost = tonumber(ARGV[2])
-local peek = ARGV[3] == '1'
-local slack = tonumber(ARGV[4])
 local k = tonumber(ARGV[5])
 
-local raw = redis.call('HGETALL', key)
-local h = {}
-for j = 1, #raw, 2 do
-  h[raw[j]] = raw[j + 1]
+-- s<i>, c<i> for every strategy, and s<k+1>: present only if an earlier
+-- policy under this name had more strategies, whose fields must go.
+local h
+if k == 1 then
+  h = redis.call('HMGET', key, 's1', 'c1', 's2')
+else
+  local fields = {}
+  for i = 1, k do
+    fields[2 * i - 1], fields[2 * i] = 's' .. i, 'c' .. i
+  end
+  fields[2 * k + 1] = 's' .. (k + 1)
+  h = redis.call('HMGET', key, unpack(fields))
 end
 
 local limits, windows, starts, counts = {}, {}, {}, {}
@@ -42,7 +52,7 @@ for i = 1, k do
   local limit = tonumber(ARGV[4 + 2 * i])
   local window = tonumber(ARGV[5 + 2 * i])
   limits[i], windows[i] = limit, window
-  local s, c = tonumber(h['s' .. i]), tonumber(h['c' .. i])
+  local s, c = tonumber(h[2 * i - 1]), tonumber(h[2 * i])
   if s and c and (now < s or now - s < window) then
     starts[i], counts[i] = s, c
   else
@@ -71,11 +81,15 @@ end
 
 -- The windows after the call (as if taken, also for a peek).
 local take = allowed and cost > 0
+local starting = false
 local best_limit, best_rem, reset = 0, nil, 0
 for i = 1, k do
   local s, c = starts[i], counts[i]
   if take then
+    -- A window that starts later than now (the clock stepped back) ends
+    -- later than its TTL says: rewrite, as for a window that starts.
     if s then c = c + cost else s, c = now, cost end
+    if s >= now then starting = true end
     starts[i], counts[i] = s, c
   end
   local rem = limits[i] - c
@@ -87,20 +101,23 @@ for i = 1, k do
   end
 end
 
-if take and not peek then
-  -- Fields of strategies beyond k (a policy that shrank) would otherwise linger.
-  if #raw > 4 * k then redis.call('DEL', key) end
-  local args = {}
-  for i = 1, k do
-    args[#args + 1] = 's' .. i
-    args[#args + 1] = string.format('%d', starts[i])
-    args[#args + 1] = 'c' .. i
-    args[#args + 1] = string.format('%d', counts[i])
+if take and ARGV[3] ~= '1' then
+  if starting or h[2 * k + 1] then
+    if h[2 * k + 1] then redis.call('DEL', key) end
+    local args = {}
+    for i = 1, k do
+      args[4 * i - 3], args[4 * i - 2] = 's' .. i, string.format('%d', starts[i])
+      args[4 * i - 1], args[4 * i] = 'c' .. i, string.format('%d', counts[i])
+    end
+    redis.call('HSET', key, unpack(args))
+    local ms = math.floor((reset + 999) / 1000) + ARGV[4]
+    if ms < 1 then ms = 1 end
+    redis.call('PEXPIRE', key, string.format('%d', ms))
+  else
+    for i = 1, k do
+      redis.call('HINCRBY', key, k == 1 and 'c1' or 'c' .. i, ARGV[2])
+    end
   end
-  redis.call('HSET', key, unpack(args))
-  local ms = math.floor((reset + 999) / 1000) + slack
-  if ms < 1 then ms = 1 end
-  redis.call('PEXPIRE', key, string.format('%d', ms))
 end
 
 return {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated}

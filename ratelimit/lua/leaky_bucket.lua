@@ -14,35 +14,36 @@
 -- Returns  {allowed (1|0), limit = capacity, remaining (whole requests),
 --           reset_after_us, retry_after_us (-1 = none), violated = 0}.
 --
--- State on Redis: a hash, "l" = level in units, "t" = when it was last
--- drained (µs). An absent key is an empty bucket (l = 0, t = now). Written
--- only when allowed, cost > 0 and not a peek, always followed by
--- PEXPIRE ceil(reset_after_us / 1000) + slack ms.
+-- State on Redis: a string "<l>:<t>", l = level in units, t = when it was
+-- last drained (µs); one GET and one SET ... PX, the fewest commands (issue
+-- 6). An absent key is an empty bucket (l = 0, t = now); a hash from an
+-- earlier version ("l", "t" fields) is read as such and replaced by the next
+-- write. Written only when allowed, cost > 0 and not a peek, with
+-- PX = ceil(reset_after_us / 1000) + slack ms.
 
 local key = KEYS[1]
-local now
-if ARGV[1] == '' then
+local now = ARGV[1]
+if now == '' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 else
-  now = tonumber(ARGV[1])
+  now = tonumber(now)
 end
 local cost = tonumber(ARGV[2])
-local peek = ARGV[3] == '1'
-local slack = tonumber(ARGV[4])
 local capacity = tonumber(ARGV[5])
 local n = tonumber(ARGV[6])
 local p = tonumber(ARGV[7])
 
-local function ceil_div(a, b)
-  local q = math.floor(a / b)
-  if q * b < a then q = q + 1 end
-  return q
-end
-
 local full = capacity * p
-local state = redis.call('HMGET', key, 'l', 't')
-local level, last = tonumber(state[1]), tonumber(state[2])
+local level, last
+local v = redis.pcall('GET', key)
+if type(v) == 'string' then
+  local colon = string.find(v, ':', 1, true)
+  if colon then level, last = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)) end
+elseif type(v) == 'table' then
+  local old = redis.call('HMGET', key, 'l', 't')
+  level, last = tonumber(old[1]), tonumber(old[2])
+end
 if not (level and last) then
   level, last = 0, now
 end
@@ -55,18 +56,23 @@ local never = cost > capacity
 local need = never and 0 or cost * p
 local allowed = not never and level + need <= full
 local after = allowed and level + need or level
+-- ceil(a / n) on integers held in doubles: floor, then step up if short.
 local retry = -1
-if not allowed and not never then retry = ceil_div(level + need - full, n) end
+if not allowed and not never then
+  local a = level + need - full
+  retry = math.floor(a / n)
+  if retry * n < a then retry = retry + 1 end
+end
 local remaining = full - after
 if remaining < 0 then remaining = 0 end
-local reset = ceil_div(after, n)
+local reset = math.floor(after / n)
+if reset * n < after then reset = reset + 1 end
 
-if allowed and cost > 0 and not peek then
+if allowed and cost > 0 and ARGV[3] ~= '1' then
   if now > last then last = now end
-  redis.call('HSET', key, 'l', string.format('%d', after), 't', string.format('%d', last))
-  local ms = math.floor((reset + 999) / 1000) + slack
+  local ms = math.floor((reset + 999) / 1000) + ARGV[4]
   if ms < 1 then ms = 1 end
-  redis.call('PEXPIRE', key, string.format('%d', ms))
+  redis.call('SET', key, string.format('%d:%d', after, last), 'PX', string.format('%d', ms))
 end
 
 return {allowed and 1 or 0, capacity, math.floor(remaining / p), reset, retry, 0}

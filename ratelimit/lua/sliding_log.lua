@@ -18,18 +18,18 @@
 -- Strategy i counts ZCOUNT (now - W_i, +inf]. Hits with s <= now - widest
 -- are trimmed on the next write. Written only when allowed, cost > 0 and not
 -- a peek, always followed by PEXPIRE ceil(reset_after_us / 1000) + slack ms.
+-- The newest hit, read for reset_after, also tells whether hits already
+-- share this microsecond, so the common write needs no extra count (issue 6).
 
 local key = KEYS[1]
-local now
-if ARGV[1] == '' then
+local now = ARGV[1]
+if now == '' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 else
-  now = tonumber(ARGV[1])
+  now = tonumber(now)
 end
 local cost = tonumber(ARGV[2])
-local peek = ARGV[3] == '1'
-local slack = tonumber(ARGV[4])
 local k = tonumber(ARGV[5])
 
 local limits, windows, counts = {}, {}, {}
@@ -65,8 +65,9 @@ end
 -- adds hits at now, which is the newest unless the clock stepped back.
 local reset = 0
 local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-if newest[2] then
-  reset = tonumber(newest[2]) + widest - now
+local newest_at = tonumber(newest[2])
+if newest_at then
+  reset = newest_at + widest - now
   if reset < 0 then reset = 0 end
 end
 if taken > 0 and reset < widest then reset = widest end
@@ -89,22 +90,28 @@ if not allowed and not never then
   end
 end
 
-if taken > 0 and not peek then
+if taken > 0 and ARGV[3] ~= '1' then
   redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - widest))
   local at = string.format('%d', now)
-  local j = redis.call('ZCOUNT', key, at, at)
-  local last = j + taken - 1
-  while j <= last do
-    local args = {}
-    local stop = math.min(j + 499, last)
-    for m = j, stop do
-      args[#args + 1] = at
-      args[#args + 1] = string.format('%d:%d', now, m)
+  -- Hits at this very microsecond exist only if the newest is not older.
+  local j = 0
+  if newest_at and newest_at >= now then j = redis.call('ZCOUNT', key, at, at) end
+  if taken == 1 then
+    redis.call('ZADD', key, at, at .. ':' .. j)
+  else
+    local last = j + taken - 1
+    while j <= last do
+      local args = {}
+      local stop = math.min(j + 499, last)
+      for m = j, stop do
+        args[#args + 1] = at
+        args[#args + 1] = at .. ':' .. m
+      end
+      redis.call('ZADD', key, unpack(args))
+      j = stop + 1
     end
-    redis.call('ZADD', key, unpack(args))
-    j = stop + 1
   end
-  local ms = math.floor((reset + 999) / 1000) + slack
+  local ms = math.floor((reset + 999) / 1000) + ARGV[4]
   if ms < 1 then ms = 1 end
   redis.call('PEXPIRE', key, string.format('%d', ms))
 end

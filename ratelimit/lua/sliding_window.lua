@@ -17,37 +17,38 @@
 -- to its count. With current = floor(now / P) and span_i = W_i / P, strategy i
 -- counts the fields with current - span_i < index <= current; fields with
 -- index + widest_span <= current never count again and are deleted on the
--- next write. Written only when allowed, cost > 0 and not a peek, always
--- followed by PEXPIRE ceil(reset_after_us / 1000) + slack ms.
+-- next write. Written only when allowed, cost > 0 and not a peek (HINCRBY
+-- of the current field, HDEL of dead ones), always followed by PEXPIRE
+-- ceil(reset_after_us / 1000) + slack ms. Every call reads every field;
+-- sliding_window_totals.lua keeps running totals instead, for many
+-- sub-windows. A write here deletes that layout's non-index fields, so the
+-- two layouts can follow each other on a key.
 
 local key = KEYS[1]
-local now
-if ARGV[1] == '' then
+local now = ARGV[1]
+if now == '' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 else
-  now = tonumber(ARGV[1])
+  now = tonumber(now)
 end
 local cost = tonumber(ARGV[2])
-local peek = ARGV[3] == '1'
-local slack = tonumber(ARGV[4])
 local precision = tonumber(ARGV[5])
 local k = tonumber(ARGV[6])
 
 local current = math.floor(now / precision)
-local limits, windows, spans, counts = {}, {}, {}, {}
+local limits, spans, counts = {}, {}, {}
 local widest = 0
 for i = 1, k do
   limits[i] = tonumber(ARGV[5 + 2 * i])
-  windows[i] = tonumber(ARGV[6 + 2 * i])
-  spans[i] = math.floor(windows[i] / precision)
+  spans[i] = math.floor(ARGV[6 + 2 * i] / precision)
   if spans[i] > widest then widest = spans[i] end
   counts[i] = 0
 end
 
 local raw = redis.call('HGETALL', key)
-local stale, live = {}, {}
-local newest, current_count = nil, 0
+local stale = {}
+local newest = nil
 for j = 1, #raw, 2 do
   local idx, c = tonumber(raw[j]), tonumber(raw[j + 1])
   if idx and c then
@@ -56,13 +57,15 @@ for j = 1, #raw, 2 do
     else
       if newest == nil or idx > newest then newest = idx end
       if idx <= current then
-        live[#live + 1] = {idx, c}
-        if idx == current then current_count = c end
         for i = 1, k do
           if idx + spans[i] > current then counts[i] = counts[i] + c end
         end
       end
     end
+  else
+    -- A field of the totals layout (sliding_window_totals.lua): its totals
+    -- would miss this script's writes, so a write drops them.
+    stale[#stale + 1] = raw[j]
   end
 end
 
@@ -95,6 +98,11 @@ end
 -- first until the cost fits; the latest of those times.
 local retry = -1
 if not allowed and not never then
+  local live = {}
+  for j = 1, #raw, 2 do
+    local idx, c = tonumber(raw[j]), tonumber(raw[j + 1])
+    if idx and c and idx + widest > current and idx <= current then live[#live + 1] = {idx, c} end
+  end
   table.sort(live, function(a, b) return a[1] < b[1] end)
   retry = 0
   bit = 1
@@ -117,12 +125,12 @@ if not allowed and not never then
   end
 end
 
-if taken > 0 and not peek then
-  redis.call('HSET', key, string.format('%d', current), string.format('%d', current_count + taken))
+if taken > 0 and ARGV[3] ~= '1' then
+  redis.call('HINCRBY', key, string.format('%d', current), ARGV[2])
   for j = 1, #stale, 1000 do
     redis.call('HDEL', key, unpack(stale, j, math.min(j + 999, #stale)))
   end
-  local ms = math.floor((reset + 999) / 1000) + slack
+  local ms = math.floor((reset + 999) / 1000) + ARGV[4]
   if ms < 1 then ms = 1 end
   redis.call('PEXPIRE', key, string.format('%d', ms))
 end

@@ -12,35 +12,36 @@
 -- Returns  {allowed (1|0), limit = capacity, remaining (whole tokens),
 --           reset_after_us, retry_after_us (-1 = none), violated = 0}.
 --
--- State on Redis: a hash, "u" = units held, "t" = when they were last counted
--- (µs). An absent key is a full bucket (u = full, t = now). Written only when
--- allowed, cost > 0 and not a peek, always followed by
--- PEXPIRE ceil(reset_after_us / 1000) + slack ms.
+-- State on Redis: a string "<u>:<t>", u = units held, t = when they were last
+-- counted (µs); one GET and one SET ... PX, the fewest commands (issue 6). An
+-- absent key is a full bucket (u = full, t = now); a hash from an earlier
+-- version ("u", "t" fields) is read as such and replaced by the next write.
+-- Written only when allowed, cost > 0 and not a peek, with
+-- PX = ceil(reset_after_us / 1000) + slack ms.
 
 local key = KEYS[1]
-local now
-if ARGV[1] == '' then
+local now = ARGV[1]
+if now == '' then
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  now = t[1] * 1000000 + t[2]
 else
-  now = tonumber(ARGV[1])
+  now = tonumber(now)
 end
 local cost = tonumber(ARGV[2])
-local peek = ARGV[3] == '1'
-local slack = tonumber(ARGV[4])
 local capacity = tonumber(ARGV[5])
 local n = tonumber(ARGV[6])
 local p = tonumber(ARGV[7])
 
-local function ceil_div(a, b)
-  local q = math.floor(a / b)
-  if q * b < a then q = q + 1 end
-  return q
-end
-
 local full = capacity * p
-local state = redis.call('HMGET', key, 'u', 't')
-local units, last = tonumber(state[1]), tonumber(state[2])
+local units, last
+local v = redis.pcall('GET', key)
+if type(v) == 'string' then
+  local colon = string.find(v, ':', 1, true)
+  if colon then units, last = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)) end
+elseif type(v) == 'table' then
+  local old = redis.call('HMGET', key, 'u', 't')
+  units, last = tonumber(old[1]), tonumber(old[2])
+end
 if units and last then
   if units > full then units = full end
 else
@@ -55,16 +56,22 @@ local never = cost > capacity
 local need = never and 0 or cost * p
 local allowed = not never and units >= need
 local after = allowed and units - need or units
+-- ceil(a / n) on integers held in doubles: floor, then step up if short.
 local retry = -1
-if not allowed and not never then retry = ceil_div(need - units, n) end
-local reset = ceil_div(full - after, n)
+if not allowed and not never then
+  local a = need - units
+  retry = math.floor(a / n)
+  if retry * n < a then retry = retry + 1 end
+end
+local missing = full - after
+local reset = math.floor(missing / n)
+if reset * n < missing then reset = reset + 1 end
 
-if allowed and cost > 0 and not peek then
+if allowed and cost > 0 and ARGV[3] ~= '1' then
   if now > last then last = now end
-  redis.call('HSET', key, 'u', string.format('%d', after), 't', string.format('%d', last))
-  local ms = math.floor((reset + 999) / 1000) + slack
+  local ms = math.floor((reset + 999) / 1000) + ARGV[4]
   if ms < 1 then ms = 1 end
-  redis.call('PEXPIRE', key, string.format('%d', ms))
+  redis.call('SET', key, string.format('%d:%d', after, last), 'PX', string.format('%d', ms))
 end
 
 return {allowed and 1 or 0, capacity, math.floor(after / p), reset, retry, 0}

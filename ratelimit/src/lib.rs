@@ -29,6 +29,7 @@ mod algo;
 pub mod backend;
 mod clock;
 mod decision;
+mod deny_cache;
 mod error;
 mod key;
 mod limiter;

@@ -1,6 +1,7 @@
 //! [`Limiter`]: a name, a policy and a store.
 
 use crate::backend::{MemoryBackend, Outcome, Request};
+use crate::deny_cache::DenyCache;
 use crate::{Decision, Error, OnError, Policy, RateLimited, Store};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +32,8 @@ use std::time::Duration;
 pub struct Limiter {
     inner: Arc<Inner>,
     on_error: OnError,
+    /// Denials remembered until their `retry_after` (`None`: turned off).
+    deny_cache: Option<Arc<DenyCache>>,
 }
 
 struct Inner {
@@ -58,7 +61,48 @@ impl Limiter {
                 store_errors: AtomicU64::new(0),
             }),
             on_error: OnError::default(),
+            deny_cache: Some(Arc::new(DenyCache::new())),
         }
+    }
+
+    /// Turns the deny cache on (the default) or off.
+    ///
+    /// With it on, a denial that names a `retry_after` is remembered in this
+    /// process until then: a check of the same key and cost meanwhile is
+    /// answered at once with that decision (its `retry_after` and
+    /// `reset_after` counted down, `remaining` and `violated` as the store
+    /// gave them), without asking the store. It only ever denies, and only
+    /// until the time the store named, so it never admits more than the
+    /// policy allows; a [`reset`](Self::reset) through this limiter forgets
+    /// the key. Turn it off when something else may reset or raise a key's
+    /// limit while it is denied (another process's `reset`) and calls must
+    /// see that at once, or to have every check reach the store.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+    /// use ratelimit::{Limiter, ManualClock, Policy, Store};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let store = Store::memory().with_clock(clock.clone());
+    /// let limiter = Limiter::new("api", Policy::gcra("1/1s", 0)?, &store);
+    /// limiter.check("k", 1).await?;
+    /// assert!(!limiter.check("k", 1).await?.allowed); // asks the store, remembered
+    /// clock.advance(Duration::from_millis(400));
+    /// let cached = limiter.check("k", 1).await?; // answered in process
+    /// assert_eq!(cached.retry_after, Some(Duration::from_millis(600)));
+    ///
+    /// let uncached = Limiter::new("api", Policy::gcra("1/1s", 0)?, &store).with_deny_cache(false);
+    /// assert_eq!(uncached.check("k", 1).await?, cached); // asked the store: the same answer
+    /// # Ok(()) }
+    /// ```
+    pub fn with_deny_cache(mut self, on: bool) -> Limiter {
+        self.deny_cache = match (on, self.deny_cache) {
+            (true, Some(cache)) => Some(cache),
+            (true, None) => Some(Arc::new(DenyCache::new())),
+            (false, _) => None,
+        };
+        self
     }
 
     /// Sets what [`limit`](Self::limit) does when the store cannot answer.
@@ -98,8 +142,12 @@ impl Limiter {
 
     /// Forgets `key`: its next call sees a fresh state.
     pub async fn reset(&self, key: impl AsRef<[u8]>) -> Result<(), Error> {
-        let key = self.storage_key(key.as_ref());
-        self.inner.store.backend.reset(&key).await
+        let storage_key = self.storage_key(key.as_ref());
+        let result = self.inner.store.backend.reset(&storage_key).await;
+        if let Some(cache) = &self.deny_cache {
+            cache.forget(key.as_ref());
+        }
+        result
     }
 
     /// Like [`check`](Self::check), but a denial is an `Err(RateLimited)` and a
@@ -154,10 +202,20 @@ impl Limiter {
     }
 
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
+        let now_us = self.inner.store.clock.now_us();
+        // A denial remembered from the store answers a repeated check (not a peek, not cost 0).
+        let cache = self.deny_cache.as_deref().filter(|_| !peek && cost > 0).map(|cache| (cache, cache.now(now_us)));
+        if let Some(decision) = cache.and_then(|(cache, now)| cache.get(key, cost, now)) {
+            return Ok(decision);
+        }
         let storage_key = self.storage_key(key);
-        let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us: self.inner.store.clock.now_us(), peek };
+        let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek };
         let outcome = self.inner.store.backend.decide(request).await?;
-        Ok(self.decision(outcome))
+        let decision = self.decision(outcome);
+        if let Some((cache, asked_at)) = cache {
+            cache.remember(key, cost, asked_at, &decision);
+        }
+        Ok(decision)
     }
 
     fn decision(&self, outcome: Outcome) -> Decision {

@@ -1,0 +1,258 @@
+//! The deny cache: a limiter's in-process memory of the denials its store
+//! gave, so a client that keeps calling while denied costs no round trip.
+//!
+//! A denial with a `retry_after` is remembered for its key and cost until the
+//! time the store named; until then a check of the same key and cost is
+//! answered here with that decision, its `retry_after` and `reset_after`
+//! counted down. The cache only ever denies, and only until the store's own
+//! time, so it can never admit more than the policy allows: at worst it
+//! denies a call the store would now admit because something else changed
+//! the key (a `reset` through another limiter or process, or a policy change).
+//!
+//! Times are the limiter's clock when it has one (a manual clock in tests,
+//! the system clock), else (the store's own clock) a monotonic [`Instant`]
+//! read before the store was asked, so a remembered denial never outlasts the
+//! one the store gave.
+
+use crate::key::MAX_RAW_KEY_LEN;
+use crate::Decision;
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+const SHARDS: usize = 16;
+/// At most this many keys per shard (65 536 per limiter): past it, new
+/// denials are simply not remembered until expired ones are swept.
+const PER_SHARD: usize = 4096;
+/// How often (in the cache's time) a shard is swept of expired denials.
+const SWEEP_EVERY_US: u64 = 1_000_000;
+
+/// One limiter's remembered denials.
+#[derive(Debug)]
+pub(crate) struct DenyCache {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: RandomState,
+    /// Keys held in all shards: a limiter that denies nothing skips the lookup.
+    len: AtomicUsize,
+    /// Zero of the monotonic time used when the clock is the store's own.
+    origin: Instant,
+}
+
+/// Entries are found by the key's 64-bit keyed hash (computed once, also
+/// picking the shard); the entry keeps the key itself, so two keys sharing a
+/// hash only miss, never answer for each other.
+#[derive(Debug, Default)]
+struct Shard {
+    entries: HashMap<u64, Entry, BuildHasherDefault<Prehashed>>,
+    next_sweep_us: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    key: Box<[u8]>,
+    cost: u64,
+    /// When the store decided (the cache's time).
+    at: u64,
+    /// When the same call may pass: `at + retry_after`.
+    until: u64,
+    /// When the key is untouched again: `at + reset_after`.
+    reset_at: u64,
+    decision: Decision,
+}
+
+impl DenyCache {
+    pub(crate) fn new() -> Self {
+        DenyCache {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            hasher: RandomState::new(),
+            len: AtomicUsize::new(0),
+            origin: Instant::now(),
+        }
+    }
+
+    /// The cache's time for a call made at `clock_now_us` (the limiter's
+    /// clock): that time itself, or monotonic µs when the store keeps time.
+    pub(crate) fn now(&self, clock_now_us: Option<u64>) -> u64 {
+        clock_now_us.unwrap_or_else(|| self.origin.elapsed().as_micros() as u64)
+    }
+
+    /// The remembered denial of `key` at `cost`, as it stands at `now`.
+    pub(crate) fn get(&self, key: &[u8], cost: u64, now: u64) -> Option<Decision> {
+        if self.len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shard(hash);
+        let entry = shard.entries.get(&hash)?;
+        if *entry.key != *key {
+            return None;
+        }
+        if now >= entry.until {
+            shard.entries.remove(&hash);
+            self.len.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        // A clock that stepped back before the denial: let the store decide.
+        if entry.cost != cost || now < entry.at {
+            return None;
+        }
+        let mut decision = entry.decision.clone();
+        decision.retry_after = Some(Duration::from_micros(entry.until - now));
+        decision.reset_after = Duration::from_micros(entry.reset_at.saturating_sub(now));
+        Some(decision)
+    }
+
+    /// Remembers `decision`, made by the store at `at` for `key` and `cost`,
+    /// if it is a denial that names a time to retry.
+    pub(crate) fn remember(&self, key: &[u8], cost: u64, at: u64, decision: &Decision) {
+        let Some(retry_after) = decision.retry_after else { return };
+        if decision.allowed || cost == 0 || retry_after.is_zero() || key.len() > MAX_RAW_KEY_LEN {
+            return;
+        }
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shard(hash);
+        // Sweeping is by time only, so a flood of new keys against a full
+        // shard costs no repeated scans: their denials are just not remembered.
+        if at >= shard.next_sweep_us {
+            let before = shard.entries.len();
+            shard.entries.retain(|_, e| e.until > at);
+            shard.next_sweep_us = at.saturating_add(SWEEP_EVERY_US);
+            self.len.fetch_sub(before - shard.entries.len(), Ordering::Relaxed);
+        }
+        if shard.entries.len() >= PER_SHARD && !shard.entries.contains_key(&hash) {
+            return;
+        }
+        let entry = Entry {
+            key: key.into(),
+            cost,
+            at,
+            until: at.saturating_add(retry_after.as_micros() as u64),
+            reset_at: at.saturating_add(decision.reset_after.as_micros() as u64),
+            decision: decision.clone(),
+        };
+        if shard.entries.insert(hash, entry).is_none() {
+            self.len.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Forgets every denial of `key` (after a reset).
+    pub(crate) fn forget(&self, key: &[u8]) {
+        let hash = self.hasher.hash_one(key);
+        let mut shard = self.shard(hash);
+        if shard.entries.get(&hash).is_some_and(|e| *e.key == *key) {
+            shard.entries.remove(&hash);
+            self.len.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Keys held (including expired ones not swept yet).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+
+    fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
+        // The map uses the low bits of the hash; pick the shard with the high ones.
+        let index = (hash >> 60) as usize % SHARDS;
+        // Entries are replaced whole, so a poisoned lock holds nothing half-written.
+        self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The map's keys are already keyed hashes: use them as they are.
+#[derive(Debug, Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only u64 keys are hashed")
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denial(retry_us: u64, reset_us: u64) -> Decision {
+        Decision {
+            allowed: false,
+            limit: 3,
+            remaining: 0,
+            reset_after: Duration::from_micros(reset_us),
+            retry_after: Some(Duration::from_micros(retry_us)),
+            violated: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_denial_is_served_until_its_retry_time_then_forgotten() {
+        let cache = DenyCache::new();
+        cache.remember(b"k", 1, 1_000, &denial(500, 800));
+        let later = cache.get(b"k", 1, 1_200).expect("remembered");
+        assert_eq!((later.retry_after, later.reset_after), (Some(Duration::from_micros(300)), Duration::from_micros(600)));
+        assert!(cache.get(b"k", 1, 1_499).is_some());
+        assert!(cache.get(b"k", 1, 1_500).is_none(), "served at the time the store said it passes");
+        assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn only_the_same_cost_at_or_after_the_denial_is_served() {
+        let cache = DenyCache::new();
+        cache.remember(b"k", 5, 1_000, &denial(500, 500));
+        assert!(cache.get(b"k", 1, 1_100).is_none(), "a denial of 5 says nothing about 1");
+        assert!(cache.get(b"k", 6, 1_100).is_none(), "nor about 6 (a later retry, or never)");
+        assert!(cache.get(b"k", 5, 999).is_none(), "a clock that stepped back asks the store");
+        assert!(cache.get(b"other", 5, 1_100).is_none());
+    }
+
+    #[test]
+    fn admissions_denials_without_retry_cost_zero_and_long_keys_are_not_remembered() {
+        let cache = DenyCache::new();
+        let mut allowed = denial(0, 10);
+        allowed.allowed = true;
+        allowed.retry_after = None;
+        cache.remember(b"a", 1, 0, &allowed);
+        let mut never = denial(0, 10);
+        never.retry_after = None;
+        cache.remember(b"n", 9, 0, &never);
+        cache.remember(b"z", 0, 0, &denial(10, 10));
+        cache.remember(&[b'x'; MAX_RAW_KEY_LEN + 1], 1, 0, &denial(10, 10));
+        assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn forget_drops_a_key() {
+        let cache = DenyCache::new();
+        cache.remember(b"k", 1, 0, &denial(10, 10));
+        cache.forget(b"other");
+        assert_eq!(cache.len(), 1);
+        cache.forget(b"k");
+        assert!(cache.get(b"k", 1, 1).is_none());
+        assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn memory_is_bounded_and_expired_denials_make_room() {
+        let cache = DenyCache::new();
+        for i in 0..(SHARDS * PER_SHARD * 2) as u64 {
+            cache.remember(&i.to_be_bytes(), 1, 0, &denial(1_000, 1_000));
+        }
+        assert!(cache.len() <= SHARDS * PER_SHARD, "{}", cache.len());
+        // Once they expired and their shard was swept, new denials take their place.
+        let later = SWEEP_EVERY_US;
+        for i in 0..1000u64 {
+            cache.remember(&(u64::MAX - i).to_be_bytes(), 1, later, &denial(1_000, 1_000));
+        }
+        assert!(cache.get(&u64::MAX.to_be_bytes(), 1, later + 1).is_some());
+        assert!(cache.len() <= SHARDS * PER_SHARD);
+    }
+}
