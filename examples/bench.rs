@@ -1,0 +1,351 @@
+//! How fast a decision is, against raw Redis measured in the same run.
+//!
+//! ```text
+//! cargo run --release --example bench              # about 90 s
+//! cargo run --release --example bench -- --long    # 10 s per case
+//! cargo run --release --example bench -- --secs 5  # any time per case
+//! ```
+//!
+//! It starts its own `redis-server` (never yours) and, with 64 calls in
+//! flight on one multiplexed connection, measures:
+//!
+//! * the ceiling: raw redis-rs EVALSHA of a minimal INCR+PEXPIRE script;
+//! * per algorithm: (b) raw redis-rs EVALSHA of that algorithm's own script
+//!   with the runtime's arguments, (c) `Limiter::check`, (d) a
+//!   `#[rate_limit]` function, run in turn four times each so a change in
+//!   the machine's load hits all three alike;
+//! * a three-strategy policy, counting EVALSHA calls per decision, and three
+//!   scripts given the client's clock (what `TIME` costs);
+//!
+//! then, on one thread, denials per second for a flooding client (the deny
+//! cache), the memory backend's ns per check next to governor's keyed
+//! limiter, the per-call cost of `sliding_window` as sub-windows grow (hash
+//! and totals layouts) and `sliding_log` memory per key. Each case prints one
+//! line `bench case=<algo>/<path> ...`; BENCHMARKS.md records a run and
+//! which targets it met.
+
+#[path = "bench/cases.rs"]
+mod cases;
+#[path = "bench/growth.rs"]
+mod growth;
+#[path = "bench/load.rs"]
+mod load;
+#[path = "bench/local.rs"]
+mod local;
+
+use load::{drive, Measured};
+use ratelimit::{AlgorithmKind, Limiter, Store};
+use ratelimit_examples::redis_server::RedisServer;
+use redis::aio::MultiplexedConnection;
+use redis::io::tcp::TcpSettings;
+use redis::IntoConnectionInfo;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The ceiling: the least a Lua rate limit can do (a fixed window that starts at the first hit).
+const CEILING_SCRIPT: &str = r"
+local c = redis.call('INCR', KEYS[1])
+if c == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return c
+";
+
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub warmup: Duration,
+    /// Measured time per case, split over `rounds` runs.
+    pub window: Duration,
+    /// The three paths of an algorithm run in turn this many times (b c d b
+    /// c d ...), so a drift in the machine's load hits each alike.
+    pub rounds: u32,
+}
+
+fn options() -> Options {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut secs = 2.5;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "--long" => secs = 10.0,
+            "--secs" => secs = iter.next().and_then(|s| s.parse().ok()).expect("--secs takes a number of seconds"),
+            other => panic!("unknown argument {other:?}; use --long or --secs N"),
+        }
+    }
+    Options { warmup: Duration::from_millis(200), window: Duration::from_secs_f64(secs), rounds: 4 }
+}
+
+impl Options {
+    /// One run of a case that is measured in `rounds` runs.
+    fn run(self) -> Options {
+        Options { window: self.window / self.rounds, ..self }
+    }
+}
+
+/// A plain multiplexed redis-rs connection, with TCP_NODELAY as the runtime sets it.
+pub async fn raw_connection(url: &str) -> MultiplexedConnection {
+    let info = url.into_connection_info().unwrap().set_tcp_settings(TcpSettings::default().set_nodelay(true));
+    redis::Client::open(info).unwrap().get_multiplexed_async_connection().await.expect("connect to the bench's redis-server")
+}
+
+/// One measured row.
+struct Row {
+    case: String,
+    m: Measured,
+    same_script: Option<f64>,
+}
+
+#[tokio::main]
+async fn main() {
+    let options = options();
+    let server = RedisServer::start();
+    let mut admin = raw_connection(&server.url()).await;
+    let load_connection = raw_connection(&server.url()).await;
+    local::print_machine(&mut admin).await;
+    println!(
+        "{:?} measured per case (script, limiter and #[rate_limit] in turn, {} runs each, {:?} warm-up per run); {} calls in flight; {} users\n",
+        options.window,
+        options.rounds,
+        options.warmup,
+        load::IN_FLIGHT,
+        load::USERS
+    );
+
+    let store = Store::redis(&server.url()).await.expect("connect the runtime");
+    ratelimit::init(store.clone()).expect("the global store is set once");
+
+    let mut rows: Vec<Row> = Vec::new();
+    let ceiling = {
+        let script = Arc::new(redis::Script::new(CEILING_SCRIPT));
+        let keys = Arc::new((0..load::USERS).map(|u| format!("ceiling:user:{u}")).collect::<Vec<_>>());
+        let con = load_connection.clone();
+        flush(&mut admin).await;
+        drive(&mut admin, options.warmup, options.window, move |task, n| {
+            let (script, keys, mut con) = (script.clone(), keys.clone(), con.clone());
+            async move {
+                let _: i64 = script.key(&keys[load::user(task, n) as usize]).arg(1000).invoke_async(&mut con).await.expect("ceiling EVALSHA");
+            }
+        })
+        .await
+    };
+    rows.push(Row { case: "ceiling/incr_pexpire".into(), m: ceiling, same_script: None });
+    println!("ceiling (INCR+PEXPIRE): {:.0} decisions/s", ceiling.ops_per_s);
+
+    for algo in cases::algorithms() {
+        let name = algo.kind.name();
+        check_arguments(&algo, &store, &load_connection).await;
+        let (mut script, mut limiter, mut attribute) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..options.rounds {
+            script.push(measure_script(&algo, &mut admin, &load_connection, options.run()).await);
+            limiter.push(measure_limiter(&algo, &mut admin, &store, options.run()).await);
+            attribute.push(measure_macro(&algo, &mut admin, options.run()).await);
+        }
+        // Each ratio is the median of the runs' own ratios: a burst of load
+        // from elsewhere on the machine lands in one run, not in the figure.
+        let (limiter_ratio, attribute_ratio) = (median_ratio(&limiter, &script), median_ratio(&attribute, &script));
+        let (script, limiter, attribute) = (Measured::mean(&script), Measured::mean(&limiter), Measured::mean(&attribute));
+        println!(
+            "{name:<15} script {:>8.0}/s  limiter {:>8.0}/s  #[rate_limit] {:>8.0}/s  server {:.2} µs/call",
+            script.ops_per_s, limiter.ops_per_s, attribute.ops_per_s, script.server_us_per_call
+        );
+        rows.push(Row { case: format!("{name}/script"), m: script, same_script: Some(1.0) });
+        rows.push(Row { case: format!("{name}/limiter"), m: limiter, same_script: Some(limiter_ratio) });
+        rows.push(Row { case: format!("{name}/macro"), m: attribute, same_script: Some(attribute_ratio) });
+    }
+
+    let three = {
+        let limiter = Limiter::new("bench.three", cases::three_strategies(), &store);
+        let keys = Arc::new((0..load::USERS).map(|u| format!("user:{u}")).collect::<Vec<_>>());
+        flush(&mut admin).await;
+        drive(&mut admin, options.warmup, options.run().window, move |task, n| {
+            let (limiter, keys) = (limiter.clone(), keys.clone());
+            async move {
+                limiter.check(&keys[load::user(task, n) as usize], 1).await.expect("check");
+            }
+        })
+        .await
+    };
+    rows.push(Row { case: "fixed_window_3_strategies/limiter".into(), m: three, same_script: None });
+
+    // What TIME costs inside a script: the same scripts with the client's clock.
+    for algo in cases::algorithms().into_iter().filter(|a| matches!(a.kind, AlgorithmKind::Gcra | AlgorithmKind::TokenBucket | AlgorithmKind::FixedWindow)) {
+        let m = measure_script_clock(&algo, &mut admin, &load_connection, options.run(), true).await;
+        rows.push(Row { case: format!("{}/script_client_clock", algo.kind.name()), m, same_script: None });
+    }
+
+    print_table(&rows, ceiling.ops_per_s);
+    print_targets(&rows, ceiling.ops_per_s);
+
+    local::flood(&store, &mut admin).await;
+    local::memory_backend(options).await;
+    growth::sliding_window(&mut admin, &load_connection, options).await;
+    growth::sliding_log_memory(&mut admin, &load_connection).await;
+    drop(server);
+}
+
+/// Empties the bench's own server between cases, so each starts alike.
+pub async fn flush(admin: &mut MultiplexedConnection) {
+    let _: () = redis::cmd("FLUSHALL").query_async(admin).await.expect("FLUSHALL on the bench's own server");
+}
+
+/// The raw arguments must be the runtime's: the same call on a fresh key
+/// gives the same answer both ways.
+async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedConnection) {
+    let limiter = Limiter::new("bench.argcheck", algo.policy.clone(), store);
+    let decision = limiter.check("fresh", 3).await.expect("check");
+    let mut con = con.clone();
+    let script = redis::Script::new(ratelimit::script_source(algo.kind));
+    let mut invocation = script.key(cases::storage_key(algo.kind, "bench.argcheck", "raw-fresh"));
+    invocation.arg("").arg(3).arg(0).arg(0);
+    for p in &algo.params {
+        invocation.arg(*p);
+    }
+    let reply: Vec<i64> = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
+    assert_eq!(
+        (reply[0] == 1, reply[1] as u64, reply[2] as u64),
+        (decision.allowed, decision.limit, decision.remaining),
+        "{}: the raw arguments do not match the runtime's",
+        algo.policy
+    );
+}
+
+async fn measure_script(algo: &cases::Algo, admin: &mut MultiplexedConnection, con: &MultiplexedConnection, options: Options) -> Measured {
+    measure_script_clock(algo, admin, con, options, false).await
+}
+
+/// The raw script; with `client_clock`, ARGV carries this process's time (as
+/// `Store::with_clock(SystemClock)` sends it), so the script skips `TIME`.
+async fn measure_script_clock(
+    algo: &cases::Algo,
+    admin: &mut MultiplexedConnection,
+    con: &MultiplexedConnection,
+    options: Options,
+    client_clock: bool,
+) -> Measured {
+    let script = Arc::new(redis::Script::new(ratelimit::script_source(algo.kind)));
+    let keys = Arc::new((0..load::USERS).map(|u| cases::storage_key(algo.kind, "bench.script", &format!("user:{u}"))).collect::<Vec<_>>());
+    let params = Arc::new(algo.params.clone());
+    let con = con.clone();
+    flush(admin).await;
+    drive(admin, options.warmup, options.window, move |task, n| {
+        let (script, keys, params, mut con) = (script.clone(), keys.clone(), params.clone(), con.clone());
+        async move {
+            // ARGV as the Redis backend sends them: now ("" = server TIME), cost, peek, slack, parameters.
+            let mut invocation = script.key(&keys[load::user(task, n) as usize]);
+            if client_clock {
+                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
+                invocation.arg(now).arg(1u64).arg(0u8).arg(60_000u64);
+            } else {
+                invocation.arg("").arg(1u64).arg(0u8).arg(0u64);
+            }
+            for p in params.iter() {
+                invocation.arg(*p);
+            }
+            let _: Vec<i64> = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
+        }
+    })
+    .await
+}
+
+async fn measure_limiter(algo: &cases::Algo, admin: &mut MultiplexedConnection, store: &Store, options: Options) -> Measured {
+    let limiter = Limiter::new(format!("bench.limiter.{}", algo.kind.name()), algo.policy.clone(), store);
+    let keys = Arc::new((0..load::USERS).map(|u| format!("user:{u}")).collect::<Vec<_>>());
+    flush(admin).await;
+    drive(admin, options.warmup, options.window, move |task, n| {
+        let (limiter, keys) = (limiter.clone(), keys.clone());
+        async move {
+            limiter.check(&keys[load::user(task, n) as usize], 1).await.expect("Limiter::check");
+        }
+    })
+    .await
+}
+
+async fn measure_macro(algo: &cases::Algo, admin: &mut MultiplexedConnection, options: Options) -> Measured {
+    let kind = algo.kind;
+    flush(admin).await;
+    drive(admin, options.warmup, options.window, move |task, n| async move {
+        let _ = cases::call_macro(kind, load::user(task, n)).await;
+    })
+    .await
+}
+
+/// The median over runs of `path`'s throughput divided by the script's in the same round.
+fn median_ratio(path: &[Measured], script: &[Measured]) -> f64 {
+    let mut ratios: Vec<f64> = path.iter().zip(script).map(|(p, s)| p.ops_per_s / s.ops_per_s).collect();
+    ratios.sort_by(f64::total_cmp);
+    let mid = ratios.len() / 2;
+    if ratios.len() % 2 == 1 {
+        ratios[mid]
+    } else {
+        (ratios[mid - 1] + ratios[mid]) / 2.0
+    }
+}
+
+impl Measured {
+    /// The mean of several runs of one case, field by field.
+    fn mean(runs: &[Measured]) -> Measured {
+        let n = runs.len() as f64;
+        let avg = |f: fn(&Measured) -> f64| runs.iter().map(f).sum::<f64>() / n;
+        Measured {
+            ops_per_s: avg(|m| m.ops_per_s),
+            p50_us: avg(|m| m.p50_us),
+            p99_us: avg(|m| m.p99_us),
+            cpu_us_per_op: avg(|m| m.cpu_us_per_op),
+            server_us_per_call: avg(|m| m.server_us_per_call),
+            evalsha_per_op: avg(|m| m.evalsha_per_op),
+        }
+    }
+}
+
+fn print_table(rows: &[Row], ceiling: f64) {
+    println!("\n{:<36} {:>10} {:>8} {:>8} {:>12} {:>12} {:>8} {:>8}", "case", "ops/s", "p50 µs", "p99 µs", "client µs/op", "server µs", "÷script", "÷ceiling");
+    for row in rows {
+        let m = &row.m;
+        let same = row.same_script.map_or("-".to_string(), |r| format!("{r:.3}"));
+        println!(
+            "{:<36} {:>10.0} {:>8.0} {:>8.0} {:>12.2} {:>12.2} {:>8} {:>8.3}",
+            row.case,
+            m.ops_per_s,
+            m.p50_us,
+            m.p99_us,
+            m.cpu_us_per_op,
+            m.server_us_per_call,
+            same,
+            m.ops_per_s / ceiling
+        );
+    }
+    println!();
+    for row in rows {
+        let m = &row.m;
+        println!(
+            "bench case={} ops_per_s={:.0} ratio_to_same_script={:.3} ratio_to_ceiling={:.3} p99_us={:.0} server_us_per_call={:.2}",
+            row.case,
+            m.ops_per_s,
+            row.same_script.unwrap_or(1.0),
+            m.ops_per_s / ceiling,
+            m.p99_us,
+            m.server_us_per_call
+        );
+    }
+}
+
+fn print_targets(rows: &[Row], ceiling: f64) {
+    let find = |case: &str| rows.iter().find(|r| r.case == case).map(|r| (r.m, r.same_script.unwrap_or(1.0)));
+    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
+    println!("\ntargets");
+    for kind in AlgorithmKind::ALL {
+        if let Some((_, ratio)) = find(&format!("{}/macro", kind.name())) {
+            println!("  {:<15} #[rate_limit] ÷ same script {ratio:.3} (>= 0.95): {}", kind.name(), verdict(ratio >= 0.95));
+        }
+    }
+    if let Some((m, _)) = find("fixed_window/macro") {
+        let ratio = m.ops_per_s / ceiling;
+        println!("  fixed_window    #[rate_limit] ÷ ceiling {ratio:.3} (>= 0.8): {}", verdict(ratio >= 0.8));
+    }
+    for kind in [AlgorithmKind::Gcra, AlgorithmKind::TokenBucket] {
+        if let Some((m, _)) = find(&format!("{}/script", kind.name())) {
+            println!("  {:<15} server time {:.2} µs per call (<= 4.5): {}", kind.name(), m.server_us_per_call, verdict(m.server_us_per_call <= 4.5));
+        }
+    }
+    if let Some((m, _)) = find("fixed_window_3_strategies/limiter") {
+        println!("  three strategies: {:.3} EVALSHA per decision (one round trip): {}", m.evalsha_per_op, verdict((m.evalsha_per_op - 1.0).abs() < 0.01));
+    }
+}

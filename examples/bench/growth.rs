@@ -1,0 +1,129 @@
+//! Cost growth: `sliding_window` per call as sub-windows grow, in the hash
+//! layout (`lua/sliding_window.lua`, reads every live sub-window) and the
+//! totals layout (`lua/sliding_window_totals.lua`, running totals: O(1));
+//! and `sliding_log` memory per key against its limit.
+
+use crate::load::{evalsha_stats, reset_stats};
+use crate::Options;
+use redis::aio::MultiplexedConnection;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const TOTALS_LAYOUT: &str = include_str!("../../ratelimit/lua/sliding_window_totals.lua");
+/// Keys (one per task, each with its own time line) in flight.
+const KEYS: u64 = 8;
+/// A fixed client time (2026-01-01), so every run writes the same sub-windows.
+const T0: u64 = 1_767_225_600_000_000;
+
+pub async fn sliding_window(admin: &mut MultiplexedConnection, con: &MultiplexedConnection, options: Options) {
+    println!("\nsliding_window cost growth: {KEYS} keys, each call one sub-window later than its key's last, every sub-window of the window holding hits");
+    println!("  {:<10} {:>12} {:>14} {:>12}", "layout", "sub-windows", "server µs/call", "calls/s");
+    let hash = redis::Script::new(ratelimit::script_source(ratelimit::AlgorithmKind::SlidingWindow));
+    let totals = redis::Script::new(TOTALS_LAYOUT);
+    for sub_windows in [10u64, 100, 1000] {
+        for (layout, script) in [("hash", &hash), ("totals", &totals)] {
+            crate::flush(admin).await;
+            let (us, rate) = steady_state(admin, con, script, layout, sub_windows, options.run().window).await;
+            println!("  {layout:<10} {sub_windows:>12} {us:>14.2} {rate:>12.0}");
+            println!("bench case=sliding_window_growth/{layout}/{sub_windows} server_us_per_call={us:.2} ops_per_s={rate:.0}");
+        }
+    }
+}
+
+/// Fills each key's window with one hit per sub-window, then calls it once
+/// per sub-window for `window`: each call counts a full window, drops its
+/// oldest sub-window and writes a new one.
+async fn steady_state(
+    admin: &mut MultiplexedConnection,
+    con: &MultiplexedConnection,
+    script: &redis::Script,
+    layout: &str,
+    sub_windows: u64,
+    window: Duration,
+) -> (f64, f64) {
+    let precision = 1_000_000 / sub_windows;
+    let ready = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for task in 0..KEYS {
+        let (script, mut con) = (script.clone(), con.clone());
+        let (ready, stop, measuring, calls) = (ready.clone(), stop.clone(), measuring.clone(), calls.clone());
+        let key = format!("growth:{layout}:{sub_windows}:{task}");
+        tasks.push(tokio::spawn(async move {
+            for n in 0.. {
+                if n == sub_windows {
+                    ready.fetch_add(1, Ordering::SeqCst);
+                }
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let now = T0 + n * precision;
+                // now, cost, peek, slack (a client clock), precision, k, limit, window.
+                let reply: Vec<i64> = script
+                    .key(&key)
+                    .arg(now)
+                    .arg(1)
+                    .arg(0)
+                    .arg(60_000)
+                    .arg(precision)
+                    .arg(1)
+                    .arg(1u64 << 40)
+                    .arg(1_000_000)
+                    .invoke_async(&mut con)
+                    .await
+                    .expect("sliding_window EVALSHA");
+                assert_eq!(reply[0], 1, "every call is admitted");
+                if measuring.load(Ordering::Relaxed) {
+                    calls.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    while ready.load(Ordering::SeqCst) < KEYS as usize {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    reset_stats(admin).await;
+    let started = Instant::now();
+    measuring.store(true, Ordering::Relaxed);
+    tokio::time::sleep(window).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let (us, _) = evalsha_stats(admin).await;
+    for task in tasks {
+        task.await.expect("growth task");
+    }
+    (us, calls.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64())
+}
+
+/// `MEMORY USAGE` of one `sliding_log` key holding as many hits as its limit.
+pub async fn sliding_log_memory(admin: &mut MultiplexedConnection, con: &MultiplexedConnection) {
+    println!("\nsliding_log memory per key, filled to its limit (MEMORY USAGE, all entries sampled)");
+    let script = redis::Script::new(ratelimit::script_source(ratelimit::AlgorithmKind::SlidingLog));
+    let mut con = con.clone();
+    for limit in [10u64, 100, 1000, 10_000] {
+        let key = format!("log-memory:{limit}");
+        // One call per hit, each a microsecond apart: members "<time>:0".
+        for j in 0..limit {
+            let reply: Vec<i64> = script
+                .key(&key)
+                .arg(T0 + j)
+                .arg(1)
+                .arg(0)
+                .arg(60_000)
+                .arg(1)
+                .arg(limit)
+                .arg(3_600_000_000u64)
+                .invoke_async(&mut con)
+                .await
+                .expect("sliding_log EVALSHA");
+            assert_eq!(reply[0], 1);
+        }
+        let bytes: u64 = redis::cmd("MEMORY").arg("USAGE").arg(&key).arg("SAMPLES").arg(0).query_async(admin).await.expect("MEMORY USAGE");
+        println!("  limit {limit:>6}: {bytes:>9} bytes per key, {:>6.1} bytes per admitted hit", bytes as f64 / limit as f64);
+        println!("bench case=sliding_log_memory/{limit} bytes_per_key={bytes}");
+    }
+}

@@ -1,0 +1,199 @@
+//! What runs in this process alone: the deny cache under a flood, and the
+//! memory backend next to governor's keyed limiter.
+
+use crate::load::{evalsha_stats, reset_stats};
+use crate::Options;
+use governor::{Quota, RateLimiter};
+use ratelimit::backend::{BoxFuture, Outcome, Request};
+use ratelimit::{Backend, Error, Limiter, MemoryBackend, Policy, Store};
+use redis::aio::MultiplexedConnection;
+use std::future::Future;
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The machine, the server and the date, as BENCHMARKS.md records them.
+pub async fn print_machine(admin: &mut MultiplexedConnection) {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo.lines().find_map(|l| l.strip_prefix("model name")).map_or("unknown", |m| m.trim_start_matches([' ', '\t', ':']));
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let info: String = redis::cmd("INFO").arg("server").query_async(admin).await.expect("INFO server");
+    let version = info.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("unknown").trim().to_string();
+    let date = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    println!("machine: {cores} cores, {model}; redis-server {version}; {date}; load average {}", load_average());
+}
+
+/// `/proc/loadavg`'s first three fields: how busy the machine was.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
+}
+
+/// Calls `f` in a loop on this thread for `window`; calls per second.
+async fn per_second<F, Fut>(window: Duration, mut f: F) -> f64
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let started = Instant::now();
+    let mut calls = 0u64;
+    loop {
+        for _ in 0..1024 {
+            f(calls).await;
+            calls += 1;
+        }
+        if started.elapsed() >= window {
+            return calls as f64 / started.elapsed().as_secs_f64();
+        }
+    }
+}
+
+/// A client denied for an hour keeps calling: with the deny cache its
+/// denials cost no round trip.
+pub async fn flood(store: &Store, admin: &mut MultiplexedConnection) {
+    println!("\ndeny cache: one client, denied for an hour, calling in a loop on one thread");
+    let policy = Policy::gcra("1/1h", 0).unwrap();
+    let window = Duration::from_secs(1);
+
+    let limiter = Limiter::new("bench.flood", policy.clone(), store);
+    assert!(limiter.check("flooder", 1).await.unwrap().allowed);
+    assert!(!limiter.check("flooder", 1).await.unwrap().allowed, "the store's own denial, now remembered");
+    reset_stats(admin).await;
+    let rate = per_second(window, |_| async {
+        let d = limiter.check("flooder", 1).await.unwrap();
+        assert!(!black_box(d).allowed);
+    })
+    .await;
+    let (_, calls) = evalsha_stats(admin).await;
+    let through_limiter = rate;
+    println!("  Limiter::check       {rate:>12.0} denials/s   EVALSHA calls during the flood: {calls}");
+    println!("bench case=deny_cache/limiter denials_per_s={rate:.0} evalsha_calls={calls}");
+
+    assert!(crate::cases::flooded().await.is_ok());
+    assert!(crate::cases::flooded().await.is_err());
+    reset_stats(admin).await;
+    let rate = per_second(window, |_| async {
+        assert!(black_box(crate::cases::flooded().await).is_err());
+    })
+    .await;
+    let (_, calls) = evalsha_stats(admin).await;
+    println!("  #[rate_limit] fn     {rate:>12.0} denials/s   EVALSHA calls during the flood: {calls}");
+    println!("bench case=deny_cache/macro denials_per_s={rate:.0} evalsha_calls={calls}");
+
+    let off = Limiter::new("bench.flood.off", policy, store).with_deny_cache(false);
+    off.check("flooder", 1).await.unwrap();
+    reset_stats(admin).await;
+    let rate = per_second(window / 2, |_| async {
+        assert!(!off.check("flooder", 1).await.unwrap().allowed);
+    })
+    .await;
+    let (_, calls) = evalsha_stats(admin).await;
+    println!("  cache turned off     {rate:>12.0} denials/s   EVALSHA calls: {calls} (one per call)");
+    let verdict = if through_limiter >= 5e6 { "met" } else { "MISSED" };
+    println!("  target >= 5 000 000 denials/s on one thread (Limiter::check): {verdict}");
+}
+
+/// ns per check of the memory backend for every algorithm, and of
+/// governor's keyed GCRA on the same keys, in the same run.
+pub async fn memory_backend(options: Options) {
+    println!("\nmemory backend, one thread, 10 000 keys, nearly every call admitted");
+    let window = options.run().window.min(Duration::from_secs(1));
+    let keys: Vec<String> = (0..10_000).map(|u| format!("user:{u}")).collect();
+    let policies = [
+        Policy::fixed_window("1000000/1s").unwrap(),
+        Policy::sliding_window("1000000/1s", "100ms").unwrap(),
+        Policy::sliding_log("1000/1s").unwrap(),
+        Policy::token_bucket(1_000_000, "1000000/1s").unwrap(),
+        Policy::leaky_bucket(1_000_000, "1000000/1s").unwrap(),
+        Policy::gcra("1000000/1s", 999_999).unwrap(),
+    ];
+    let mut ns_gcra = 0.0;
+    for policy in policies {
+        let kind = policy.algorithm();
+        let limiter = Limiter::new("bench.memory", policy, &Store::memory());
+        let rate = per_second(window, |i| {
+            let limiter = &limiter;
+            let key = &keys[(i % 10_000) as usize];
+            async move {
+                black_box(limiter.check(key, 1).await.unwrap());
+            }
+        })
+        .await;
+        let ns = 1e9 / rate;
+        if kind == ratelimit::AlgorithmKind::Gcra {
+            ns_gcra = ns;
+        }
+        println!("  {:<15} {ns:>8.0} ns/check", kind.name());
+        println!("bench case={}/memory ns_per_check={ns:.0}", kind.name());
+    }
+
+    // Where the time goes, for gcra: the limiter without its deny cache, and
+    // the backend's own synchronous call (no limiter, no future, no key building).
+    let gcra = Policy::gcra("1000000/1s", 999_999).unwrap();
+    let limiter = Limiter::new("bench.memory", gcra.clone(), &Store::memory()).with_deny_cache(false);
+    let rate = per_second(window, |i| {
+        let (limiter, key) = (&limiter, &keys[(i % 10_000) as usize]);
+        async move {
+            black_box(limiter.check(key, 1).await.unwrap());
+        }
+    })
+    .await;
+    println!("  {:<15} {:>8.0} ns/check  (Limiter::check, deny cache off)", "gcra", 1e9 / rate);
+    // The limiter's own cost on top of any store: a backend that answers at once.
+    let limiter = Limiter::new("bench.instant", gcra.clone(), &Store::from_backend(Arc::new(AnswersAtOnce)));
+    let rate = per_second(window, |i| {
+        let (limiter, key) = (&limiter, &keys[(i % 10_000) as usize]);
+        async move {
+            black_box(limiter.check(key, 1).await.unwrap());
+        }
+    })
+    .await;
+    println!("  {:<15} {:>8.0} ns/check  (Limiter::check on a backend that answers at once: the limiter's own cost)", "-", 1e9 / rate);
+    println!("bench case=limiter_overhead/instant_backend ns_per_check={:.0}", 1e9 / rate);
+    let backend = MemoryBackend::new();
+    let storage_keys: Vec<Vec<u8>> = keys.iter().map(|k| format!("ratelimit:gcra:12:bench.memory:{k}").into_bytes()).collect();
+    let rate = per_second(window, |i| {
+        let request = Request { key: &storage_keys[(i % 10_000) as usize], policy: &gcra, cost: 1, now_us: None, peek: false };
+        black_box(backend.decide_now(&request));
+        async {}
+    })
+    .await;
+    println!("  {:<15} {:>8.0} ns/check  (MemoryBackend::decide_now alone)", "gcra", 1e9 / rate);
+
+    let quota = Quota::per_second(NonZeroU32::new(1_000_000).unwrap());
+    let governor = RateLimiter::keyed(quota);
+    let rate = per_second(window, |i| {
+        let result = governor.check_key(&keys[(i % 10_000) as usize]);
+        async move {
+            black_box(result).ok();
+        }
+    })
+    .await;
+    let ns_governor = 1e9 / rate;
+    println!("  {:<15} {ns_governor:>8.0} ns/check  (governor keyed GCRA, same keys)", "governor");
+    println!("bench case=governor/keyed ns_per_check={ns_governor:.0}");
+    let ratio = ns_gcra / ns_governor;
+    println!("  gcra ÷ governor: {ratio:.2} (target <= 1.5): {}", if ratio <= 1.5 { "met" } else { "MISSED" });
+}
+
+/// A backend that admits everything at once, to measure what the limiter
+/// itself costs per call.
+struct AnswersAtOnce;
+
+impl Backend for AnswersAtOnce {
+    fn decide<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Outcome, Error>> {
+        let outcome = Outcome { allowed: true, limit: 1000, remaining: 999, reset_after_us: 1000, retry_after_us: None, violated: 0 };
+        black_box(request);
+        Box::pin(async move { Ok(outcome) })
+    }
+    fn reset<'a>(&'a self, _: &'a [u8]) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn kind(&self) -> &'static str {
+        "instant"
+    }
+}
