@@ -70,9 +70,9 @@ fn step(rng: &mut SmallRng, precision: u64, last: &[i64]) -> u64 {
         4 | 5 => rng.random_range(0..3 * precision),
         6 => rng.random_range(0..100 * precision),
         7 => rng.random_range(0..6_000_000),
-        8 if last.len() == 6 && last[4] > 0 => last[4] as u64,
-        9 if last.len() == 6 && last[4] > 0 => last[4] as u64 - 1,
-        10 if last.len() == 6 => last[3] as u64,
+        8 if last.len() == 7 && last[4] > 0 => last[4] as u64,
+        9 if last.len() == 7 && last[4] > 0 => last[4] as u64 - 1,
+        10 if last.len() == 7 => last[3] as u64,
         _ => precision,
     }
 }
@@ -175,7 +175,7 @@ async fn with_the_server_clock_every_key_gets_a_ttl() {
     for policy in policies() {
         for _ in 0..5 {
             let reply = call(&mut con, &scripts.totals, "server-clock", None, 1, false, &policy).await;
-            assert_eq!(reply.len(), 6);
+            assert_eq!(reply.len(), 7);
         }
         let ttl: i64 = redis::cmd("PTTL").arg("server-clock").query_async(&mut con).await.unwrap();
         assert!(ttl > 0, "no TTL ({ttl})");

@@ -11,7 +11,8 @@
 --          units of 1/n µs: the emission interval is p units, the tolerance
 --          (burst + 1) * p units.
 -- Returns  {allowed (1|0), limit = burst + 1, remaining, reset_after_us,
---           retry_after_us (-1 = none), violated = 0}.
+--           retry_after_us (-1 = none), violated = 0,
+--           now (µs: the time the decision was made at)}.
 --
 -- State on Redis: a string holding the theoretical arrival time (TAT):
 -- "<tat_us>" when the remainder is 0, else "<tat_us>:<rem>" with 0 < rem < n
@@ -78,4 +79,4 @@ if allowed and cost > 0 and ARGV[3] ~= '1' then
   redis.call('SET', key, value, 'PX', string.format('%d', ms))
 end
 
-return {allowed and 1 or 0, limit, math.floor(remaining / p), reset, retry, 0}
+return {allowed and 1 or 0, limit, math.floor(remaining / p), reset, retry, 0, now}

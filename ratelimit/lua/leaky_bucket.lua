@@ -12,7 +12,8 @@
 --          request is p units, the bucket drains n units per µs;
 --          full = capacity * p.
 -- Returns  {allowed (1|0), limit = capacity, remaining (whole requests),
---           reset_after_us, retry_after_us (-1 = none), violated = 0}.
+--           reset_after_us, retry_after_us (-1 = none), violated = 0,
+--           now (µs: the time the decision was made at)}.
 --
 -- State on Redis: a string "<l>:<t>", l = level in units, t = when it was
 -- last drained (µs); one GET and one SET ... PX, the fewest commands (issue
@@ -75,4 +76,4 @@ if allowed and cost > 0 and ARGV[3] ~= '1' then
   redis.call('SET', key, string.format('%d:%d', after, last), 'PX', string.format('%d', ms))
 end
 
-return {allowed and 1 or 0, capacity, math.floor(remaining / p), reset, retry, 0}
+return {allowed and 1 or 0, capacity, math.floor(remaining / p), reset, retry, 0, now}

@@ -10,7 +10,8 @@
 -- ARGV[5]  k, the number of strategies (1..16), then k pairs
 --          limit_i, window_us_i (declared order) in ARGV[6..5+2k].
 -- Returns  {allowed (1|0), limit, remaining, reset_after_us,
---           retry_after_us (-1 = none), violated (bit i-1 = strategy i)}.
+--           retry_after_us (-1 = none), violated (bit i-1 = strategy i),
+--           now (µs: the time the decision was made at)}.
 --
 -- State on Redis: a sorted set of admitted hits; score = hit time µs, member
 -- "<time>:<j>" with j = 0, 1, ... among the hits sharing that time (trimming
@@ -116,4 +117,4 @@ if taken > 0 and ARGV[3] ~= '1' then
   redis.call('PEXPIRE', key, string.format('%d', ms))
 end
 
-return {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated}
+return {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated, now}

@@ -11,7 +11,8 @@
 -- ARGV[6]  k, the number of strategies (1..16), then k pairs
 --          limit_i, window_us_i (declared order) in ARGV[7..6+2k].
 -- Returns  {allowed (1|0), limit, remaining, reset_after_us,
---           retry_after_us (-1 = none), violated (bit i-1 = strategy i)}.
+--           retry_after_us (-1 = none), violated (bit i-1 = strategy i),
+--           now (µs: the time the decision was made at)}.
 --
 -- State on Redis: a hash from sub-window index floor(t / P) (a "%d" string)
 -- to its count. With current = floor(now / P) and span_i = W_i / P, strategy i
@@ -135,4 +136,4 @@ if taken > 0 and ARGV[3] ~= '1' then
   redis.call('PEXPIRE', key, string.format('%d', ms))
 end
 
-return {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated}
+return {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated, now}

@@ -10,7 +10,8 @@
 -- ARGV[6]  n, ARGV[7] p: the rate in lowest terms, n units per p µs. One token
 --          is p units, so the bucket gains n units per µs; full = capacity * p.
 -- Returns  {allowed (1|0), limit = capacity, remaining (whole tokens),
---           reset_after_us, retry_after_us (-1 = none), violated = 0}.
+--           reset_after_us, retry_after_us (-1 = none), violated = 0,
+--           now (µs: the time the decision was made at)}.
 --
 -- State on Redis: a string "<u>:<t>", u = units held, t = when they were last
 -- counted (µs); one GET and one SET ... PX, the fewest commands (issue 6). An
@@ -74,4 +75,4 @@ if allowed and cost > 0 and ARGV[3] ~= '1' then
   redis.call('SET', key, string.format('%d:%d', after, last), 'PX', string.format('%d', ms))
 end
 
-return {allowed and 1 or 0, capacity, math.floor(after / p), reset, retry, 0}
+return {allowed and 1 or 0, capacity, math.floor(after / p), reset, retry, 0, now}

@@ -1,7 +1,7 @@
 //! [`Decision`]: what the store answered for one call.
 
 use crate::Strategy;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// The answer to one [`check`](crate::Limiter::check) or [`peek`](crate::Limiter::peek).
 ///
@@ -41,6 +41,10 @@ pub struct Decision {
     pub retry_after: Option<Duration>,
     /// Every violated strategy, in declared order (window algorithms only).
     pub violated: Vec<Strategy>,
+    /// When the store decided, on the clock it decided by (Redis server time
+    /// by default): `decided_at + reset_after` is when the key is untouched
+    /// again, whichever server the next call reaches.
+    pub decided_at: SystemTime,
 }
 
 impl Decision {

@@ -102,6 +102,7 @@ impl DenyCache {
         let mut decision = entry.decision.clone();
         decision.retry_after = Some(Duration::from_micros(entry.until - now));
         decision.reset_after = Duration::from_micros(entry.reset_at.saturating_sub(now));
+        decision.decided_at += Duration::from_micros(now - entry.at);
         Some(decision)
     }
 
@@ -190,6 +191,7 @@ mod tests {
             reset_after: Duration::from_micros(reset_us),
             retry_after: Some(Duration::from_micros(retry_us)),
             violated: Vec::new(),
+            decided_at: std::time::UNIX_EPOCH,
         }
     }
 

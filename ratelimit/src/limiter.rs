@@ -6,7 +6,7 @@ use crate::{Decision, Error, OnError, Policy, RateLimited, Store};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A named policy on a store. Cheap to clone; clones share everything.
 ///
@@ -235,6 +235,7 @@ impl Limiter {
             reset_after: Duration::from_micros(outcome.reset_after_us),
             retry_after: outcome.retry_after_us.map(Duration::from_micros),
             violated,
+            decided_at: UNIX_EPOCH + Duration::from_micros(outcome.now_us),
         }
     }
 
@@ -248,6 +249,11 @@ impl Limiter {
         }
     }
 
+    /// This process's idea of now, for decisions the store did not make.
+    fn local_now(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_micros(self.inner.store.clock.now_us().unwrap_or_else(crate::clock::system_now_us))
+    }
+
     /// Settles a call the store could not decide; a timed-out call may have
     /// been counted by the store, so it is never treated as a permit taken.
     fn on_store_error(&self, key: &[u8], cost: u64, error: &Error) -> Result<Decision, RateLimited> {
@@ -256,11 +262,11 @@ impl Limiter {
         match self.on_error {
             OnError::Allow => {
                 tracing::warn!(target: "ratelimit", limiter = %self.inner.name, %error, "rate limit store unavailable; call allowed (on_error = allow)");
-                Ok(Decision { allowed: true, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new() })
+                Ok(Decision { allowed: true, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now() })
             }
             OnError::Deny => {
                 tracing::warn!(target: "ratelimit", limiter = %self.inner.name, %error, "rate limit store unavailable; call denied (on_error = deny)");
-                let decision = Decision { allowed: false, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new() };
+                let decision = Decision { allowed: false, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now() };
                 Err(self.denial(key, decision, true))
             }
             OnError::Local => {

@@ -52,5 +52,5 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Windows>, now: 
     if verdict.allowed && cost > 0 && !peek {
         *state = Some(Windows { slots: after });
     }
-    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated } }
+    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated }, now_us: now }
 }

@@ -38,5 +38,6 @@ pub(crate) fn decide(burst: u64, (n, p): (u64, u64), state: &mut Option<Tat>, no
         reset_after_us: ceil_div(ttl as u128, n as u128) as u64,
         retry_after_us,
         violated: 0,
+        now_us: now,
     }
 }

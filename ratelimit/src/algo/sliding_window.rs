@@ -64,5 +64,5 @@ pub(crate) fn decide(strategies: &[Strategy], precision: u64, state: &mut Option
         *subs.counts.entry(current).or_insert(0) += taken;
         *state = Some(subs);
     }
-    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated } }
+    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated }, now_us: now }
 }

@@ -35,5 +35,6 @@ pub(crate) fn decide(capacity: u64, (n, p): (u64, u64), state: &mut Option<Bucke
         reset_after_us: ceil_div((full - after) as u128, n as u128) as u64,
         retry_after_us,
         violated: 0,
+        now_us: now,
     }
 }

@@ -53,6 +53,9 @@ pub struct Outcome {
     pub retry_after_us: Option<u64>,
     /// Bit `i` set: strategy `i` (declared order) is violated.
     pub violated: u32,
+    /// The time the decision was made at, µs since the epoch (the store's
+    /// clock, or the one the request carried).
+    pub now_us: u64,
 }
 
 /// A store that decides atomically: the in-process [`MemoryBackend`] and the

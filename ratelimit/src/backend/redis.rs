@@ -137,8 +137,8 @@ impl RedisBackend {
 }
 
 fn outcome(reply: &[i64]) -> Result<Outcome, Error> {
-    let &[allowed, limit, remaining, reset_after_us, retry_after_us, violated] = reply else {
-        return Err(Error::Protocol(format!("expected 6 integers, got {reply:?}")));
+    let &[allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us] = reply else {
+        return Err(Error::Protocol(format!("expected 7 integers, got {reply:?}")));
     };
     let non_negative = |v: i64| u64::try_from(v).map_err(|_| Error::Protocol(format!("negative field in {reply:?}")));
     Ok(Outcome {
@@ -148,6 +148,7 @@ fn outcome(reply: &[i64]) -> Result<Outcome, Error> {
         reset_after_us: non_negative(reset_after_us)?,
         retry_after_us: if retry_after_us < 0 { None } else { Some(retry_after_us as u64) },
         violated: violated as u32,
+        now_us: non_negative(now_us)?,
     })
 }
 
@@ -182,7 +183,7 @@ mod tests {
     #[test]
     fn rejects_malformed_replies() {
         assert!(outcome(&[1, 2, 3]).is_err());
-        assert!(outcome(&[1, -2, 3, 4, -1, 0]).is_err());
-        assert_eq!(outcome(&[0, 5, 0, 10, 7, 2]).unwrap().retry_after_us, Some(7));
+        assert!(outcome(&[1, -2, 3, 4, -1, 0, 9]).is_err());
+        assert_eq!(outcome(&[0, 5, 0, 10, 7, 2, 9]).unwrap().retry_after_us, Some(7));
     }
 }
