@@ -81,7 +81,9 @@ async fn main() {
     // over-admissions that follow.
     let mut server = if flag("--forget") { RedisServer::start() } else { RedisServer::start_persistent() };
     let store = Store::redis_with(&server.url(), RedisOptions::default()).await.expect("connect to the private Redis");
-    let limiter = Limiter::new("soak", Policy::sliding_log(&format!("{LIMIT}/1s")).unwrap(), &store);
+    // Every decision goes to Redis: the deny cache would answer denials in
+    // process and bunch admissions into bursts that hide lost state.
+    let limiter = Limiter::new("soak", Policy::sliding_log(&format!("{LIMIT}/1s")).unwrap(), &store).with_deny_cache(false);
     let stop = Arc::new(AtomicBool::new(false));
 
     let workers: Vec<_> = (0..TASKS)
