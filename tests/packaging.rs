@@ -12,7 +12,7 @@ fn the_runtime_crate_packages_every_script() {
         .expect("run cargo package --list");
     let listing = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    for algo in ["fixed_window", "sliding_window", "sliding_log", "token_bucket", "leaky_bucket", "gcra"] {
+    for algo in ["prelude", "fixed_window", "sliding_window", "sliding_log", "token_bucket", "leaky_bucket", "gcra"] {
         assert!(listing.lines().any(|l| l == format!("lua/{algo}.lua")), "lua/{algo}.lua missing from:\n{listing}");
     }
 }

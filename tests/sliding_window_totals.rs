@@ -10,7 +10,7 @@ use ratelimit::AlgorithmKind;
 use ratelimit_examples::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
 
-const TOTALS: &str = include_str!("../ratelimit/lua/sliding_window_totals.lua");
+const TOTALS: &str = concat!(include_str!("../ratelimit/lua/prelude.lua"), include_str!("../ratelimit/lua/sliding_window_totals.lua"));
 const START: u64 = 1_767_225_600_000_000;
 
 /// A policy as the script sees it: precision and (limit, window) pairs, in µs.

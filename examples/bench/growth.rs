@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const TOTALS_LAYOUT: &str = include_str!("../../ratelimit/lua/sliding_window_totals.lua");
+const TOTALS_LAYOUT: &str = concat!(include_str!("../../ratelimit/lua/prelude.lua"), include_str!("../../ratelimit/lua/sliding_window_totals.lua"));
 /// Keys (one per task, each with its own time line) in flight.
 const KEYS: u64 = 8;
 /// A fixed client time (2026-01-01), so every run writes the same sub-windows.

@@ -2,6 +2,9 @@
 -- hit after the previous window ended; pass iff every strategy has
 -- count + cost <= limit. Twin: src/algo/fixed_window.rs.
 --
+-- Loaded after prelude.lua, which sets `key`, `now` and `cost` from
+-- KEYS[1], ARGV[1] and ARGV[2].
+--
 -- KEYS[1]  the only key touched.
 -- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
 -- ARGV[2]  cost, integer >= 0 (may exceed 2^53: then above every limit).
@@ -22,15 +25,6 @@
 -- (HINCRBY), the TTL already covering the latest window's end: three
 -- commands in all on the common path (issue 6).
 
-local key = KEYS[1]
-local now = ARGV[1]
-if now == '' then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-else
-  now = tonumber(now)
-end
-local cost = tonumber(ARGV[2])
 local k = tonumber(ARGV[5])
 
 -- s<i>, c<i> for every strategy, and s<k+1>: present only if an earlier

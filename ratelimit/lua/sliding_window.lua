@@ -2,6 +2,9 @@
 -- multiples of P; a strategy of window W sums the W/P most recent
 -- sub-windows, the current one included. Twin: src/algo/sliding_window.rs.
 --
+-- Loaded after prelude.lua, which sets `key`, `now` and `cost` from
+-- KEYS[1], ARGV[1] and ARGV[2].
+--
 -- KEYS[1]  the only key touched.
 -- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
 -- ARGV[2]  cost, integer >= 0 (may exceed 2^53: then above every limit).
@@ -25,15 +28,6 @@
 -- sub-windows. A write here deletes that layout's non-index fields, so the
 -- two layouts can follow each other on a key.
 
-local key = KEYS[1]
-local now = ARGV[1]
-if now == '' then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-else
-  now = tonumber(now)
-end
-local cost = tonumber(ARGV[2])
 local precision = tonumber(ARGV[5])
 local k = tonumber(ARGV[6])
 

@@ -4,6 +4,9 @@
 -- Twin: src/algo/sliding_window.rs (the same as the hash layout's).
 --
 -- KEYS, ARGV and the reply are exactly sliding_window.lua's:
+-- Loaded after prelude.lua, which sets `key`, `now` and `cost` from
+-- KEYS[1], ARGV[1] and ARGV[2].
+--
 -- KEYS[1]  the only key touched.
 -- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
 -- ARGV[2]  cost, integer >= 0 (may exceed 2^53: then above every limit).
@@ -33,15 +36,6 @@
 -- allowed, cost > 0 and not a peek, always followed by PEXPIRE
 -- ceil(reset_after_us / 1000) + slack ms.
 
-local key = KEYS[1]
-local now = ARGV[1]
-if now == '' then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-else
-  now = tonumber(now)
-end
-local cost = tonumber(ARGV[2])
 local precision = tonumber(ARGV[5])
 local k = tonumber(ARGV[6])
 

@@ -1,6 +1,9 @@
 -- token_bucket.lua: starts full, refills continuously; pass iff tokens >= cost.
 -- Twin: src/algo/token_bucket.rs.
 --
+-- Loaded after prelude.lua, which sets `key`, `now` and `cost` from
+-- KEYS[1], ARGV[1] and ARGV[2].
+--
 -- KEYS[1]  the only key touched.
 -- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
 -- ARGV[2]  cost, integer >= 0 (may exceed 2^53: then above the capacity).
@@ -20,15 +23,6 @@
 -- Written only when allowed, cost > 0 and not a peek, with
 -- PX = ceil(reset_after_us / 1000) + slack ms.
 
-local key = KEYS[1]
-local now = ARGV[1]
-if now == '' then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-else
-  now = tonumber(now)
-end
-local cost = tonumber(ARGV[2])
 local capacity = tonumber(ARGV[5])
 local n = tonumber(ARGV[6])
 local p = tonumber(ARGV[7])

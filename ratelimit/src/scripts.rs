@@ -4,14 +4,15 @@ use once_cell::sync::Lazy;
 use ratelimit_grammar::AlgorithmKind;
 use redis::Script;
 
-/// Each script's source, in [`AlgorithmKind::ALL`] order.
+/// Each script's source, in [`AlgorithmKind::ALL`] order: the shared
+/// prelude (`key`, `now`, `cost`) followed by the algorithm.
 const SOURCES: [&str; 6] = [
-    include_str!("../lua/fixed_window.lua"),
-    include_str!("../lua/sliding_window.lua"),
-    include_str!("../lua/sliding_log.lua"),
-    include_str!("../lua/token_bucket.lua"),
-    include_str!("../lua/leaky_bucket.lua"),
-    include_str!("../lua/gcra.lua"),
+    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/fixed_window.lua")),
+    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_window.lua")),
+    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_log.lua")),
+    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/token_bucket.lua")),
+    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/leaky_bucket.lua")),
+    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/gcra.lua")),
 ];
 
 // `Script` hashes its source once; invocations send EVALSHA and reload on NOSCRIPT.
