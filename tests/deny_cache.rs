@@ -193,3 +193,19 @@ async fn with_the_server_clock_a_denial_is_remembered_no_longer_than_the_store_s
         assert!(limiter.check("k", 1).await.unwrap().allowed, "obeying retry_after failed");
     }
 }
+
+/// Regression: a denial remembered for a large cost outlived an admitted
+/// smaller cost that changed the state, and named too early a retry time.
+#[tokio::test]
+async fn an_admitted_call_forgets_the_keys_remembered_denials() {
+    let clock = ratelimit::ManualClock::new();
+    let store = ratelimit::Store::memory().with_clock(clock.clone());
+    let limiter = ratelimit::Limiter::new("forget-on-admit", ratelimit::Policy::token_bucket(3, "1/1s").unwrap(), &store);
+    let uncached = ratelimit::Limiter::new("forget-on-admit", ratelimit::Policy::token_bucket(3, "1/1s").unwrap(), &store).with_deny_cache(false);
+    assert!(limiter.check("k", 2).await.unwrap().allowed);
+    assert!(!limiter.check("k", 3).await.unwrap().allowed, "remembered: 1 token left, 3 asked");
+    assert!(limiter.check("k", 1).await.unwrap().allowed, "a smaller cost still passes");
+    let after = limiter.check("k", 3).await.unwrap();
+    assert_eq!(after, uncached.peek("k", 3).await.unwrap(), "the answer is the store's, not the stale memory");
+    assert_eq!(after.retry_after, Some(std::time::Duration::from_secs(3)));
+}

@@ -139,8 +139,12 @@ impl DenyCache {
         }
     }
 
-    /// Forgets every denial of `key` (after a reset).
+    /// Forgets every denial of `key` (after a reset, or after a call of
+    /// another cost was admitted and changed the key's state).
     pub(crate) fn forget(&self, key: &[u8]) {
+        if self.len.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash);
         if shard.entries.get(&hash).is_some_and(|e| *e.key == *key) {

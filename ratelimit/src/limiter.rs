@@ -213,7 +213,13 @@ impl Limiter {
         let outcome = self.inner.store.backend.decide(request).await?;
         let decision = self.decision(outcome);
         if let Some((cache, asked_at)) = cache {
-            cache.remember(key, cost, asked_at, &decision);
+            if decision.allowed {
+                // A smaller cost got through and changed the state: a denial
+                // remembered for a larger one may now name too early a time.
+                cache.forget(key);
+            } else {
+                cache.remember(key, cost, asked_at, &decision);
+            }
         }
         Ok(decision)
     }
