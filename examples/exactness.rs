@@ -20,7 +20,7 @@ use ratelimit_examples::redis_cluster::RedisCluster;
 use ratelimit_examples::redis_server::RedisServer;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 const KEYS: usize = 4;
@@ -144,11 +144,11 @@ fn run(url: &str, algo: &str, processes: u64, tasks: u64, millis: u64) -> Outcom
 }
 
 #[tokio::main]
-async fn main() {
+async fn main() -> ExitCode {
     if std::env::args().any(|a| a == "--worker") {
         let (url, algo) = (arg("--url").unwrap(), arg("--algo").unwrap());
         worker(&url, &algo, number("--tasks", 50), number("--millis", 1000)).await;
-        return;
+        return ExitCode::SUCCESS;
     }
     let (processes, tasks, millis) = (number("--processes", 4), number("--tasks", 50), number("--seconds", 1) * 1000);
     let cluster = std::env::args().any(|a| a == "--cluster");
@@ -172,7 +172,10 @@ async fn main() {
         over += o.over;
     }
     println!("total: {decisions} decisions, {over} over-admitted");
+    // Returned, not process::exit: the private Redis must be dropped (killed).
     if over > 0 {
-        std::process::exit(1);
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }

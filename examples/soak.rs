@@ -18,6 +18,7 @@
 use ratelimit::{Error, Limiter, Policy, RedisOptions, Store};
 use ratelimit_examples::redis_server::RedisServer;
 use std::collections::BTreeMap;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -74,7 +75,7 @@ fn over_admissions(mut calls: Vec<(u64, u64)>) -> usize {
 }
 
 #[tokio::main]
-async fn main() {
+async fn main() -> ExitCode {
     let seconds = arg("--seconds", 60);
     let restart_every = arg("--restart-every", 15);
     // --forget restarts Redis without its data, to show the check catches the
@@ -153,7 +154,10 @@ async fn main() {
     }
     println!("over-admissions  {over}");
     println!("longest call     {:?}", total.longest);
+    // Returned, not process::exit: the private Redis must be dropped (killed).
     if over > 0 {
-        std::process::exit(1);
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     }
 }
