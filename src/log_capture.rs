@@ -22,6 +22,19 @@ impl LogCapture {
         tracing::subscriber::set_default(subscriber)
     }
 
+    /// Like [`install`](Self::install), but down to DEBUG and with a line
+    /// for every span when it closes, carrying the fields recorded in it.
+    pub fn install_debug(&self) -> tracing::subscriber::DefaultGuard {
+        let writer = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::DEBUG)
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
     /// Everything logged so far.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()

@@ -33,6 +33,7 @@ mod deny_cache;
 mod error;
 mod key;
 mod limiter;
+pub mod observe;
 mod on_error;
 mod policy;
 mod runtime;

@@ -2,11 +2,13 @@
 
 use crate::backend::{MemoryBackend, Outcome, Request};
 use crate::deny_cache::DenyCache;
+use crate::observe::{self, LimiterMetrics};
 use crate::{Decision, Error, OnError, Policy, RateLimited, Store};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tracing::Instrument;
 
 /// A named policy on a store. Cheap to clone; clones share everything.
 ///
@@ -44,6 +46,10 @@ struct Inner {
     /// Decides while the store cannot, under `OnError::Local`.
     local: MemoryBackend,
     store_errors: AtomicU64,
+    /// Registered with the recorder present at the first decision.
+    metrics: OnceLock<LimiterMetrics>,
+    /// The store is remote (its answer time is a metric worth recording).
+    remote: bool,
 }
 
 impl Limiter {
@@ -59,6 +65,8 @@ impl Limiter {
                 key_prefix,
                 local: MemoryBackend::new(),
                 store_errors: AtomicU64::new(0),
+                metrics: OnceLock::new(),
+                remote: store.backend.kind() != "memory",
             }),
             on_error: OnError::default(),
             deny_cache: Some(Arc::new(DenyCache::new())),
@@ -132,12 +140,12 @@ impl Limiter {
     /// not decide (see [`limit`](Self::limit) for a call that applies
     /// [`OnError`] instead).
     pub async fn check(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.run(key.as_ref(), cost, false).await
+        self.observed(key.as_ref(), cost, false).await
     }
 
     /// The answer [`check`](Self::check) would give, without taking anything.
     pub async fn peek(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.run(key.as_ref(), cost, true).await
+        self.observed(key.as_ref(), cost, true).await
     }
 
     /// Forgets `key`: its next call sees a fresh state.
@@ -166,7 +174,7 @@ impl Limiter {
     /// ```
     pub async fn limit(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, RateLimited> {
         let key = key.as_ref();
-        let decision = match self.run(key, cost, false).await {
+        let decision = match self.observed(key, cost, false).await {
             Ok(decision) => decision,
             Err(error) => self.on_store_error(key, cost, &error)?,
         };
@@ -201,6 +209,23 @@ impl Limiter {
         crate::key::storage_key(&self.inner.key_prefix, key)
     }
 
+    /// [`run`](Self::run) in its tracing span, counted in the metrics.
+    async fn observed(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
+        let span = observe::decision_span(&self.inner.name, self.inner.policy.algorithm().name(), cost);
+        let result = self.run(key, cost, peek).instrument(span.clone()).await;
+        observe::record(&span, &result);
+        match &result {
+            Ok(decision) if !peek => self.metrics().decided(decision.allowed),
+            Ok(_) => {}
+            Err(error) => observe::store_error(error),
+        }
+        result
+    }
+
+    fn metrics(&self) -> &LimiterMetrics {
+        self.inner.metrics.get_or_init(|| LimiterMetrics::register(&self.inner.name, self.inner.policy.algorithm().name()))
+    }
+
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
         let now_us = self.inner.store.clock.now_us();
         // A denial remembered from the store answers a repeated check (not a peek, not cost 0).
@@ -210,7 +235,12 @@ impl Limiter {
         }
         let storage_key = self.storage_key(key);
         let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek };
-        let outcome = self.inner.store.backend.decide(request).await?;
+        let started = self.inner.remote.then(Instant::now);
+        let outcome = self.inner.store.backend.decide(request).await;
+        if let Some(started) = started {
+            self.metrics().store_took(started.elapsed());
+        }
+        let outcome = outcome?;
         let decision = self.decision(outcome);
         if let Some((cache, asked_at)) = cache {
             if decision.allowed {
@@ -264,22 +294,28 @@ impl Limiter {
     /// been counted by the store, so it is never treated as a permit taken.
     fn on_store_error(&self, key: &[u8], cost: u64, error: &Error) -> Result<Decision, RateLimited> {
         self.inner.store_errors.fetch_add(1, Ordering::Relaxed);
+        let kind = observe::error_kind(error);
         let limit = self.inner.policy.max_cost();
         match self.on_error {
             OnError::Allow => {
-                tracing::warn!(target: "ratelimit", limiter = %self.inner.name, %error, "rate limit store unavailable; call allowed (on_error = allow)");
+                tracing::warn!(target: "ratelimit", limiter = %self.inner.name, kind, %error, "rate limit store unavailable; call allowed (on_error = allow)");
+                self.metrics().decided(true);
                 Ok(Decision { allowed: true, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now() })
             }
             OnError::Deny => {
-                tracing::warn!(target: "ratelimit", limiter = %self.inner.name, %error, "rate limit store unavailable; call denied (on_error = deny)");
+                tracing::warn!(target: "ratelimit", limiter = %self.inner.name, kind, %error, "rate limit store unavailable; call denied (on_error = deny)");
+                self.metrics().decided(false);
                 let decision = Decision { allowed: false, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now() };
                 Err(self.denial(key, decision, true))
             }
             OnError::Local => {
-                tracing::warn!(target: "ratelimit", limiter = %self.inner.name, %error, "rate limit store unavailable; deciding in memory (on_error = local)");
                 let storage_key = self.storage_key(key);
                 let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us: self.inner.store.clock.now_us(), peek: false };
-                Ok(self.decision(self.inner.local.decide_now(&request)))
+                let decision = self.decision(self.inner.local.decide_now(&request));
+                let verdict = if decision.allowed { "call allowed" } else { "call denied" };
+                tracing::warn!(target: "ratelimit", limiter = %self.inner.name, kind, %error, "rate limit store unavailable; {verdict} by the in-memory limiter (on_error = local)");
+                self.metrics().decided(decision.allowed);
+                Ok(decision)
             }
         }
     }

@@ -1,0 +1,131 @@
+//! What a decision tells `tracing` and the `metrics` facade.
+//!
+//! Metrics (names are stable; labels never carry a key, which is user data
+//! and unbounded):
+//!
+//! | name | kind | labels | what it counts |
+//! |---|---|---|---|
+//! | `ratelimit_decisions_total` | counter | `limiter`, `algo`, `outcome` (`allowed` / `denied`) | every decision of `check`, `limit`, `wait` and annotated functions, including denials answered by the deny cache and decisions `on_error` made while the store could not answer; not `peek` |
+//! | `ratelimit_store_errors_total` | counter | `kind` (`timeout`, `unavailable`, `connection`, `redis`, `protocol`, `config`) | every call the store could not decide |
+//! | `ratelimit_store_duration_seconds` | histogram | `limiter`, `algo` | how long a remote store (Redis) took to answer one call, successful or not; not recorded for the in-memory store or for denials the deny cache answered |
+//!
+//! A limiter registers its handles with the recorder installed when it makes
+//! its first decision, so install the recorder (e.g. a Prometheus exporter)
+//! before the first call, as with any `metrics` user.
+//!
+//! Tracing: every decision runs in a `ratelimit.decision` span at DEBUG
+//! (target `ratelimit`) with `limiter`, `algo` and `cost`, and, once
+//! decided, `outcome` and `remaining`. A store failure is a WARN event from
+//! `limit` (and annotated functions) saying whether `on_error` allowed or
+//! denied the call. Neither ever records the key.
+
+use crate::{Decision, Error};
+use metrics::{Counter, Histogram};
+use std::time::Duration;
+use tracing::field::Empty;
+use tracing::Span;
+
+/// `ratelimit_decisions_total`.
+pub const DECISIONS_TOTAL: &str = "ratelimit_decisions_total";
+/// `ratelimit_store_errors_total`.
+pub const STORE_ERRORS_TOTAL: &str = "ratelimit_store_errors_total";
+/// `ratelimit_store_duration_seconds`.
+pub const STORE_DURATION_SECONDS: &str = "ratelimit_store_duration_seconds";
+
+/// One limiter's metric handles, registered once so a decision costs an
+/// increment, not a lookup by name and labels.
+pub(crate) struct LimiterMetrics {
+    allowed: Counter,
+    denied: Counter,
+    store_duration: Histogram,
+}
+
+impl LimiterMetrics {
+    pub(crate) fn register(limiter: &str, algo: &'static str) -> LimiterMetrics {
+        describe();
+        let limiter = limiter.to_string();
+        LimiterMetrics {
+            allowed: metrics::counter!(DECISIONS_TOTAL, "limiter" => limiter.clone(), "algo" => algo, "outcome" => "allowed"),
+            denied: metrics::counter!(DECISIONS_TOTAL, "limiter" => limiter.clone(), "algo" => algo, "outcome" => "denied"),
+            store_duration: metrics::histogram!(STORE_DURATION_SECONDS, "limiter" => limiter, "algo" => algo),
+        }
+    }
+
+    /// Counts one decision.
+    pub(crate) fn decided(&self, allowed: bool) {
+        if allowed { &self.allowed } else { &self.denied }.increment(1);
+    }
+
+    /// Records how long the remote store took.
+    pub(crate) fn store_took(&self, elapsed: Duration) {
+        self.store_duration.record(elapsed.as_secs_f64());
+    }
+}
+
+/// Describes the metrics to the recorder once per process.
+fn describe() {
+    static DESCRIBED: std::sync::Once = std::sync::Once::new();
+    DESCRIBED.call_once(|| {
+        metrics::describe_counter!(DECISIONS_TOTAL, "Rate limit decisions, by limiter, algorithm and outcome (allowed or denied).");
+        metrics::describe_counter!(STORE_ERRORS_TOTAL, "Rate limit calls the store could not decide, by kind of failure.");
+        metrics::describe_histogram!(STORE_DURATION_SECONDS, metrics::Unit::Seconds, "Time the remote rate limit store took to answer one call.");
+    });
+}
+
+/// Counts a call the store could not decide.
+pub(crate) fn store_error(error: &Error) {
+    metrics::counter!(STORE_ERRORS_TOTAL, "kind" => error_kind(error)).increment(1);
+}
+
+/// The `kind` label of a store failure: a small, fixed set.
+pub(crate) fn error_kind(error: &Error) -> &'static str {
+    match error {
+        Error::Timeout(_) => "timeout",
+        Error::Unavailable(_) => "unavailable",
+        Error::Store(e) if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() => "connection",
+        Error::Store(_) => "redis",
+        Error::Protocol(_) => "protocol",
+        Error::InvalidPolicy(_) | Error::InvalidConfig(_) | Error::AlreadyInitialized => "config",
+    }
+}
+
+/// The span one decision runs in (disabled, and nearly free, unless a
+/// subscriber wants DEBUG from target `ratelimit`).
+pub(crate) fn decision_span(limiter: &str, algo: &'static str, cost: u64) -> Span {
+    tracing::debug_span!(target: "ratelimit", "ratelimit.decision", limiter, algo, cost, outcome = Empty, remaining = Empty)
+}
+
+/// Writes the outcome into the decision's span.
+pub(crate) fn record(span: &Span, result: &Result<Decision, Error>) {
+    if span.is_disabled() {
+        return;
+    }
+    match result {
+        Ok(decision) => {
+            span.record("outcome", if decision.allowed { "allowed" } else { "denied" });
+            span.record("remaining", decision.remaining);
+        }
+        Err(error) => {
+            span.record("outcome", "store_error");
+            tracing::debug!(target: "ratelimit", parent: span, kind = error_kind(error), %error, "rate limit store could not decide");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_kind;
+    use crate::Error;
+    use std::time::Duration;
+
+    #[test]
+    fn error_kinds_are_a_small_fixed_set() {
+        assert_eq!(error_kind(&Error::Timeout(Duration::from_millis(250))), "timeout");
+        assert_eq!(error_kind(&Error::Unavailable("down".into())), "unavailable");
+        assert_eq!(error_kind(&Error::Protocol("bad reply".into())), "protocol");
+        let refused = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(error_kind(&Error::from(refused)), "connection");
+        let script = redis::RedisError::from((redis::ErrorKind::Client, "script error"));
+        assert_eq!(error_kind(&Error::from(script)), "redis");
+    }
+}

@@ -1,0 +1,158 @@
+//! Issue 7, items 4 and 5: every decision is a DEBUG span and a count in the
+//! `metrics` facade, store failures are WARN events and counted by kind, and
+//! no key ever reaches a log line or a label.
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::MetricKind;
+use ratelimit::{Limiter, ManualClock, OnError, Policy, RedisOptions, Store};
+use ratelimit_examples::log_capture::LogCapture;
+use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_examples::stores::BothStores;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+/// One recorder for this test binary (tests use distinct limiter names), and
+/// everything it recorded so far: a snapshot drains the recorder, so values
+/// are added up here.
+struct Recorded {
+    snapshotter: Snapshotter,
+    /// (kind, name, labels) -> counter total or histogram samples.
+    counters: Vec<(String, Vec<(String, String)>, u64)>,
+    histograms: Vec<(String, Vec<(String, String)>, Vec<f64>)>,
+}
+
+fn recorded() -> std::sync::MutexGuard<'static, Recorded> {
+    static RECORDED: OnceLock<Mutex<Recorded>> = OnceLock::new();
+    let mut recorded = RECORDED
+        .get_or_init(|| {
+            let recorder = DebuggingRecorder::new();
+            let snapshotter = recorder.snapshotter();
+            recorder.install().expect("no other recorder in this test binary");
+            Mutex::new(Recorded { snapshotter, counters: Vec::new(), histograms: Vec::new() })
+        })
+        .lock()
+        .unwrap();
+    for (key, _, _, value) in recorded.snapshotter.snapshot().into_vec() {
+        let (kind, key) = key.into_parts();
+        let name = key.name().to_string();
+        let labels: Vec<(String, String)> = key.labels().map(|l| (l.key().to_string(), l.value().to_string())).collect();
+        match (kind, value) {
+            (MetricKind::Counter, DebugValue::Counter(n)) => match recorded.counters.iter_mut().find(|(n2, l2, _)| *n2 == name && *l2 == labels) {
+                Some(entry) => entry.2 += n,
+                None => recorded.counters.push((name, labels, n)),
+            },
+            (MetricKind::Histogram, DebugValue::Histogram(values)) => {
+                let values = values.into_iter().map(|v| v.into_inner());
+                match recorded.histograms.iter_mut().find(|(n2, l2, _)| *n2 == name && *l2 == labels) {
+                    Some(entry) => entry.2.extend(values),
+                    None => recorded.histograms.push((name, labels, values.collect())),
+                }
+            }
+            _ => {}
+        }
+    }
+    recorded
+}
+
+fn has_labels(labels: &[(String, String)], wanted: &[(&str, &str)]) -> bool {
+    wanted.iter().all(|(k, v)| labels.iter().any(|(k2, v2)| k2 == k && v2 == v))
+}
+
+/// The total of the counters `name` whose labels include every pair given.
+fn counter(name: &str, labels: &[(&str, &str)]) -> u64 {
+    recorded().counters.iter().filter(|(n, l, _)| n == name && has_labels(l, labels)).map(|(_, _, v)| v).sum()
+}
+
+/// Every sample of the histogram `name` recorded for `limiter`.
+fn histogram_samples(name: &str, limiter: &str) -> Vec<f64> {
+    let recorded = recorded();
+    recorded.histograms.iter().filter(|(n, l, _)| n == name && has_labels(l, &[("limiter", limiter)])).flat_map(|(_, _, v)| v.clone()).collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn decisions_are_counted_by_limiter_algo_and_outcome_on_both_stores() {
+    drop(recorded());
+    let stores = BothStores::start().await;
+    for (backend, store) in stores.each() {
+        let name = format!("metrics.{backend}");
+        let limiter = Limiter::new(name.as_str(), Policy::fixed_window("3/1m").unwrap(), store);
+        for _ in 0..5 {
+            limiter.check("user:1", 1).await.unwrap();
+        }
+        limiter.peek("user:1", 1).await.unwrap(); // a peek is not a decision
+        let denied = limiter.limit("user:1", 1).await.unwrap_err(); // answered by the deny cache: still counted
+        assert!(!denied.decision.allowed);
+
+        let labels = |outcome| [("limiter", name.as_str()), ("algo", "fixed_window"), ("outcome", outcome)];
+        assert_eq!(counter("ratelimit_decisions_total", &labels("allowed")), 3, "{backend}");
+        assert_eq!(counter("ratelimit_decisions_total", &labels("denied")), 3, "{backend}");
+
+        // Only the remote store's answer time is recorded: five calls reached Redis
+        // (three admitted, the first denial, the peek, the cache answered the rest).
+        let samples = histogram_samples("ratelimit_store_duration_seconds", &name);
+        let expected = if backend == "redis" { 5 } else { 0 };
+        assert_eq!(samples.len(), expected, "{backend}: {samples:?}");
+        assert!(samples.iter().all(|s| *s > 0.0 && *s < 10.0), "{samples:?}");
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn store_errors_are_counted_by_kind_and_warned_with_the_verdict() {
+    drop(recorded());
+    let logs = LogCapture::default();
+    let _guard = logs.install();
+
+    let mut server = RedisServer::start();
+    let options = RedisOptions { response_timeout: Duration::from_millis(100), ..RedisOptions::default() };
+    let store = Store::redis_with(&server.url(), options).await.unwrap();
+    let allow = Limiter::new("metrics.outage", Policy::gcra("1/1s", 0).unwrap(), &store);
+    let deny = allow.clone().with_on_error(OnError::Deny);
+    let local = allow.clone().with_on_error(OnError::Local);
+    server.kill();
+
+    let before = counter("ratelimit_store_errors_total", &[]);
+    assert!(allow.limit("secret-user-key", 1).await.is_ok());
+    assert!(deny.limit("secret-user-key", 1).await.unwrap_err().store_unavailable);
+    assert!(local.limit("secret-user-key", 1).await.is_ok(), "the in-memory limiter admits the first call");
+    assert!(local.limit("secret-user-key", 1).await.is_err(), "and denies the second, 1/1s");
+    assert!(allow.check("secret-user-key", 1).await.is_err(), "check reports the failure itself");
+    assert_eq!(counter("ratelimit_store_errors_total", &[]) - before, 5);
+    let by_kind: u64 = ["connection", "unavailable", "timeout"].into_iter().map(|kind| counter("ratelimit_store_errors_total", &[("kind", kind)])).sum();
+    assert_eq!(by_kind - before, 5, "a killed server is a connection failure, then the breaker's fast failures");
+
+    // on_error decisions count as decisions; check's bare failure does not.
+    let labels = |outcome| [("limiter", "metrics.outage"), ("outcome", outcome)];
+    assert_eq!(counter("ratelimit_decisions_total", &labels("allowed")), 2);
+    assert_eq!(counter("ratelimit_decisions_total", &labels("denied")), 2);
+
+    let text = logs.text();
+    assert!(text.contains("call allowed (on_error = allow)"), "{text}");
+    assert!(text.contains("call denied (on_error = deny)"), "{text}");
+    assert!(text.contains("call allowed by the in-memory limiter (on_error = local)"), "{text}");
+    assert!(text.contains("call denied by the in-memory limiter (on_error = local)"), "{text}");
+    assert_eq!(text.matches(" WARN ").count(), 4, "one WARN per settled call, none for check: {text}");
+    assert!(!text.contains("secret-user-key"), "a raw key was logged: {text}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn every_decision_is_a_debug_span_with_its_outcome_and_never_the_key() {
+    let logs = LogCapture::default();
+    let _guard = logs.install_debug();
+    let store = Store::memory().with_clock(ManualClock::new());
+    let limiter = Limiter::new("traced", Policy::sliding_log("2/1m").unwrap(), &store);
+    for _ in 0..3 {
+        limiter.check("secret-user-key", 1).await.unwrap();
+    }
+
+    let text = logs.text();
+    let closes: Vec<&str> = text.lines().filter(|l| l.contains("ratelimit.decision{") && l.contains(": close")).collect();
+    assert_eq!(closes.len(), 3, "{text}");
+    for (line, (outcome, remaining)) in closes.iter().zip([("allowed", 1), ("allowed", 0), ("denied", 0)]) {
+        assert!(line.contains("DEBUG"), "{line}");
+        assert!(line.contains("limiter=\"traced\"") || line.contains("limiter=traced"), "{line}");
+        assert!(line.contains("algo=\"sliding_log\"") || line.contains("algo=sliding_log"), "{line}");
+        assert!(line.contains(&format!("outcome=\"{outcome}\"")) || line.contains(&format!("outcome={outcome}")), "{line}");
+        assert!(line.contains(&format!("remaining={remaining}")), "{line}");
+    }
+    assert!(!text.contains("secret-user-key"), "a raw key was logged: {text}");
+}
