@@ -2,7 +2,7 @@
 
 use crate::backend::{MemoryBackend, Outcome, Request};
 use crate::deny_cache::DenyCache;
-use crate::{Decision, Error, OnError, Policy, RateLimited, Store};
+use crate::{Decision, Error, OnError, Policy, Quota, RateLimited, Store};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -234,6 +234,12 @@ impl Limiter {
             .filter(|(i, _)| outcome.violated >> i & 1 == 1)
             .map(|(_, s)| *s)
             .collect();
+        let quotas = outcome
+            .quotas
+            .iter()
+            .zip(self.inner.policy.strategies())
+            .map(|(&(remaining, reset_after_us), &strategy)| Quota { strategy, remaining, reset_after: Duration::from_micros(reset_after_us) })
+            .collect();
         Decision {
             allowed: outcome.allowed,
             limit: outcome.limit,
@@ -242,6 +248,7 @@ impl Limiter {
             retry_after: outcome.retry_after_us.map(Duration::from_micros),
             violated,
             decided_at: UNIX_EPOCH + Duration::from_micros(outcome.now_us),
+            quotas,
         }
     }
 
@@ -268,11 +275,11 @@ impl Limiter {
         match self.on_error {
             OnError::Allow => {
                 tracing::warn!(target: "ratelimit", limiter = %self.inner.name, %error, "rate limit store unavailable; call allowed (on_error = allow)");
-                Ok(Decision { allowed: true, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now() })
+                Ok(Decision { allowed: true, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now(), quotas: Vec::new() })
             }
             OnError::Deny => {
                 tracing::warn!(target: "ratelimit", limiter = %self.inner.name, %error, "rate limit store unavailable; call denied (on_error = deny)");
-                let decision = Decision { allowed: false, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now() };
+                let decision = Decision { allowed: false, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now(), quotas: Vec::new() };
                 Err(self.denial(key, decision, true))
             }
             OnError::Local => {
