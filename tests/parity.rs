@@ -94,7 +94,10 @@ async fn replay(steps_back: bool) {
                     1 | 2 => (on_memory.peek(&key, cost).await.unwrap(), on_redis.peek(&key, cost).await.unwrap()),
                     _ => (on_memory.check(&key, cost).await.unwrap(), on_redis.check(&key, cost).await.unwrap()),
                 };
+                // Every field, the per-strategy quotas included.
                 assert_eq!(memory, redis, "{policy}, seed {seed}, step {i}, key {key}, cost {cost}");
+                let strategies = policy.strategies().len();
+                assert_eq!(memory.quotas.len(), if strategies > 1 { strategies } else { 0 }, "{policy}");
                 decisions += 1;
                 denied += usize::from(!memory.allowed);
                 last = Some(memory);

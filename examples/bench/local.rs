@@ -186,7 +186,7 @@ struct AnswersAtOnce;
 
 impl Backend for AnswersAtOnce {
     fn decide<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Outcome, Error>> {
-        let outcome = Outcome { allowed: true, limit: 1000, remaining: 999, reset_after_us: 1000, retry_after_us: None, violated: 0, now_us: 0 };
+        let outcome = Outcome { allowed: true, limit: 1000, remaining: 999, reset_after_us: 1000, retry_after_us: None, violated: 0, now_us: 0, quotas: Vec::new() };
         black_box(request);
         Box::pin(async move { Ok(outcome) })
     }

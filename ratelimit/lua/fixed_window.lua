@@ -14,7 +14,10 @@
 --          limit_i, window_us_i (declared order) in ARGV[6..5+2k].
 -- Returns  {allowed (1|0), limit, remaining, reset_after_us,
 --           retry_after_us (-1 = none), violated (bit i-1 = strategy i),
---           now (µs: the time the decision was made at)}.
+--           now (µs: the time the decision was made at)}; limit and
+--           remaining are the strategy with the least room. Only when
+--           k > 1, followed by k pairs remaining_i, reset_after_us_i
+--           (declared order): each strategy's own state after the call.
 --
 -- State on Redis: a hash; for strategy i (1-based) "s<i>" = window start µs,
 -- "c<i>" = count in that window. A window covers now iff now < start or
@@ -78,6 +81,7 @@ end
 local take = allowed and cost > 0
 local starting = false
 local best_limit, best_rem, reset = 0, nil, 0
+local quotas = {}
 for i = 1, k do
   local s, c = starts[i], counts[i]
   if take then
@@ -90,10 +94,13 @@ for i = 1, k do
   local rem = limits[i] - c
   if rem < 0 then rem = 0 end
   if best_rem == nil or rem < best_rem then best_limit, best_rem = limits[i], rem end
+  local e = 0
   if s then
-    local e = s + windows[i] - now
+    e = s + windows[i] - now
     if e > reset then reset = e end
+    if e < 0 then e = 0 end
   end
+  if k > 1 then quotas[2 * i - 1], quotas[2 * i] = rem, e end
 end
 
 if take and ARGV[3] ~= '1' then
@@ -115,4 +122,6 @@ if take and ARGV[3] ~= '1' then
   end
 end
 
-return {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated, now}
+local reply = {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated, now}
+for i = 1, #quotas do reply[7 + i] = quotas[i] end
+return reply

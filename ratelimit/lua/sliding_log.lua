@@ -14,7 +14,10 @@
 --          limit_i, window_us_i (declared order) in ARGV[6..5+2k].
 -- Returns  {allowed (1|0), limit, remaining, reset_after_us,
 --           retry_after_us (-1 = none), violated (bit i-1 = strategy i),
---           now (µs: the time the decision was made at)}.
+--           now (µs: the time the decision was made at)}; limit and
+--           remaining are the strategy with the least room. Only when
+--           k > 1, followed by k pairs remaining_i, reset_after_us_i
+--           (declared order): each strategy's own state after the call.
 --
 -- State on Redis: a sorted set of admitted hits; score = hit time µs, member
 -- "<time>:<j>" with j = 0, 1, ... among the hits sharing that time (trimming
@@ -66,6 +69,21 @@ if newest_at then
   if reset < 0 then reset = 0 end
 end
 if taken > 0 and reset < widest then reset = widest end
+-- Per strategy (k > 1): the same, for its own window.
+local quotas = {}
+if k > 1 then
+  for i = 1, k do
+    local rem = limits[i] - (counts[i] + taken)
+    if rem < 0 then rem = 0 end
+    local e = 0
+    if newest_at then
+      e = newest_at + windows[i] - now
+      if e < 0 then e = 0 end
+    end
+    if taken > 0 and e < windows[i] then e = windows[i] end
+    quotas[2 * i - 1], quotas[2 * i] = rem, e
+  end
+end
 
 -- Retry (denials only): for a violated strategy with c counted hits, the
 -- (c + cost - limit)-th oldest of them must leave its window; the counted hits
@@ -111,4 +129,6 @@ if taken > 0 and ARGV[3] ~= '1' then
   redis.call('PEXPIRE', key, string.format('%d', ms))
 end
 
-return {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated, now}
+local reply = {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated, now}
+for i = 1, #quotas do reply[7 + i] = quotas[i] end
+return reply

@@ -15,7 +15,10 @@
 --          limit_i, window_us_i (declared order) in ARGV[7..6+2k].
 -- Returns  {allowed (1|0), limit, remaining, reset_after_us,
 --           retry_after_us (-1 = none), violated (bit i-1 = strategy i),
---           now (µs: the time the decision was made at)}.
+--           now (µs: the time the decision was made at)}; limit and
+--           remaining are the strategy with the least room. Only when
+--           k > 1, followed by k pairs remaining_i, reset_after_us_i
+--           (declared order): each strategy's own state after the call.
 --
 -- State on Redis: a hash from sub-window index floor(t / P) (a "%d" string)
 -- to its count. With current = floor(now / P) and span_i = W_i / P, strategy i
@@ -88,6 +91,21 @@ if newest ~= nil then
   reset = (newest + widest) * precision - now
   if reset < 0 then reset = 0 end
 end
+-- Per strategy (k > 1): its newest counted sub-window leaves it at
+-- (newest + span_i) * P.
+local quotas = {}
+if k > 1 then
+  for i = 1, k do
+    local rem = limits[i] - (counts[i] + taken)
+    if rem < 0 then rem = 0 end
+    local e = 0
+    if newest ~= nil then
+      e = (newest + spans[i]) * precision - now
+      if e < 0 then e = 0 end
+    end
+    quotas[2 * i - 1], quotas[2 * i] = rem, e
+  end
+end
 
 -- Retry (denials only): per violated strategy, drop its sub-windows oldest
 -- first until the cost fits; the latest of those times.
@@ -130,4 +148,6 @@ if taken > 0 and ARGV[3] ~= '1' then
   redis.call('PEXPIRE', key, string.format('%d', ms))
 end
 
-return {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated, now}
+local reply = {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated, now}
+for i = 1, #quotas do reply[7 + i] = quotas[i] end
+return reply

@@ -45,6 +45,36 @@ pub struct Decision {
     /// by default): `decided_at + reset_after` is when the key is untouched
     /// again, whichever server the next call reaches.
     pub decided_at: SystemTime,
+    /// One entry per strategy, declared order, for window policies with more
+    /// than one strategy; empty otherwise (then `limit`/`remaining`/`reset_after`
+    /// describe the only rule).
+    pub quotas: Vec<Quota>,
+}
+
+/// One strategy's state after a decision: what an IETF `RateLimit` header
+/// reports per policy item.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+/// use std::time::Duration;
+///
+/// let store = Store::memory().with_clock(ManualClock::new());
+/// let limiter = Limiter::new("docs", Policy::fixed_window("2/1s,3/1m")?, &store);
+/// limiter.check("alice", 1).await?;
+/// let d = limiter.check("alice", 1).await?;
+/// let quotas: Vec<_> = d.quotas.iter().map(|q| (q.strategy.to_string(), q.remaining, q.reset_after)).collect();
+/// assert_eq!(quotas, [("2/1s".to_string(), 0, Duration::from_secs(1)), ("3/1m".to_string(), 1, Duration::from_secs(60))]);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// The strategy, as declared.
+    pub strategy: Strategy,
+    /// Permits left on this strategy after the call (now, if denied).
+    pub remaining: u64,
+    /// Time until this strategy's state is untouched again.
+    pub reset_after: Duration,
 }
 
 impl Decision {

@@ -103,6 +103,9 @@ impl DenyCache {
         decision.retry_after = Some(Duration::from_micros(entry.until - now));
         decision.reset_after = Duration::from_micros(entry.reset_at.saturating_sub(now));
         decision.decided_at += Duration::from_micros(now - entry.at);
+        for quota in &mut decision.quotas {
+            quota.reset_after = quota.reset_after.saturating_sub(Duration::from_micros(now - entry.at));
+        }
         Some(decision)
     }
 
@@ -196,6 +199,7 @@ mod tests {
             retry_after: Some(Duration::from_micros(retry_us)),
             violated: Vec::new(),
             decided_at: std::time::UNIX_EPOCH,
+            quotas: Vec::new(),
         }
     }
 

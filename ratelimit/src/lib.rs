@@ -51,7 +51,7 @@ pub use ratelimit_macros::rate_limit;
 
 pub use backend::{Backend, MemoryBackend, RedisBackend, RedisOptions};
 pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
-pub use decision::Decision;
+pub use decision::{Decision, Quota};
 pub use error::{Error, RateLimited};
 pub use limiter::Limiter;
 pub use on_error::OnError;

@@ -3,7 +3,7 @@
 use crate::backend::{MemoryBackend, Outcome, Request};
 use crate::deny_cache::DenyCache;
 use crate::observe::{self, LimiterMetrics};
-use crate::{Decision, Error, OnError, Policy, RateLimited, Store};
+use crate::{Decision, Error, OnError, Policy, Quota, RateLimited, Store};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -264,6 +264,12 @@ impl Limiter {
             .filter(|(i, _)| outcome.violated >> i & 1 == 1)
             .map(|(_, s)| *s)
             .collect();
+        let quotas = outcome
+            .quotas
+            .iter()
+            .zip(self.inner.policy.strategies())
+            .map(|(&(remaining, reset_after_us), &strategy)| Quota { strategy, remaining, reset_after: Duration::from_micros(reset_after_us) })
+            .collect();
         Decision {
             allowed: outcome.allowed,
             limit: outcome.limit,
@@ -272,6 +278,7 @@ impl Limiter {
             retry_after: outcome.retry_after_us.map(Duration::from_micros),
             violated,
             decided_at: UNIX_EPOCH + Duration::from_micros(outcome.now_us),
+            quotas,
         }
     }
 
@@ -300,12 +307,12 @@ impl Limiter {
             OnError::Allow => {
                 tracing::warn!(target: "ratelimit", limiter = %self.inner.name, kind, %error, "rate limit store unavailable; call allowed (on_error = allow)");
                 self.metrics().decided(true);
-                Ok(Decision { allowed: true, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now() })
+                Ok(Decision { allowed: true, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now(), quotas: Vec::new() })
             }
             OnError::Deny => {
                 tracing::warn!(target: "ratelimit", limiter = %self.inner.name, kind, %error, "rate limit store unavailable; call denied (on_error = deny)");
                 self.metrics().decided(false);
-                let decision = Decision { allowed: false, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now() };
+                let decision = Decision { allowed: false, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now(), quotas: Vec::new() };
                 Err(self.denial(key, decision, true))
             }
             OnError::Local => {

@@ -49,8 +49,21 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Windows>, now: 
     let reset_after_us = ends(&after, u32::MAX);
     let retry_after_us = (!verdict.allowed && !verdict.never).then(|| ends(&slots, verdict.violated));
 
+    // Per strategy, only when there are several (the single rule is above).
+    let quotas = match strategies.len() {
+        1 => Vec::new(),
+        _ => strategies
+            .iter()
+            .zip(&after)
+            .map(|(s, slot)| match *slot {
+                Some((start, count)) => (s.limit.saturating_sub(count), (start + s.window_us).saturating_sub(now)),
+                None => (s.limit, 0),
+            })
+            .collect(),
+    };
+
     if verdict.allowed && cost > 0 && !peek {
         *state = Some(Windows { slots: after });
     }
-    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated }, now_us: now }
+    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated }, now_us: now, quotas }
 }

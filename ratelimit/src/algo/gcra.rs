@@ -39,5 +39,6 @@ pub(crate) fn decide(burst: u64, (n, p): (u64, u64), state: &mut Option<Tat>, no
         retry_after_us,
         violated: 0,
         now_us: now,
+        quotas: Vec::new(),
     }
 }

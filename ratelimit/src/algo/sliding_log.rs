@@ -42,6 +42,16 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Log>, now: u64,
             .unwrap_or(0)
     });
 
+    // Per strategy, only when there are several: the newest hit leaves it last.
+    let quotas = match strategies.len() {
+        1 => Vec::new(),
+        _ => strategies
+            .iter()
+            .zip(&counts_after)
+            .map(|(s, &c)| (s.limit.saturating_sub(c), newest.map_or(0, |n| (n + s.window_us).saturating_sub(now))))
+            .collect(),
+    };
+
     if taken > 0 && !peek {
         // Only a write changes the state: drop what no window counts any
         // more, then add one entry per permit, keeping the order.
@@ -54,5 +64,5 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Log>, now: u64,
         log.hits.extend(later);
         *state = Some(log);
     }
-    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated }, now_us: now }
+    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated }, now_us: now, quotas }
 }

@@ -57,6 +57,17 @@ pub(crate) fn decide(strategies: &[Strategy], precision: u64, state: &mut Option
             .unwrap_or(0)
     });
 
+    // Per strategy, only when there are several: its newest counted
+    // sub-window leaves it at (newest + span) * precision.
+    let quotas = match strategies.len() {
+        1 => Vec::new(),
+        _ => strategies
+            .iter()
+            .zip(&counts_after)
+            .map(|(s, &c)| (s.limit.saturating_sub(c), newest.map_or(0, |k| ((k + span(s)) * precision).saturating_sub(now))))
+            .collect(),
+    };
+
     if taken > 0 && !peek {
         // Only a write changes the state: drop dead sub-windows, count this one.
         let mut subs = state.take().unwrap_or(SubWindows { counts: BTreeMap::new() });
@@ -64,5 +75,5 @@ pub(crate) fn decide(strategies: &[Strategy], precision: u64, state: &mut Option
         *subs.counts.entry(current).or_insert(0) += taken;
         *state = Some(subs);
     }
-    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated }, now_us: now }
+    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated }, now_us: now, quotas }
 }

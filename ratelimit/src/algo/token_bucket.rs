@@ -36,5 +36,6 @@ pub(crate) fn decide(capacity: u64, (n, p): (u64, u64), state: &mut Option<Bucke
         retry_after_us,
         violated: 0,
         now_us: now,
+        quotas: Vec::new(),
     }
 }

@@ -39,7 +39,7 @@ pub struct Request<'a> {
 
 /// A decision as the store computes it: integers only, exactly what the Lua
 /// scripts return. [`Limiter`](crate::Limiter) turns it into a [`Decision`](crate::Decision).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     /// The call passes.
     pub allowed: bool,
@@ -56,6 +56,10 @@ pub struct Outcome {
     /// The time the decision was made at, µs since the epoch (the store's
     /// clock, or the one the request carried).
     pub now_us: u64,
+    /// Per strategy (declared order), `(remaining, reset_after_us)`, for
+    /// window policies with more than one strategy; empty otherwise (then
+    /// the fields above describe the only rule).
+    pub quotas: Vec<(u64, u64)>,
 }
 
 /// A store that decides atomically: the in-process [`MemoryBackend`] and the

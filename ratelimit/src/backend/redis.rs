@@ -132,15 +132,19 @@ impl RedisBackend {
             Ok(Err(e)) => return Err(e.into()),
             Err(_) => return Err(Error::Timeout(self.options.response_timeout)),
         };
-        outcome(&reply)
+        // Window scripts append a (remaining, reset) pair per strategy when there are several.
+        let strategies = request.policy.strategies().len();
+        outcome(&reply, if strategies > 1 { strategies } else { 0 })
     }
 }
 
-fn outcome(reply: &[i64]) -> Result<Outcome, Error> {
-    let &[allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us] = reply else {
-        return Err(Error::Protocol(format!("expected 7 integers, got {reply:?}")));
+/// Reads a script's reply: 7 integers, then `quotas` pairs.
+fn outcome(reply: &[i64], quotas: usize) -> Result<Outcome, Error> {
+    let Some((&[allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us], pairs)) = reply.split_first_chunk::<7>().filter(|(_, rest)| rest.len() == 2 * quotas) else {
+        return Err(Error::Protocol(format!("expected {} integers, got {reply:?}", 7 + 2 * quotas)));
     };
     let non_negative = |v: i64| u64::try_from(v).map_err(|_| Error::Protocol(format!("negative field in {reply:?}")));
+    let quotas = pairs.chunks_exact(2).map(|pair| Ok((non_negative(pair[0])?, non_negative(pair[1])?))).collect::<Result<_, Error>>()?;
     Ok(Outcome {
         allowed: allowed == 1,
         limit: non_negative(limit)?,
@@ -149,6 +153,7 @@ fn outcome(reply: &[i64]) -> Result<Outcome, Error> {
         retry_after_us: if retry_after_us < 0 { None } else { Some(retry_after_us as u64) },
         violated: violated as u32,
         now_us: non_negative(now_us)?,
+        quotas,
     })
 }
 
@@ -182,8 +187,13 @@ mod tests {
 
     #[test]
     fn rejects_malformed_replies() {
-        assert!(outcome(&[1, 2, 3]).is_err());
-        assert!(outcome(&[1, -2, 3, 4, -1, 0, 9]).is_err());
-        assert_eq!(outcome(&[0, 5, 0, 10, 7, 2, 9]).unwrap().retry_after_us, Some(7));
+        assert!(outcome(&[1, 2, 3], 0).is_err());
+        assert!(outcome(&[1, -2, 3, 4, -1, 0, 9], 0).is_err());
+        assert_eq!(outcome(&[0, 5, 0, 10, 7, 2, 9], 0).unwrap().retry_after_us, Some(7));
+        // Quota pairs: exactly as many as strategies, none negative.
+        assert!(outcome(&[0, 5, 0, 10, 7, 2, 9], 2).is_err());
+        assert!(outcome(&[0, 5, 0, 10, 7, 2, 9, 1, 2], 2).is_err());
+        assert!(outcome(&[0, 5, 0, 10, 7, 2, 9, 1, 2, -3, 4], 2).is_err());
+        assert_eq!(outcome(&[0, 5, 0, 10, 7, 2, 9, 1, 2, 3, 4], 2).unwrap().quotas, [(1, 2), (3, 4)]);
     }
 }
