@@ -14,6 +14,7 @@ use syn::{Expr, ExprLit, Ident, Lit, LitInt, LitStr, Path, Token};
 
 /// Every option, in the order the documentation lists them.
 pub(crate) const OPTIONS: &[&str] = &[
+    "policy",
     "algo",
     "strategies",
     "precision",
@@ -53,6 +54,8 @@ const RENAMES: &[(&str, &str)] = &[
     ("on_failure", "on_error"),
     ("on_store_error", "on_error"),
     ("prefix", "name"),
+    ("policy_name", "policy"),
+    ("named_policy", "policy"),
     ("krate", "crate"),
 ];
 
@@ -88,6 +91,7 @@ pub(crate) struct Options {
     /// `algo` was written (or misspelled, or given a wrong kind of value):
     /// its own error is enough, "missing `algo`" would repeat it.
     pub mentioned_algo: bool,
+    pub policy: Option<LitStr>,
     pub algo: Option<LitStr>,
     pub strategies: Option<LitStr>,
     pub precision: Option<LitStr>,
@@ -133,6 +137,7 @@ impl Options {
             }
             seen.push(text.clone());
             let result = match text.as_str() {
+                "policy" => string(&name, value, "policy = \"search\"").map(|v| options.policy = Some(v)),
                 "algo" => string(&name, value, "algo = \"sliding_window\"").map(|v| options.algo = Some(v)),
                 "strategies" => string(&name, value, "strategies = \"10/1s,100/1m\"").map(|v| options.strategies = Some(v)),
                 "precision" => string(&name, value, "precision = \"100ms\"").map(|v| options.precision = Some(v)),
