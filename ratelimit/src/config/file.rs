@@ -83,6 +83,9 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
     let mut spec = PolicySpec::new(AlgorithmKind::FixedWindow);
     // Where each parameter was written, and as what, for the messages of `validate`.
     let mut written: Vec<(Param, Range<usize>, String)> = Vec::new();
+    // Parameters written but malformed (already reported): a placeholder
+    // stands in, so the rules still run on the others without repeating them.
+    let mut malformed: Vec<Param> = Vec::new();
     for (option, value) in options {
         let option_name = option.get_ref().as_ref();
         let text = raw(value);
@@ -103,6 +106,8 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
                 }
                 Err(m) => {
                     fail(m);
+                    spec.strategies = Some(vec![ratelimit_grammar::Strategy { limit: 1, window_us: 1_000_000 }]);
+                    malformed.push(Param::Strategies);
                     continue;
                 }
             },
@@ -113,6 +118,8 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
                 }
                 Err(m) => {
                     fail(m);
+                    spec.precision = Some(1);
+                    malformed.push(Param::Precision);
                     continue;
                 }
             },
@@ -123,6 +130,8 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
                 }
                 Err(m) => {
                     fail(m);
+                    spec.rate = Some(ratelimit_grammar::Rate { count: 1, period_us: 1_000_000 });
+                    malformed.push(Param::Rate);
                     continue;
                 }
             },
@@ -133,6 +142,8 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
                 }
                 Err(m) => {
                     fail(m);
+                    spec.capacity = Some(1);
+                    malformed.push(Param::Capacity);
                     continue;
                 }
             },
@@ -143,6 +154,8 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
                 }
                 Err(m) => {
                     fail(m);
+                    spec.burst = Some(0);
+                    malformed.push(Param::Burst);
                     continue;
                 }
             },
@@ -167,16 +180,19 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
         return None;
     };
     spec.kind = kind;
-    if problems.found.len() > before {
-        return None;
-    }
     if let Err(errors) = spec.validate() {
         for (param, error) in errors {
+            if param.is_some_and(|p| malformed.contains(&p)) {
+                continue;
+            }
             match param.and_then(|p| written.iter().find(|(w, ..)| *w == p)) {
                 Some((param, span, text)) => problems.push(span.clone(), format!("{label}: {} {text}: {error}", param.name())),
                 None => problems.push(name.span(), format!("{label}: {error}")),
             }
         }
+        return None;
+    }
+    if problems.found.len() > before {
         return None;
     }
     match Policy::from_spec(spec) {
