@@ -88,8 +88,8 @@ impl Parse for RawOption {
 pub(crate) struct Options {
     /// The attribute as a whole, for errors about a missing option.
     pub span: Option<Span>,
-    /// `algo` was written (or misspelled, or given a wrong kind of value):
-    /// its own error is enough, "missing `algo`" would repeat it.
+    /// `algo` or `policy` was written (or misspelled, or given a wrong kind
+    /// of value): its own error is enough, "missing `algo`" would repeat it.
     pub mentioned_algo: bool,
     pub policy: Option<LitStr>,
     pub algo: Option<LitStr>,
@@ -123,7 +123,7 @@ impl Options {
         let mut seen: Vec<String> = Vec::new();
         for RawOption { name, value } in raw {
             let text = name.to_string();
-            options.mentioned_algo |= text == "algo" || RENAMES.contains(&(text.as_str(), "algo"));
+            options.mentioned_algo |= ["algo", "policy"].iter().any(|o| text == *o || RENAMES.contains(&(text.as_str(), *o)));
             if !OPTIONS.contains(&text.as_str()) {
                 errors.push(syn::Error::new(name.span(), unknown_option(&text)));
                 continue;
