@@ -203,6 +203,7 @@ impl Site {
     /// cannot answer, `on_error` settles it, with a warning each time.
     /// `"local"` has no policy to apply in memory, so it lets the call
     /// through as `"allow"` does.
+    #[allow(clippy::result_large_err)] // the denial every site returns, as `check` does
     fn without_policy(&self, policy: &str, why: &str, key: &str) -> Result<(), RateLimited> {
         if matches!(self.on_error, OnError::Deny) {
             tracing::warn!(target: "ratelimit", limiter = %self.name, policy, "{why}; call denied (on_error = deny)");

@@ -115,7 +115,7 @@ fn load_lazily() {
     *slot = Some(Source::Env);
     match read(&Source::Env) {
         Ok((set, note)) => {
-            if set.len() > 0 {
+            if !set.is_empty() {
                 tracing::info!(target: "ratelimit", policies = set.len(), origin = %set.origin(), "rate limit policies loaded");
             }
             install(set, note);
