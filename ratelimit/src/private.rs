@@ -142,7 +142,7 @@ impl Site {
                 let store: Pin<Box<dyn Future<Output = Result<&'static crate::Store, crate::Error>> + Send>> = Box::pin(runtime::global());
                 match store.await {
                     Ok(store) => {
-                        if self.named_by_default {
+                        if self.named_by_default && cached.is_none() {
                             warn_if_default_name_shared(self);
                         }
                         Configured { generation, degraded: false, limiter: Ok(Limiter::new(self.name, p, store).with_on_error(self.on_error)) }

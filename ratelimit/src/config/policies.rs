@@ -66,8 +66,9 @@ use crate::Policy;
 use std::path::Path;
 
 /// Loads the policies of a TOML file and makes it the source [`reload`]
-/// reads; returns how many policies it holds. On error nothing changes
-/// (the set in use stays) and every problem is returned.
+/// reads; returns how many policies it holds. On error the set in use
+/// stays and every problem is returned (a later [`reload`] reads this file
+/// again, so fixing it and reloading works).
 ///
 /// ```
 /// let err = ratelimit::policies::load("/nonexistent/policies.toml").unwrap_err();
