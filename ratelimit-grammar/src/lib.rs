@@ -15,10 +15,12 @@
 
 mod duration;
 mod error;
+mod policy_name;
 mod spec;
 mod strategy;
 
 pub use duration::{format_duration, parse_duration, MAX_DURATION_US};
 pub use error::GrammarError;
+pub use policy_name::{check_policy_name, MAX_POLICY_NAME_LEN};
 pub use spec::{AlgorithmKind, Param, PolicySpec, MAX_EXACT, MAX_LOG_LIMIT, MAX_STRATEGIES};
 pub use strategy::{parse_rate, parse_strategies, parse_strategy, Rate, Strategy, MAX_LIMIT};

@@ -14,6 +14,7 @@ use syn::{Expr, ExprLit, Ident, Lit, LitInt, LitStr, Path, Token};
 
 /// Every option, in the order the documentation lists them.
 pub(crate) const OPTIONS: &[&str] = &[
+    "policy",
     "algo",
     "strategies",
     "precision",
@@ -53,6 +54,8 @@ const RENAMES: &[(&str, &str)] = &[
     ("on_failure", "on_error"),
     ("on_store_error", "on_error"),
     ("prefix", "name"),
+    ("policy_name", "policy"),
+    ("named_policy", "policy"),
     ("krate", "crate"),
 ];
 
@@ -85,9 +88,10 @@ impl Parse for RawOption {
 pub(crate) struct Options {
     /// The attribute as a whole, for errors about a missing option.
     pub span: Option<Span>,
-    /// `algo` was written (or misspelled, or given a wrong kind of value):
-    /// its own error is enough, "missing `algo`" would repeat it.
+    /// `algo` or `policy` was written (or misspelled, or given a wrong kind
+    /// of value): its own error is enough, "missing `algo`" would repeat it.
     pub mentioned_algo: bool,
+    pub policy: Option<LitStr>,
     pub algo: Option<LitStr>,
     pub strategies: Option<LitStr>,
     pub precision: Option<LitStr>,
@@ -119,7 +123,7 @@ impl Options {
         let mut seen: Vec<String> = Vec::new();
         for RawOption { name, value } in raw {
             let text = name.to_string();
-            options.mentioned_algo |= text == "algo" || RENAMES.contains(&(text.as_str(), "algo"));
+            options.mentioned_algo |= ["algo", "policy"].iter().any(|o| text == *o || RENAMES.contains(&(text.as_str(), *o)));
             if !OPTIONS.contains(&text.as_str()) {
                 errors.push(syn::Error::new(name.span(), unknown_option(&text)));
                 continue;
@@ -133,6 +137,7 @@ impl Options {
             }
             seen.push(text.clone());
             let result = match text.as_str() {
+                "policy" => string(&name, value, "policy = \"search\"").map(|v| options.policy = Some(v)),
                 "algo" => string(&name, value, "algo = \"sliding_window\"").map(|v| options.algo = Some(v)),
                 "strategies" => string(&name, value, "strategies = \"10/1s,100/1m\"").map(|v| options.strategies = Some(v)),
                 "precision" => string(&name, value, "precision = \"100ms\"").map(|v| options.precision = Some(v)),

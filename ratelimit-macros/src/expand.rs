@@ -6,7 +6,7 @@
 
 use crate::item::{self, Argument, Arguments, Function};
 use crate::key::Part;
-use crate::validate::{Config, Cost, OnError, OnLimit};
+use crate::validate::{Config, Cost, OnError, OnLimit, SitePolicy};
 use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use ratelimit_grammar::{AlgorithmKind, Strategy};
@@ -98,6 +98,9 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
 ///     }
 /// }
 /// ```
+/// With `policy = "search"` the site is `Site::configured(<name>, "search",
+/// OnLimit::Error, OnError::Allow)`: the policy is looked up at run time.
+///
 /// When no denial can reach the caller (`on_limit = "wait"`, no `max_wait`,
 /// a literal cost, `on_error` not "deny") the last statement is
 /// `__RATELIMIT_SITE.admit(&key, 1u64).await;` and the return type is free.
@@ -116,7 +119,6 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
             (quote!(::core::concat!(::core::module_path!(), "::", #fn_name)), quote!(.named_by_default()))
         }
     };
-    let policy = policy(config, &p);
     let on_limit = match config.on_limit {
         OnLimit::Error => quote!(#p::OnLimit::Error),
         OnLimit::Wait(None) => quote!(#p::OnLimit::Wait(::core::option::Option::None)),
@@ -129,6 +131,13 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
         OnError::Allow => quote!(#p::OnError::Allow),
         OnError::Deny => quote!(#p::OnError::Deny),
         OnError::Local => quote!(#p::OnError::Local),
+    };
+    let constructor = match &config.policy {
+        SitePolicy::Inline(spec) => {
+            let policy = policy(spec, &p);
+            quote!(#p::Site::new(#name, #policy, #on_limit, #on_error))
+        }
+        SitePolicy::Named(policy) => quote!(#p::Site::configured(#name, #policy, #on_limit, #on_error)),
     };
 
     let key_value = match &config.key {
@@ -205,7 +214,7 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
 
     quote! {
         {
-            static #site: #p::Site = #p::Site::new(#name, #policy, #on_limit, #on_error) #named_by_default;
+            static #site: #p::Site = #constructor #named_by_default;
             let #key = #key_value;
             #decide
         }
@@ -232,8 +241,7 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
 }
 
 /// The policy as a constant expression: nothing is parsed at run time.
-fn policy(config: &Config, p: &TokenStream) -> TokenStream {
-    let spec = &config.policy;
+fn policy(spec: &ratelimit_grammar::PolicySpec, p: &TokenStream) -> TokenStream {
     let strategies = || {
         let list = spec.strategies.iter().flatten().map(|Strategy { limit, window_us }| {
             let (limit, window_us) = (Literal::u64_suffixed(*limit), Literal::u64_suffixed(*window_us));

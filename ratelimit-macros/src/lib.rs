@@ -96,6 +96,45 @@ use syn::spanned::Spanned;
 /// # }
 /// ```
 ///
+/// # `policy`
+///
+/// `policy = "search"` takes the algorithm and its parameters from the
+/// policy named `search` in configuration instead of the attribute, so
+/// limits change without recompiling. It cannot be combined with `algo` or
+/// any of its parameters (a compile error says so), and the name is 1 to 64
+/// ASCII letters, digits, `_` or `-`. Every other option works as usual.
+///
+/// Policies are TOML with the same option names and grammar, loaded by
+/// `ratelimit::policies::load(path)` at start-up (every problem returned at
+/// once) or, on the first call, from `RATELIMIT_POLICIES_FILE` (a path) or
+/// `RATELIMIT_POLICIES` (the TOML itself). `ratelimit::policies::reload()`
+/// re-reads the source; the next call uses the new limits, and counts that
+/// still fit carry over. A name that is not configured is settled by
+/// `on_error` (by default the call is allowed), with a WARN log line each
+/// time: never a panic.
+///
+/// ```
+/// # use ratelimit::{rate_limit, RateLimited};
+/// #[rate_limit(policy = "search", key = "user:<user>")]
+/// async fn search(user: u32) -> Result<u32, RateLimited> { Ok(user) }
+///
+/// #[rate_limit(policy = "missing", on_error = "deny")]
+/// async fn unconfigured() -> Result<(), RateLimited> { Ok(()) }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// ratelimit::policies::load_str("policies.toml", r#"
+///     [policies.search]
+///     algo = "sliding_log"
+///     strategies = "2/1m"
+/// "#).unwrap();
+/// assert_eq!(search(7).await.unwrap(), 7);
+/// assert_eq!(search(7).await.unwrap(), 7);
+/// assert_eq!(search(7).await.unwrap_err().decision.limit, 2);
+/// assert!(unconfigured().await.unwrap_err().store_unavailable);
+/// # }
+/// ```
+///
 /// # `key`
 ///
 /// Without a key, one limit covers every call of the function. A template
@@ -420,6 +459,15 @@ mod tests {
         assert_eq!(out.matches(". check (").count(), 1, "{out}");
         assert!(out.contains("Policy :: __sliding_window (& [:: ratelimit :: __private :: Strategy { limit : 10u64 , window_us : 1000000u64 } , :: ratelimit :: __private :: Strategy { limit : 100u64 , window_us : 60000000u64 }] , 100000u64)"), "{out}");
         assert!(!out.contains("compile_error"), "{out}");
+    }
+
+    /// A named policy is a name in the site, looked up at run time: no constant policy.
+    #[test]
+    fn a_named_policy_expands_to_a_configured_site() {
+        let out = super::rate_limit_impl(quote!(policy = "search", key = "user:<id>"), quote!(async fn get(id: u64) -> Result<u64, E> { Ok(id) })).to_string();
+        assert!(out.contains("Site :: configured (:: core :: concat ! (:: core :: module_path ! () , \"::\" , \"get\") , \"search\" ,"), "{out}");
+        assert!(!out.contains("Policy ::"), "{out}");
+        assert_eq!(out.matches(". check (").count(), 1, "{out}");
     }
 
     /// On any error the function is emitted unchanged, followed by the errors.

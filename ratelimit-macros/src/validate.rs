@@ -19,8 +19,7 @@ pub(crate) struct Config {
     /// The attribute, for errors about it as a whole.
     pub span: Span,
     pub krate: Path,
-    /// Complete: defaults applied, every rule checked.
-    pub policy: PolicySpec,
+    pub policy: SitePolicy,
     pub key: Option<Vec<Part>>,
     pub name: Option<LitStr>,
     pub cost: Cost,
@@ -30,6 +29,22 @@ pub(crate) struct Config {
     /// A denial can reach the caller (and no fallback takes it), so the
     /// function must return `Result<_, E: From<RateLimited>>`.
     pub returns_denial: bool,
+}
+
+pub(crate) enum SitePolicy {
+    /// Written in the attribute. Complete: defaults applied, every rule checked.
+    Inline(PolicySpec),
+    /// `policy = "search"`: a name, looked up in the configured set at run time.
+    Named(LitStr),
+}
+
+impl SitePolicy {
+    fn spec(&self) -> Option<&PolicySpec> {
+        match self {
+            SitePolicy::Inline(spec) => Some(spec),
+            SitePolicy::Named(_) => None,
+        }
+    }
 }
 
 pub(crate) enum Cost {
@@ -59,14 +74,17 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
     let attr_span = options.span.unwrap_or_else(Span::call_site);
     let fn_name = &function.sig.ident;
 
-    let policy = policy(&options, attr_span, errors);
+    let policy = match &options.policy {
+        Some(lit) => named_policy(lit, &options, errors).map(SitePolicy::Named),
+        None => policy(&options, attr_span, errors).map(SitePolicy::Inline),
+    };
     let key = options.key.as_ref().and_then(|lit| key::parse_template(lit, args, fn_name, errors));
     if let Some(name) = &options.name {
         if name.value().trim().is_empty() {
             errors.push(syn::Error::new(name.span(), "empty `name`: remove it to use the module path and function name, or write one, like `name = \"profile\"`"));
         }
     }
-    let cost = options.cost.as_ref().map(|expr| cost(expr, args, fn_name, policy.as_ref(), errors));
+    let cost = options.cost.as_ref().map(|expr| cost(expr, args, fn_name, policy.as_ref().and_then(SitePolicy::spec), errors));
 
     let (on_limit, explicit_error) = on_limit(&options, errors);
     if let Some(fallback) = &options.fallback {
@@ -197,13 +215,42 @@ fn unit_return_error(options: &Options, on_limit: OnLimit, on_error: OnError, si
     ));
 }
 
+/// `policy = "name"`: a valid name, and no algorithm or parameter beside it
+/// (they come from the configured policy).
+fn named_policy(lit: &LitStr, options: &Options, errors: &mut Errors) -> Option<LitStr> {
+    let before = errors.count();
+    if let Err(e) = ratelimit_grammar::check_policy_name(&lit.value()) {
+        errors.push(syn::Error::new(lit.span(), format!("`policy`: {}", e.message())));
+    }
+    let written: [(&str, Option<Span>); 6] = [
+        ("algo", options.algo.as_ref().map(LitStr::span)),
+        ("strategies", options.strategies.as_ref().map(LitStr::span)),
+        ("precision", options.precision.as_ref().map(LitStr::span)),
+        ("capacity", options.capacity.as_ref().map(LitInt::span)),
+        ("rate", options.rate.as_ref().map(LitStr::span)),
+        ("burst", options.burst.as_ref().map(LitInt::span)),
+    ];
+    for (option, span) in written {
+        if let Some(span) = span {
+            errors.push(syn::Error::new(
+                span,
+                format!(
+                    "`{option}` cannot be combined with `policy`: the policy \"{}\" is configured at run time with its own `algo` and parameters; remove `{option}` here (set it in the policy's configuration), or remove `policy` to write the limits in the attribute",
+                    lit.value()
+                ),
+            ));
+        }
+    }
+    (errors.count() == before).then(|| lit.clone())
+}
+
 /// Parses and checks the policy; `None` when anything is wrong (all reported).
 fn policy(options: &Options, attr_span: Span, errors: &mut Errors) -> Option<PolicySpec> {
     let kind = match &options.algo {
         None if options.mentioned_algo => None,
         None => {
             let names = AlgorithmKind::ALL.map(|k| format!("`{k}`")).join(", ");
-            errors.push(syn::Error::new(attr_span, format!("missing `algo`: add e.g. `algo = \"sliding_window\"`; the algorithms are {names}")));
+            errors.push(syn::Error::new(attr_span, format!("missing `algo`: add e.g. `algo = \"sliding_window\"`; the algorithms are {names}; or name a policy configured at run time, like `policy = \"search\"`")));
             None
         }
         Some(lit) => match AlgorithmKind::from_name(&lit.value()) {

@@ -1,12 +1,42 @@
 //! Storage keys, and the escaping that keeps key templates collision-free.
 
+use crate::policy::{Params, Policy};
+use ratelimit_grammar::format_duration;
 use std::fmt::{self, Write};
 
 /// The bytes every storage key of one limiter starts with:
-/// `<prefix>:<algo>:<name length>:<name>`. The length makes the split between
+/// `<prefix>:<layout>:<name length>:<name>`. The length makes the split between
 /// name and user key unambiguous (`("a:b", "c")` and `("a", "b:c")` differ).
-pub(crate) fn key_prefix(prefix: &str, algo: &str, name: &str) -> Vec<u8> {
-    format!("{prefix}:{algo}:{}:{name}", name.len()).into_bytes()
+pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str) -> Vec<u8> {
+    format!("{prefix}:{}:{}:{name}", layout(policy), name.len()).into_bytes()
+}
+
+/// The algorithm, and whatever else decides how its stored state reads.
+///
+/// When a policy behind a name changes (a reload, a redeploy), state written
+/// under the old policy is used as-is if it means the same under the new one,
+/// and otherwise lives under another key, so it is never misread:
+/// - `fixed_window`, `sliding_log`: a window's start and count, or a log of
+///   hit times, mean the same under any strategies: `<algo>` only.
+/// - `gcra`: the state is a time (the theoretical arrival time): `gcra`.
+/// - `sliding_window`: counts are filed by sub-window index `t / precision`,
+///   which another precision reads as other times: `sliding_window/<precision>`.
+/// - `token_bucket`, `leaky_bucket`: amounts are kept in units of the
+///   reduced rate's period `p` (one permit = `p` units), which another `p`
+///   reads as another amount: `<algo>/<p>`.
+///
+/// ```text
+/// ratelimit:fixed_window:6:search:user:7
+/// ratelimit:sliding_window/100ms:6:search:user:7
+/// ratelimit:token_bucket/3s:6:upload:user:7      (rate "1/3s" or "2/6s")
+/// ```
+pub(crate) fn layout(policy: &Policy) -> String {
+    let algo = policy.algorithm().name();
+    match &policy.params {
+        Params::SlidingWindow { precision_us, .. } => format!("{algo}/{}", format_duration(*precision_us)),
+        Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } => format!("{algo}/{}", format_duration(rate.reduced().1)),
+        Params::FixedWindow { .. } | Params::SlidingLog { .. } | Params::Gcra { .. } => algo.to_string(),
+    }
 }
 
 /// User keys longer than this are stored by their SHA-1 instead, so a

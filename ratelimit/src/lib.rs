@@ -28,6 +28,7 @@
 mod algo;
 pub mod backend;
 mod clock;
+mod config;
 mod decision;
 mod deny_cache;
 mod error;
@@ -50,6 +51,7 @@ pub mod __private;
 pub use ratelimit_macros::rate_limit;
 
 pub use backend::{Backend, MemoryBackend, RedisBackend, RedisOptions};
+pub use config::policies;
 pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
 pub use decision::{Decision, Quota};
 pub use error::{Error, RateLimited};

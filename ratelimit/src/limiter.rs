@@ -56,7 +56,7 @@ impl Limiter {
     /// A limiter named `name` applying `policy` on `store`.
     pub fn new(name: impl Into<Arc<str>>, policy: Policy, store: &Store) -> Limiter {
         let name = name.into();
-        let key_prefix = crate::key::key_prefix(&store.prefix, policy.algorithm().name(), &name);
+        let key_prefix = crate::key::key_prefix(&store.prefix, &policy, &name);
         Limiter {
             inner: Arc::new(Inner {
                 name,

@@ -12,6 +12,7 @@ pub use ratelimit_grammar::{Rate, Strategy};
 pub use std::string::String;
 
 use crate::{runtime, Limiter};
+use arc_swap::ArcSwapOption;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -31,7 +32,7 @@ pub enum OnLimit {
 #[derive(Debug)]
 pub struct Site {
     name: &'static str,
-    policy: Policy,
+    policy: SitePolicy,
     on_limit: OnLimit,
     on_error: OnError,
     named_by_default: bool,
@@ -39,12 +40,52 @@ pub struct Site {
     /// Settles calls while the global store cannot be built (keeps the
     /// in-memory state of `on_error = "local"` between calls).
     degraded: OnceLock<Limiter>,
+    /// `policy = "..."` sites: the limiter for the policy set of one
+    /// generation, replaced on the first call after a reload.
+    configured: ArcSwapOption<Configured>,
+}
+
+#[derive(Debug)]
+enum SitePolicy {
+    /// Written in the attribute, validated at compile time.
+    Fixed(Policy),
+    /// Named: looked up in [`crate::policies`] at run time.
+    Named(&'static str),
+}
+
+/// A named site's limiter, and the policy-set generation it was made for.
+#[derive(Debug)]
+struct Configured {
+    generation: u64,
+    /// Built on a store that could not be built: try the store again next call.
+    degraded: bool,
+    /// `Err`: why the policy cannot be used (not configured, or the set failed to load).
+    limiter: Result<Limiter, Arc<str>>,
 }
 
 impl Site {
     /// A site; `policy` comes from a constant the macro validated at compile time.
     pub const fn new(name: &'static str, policy: Policy, on_limit: OnLimit, on_error: OnError) -> Site {
-        Site { name, policy, on_limit, on_error, named_by_default: false, limiter: OnceCell::const_new(), degraded: OnceLock::new() }
+        Site::with(name, SitePolicy::Fixed(policy), on_limit, on_error)
+    }
+
+    /// A site whose policy is the one named `policy` in the configured set
+    /// (`#[rate_limit(policy = "search")]`), followed across reloads.
+    pub const fn configured(name: &'static str, policy: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
+        Site::with(name, SitePolicy::Named(policy), on_limit, on_error)
+    }
+
+    const fn with(name: &'static str, policy: SitePolicy, on_limit: OnLimit, on_error: OnError) -> Site {
+        Site {
+            name,
+            policy,
+            on_limit,
+            on_error,
+            named_by_default: false,
+            limiter: OnceCell::const_new(),
+            degraded: OnceLock::new(),
+            configured: ArcSwapOption::const_empty(),
+        }
     }
 
     /// Marks `name` as made up by the macro (module path + function name).
@@ -55,7 +96,7 @@ impl Site {
         self
     }
 
-    async fn limiter(&'static self) -> Result<&'static Limiter, crate::Error> {
+    async fn limiter(&'static self, policy: &'static Policy) -> Result<&'static Limiter, crate::Error> {
         if let Some(limiter) = self.limiter.get() {
             return Ok(limiter);
         }
@@ -69,29 +110,118 @@ impl Site {
                 if self.named_by_default {
                     warn_if_default_name_shared(self);
                 }
-                Ok(Limiter::new(self.name, self.policy.clone(), store).with_on_error(self.on_error))
+                Ok(Limiter::new(self.name, policy.clone(), store).with_on_error(self.on_error))
             }));
         init.await
+    }
+
+    /// The limiter of a named site for the policy set in use. The common
+    /// path is two atomic loads (the set's snapshot, this site's limiter)
+    /// and a compare of generations: no lock, no allocation.
+    async fn configured_limiter(&'static self, policy: &'static str) -> Arc<Configured> {
+        let loaded = crate::config::registry::current();
+        let cached = self.configured.load_full();
+        if let Some(cached) = &cached {
+            if cached.generation == loaded.generation && !cached.degraded {
+                return cached.clone();
+            }
+        }
+        let fresh = match loaded.set.get(policy) {
+            None => Configured { generation: loaded.generation, degraded: false, limiter: Err(missing(policy, &loaded).into()) },
+            // The same policy as before (a reload that changed other ones):
+            // keep the limiter, and with it its deny cache and local state.
+            Some(p) if cached.as_ref().is_some_and(|c| !c.degraded && c.limiter.as_ref().is_ok_and(|l| l.policy() == p)) => {
+                let limiter = cached.as_ref().and_then(|c| c.limiter.clone().ok()).expect("checked just above");
+                Configured { generation: loaded.generation, degraded: false, limiter: Ok(limiter) }
+            }
+            Some(p) => {
+                let (p, generation) = (p.clone(), loaded.generation);
+                // Tagged with the generation read before awaiting: if a reload
+                // lands meanwhile, the next call sees the mismatch and rebuilds.
+                drop(loaded);
+                let store: Pin<Box<dyn Future<Output = Result<&'static crate::Store, crate::Error>> + Send>> = Box::pin(runtime::global());
+                match store.await {
+                    Ok(store) => {
+                        if self.named_by_default && cached.is_none() {
+                            warn_if_default_name_shared(self);
+                        }
+                        Configured { generation, degraded: false, limiter: Ok(Limiter::new(self.name, p, store).with_on_error(self.on_error)) }
+                    }
+                    // Keep the degraded limiter of this generation (its local state) while the store stays down.
+                    Err(_) if cached.as_ref().is_some_and(|c| c.degraded && c.limiter.as_ref().is_ok_and(|l| *l.policy() == p)) => {
+                        return cached.expect("checked just above");
+                    }
+                    Err(error) => {
+                        let store = crate::Store::from_backend(Arc::new(Unavailable(error)));
+                        Configured { generation, degraded: true, limiter: Ok(Limiter::new(self.name, p, &store).with_on_error(self.on_error)) }
+                    }
+                }
+            }
+        };
+        let fresh = Arc::new(fresh);
+        self.configured.store(Some(fresh.clone()));
+        fresh
     }
 
     /// Decides one call: `Ok(())` to run the body, `Err` to return the denial
     /// (or call the fallback). Under `OnLimit::Wait` this sleeps until the
     /// call passes or the maximum wait would be exceeded.
     ///
-    /// When the global store cannot even be built, the site's `on_error`
-    /// decides, as for any other store failure (never a panic).
+    /// When the global store cannot even be built, or a named policy is not
+    /// configured, the site's `on_error` decides, as for any other store
+    /// failure (never a panic).
     pub async fn check(&'static self, key: &str, cost: u64) -> Result<(), RateLimited> {
-        let limiter = match self.limiter().await {
-            Ok(limiter) => limiter,
-            Err(error) => self.degraded.get_or_init(|| {
-                let store = crate::Store::from_backend(Arc::new(Unavailable(error)));
-                Limiter::new(self.name, self.policy.clone(), &store).with_on_error(self.on_error)
-            }),
-        };
+        match &self.policy {
+            SitePolicy::Fixed(policy) => {
+                let limiter = match self.limiter(policy).await {
+                    Ok(limiter) => limiter,
+                    Err(error) => self.degraded.get_or_init(|| {
+                        let store = crate::Store::from_backend(Arc::new(Unavailable(error)));
+                        Limiter::new(self.name, policy.clone(), &store).with_on_error(self.on_error)
+                    }),
+                };
+                self.decide(limiter, key, cost).await
+            }
+            SitePolicy::Named(policy) => {
+                let configured = self.configured_limiter(policy).await;
+                match &configured.limiter {
+                    Ok(limiter) => self.decide(limiter, key, cost).await,
+                    Err(why) => self.without_policy(policy, why, key),
+                }
+            }
+        }
+    }
+
+    async fn decide(&self, limiter: &Limiter, key: &str, cost: u64) -> Result<(), RateLimited> {
         match self.on_limit {
             OnLimit::Error => limiter.limit(key, cost).await.map(drop),
             OnLimit::Wait(max) => limiter.wait(key, cost, max).await.map(drop),
         }
+    }
+
+    /// A call naming a policy that is not configured: like a store that
+    /// cannot answer, `on_error` settles it, with a warning each time.
+    /// `"local"` has no policy to apply in memory, so it lets the call
+    /// through as `"allow"` does.
+    #[allow(clippy::result_large_err)] // the denial every site returns, as `check` does
+    fn without_policy(&self, policy: &str, why: &str, key: &str) -> Result<(), RateLimited> {
+        if matches!(self.on_error, OnError::Deny) {
+            tracing::warn!(target: "ratelimit", limiter = %self.name, policy, "{why}; call denied (on_error = deny)");
+            let decision = crate::Decision {
+                allowed: false,
+                limit: 0,
+                remaining: 0,
+                reset_after: Duration::ZERO,
+                retry_after: None,
+                violated: Vec::new(),
+                decided_at: std::time::SystemTime::now(),
+                quotas: Vec::new(),
+            };
+            return Err(RateLimited { limiter: self.name.into(), key: key.to_string(), policy: format!("policy \"{policy}\" (not configured)"), decision, store_unavailable: true });
+        }
+        let on_error = if matches!(self.on_error, OnError::Local) { "local" } else { "allow" };
+        tracing::warn!(target: "ratelimit", limiter = %self.name, policy, "{why}; call allowed (on_error = {on_error})");
+        Ok(())
     }
 
     /// [`check`](Self::check) for a function that has no way to return a
@@ -103,6 +233,19 @@ impl Site {
         if let Err(denied) = self.check(key, cost).await {
             tracing::warn!(target: "ratelimit", limiter = %self.name, %denied, "denial could not be waited out; call allowed");
         }
+    }
+}
+
+/// Why `policy` cannot be used with the set in `loaded`.
+fn missing(policy: &str, loaded: &crate::config::registry::Loaded) -> String {
+    if let Some(note) = &loaded.note {
+        return format!("policy \"{policy}\" is not configured: {note}");
+    }
+    let names: Vec<_> = loaded.set.names().collect();
+    if names.is_empty() {
+        format!("policy \"{policy}\" is not configured: {} holds no policies", loaded.set.origin())
+    } else {
+        format!("policy \"{policy}\" is not configured in {} (it has: {})", loaded.set.origin(), names.join(", "))
     }
 }
 

@@ -1,0 +1,241 @@
+//! Reading a policies document: TOML with one table per named policy, in the
+//! attribute's own option names, checked by the shared grammar.
+
+use crate::Policy;
+use ratelimit_grammar::{check_policy_name, parse_duration, parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
+use std::collections::BTreeMap;
+use std::ops::Range;
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+/// The options a policy table takes: the attribute's policy options, no others.
+pub(crate) const POLICY_OPTIONS: &[&str] = &["algo", "strategies", "precision", "capacity", "rate", "burst"];
+
+/// Attribute options that belong to a call site, not to a policy.
+const SITE_OPTIONS: &[&str] = &["key", "name", "cost", "on_limit", "max_wait", "fallback", "on_error", "crate", "policy"];
+
+/// Every problem of one document, each as `<origin>:<line>: ...`, in line order.
+struct Problems<'a> {
+    origin: &'a str,
+    text: &'a str,
+    found: Vec<(usize, String)>,
+}
+
+impl Problems<'_> {
+    fn line(&self, at: usize) -> usize {
+        self.text[..at.min(self.text.len())].matches('\n').count() + 1
+    }
+
+    fn push(&mut self, span: Range<usize>, message: String) {
+        let line = self.line(span.start);
+        self.found.push((line, format!("{}:{line}: {message}", self.origin)));
+    }
+}
+
+/// Parses `text` (named `origin` in messages): every policy, or every problem.
+pub(crate) fn parse(origin: &str, text: &str) -> Result<BTreeMap<String, Policy>, Vec<String>> {
+    let document = match DeTable::parse(text) {
+        Ok(document) => document,
+        Err(error) => {
+            let at = error.span().map_or(0, |span| span.start).min(text.len());
+            let line = text[..at].matches('\n').count() + 1;
+            let column = text[..at].rsplit('\n').next().map_or(0, |s| s.chars().count()) + 1;
+            return Err(vec![format!("{origin}:{line}:{column}: invalid TOML: {}", error.message().trim_end())]);
+        }
+    };
+    let mut problems = Problems { origin, text, found: Vec::new() };
+    let mut policies = BTreeMap::new();
+    for (key, value) in document.get_ref() {
+        if key.get_ref() != "policies" {
+            problems.push(key.span(), format!("unknown top-level key \"{}\": policies are tables named `[policies.<name>]`", key.get_ref().escape_debug()));
+            continue;
+        }
+        let DeValue::Table(tables) = value.get_ref() else {
+            problems.push(value.span(), "`policies` must be a table of policies, like `[policies.search]`".into());
+            continue;
+        };
+        for (name, table) in tables {
+            if let Some(policy) = policy(name, table, &mut problems) {
+                policies.insert(name.get_ref().to_string(), policy);
+            }
+        }
+    }
+    if problems.found.is_empty() {
+        return Ok(policies);
+    }
+    problems.found.sort_by_key(|(line, _)| *line);
+    Err(problems.found.into_iter().map(|(_, message)| message).collect())
+}
+
+/// One `[policies.<name>]` table; `None` when anything is wrong (all reported).
+fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>>, problems: &mut Problems<'_>) -> Option<Policy> {
+    let before = problems.found.len();
+    let label = format!("policy \"{}\"", name.get_ref().escape_debug());
+    if let Err(e) = check_policy_name(name.get_ref()) {
+        problems.push(name.span(), format!("{label}: {e}"));
+    }
+    let DeValue::Table(options) = table.get_ref() else {
+        problems.push(table.span(), format!("{label}: must be a table of options, like `[policies.{}]` followed by `algo = \"sliding_window\"`", name.get_ref()));
+        return None;
+    };
+
+    let mut algo = None;
+    let mut spec = PolicySpec::new(AlgorithmKind::FixedWindow);
+    // Where each parameter was written, and as what, for the messages of `validate`.
+    let mut written: Vec<(Param, Range<usize>, String)> = Vec::new();
+    // Parameters written but malformed (already reported): a placeholder
+    // stands in, so the rules still run on the others without repeating them.
+    let mut malformed: Vec<Param> = Vec::new();
+    for (option, value) in options {
+        let option_name = option.get_ref().as_ref();
+        let text = raw(value);
+        let mut fail = |message: String| problems.push(value.span(), format!("{label}: {message}"));
+        let param = match option_name {
+            "algo" => {
+                match value.get_ref().as_str().map(AlgorithmKind::from_name) {
+                    Some(Ok(kind)) => algo = Some(kind),
+                    Some(Err(e)) => fail(format!("algo {text}: {e}")),
+                    None => fail(format!("`algo` takes a string, like `algo = \"sliding_window\"`, not {text}")),
+                }
+                continue;
+            }
+            "strategies" => match string(value, "strategies = \"10/1s,100/1m\"").and_then(|s| parse_strategies(s).map_err(|e| format!("strategies {text}: {}", unquoted(s, e.message())))) {
+                Ok(v) => {
+                    spec.strategies = Some(v);
+                    Param::Strategies
+                }
+                Err(m) => {
+                    fail(m);
+                    spec.strategies = Some(vec![ratelimit_grammar::Strategy { limit: 1, window_us: 1_000_000 }]);
+                    malformed.push(Param::Strategies);
+                    continue;
+                }
+            },
+            "precision" => match string(value, "precision = \"100ms\"").and_then(|s| parse_duration(s).map_err(|e| format!("precision {text}: {e}"))) {
+                Ok(v) => {
+                    spec.precision = Some(v);
+                    Param::Precision
+                }
+                Err(m) => {
+                    fail(m);
+                    spec.precision = Some(1);
+                    malformed.push(Param::Precision);
+                    continue;
+                }
+            },
+            "rate" => match string(value, "rate = \"1/3s\"").and_then(|s| parse_rate(s).map_err(|e| format!("rate {text}: {e}"))) {
+                Ok(v) => {
+                    spec.rate = Some(v);
+                    Param::Rate
+                }
+                Err(m) => {
+                    fail(m);
+                    spec.rate = Some(ratelimit_grammar::Rate { count: 1, period_us: 1_000_000 });
+                    malformed.push(Param::Rate);
+                    continue;
+                }
+            },
+            "capacity" => match whole(value, "capacity = 10") {
+                Ok(v) => {
+                    spec.capacity = Some(v);
+                    Param::Capacity
+                }
+                Err(m) => {
+                    fail(m);
+                    spec.capacity = Some(1);
+                    malformed.push(Param::Capacity);
+                    continue;
+                }
+            },
+            "burst" => match whole(value, "burst = 5") {
+                Ok(v) => {
+                    spec.burst = Some(v);
+                    Param::Burst
+                }
+                Err(m) => {
+                    fail(m);
+                    spec.burst = Some(0);
+                    malformed.push(Param::Burst);
+                    continue;
+                }
+            },
+            other => {
+                let message = if SITE_OPTIONS.contains(&other) {
+                    format!("`{other}` is an option of the `#[rate_limit]` attribute, not of a policy: write it on the function; a policy takes {}", list(POLICY_OPTIONS))
+                } else {
+                    format!("unknown option `{}`: a policy takes {}", other.escape_debug(), list(POLICY_OPTIONS))
+                };
+                problems.push(option.span(), format!("{label}: {message}"));
+                continue;
+            }
+        };
+        written.push((param, value.span(), text));
+    }
+
+    let Some(kind) = algo else {
+        if !options.iter().any(|(option, _)| option.get_ref() == "algo") {
+            let names = AlgorithmKind::ALL.map(|k| format!("`{k}`")).join(", ");
+            problems.push(name.span(), format!("{label}: missing `algo`: add e.g. `algo = \"sliding_window\"`; the algorithms are {names}"));
+        }
+        return None;
+    };
+    spec.kind = kind;
+    if let Err(errors) = spec.validate() {
+        for (param, error) in errors {
+            if param.is_some_and(|p| malformed.contains(&p)) {
+                continue;
+            }
+            match param.and_then(|p| written.iter().find(|(w, ..)| *w == p)) {
+                Some((param, span, text)) => problems.push(span.clone(), format!("{label}: {} {text}: {error}", param.name())),
+                None => problems.push(name.span(), format!("{label}: {error}")),
+            }
+        }
+        return None;
+    }
+    if problems.found.len() > before {
+        return None;
+    }
+    match Policy::from_spec(spec) {
+        Ok(policy) => Some(policy),
+        Err(e) => {
+            problems.push(name.span(), format!("{label}: {e}"));
+            None
+        }
+    }
+}
+
+/// A grammar message without its leading `` `value`: `` when that repeats the whole value.
+fn unquoted<'m>(value: &str, message: &'m str) -> &'m str {
+    message.strip_prefix(&format!("`{value}`: ")).unwrap_or(message)
+}
+
+/// A value as the user wrote it, for messages (`"0/1s"`, `10`, `true`).
+fn raw(value: &Spanned<DeValue<'_>>) -> String {
+    match value.get_ref() {
+        DeValue::String(s) => format!("\"{}\"", s.escape_debug()),
+        DeValue::Integer(i) => i.to_string(),
+        DeValue::Float(f) => f.to_string(),
+        DeValue::Boolean(b) => b.to_string(),
+        DeValue::Datetime(d) => d.to_string(),
+        DeValue::Array(_) => "an array".into(),
+        DeValue::Table(_) => "a table".into(),
+    }
+}
+
+fn string<'v>(value: &'v Spanned<DeValue<'_>>, example: &str) -> Result<&'v str, String> {
+    value.get_ref().as_str().ok_or_else(|| format!("`{}` takes a string, like `{example}`, not {}", example.split(' ').next().unwrap_or(""), raw(value)))
+}
+
+fn whole(value: &Spanned<DeValue<'_>>, example: &str) -> Result<u64, String> {
+    let option = example.split(' ').next().unwrap_or("");
+    match value.get_ref() {
+        DeValue::Integer(i) => u64::from_str_radix(i.as_str(), i.radix())
+            .map_err(|_| format!("{option} {}: must be a whole number from 0 to {}, like `{example}`", raw(value), u64::MAX)),
+        DeValue::String(_) => Err(format!("`{option}` takes an integer, not a string: write `{example}`")),
+        _ => Err(format!("`{option}` takes an integer, like `{example}`, not {}", raw(value))),
+    }
+}
+
+fn list(options: &[&str]) -> String {
+    options.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,20 @@
+//! `#[rate_limit(policy = "...")]` on a private Redis: the same sequence as
+//! `config_macro_memory.rs`, decided by the Lua scripts.
+//!
+//! `cargo test --test config_macro_redis` (needs `redis-server` on the PATH)
+
+#[path = "config_cases/mod.rs"]
+mod cases;
+
+use ratelimit_examples::redis_server::RedisServer;
+
+#[tokio::test(flavor = "current_thread")]
+async fn named_policies_on_redis() {
+    let server = RedisServer::start();
+    let clock = ratelimit::ManualClock::new();
+    let store = ratelimit::Store::redis(&server.url()).await.unwrap().with_clock(clock);
+    assert_eq!(store.backend().kind(), "redis");
+    ratelimit::init(store).unwrap();
+    cases::run("redis").await;
+    drop(server);
+}
