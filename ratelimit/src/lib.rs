@@ -31,6 +31,8 @@ mod clock;
 mod decision;
 mod deny_cache;
 mod error;
+#[cfg(feature = "axum")]
+pub mod http;
 mod key;
 mod limiter;
 mod on_error;
