@@ -36,8 +36,11 @@ pub struct KeyBy(Source);
 enum Source {
     ClientIp(TrustedProxies),
     Header(HeaderName),
-    Function(Arc<dyn Fn(&Request) -> Option<String> + Send + Sync>),
+    Function(KeyFn),
 }
+
+/// A user's key function.
+type KeyFn = Arc<dyn Fn(&Request) -> Option<String> + Send + Sync>;
 
 /// A request that cannot be keyed because the server was not set up for it.
 #[derive(Debug, Clone, PartialEq, Eq)]

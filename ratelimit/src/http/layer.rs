@@ -184,7 +184,7 @@ pub struct RateLimitService<S> {
 /// What the limit says about one request.
 enum Verdict {
     /// Call the route; add the header fields of this decision when there is one.
-    Pass(Option<(Decision, Policy)>),
+    Pass(Option<Decision>),
     /// Answer this instead of calling the route.
     Respond(Response),
 }
@@ -224,25 +224,26 @@ impl Shared {
         }
     }
 
-    /// The request's key, or what to answer when it has none. (Synchronous:
-    /// a request body is not `Sync`, so `&Request` cannot live across an await.)
-    fn key_of(&self, request: &Request) -> Result<Vec<u8>, Verdict> {
+    /// The request's key; `Ok(None)` to let it through uncounted, `Err`
+    /// to answer it with this status and detail. (Synchronous: a request
+    /// body is not `Sync`, so `&Request` cannot live across an await.)
+    fn key_of(&self, request: &Request) -> Result<Option<Vec<u8>>, (StatusCode, String)> {
         match self.key.key(request) {
-            Ok(Some(key)) => Ok(key),
+            Ok(Some(key)) => Ok(Some(key)),
             Ok(None) => {
-                Err(match self.missing_key {
-                    MissingKey::Allow => Verdict::Pass(None),
+                match self.missing_key {
+                    MissingKey::Allow => Ok(None),
                     MissingKey::Reject => {
                         let detail = format!("this route is rate limited by `{}` per {}, and the request has none", self.name(), self.key.describe());
-                        Verdict::Respond(problem(StatusCode::BAD_REQUEST, &detail, None))
+                        Err((StatusCode::BAD_REQUEST, detail))
                     }
-                })
+                }
             }
             Err(missing) => {
                 if !self.told_missing_peer.swap(true, Ordering::Relaxed) {
                     tracing::error!(target: "ratelimit", limiter = %self.name(), "{missing}");
                 }
-                Err(Verdict::Respond(problem(StatusCode::INTERNAL_SERVER_ERROR, &missing.to_string(), None)))
+                Err((StatusCode::INTERNAL_SERVER_ERROR, missing.to_string()))
             }
         }
     }
@@ -253,7 +254,7 @@ impl Shared {
             // store failed and `on_error = allow` let the call through): it
             // says nothing true about the limit, so no header fields.
             Ok(decision) if decision.reset_after.is_zero() => Verdict::Pass(None),
-            Ok(decision) => Verdict::Pass(Some((decision, self.policy().clone()))),
+            Ok(decision) => Verdict::Pass(Some(decision)),
             Err(denied) => Verdict::Respond(respond(&denied, Some(self.policy()), self.style)),
         }
     }
@@ -282,15 +283,16 @@ where
         let key = shared.key_of(&request);
         Box::pin(async move {
             let verdict = match key {
-                Ok(key) => shared.decide(key).await,
-                Err(verdict) => verdict,
+                Ok(Some(key)) => shared.decide(key).await,
+                Ok(None) => Verdict::Pass(None),
+                Err((status, detail)) => Verdict::Respond(problem(status, &detail, None)),
             };
             match verdict {
                 Verdict::Respond(response) => Ok(response),
                 Verdict::Pass(decision) => {
                     let mut response = inner.call(request).await?.into_response();
-                    if let Some((decision, policy)) = decision.filter(|_| shared.headers_on_allowed) {
-                        insert_rate_limit_headers(response.headers_mut(), &policy, &decision, shared.style);
+                    if let Some(decision) = decision.filter(|_| shared.headers_on_allowed) {
+                        insert_rate_limit_headers(response.headers_mut(), shared.policy(), &decision, shared.style);
                     }
                     Ok(response)
                 }
