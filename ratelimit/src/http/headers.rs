@@ -61,6 +61,13 @@ pub enum HeaderStyle {
 /// assert_eq!(headers["retry-after"], "60");
 /// assert_eq!(headers["ratelimit"], r#""2/1m";r=0;t=60"#);
 /// assert!(headers.get("x-ratelimit-limit").is_none());
+///
+/// // Several strategies: one item each, in declared order.
+/// let limiter = Limiter::new("search", Policy::sliding_log("10/1s,100/1m")?, &store);
+/// let decision = limiter.check("bob", 3).await?;
+/// let headers = rate_limit_headers(limiter.policy(), &decision, HeaderStyle::Draft);
+/// assert_eq!(headers["ratelimit-policy"], r#""10/1s";q=10;w=1, "100/1m";q=100;w=60"#);
+/// assert_eq!(headers["ratelimit"], r#""10/1s";r=7;t=1, "100/1m";r=97;t=60"#);
 /// # Ok(()) }
 /// ```
 pub fn rate_limit_headers(policy: &Policy, decision: &Decision, style: HeaderStyle) -> HeaderMap {
@@ -183,6 +190,29 @@ mod tests {
         for (strategies, expected) in table {
             let items = PolicyItem::of(&Policy::fixed_window(strategies).unwrap());
             assert_eq!(policy_field(&items), expected, "{strategies}");
+        }
+    }
+
+    #[tokio::test]
+    async fn state_fields_count_each_strategy_down_with_the_clock() {
+        use crate::{Limiter, ManualClock, Store};
+        let clock = ManualClock::new();
+        let store = Store::memory().with_clock(clock.clone());
+        let limiter = Limiter::new("t", Policy::fixed_window("2/1s,5/1m").unwrap(), &store);
+        // (advance before the call in ms, expected RateLimit, expected Retry-After)
+        let table = [
+            (0, r#""2/1s";r=1;t=1, "5/1m";r=4;t=60"#, None),
+            (400, r#""2/1s";r=0;t=1, "5/1m";r=3;t=60"#, None),
+            (100, r#""2/1s";r=0;t=1, "5/1m";r=3;t=60"#, Some("1")),
+            (500, r#""2/1s";r=1;t=1, "5/1m";r=2;t=59"#, None),
+            (1_000, r#""2/1s";r=1;t=1, "5/1m";r=1;t=58"#, None),
+        ];
+        for (i, (advance, expected, retry_after)) in table.into_iter().enumerate() {
+            clock.advance(Duration::from_millis(advance));
+            let decision = limiter.check("k", 1).await.unwrap();
+            let headers = rate_limit_headers(limiter.policy(), &decision, HeaderStyle::Draft);
+            assert_eq!(headers[&RATELIMIT], expected, "call {i}");
+            assert_eq!(headers.get(RETRY_AFTER).map(|v| v.to_str().unwrap()), retry_after, "call {i}");
         }
     }
 

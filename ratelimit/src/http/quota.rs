@@ -105,16 +105,23 @@ pub(crate) struct ItemState {
     pub reset_after: Duration,
 }
 
-/// The state of each rule in `decision`, in declared order.
-///
-/// A decision describes one rule (`limit`/`remaining`/`reset_after` of the
-/// rule with the least room); with several strategies, that rule is the
-/// first whose limit is `decision.limit`.
-// When `Decision::quotas` (one per strategy) lands, list every strategy
-// from it here: `decision.quotas.iter().enumerate().map(...)` when non-empty.
+/// The state of each rule in `decision`, in declared order: one per
+/// [`Quota`](crate::Quota) when the decision lists them (window policies
+/// with several strategies), else the one rule `limit`/`remaining`/`reset_after` describe.
 pub(crate) fn item_states(policy: &Policy, decision: &Decision) -> Vec<ItemState> {
-    let strategies = policy.strategies();
-    let index = strategies.iter().position(|s| s.limit == decision.limit).unwrap_or(0);
+    if !decision.quotas.is_empty() {
+        let strategies = policy.strategies();
+        return decision
+            .quotas
+            .iter()
+            .enumerate()
+            .map(|(i, q)| ItemState { index: strategies.iter().position(|s| *s == q.strategy).unwrap_or(i), remaining: q.remaining, reset_after: q.reset_after })
+            .collect();
+    }
+    // A decision that lists no quotas for several strategies (one settled
+    // by `on_error = local` before any store decided, say) describes the
+    // rule with the least room: the first whose limit is `decision.limit`.
+    let index = policy.strategies().iter().position(|s| s.limit == decision.limit).unwrap_or(0);
     vec![ItemState { index, remaining: decision.remaining, reset_after: decision.reset_after }]
 }
 
