@@ -155,3 +155,14 @@ async fn a_store_that_is_down_is_a_503_under_deny_and_passes_under_allow() {
     let response = send(&mut allow, from("192.0.2.1:1", &[])).await;
     assert_eq!((response.status().as_u16(), header(&response, "ratelimit")), (200, None));
 }
+
+#[tokio::test]
+async fn a_cost_the_policy_can_never_admit_is_a_429_without_retry_after() {
+    let limiter = Limiter::new("too_big", Policy::fixed_window("2/1m").unwrap(), &Store::memory().with_clock(ratelimit::ManualClock::new()));
+    let mut app = app(RateLimitLayer::from_limiter(limiter).cost(3));
+    let response = send(&mut app, from("192.0.2.1:1", &[])).await;
+    assert_eq!((response.status().as_u16(), header(&response, "retry-after")), (429, None));
+    assert_eq!(header(&response, "ratelimit-policy").as_deref(), Some(r#""2/1m";q=2;w=60"#));
+    let body = body(response).await;
+    assert!(body.contains("this cost can never pass") && !body.contains("retry_after"), "{body}");
+}
