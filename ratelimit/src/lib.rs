@@ -32,6 +32,8 @@ mod config;
 mod decision;
 mod deny_cache;
 mod error;
+#[cfg(feature = "axum")]
+pub mod http;
 mod key;
 mod limiter;
 pub mod observe;

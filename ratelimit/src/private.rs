@@ -269,7 +269,7 @@ fn warn_if_default_name_shared(site: &'static Site) {
 
 /// A backend that only reports why the real one could not be built, so the
 /// site's `on_error` settles the call.
-struct Unavailable(crate::Error);
+pub(crate) struct Unavailable(pub(crate) crate::Error);
 
 impl crate::Backend for Unavailable {
     fn decide<'a>(&'a self, _: crate::backend::Request<'a>) -> crate::backend::BoxFuture<'a, Result<crate::backend::Outcome, crate::Error>> {

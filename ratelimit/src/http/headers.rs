@@ -1,0 +1,228 @@
+//! The header fields of a decision: `RateLimit-Policy` and `RateLimit`
+//! (draft-ietf-httpapi-ratelimit-headers), `Retry-After`, and the legacy
+//! `X-RateLimit-*` set.
+
+use super::quota::{item_states, PolicyItem};
+use crate::{Decision, Policy};
+use axum::http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use std::fmt::Write;
+use std::time::Duration;
+
+/// `RateLimit-Policy`: the quota policies, one item per rule.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit`: what is left of each quota policy, and when it resets.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+/// Legacy `X-RateLimit-Limit`: the limit of the rule with the least room.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// Legacy `X-RateLimit-Remaining`: what that rule has left.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// Legacy `X-RateLimit-Reset`: seconds (not a timestamp) until the key is untouched again.
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// Which header fields to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HeaderStyle {
+    /// `RateLimit-Policy` and `RateLimit` (and `Retry-After` on a denial).
+    #[default]
+    Draft,
+    /// The draft's fields plus `X-RateLimit-Limit`, `-Remaining` and `-Reset`.
+    DraftAndLegacy,
+}
+
+/// The header fields describing `decision` of `policy`.
+///
+/// - `RateLimit-Policy`: one item per rule, `"<name>";q=<quota>;w=<seconds>`
+///   (see [`PolicyItem`] for buckets, GCRA and windows that are not whole seconds).
+/// - `RateLimit`: `"<name>";r=<remaining>;t=<seconds until reset>`, with the
+///   reset rounded up to whole seconds.
+/// - `Retry-After` on a denial that names a wait: whole seconds, rounded up
+///   (obeying it succeeds), never 0.
+/// - with [`HeaderStyle::DraftAndLegacy`], `X-RateLimit-Limit`, `-Remaining`
+///   and `-Reset` (seconds) of the rule with the least room.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+/// use ratelimit::http::{rate_limit_headers, HeaderStyle};
+/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+///
+/// let store = Store::memory().with_clock(ManualClock::new());
+/// let limiter = Limiter::new("api", Policy::fixed_window("2/1m")?, &store);
+/// let decision = limiter.check("alice", 1).await?;
+///
+/// let headers = rate_limit_headers(limiter.policy(), &decision, HeaderStyle::DraftAndLegacy);
+/// assert_eq!(headers["ratelimit-policy"], r#""2/1m";q=2;w=60"#);
+/// assert_eq!(headers["ratelimit"], r#""2/1m";r=1;t=60"#);
+/// assert_eq!(headers["x-ratelimit-remaining"], "1");
+/// assert!(headers.get("retry-after").is_none());
+///
+/// limiter.check("alice", 1).await?;
+/// let denied = limiter.check("alice", 1).await?;
+/// let headers = rate_limit_headers(limiter.policy(), &denied, HeaderStyle::Draft);
+/// assert_eq!(headers["retry-after"], "60");
+/// assert_eq!(headers["ratelimit"], r#""2/1m";r=0;t=60"#);
+/// assert!(headers.get("x-ratelimit-limit").is_none());
+///
+/// // Several strategies: one item each, in declared order.
+/// let limiter = Limiter::new("search", Policy::sliding_log("10/1s,100/1m")?, &store);
+/// let decision = limiter.check("bob", 3).await?;
+/// let headers = rate_limit_headers(limiter.policy(), &decision, HeaderStyle::Draft);
+/// assert_eq!(headers["ratelimit-policy"], r#""10/1s";q=10;w=1, "100/1m";q=100;w=60"#);
+/// assert_eq!(headers["ratelimit"], r#""10/1s";r=7;t=1, "100/1m";r=97;t=60"#);
+/// # Ok(()) }
+/// ```
+pub fn rate_limit_headers(policy: &Policy, decision: &Decision, style: HeaderStyle) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    insert_rate_limit_headers(&mut headers, policy, decision, style);
+    headers
+}
+
+/// Like [`rate_limit_headers`], into an existing map (replacing fields of the same names).
+pub fn insert_rate_limit_headers(headers: &mut HeaderMap, policy: &Policy, decision: &Decision, style: HeaderStyle) {
+    let items = PolicyItem::of(policy);
+    headers.insert(RATELIMIT_POLICY, value(policy_field(&items)));
+    headers.insert(RATELIMIT, value(state_field(&items, policy, decision)));
+    if !decision.allowed {
+        if let Some(wait) = decision.retry_after {
+            headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(wait)));
+        }
+    }
+    if style == HeaderStyle::DraftAndLegacy {
+        headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit));
+        headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining));
+        headers.insert(X_RATELIMIT_RESET, HeaderValue::from(ceil_secs(decision.reset_after)));
+    }
+}
+
+/// `Retry-After` for a wait: whole seconds rounded up, and at least 1 (a
+/// denied client told 0 would come straight back).
+///
+/// ```
+/// use ratelimit::http::retry_after_secs;
+/// use std::time::Duration;
+///
+/// assert_eq!(retry_after_secs(Duration::from_millis(1)), 1);
+/// assert_eq!(retry_after_secs(Duration::from_millis(1000)), 1);
+/// assert_eq!(retry_after_secs(Duration::from_millis(1001)), 2);
+/// assert_eq!(retry_after_secs(Duration::ZERO), 1);
+/// ```
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    ceil_secs(wait).max(1)
+}
+
+/// Whole seconds, rounded up.
+fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// `"10/1s";q=10;w=1, "100/1m";q=100;w=60`
+pub(crate) fn policy_field(items: &[PolicyItem]) -> String {
+    let mut out = String::new();
+    for (i, item) in items.iter().enumerate() {
+        let sep = if i > 0 { ", " } else { "" };
+        let _ = write!(out, "{sep}{};q={};w={}", sf_string(&item.name), item.quota, item.window);
+    }
+    out
+}
+
+/// `"10/1s";r=0;t=1, "100/1m";r=42;t=37`
+fn state_field(items: &[PolicyItem], policy: &Policy, decision: &Decision) -> String {
+    let mut out = String::new();
+    for (i, state) in item_states(policy, decision).iter().enumerate() {
+        let Some(item) = items.get(state.index) else { continue };
+        let sep = if i > 0 { ", " } else { "" };
+        let _ = write!(out, "{sep}{};r={};t={}", sf_string(&item.name), state.remaining, ceil_secs(state.reset_after));
+    }
+    out
+}
+
+/// A structured-field string (RFC 9651 §3.3.3): printable ASCII in quotes,
+/// with `"` and `\` escaped; anything else becomes `?`.
+pub(crate) fn sf_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => out.push('?'),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Every character written by [`policy_field`] and [`state_field`] is
+/// printable ASCII, which a header value always accepts.
+fn value(text: String) -> HeaderValue {
+    HeaderValue::try_from(text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sf_strings_escape_quotes_and_backslashes_and_replace_the_rest() {
+        let table = [
+            ("10/1s", r#""10/1s""#),
+            ("a \"b\"", r#""a \"b\"""#),
+            ("back\\slash", r#""back\\slash""#),
+            ("tab\there", r#""tab?here""#),
+            ("é", r#""?""#),
+            ("", r#""""#),
+        ];
+        for (input, expected) in table {
+            assert_eq!(sf_string(input), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn policy_fields_list_every_rule_in_declared_order() {
+        let table = [
+            ("10/1s", r#""10/1s";q=10;w=1"#),
+            ("10/1s,100/1m", r#""10/1s";q=10;w=1, "100/1m";q=100;w=60"#),
+            ("10/100ms,5/1h", r#""10/100ms";q=100;w=1, "5/1h";q=5;w=3600"#),
+            ("3/300ms", r#""3/300ms";q=3;w=1"#),
+        ];
+        for (strategies, expected) in table {
+            let items = PolicyItem::of(&Policy::fixed_window(strategies).unwrap());
+            assert_eq!(policy_field(&items), expected, "{strategies}");
+        }
+    }
+
+    #[tokio::test]
+    async fn state_fields_count_each_strategy_down_with_the_clock() {
+        use crate::{Limiter, ManualClock, Store};
+        let clock = ManualClock::new();
+        let store = Store::memory().with_clock(clock.clone());
+        let limiter = Limiter::new("t", Policy::fixed_window("2/1s,5/1m").unwrap(), &store);
+        // (advance before the call in ms, expected RateLimit, expected Retry-After)
+        let table = [
+            (0, r#""2/1s";r=1;t=1, "5/1m";r=4;t=60"#, None),
+            (400, r#""2/1s";r=0;t=1, "5/1m";r=3;t=60"#, None),
+            (100, r#""2/1s";r=0;t=1, "5/1m";r=3;t=60"#, Some("1")),
+            (500, r#""2/1s";r=1;t=1, "5/1m";r=2;t=59"#, None),
+            (1_000, r#""2/1s";r=1;t=1, "5/1m";r=1;t=58"#, None),
+        ];
+        for (i, (advance, expected, retry_after)) in table.into_iter().enumerate() {
+            clock.advance(Duration::from_millis(advance));
+            let decision = limiter.check("k", 1).await.unwrap();
+            let headers = rate_limit_headers(limiter.policy(), &decision, HeaderStyle::Draft);
+            assert_eq!(headers[&RATELIMIT], expected, "call {i}");
+            assert_eq!(headers.get(RETRY_AFTER).map(|v| v.to_str().unwrap()), retry_after, "call {i}");
+        }
+    }
+
+    #[test]
+    fn waits_round_up_to_whole_seconds_and_never_to_zero() {
+        let table = [(0, 1), (1, 1), (999_999, 1), (1_000_000, 1), (1_000_001, 2), (59_000_000, 59), (59_999_999, 60)];
+        for (us, secs) in table {
+            assert_eq!(retry_after_secs(Duration::from_micros(us)), secs, "{us} µs");
+        }
+        assert_eq!(ceil_secs(Duration::ZERO), 0);
+        assert_eq!(ceil_secs(Duration::from_nanos(1)), 1);
+    }
+}

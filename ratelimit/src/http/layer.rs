@@ -1,0 +1,302 @@
+//! [`RateLimitLayer`]: a tower layer that limits any route by a request key.
+
+use super::headers::{insert_rate_limit_headers, HeaderStyle};
+use super::key::KeyBy;
+use super::response::{problem, respond};
+use super::TrustedProxies;
+use crate::{Decision, Limiter, OnError, Policy, Store};
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use tokio::sync::OnceCell;
+
+/// What the layer does with a request whose [`KeyBy`] finds no key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingKey {
+    /// Answer `400 Bad Request` (problem+json) without calling the route: a
+    /// client cannot escape the limit by leaving its key out.
+    #[default]
+    Reject,
+    /// Let the request through, not counted (for example when anonymous
+    /// requests are limited by another layer).
+    Allow,
+}
+
+/// A tower [`Layer`](tower_layer::Layer) that limits every request of the
+/// routes it wraps by a key (client IP by default).
+///
+/// Cheap to clone: clones share one limiter. Built with [`new`](Self::new),
+/// it runs on the global store ([`crate::global`], `RATELIMIT_REDIS_URL` or
+/// [`crate::init`]), resolved at the first request; with
+/// [`from_limiter`](Self::from_limiter), on that limiter.
+///
+/// A denied request gets the response of
+/// [`denial_response`](super::denial_response) (429, `Retry-After`,
+/// `RateLimit-Policy`, `RateLimit`, problem+json) and never reaches the
+/// route; an allowed one carries the same header fields unless
+/// [`headers_on_allowed(false)`](Self::headers_on_allowed). When the store
+/// cannot decide, the limiter's [`OnError`] applies (503 under `Deny`).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+/// use axum::{body::Body, extract::Request, routing::get, Router};
+/// use ratelimit::http::{KeyBy, RateLimitLayer};
+/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+/// use tower_service::Service;
+///
+/// let store = Store::memory().with_clock(ManualClock::new());
+/// let limiter = Limiter::new("api", Policy::fixed_window("2/1m")?, &store);
+/// let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key")?);
+/// let mut app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
+///
+/// let request = || Request::builder().uri("/").header("x-api-key", "k1").body(Body::empty()).unwrap();
+/// let ok = app.call(request()).await.unwrap();
+/// assert_eq!(ok.status(), 200);
+/// assert_eq!(ok.headers()["ratelimit"], r#""2/1m";r=1;t=60"#);
+/// app.call(request()).await.unwrap();
+/// let denied = app.call(request()).await.unwrap();
+/// assert_eq!(denied.status(), 429);
+/// assert_eq!(denied.headers()["retry-after"], "60");
+///
+/// // No key: rejected by default.
+/// let anonymous = app.call(Request::builder().uri("/").body(Body::empty()).unwrap()).await.unwrap();
+/// assert_eq!(anonymous.status(), 400);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    shared: Arc<Shared>,
+}
+
+#[derive(Clone)]
+struct Shared {
+    source: Source,
+    key: KeyBy,
+    cost: u64,
+    missing_key: MissingKey,
+    headers_on_allowed: bool,
+    style: HeaderStyle,
+    /// Whether the missing `ConnectInfo` was already logged.
+    told_missing_peer: Arc<AtomicBool>,
+}
+
+#[derive(Clone)]
+enum Source {
+    Limiter(Limiter),
+    Global {
+        name: Arc<str>,
+        policy: Policy,
+        on_error: OnError,
+        limiter: Arc<OnceCell<Limiter>>,
+        /// Decides, under `on_error`, while the global store cannot be built.
+        degraded: Arc<OnceLock<Limiter>>,
+    },
+}
+
+impl RateLimitLayer {
+    /// A layer applying `policy` under the limiter name `name` on the global
+    /// store, resolved at the first request. Keys by client IP, no trusted proxy.
+    pub fn new(name: impl Into<Arc<str>>, policy: Policy) -> RateLimitLayer {
+        let source = Source::Global { name: name.into(), policy, on_error: OnError::default(), limiter: Arc::default(), degraded: Arc::default() };
+        RateLimitLayer::with_source(source)
+    }
+
+    /// A layer deciding on `limiter` (its store, its [`OnError`]).
+    pub fn from_limiter(limiter: Limiter) -> RateLimitLayer {
+        RateLimitLayer::with_source(Source::Limiter(limiter))
+    }
+
+    fn with_source(source: Source) -> RateLimitLayer {
+        let shared = Shared {
+            source,
+            key: KeyBy::client_ip(TrustedProxies::none()),
+            cost: 1,
+            missing_key: MissingKey::default(),
+            headers_on_allowed: true,
+            style: HeaderStyle::default(),
+            told_missing_peer: Arc::default(),
+        };
+        RateLimitLayer { shared: Arc::new(shared) }
+    }
+
+    /// Counts requests under `key` (default: client IP, no trusted proxy).
+    pub fn key(mut self, key: KeyBy) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).key = key;
+        self
+    }
+
+    /// Permits each request takes (default 1).
+    pub fn cost(mut self, cost: u64) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).cost = cost;
+        self
+    }
+
+    /// What a request without a key gets (default [`MissingKey::Reject`]).
+    pub fn missing_key(mut self, missing_key: MissingKey) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).missing_key = missing_key;
+        self
+    }
+
+    /// Whether allowed responses carry `RateLimit-Policy` and `RateLimit` (default true).
+    pub fn headers_on_allowed(mut self, on: bool) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).headers_on_allowed = on;
+        self
+    }
+
+    /// Which header fields to send (default [`HeaderStyle::Draft`]; the
+    /// legacy `X-RateLimit-*` set is opt-in).
+    pub fn header_style(mut self, style: HeaderStyle) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).style = style;
+        self
+    }
+
+    /// What a request does when the store cannot decide (default
+    /// [`OnError::Allow`]). A layer built with [`from_limiter`](Self::from_limiter)
+    /// uses that limiter's setting and ignores this.
+    pub fn on_error(mut self, on_error: OnError) -> RateLimitLayer {
+        if let Source::Global { on_error: slot, .. } = &mut Arc::make_mut(&mut self.shared).source {
+            *slot = on_error;
+        }
+        self
+    }
+}
+
+impl<S> tower_layer::Layer<S> for RateLimitLayer {
+    type Service = RateLimitService<S>;
+
+    fn layer(&self, inner: S) -> RateLimitService<S> {
+        RateLimitService { inner, shared: self.shared.clone() }
+    }
+}
+
+/// The service [`RateLimitLayer`] wraps around a route.
+#[derive(Clone)]
+pub struct RateLimitService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+/// What the limit says about one request.
+enum Verdict {
+    /// Call the route; add the header fields of this decision when there is one.
+    Pass(Option<Decision>),
+    /// Answer this instead of calling the route.
+    Respond(Response),
+}
+
+impl Shared {
+    fn policy(&self) -> &Policy {
+        match &self.source {
+            Source::Limiter(limiter) => limiter.policy(),
+            Source::Global { policy, .. } => policy,
+        }
+    }
+
+    fn name(&self) -> &str {
+        match &self.source {
+            Source::Limiter(limiter) => limiter.name(),
+            Source::Global { name, .. } => name,
+        }
+    }
+
+    async fn limiter(&self) -> &Limiter {
+        match &self.source {
+            Source::Limiter(limiter) => limiter,
+            Source::Global { name, policy, on_error, limiter, degraded } => {
+                let built = limiter
+                    .get_or_try_init(|| async { Ok::<_, crate::Error>(Limiter::new(name.clone(), policy.clone(), crate::global().await?).with_on_error(*on_error)) })
+                    .await;
+                match built {
+                    Ok(limiter) => limiter,
+                    // The store cannot be built: every call fails as unavailable,
+                    // so `on_error` settles it as it would any store failure.
+                    Err(error) => degraded.get_or_init(|| {
+                        let store = Store::from_backend(Arc::new(crate::__private::Unavailable(error)));
+                        Limiter::new(name.clone(), policy.clone(), &store).with_on_error(*on_error)
+                    }),
+                }
+            }
+        }
+    }
+
+    /// The request's key; `Ok(None)` to let it through uncounted, `Err`
+    /// to answer it with this status and detail. (Synchronous: a request
+    /// body is not `Sync`, so `&Request` cannot live across an await.)
+    fn key_of(&self, request: &Request) -> Result<Option<Vec<u8>>, (StatusCode, String)> {
+        match self.key.key(request) {
+            Ok(Some(key)) => Ok(Some(key)),
+            Ok(None) => {
+                match self.missing_key {
+                    MissingKey::Allow => Ok(None),
+                    MissingKey::Reject => {
+                        let detail = format!("this route is rate limited by `{}` per {}, and the request has none", self.name(), self.key.describe());
+                        Err((StatusCode::BAD_REQUEST, detail))
+                    }
+                }
+            }
+            Err(missing) => {
+                if !self.told_missing_peer.swap(true, Ordering::Relaxed) {
+                    tracing::error!(target: "ratelimit", limiter = %self.name(), "{missing}");
+                }
+                Err((StatusCode::INTERNAL_SERVER_ERROR, missing.to_string()))
+            }
+        }
+    }
+
+    async fn decide(&self, key: Vec<u8>) -> Verdict {
+        match self.limiter().await.limit(&key, self.cost).await {
+            // A decision with nothing to reset was not made by a store (the
+            // store failed and `on_error = allow` let the call through): it
+            // says nothing true about the limit, so no header fields.
+            Ok(decision) if decision.reset_after.is_zero() => Verdict::Pass(None),
+            Ok(decision) => Verdict::Pass(Some(decision)),
+            Err(denied) => Verdict::Respond(respond(&denied, Some(self.policy()), self.style)),
+        }
+    }
+}
+
+impl<S> tower_service::Service<Request> for RateLimitService<S>
+where
+    S: tower_service::Service<Request> + Clone + Send + 'static,
+    S::Response: IntoResponse,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        // The clone left behind takes the next request; the one that was
+        // polled ready serves this one.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let shared = self.shared.clone();
+        let key = shared.key_of(&request);
+        Box::pin(async move {
+            let verdict = match key {
+                Ok(Some(key)) => shared.decide(key).await,
+                Ok(None) => Verdict::Pass(None),
+                Err((status, detail)) => Verdict::Respond(problem(status, &detail, None)),
+            };
+            match verdict {
+                Verdict::Respond(response) => Ok(response),
+                Verdict::Pass(decision) => {
+                    let mut response = inner.call(request).await?.into_response();
+                    if let Some(decision) = decision.filter(|_| shared.headers_on_allowed) {
+                        insert_rate_limit_headers(response.headers_mut(), shared.policy(), &decision, shared.style);
+                    }
+                    Ok(response)
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,28 @@
+//! HTTP (feature `axum`): a denial as a `429` response with the standard
+//! header fields, and a tower layer that limits any route.
+//!
+//! - [`RateLimited`](crate::RateLimited) implements axum's `IntoResponse`:
+//!   `429`, `Retry-After`, `RateLimit-Policy`, `RateLimit`
+//!   (draft-ietf-httpapi-ratelimit-headers) and an `application/problem+json`
+//!   body ([`denial_response`]).
+//! - [`rate_limit_headers`] builds the same fields for any decision, allowed or not.
+//! - [`RateLimitLayer`] limits the routes it wraps by client IP (behind
+//!   [`TrustedProxies`]), a header, or a function of the request ([`KeyBy`]).
+
+mod client_ip;
+mod headers;
+mod key;
+mod layer;
+mod policy_text;
+mod quota;
+mod response;
+
+pub use client_ip::TrustedProxies;
+pub use headers::{
+    insert_rate_limit_headers, rate_limit_headers, retry_after_secs, HeaderStyle, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT,
+    X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+};
+pub use key::{KeyBy, MissingPeer};
+pub use layer::{MissingKey, RateLimitLayer, RateLimitService};
+pub use quota::PolicyItem;
+pub use response::{denial_response, PROBLEM_JSON};
