@@ -1,6 +1,6 @@
 //! [`Error`] (the store or configuration failed) and [`RateLimited`] (a denial).
 
-use crate::Decision;
+use crate::{Decision, Policy};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -77,11 +77,13 @@ pub struct RateLimited {
     pub limiter: Arc<str>,
     /// The key the call was counted under.
     pub key: String,
-    /// The policy that denied, as text (`sliding_log 10/1s,100/1m`).
-    pub policy: String,
+    /// The policy that denied (its `Display` reads `sliding_log 10/1s,100/1m`);
+    /// `None` when the call named a configured policy that does not exist.
+    pub policy: Option<Policy>,
     /// The full decision.
     pub decision: Decision,
-    /// Set when the store could not answer and `on_error = "deny"` denied the call.
+    /// Set when the limiter could not decide (the store could not answer, or
+    /// the named policy is not configured) and `on_error = "deny"` denied the call.
     pub store_unavailable: bool,
 }
 
@@ -94,12 +96,15 @@ impl RateLimited {
 
 impl fmt::Display for RateLimited {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(policy) = self.policy.as_ref() else {
+            return write!(f, "rate limited by `{}`: its named policy is not configured", self.limiter);
+        };
         if self.store_unavailable {
             return write!(f, "rate limited by `{}`: the rate limit store is unavailable", self.limiter);
         }
         write!(f, "rate limited by `{}` (", self.limiter)?;
         if self.decision.violated.is_empty() {
-            write!(f, "{}", self.policy)?;
+            write!(f, "{policy}")?;
         } else {
             for (i, s) in self.decision.violated.iter().enumerate() {
                 write!(f, "{}{s}", if i > 0 { ", " } else { "" })?;

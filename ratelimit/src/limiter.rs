@@ -286,7 +286,7 @@ impl Limiter {
         RateLimited {
             limiter: self.inner.name.clone(),
             key: String::from_utf8_lossy(key).into_owned(),
-            policy: self.inner.policy.to_string(),
+            policy: Some(self.inner.policy.clone()),
             decision,
             store_unavailable,
         }

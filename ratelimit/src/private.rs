@@ -217,7 +217,7 @@ impl Site {
                 decided_at: std::time::SystemTime::now(),
                 quotas: Vec::new(),
             };
-            return Err(RateLimited { limiter: self.name.into(), key: key.to_string(), policy: format!("policy \"{policy}\" (not configured)"), decision, store_unavailable: true });
+            return Err(RateLimited { limiter: self.name.into(), key: key.to_string(), policy: None, decision, store_unavailable: true });
         }
         let on_error = if matches!(self.on_error, OnError::Local) { "local" } else { "allow" };
         tracing::warn!(target: "ratelimit", limiter = %self.name, policy, "{why}; call allowed (on_error = {on_error})");

@@ -77,7 +77,7 @@ pub async fn run(backend: &str) {
     search(1).await.unwrap();
     let d = denied(search(1).await);
     assert_eq!((d.decision.limit, d.decision.remaining), (4, 0));
-    assert_eq!(d.policy, "fixed_window 4/1h");
+    assert_eq!(d.policy.unwrap().to_string(), "fixed_window 4/1h");
 
     // Lowered: user 2 used 1 of 1.
     file.write("1/1h", "10m", false);
@@ -106,7 +106,8 @@ pub async fn run(backend: &str) {
     assert_eq!(later_allow().await.unwrap(), 7, "on_error = allow (the default) lets it through");
     let refused = denied(later_deny().await);
     assert!(refused.store_unavailable);
-    assert_eq!(refused.policy, "policy \"later\" (not configured)");
+    assert_eq!(refused.policy, None);
+    assert_eq!(refused.to_string(), "rate limited by `cfg.later`: its named policy is not configured");
     let text = logs.text();
     let expected = format!("policy \"later\" is not configured in {} (it has: feed, search); call allowed (on_error = allow)", file.0.display());
     assert!(text.contains(&expected), "{text}");

@@ -13,7 +13,6 @@ mod client_ip;
 mod headers;
 mod key;
 mod layer;
-mod policy_text;
 mod quota;
 mod response;
 

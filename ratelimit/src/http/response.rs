@@ -2,7 +2,6 @@
 //! decide), its header fields, and an `application/problem+json` body.
 
 use super::headers::{insert_rate_limit_headers, retry_after_secs, HeaderStyle};
-use super::policy_text::parse_policy_text;
 use crate::{Policy, RateLimited};
 use axum::http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::StatusCode;
@@ -76,7 +75,7 @@ impl IntoResponse for RateLimited {
 /// # Ok(()) }
 /// ```
 pub fn denial_response(denied: &RateLimited, style: HeaderStyle) -> Response {
-    respond(denied, parse_policy_text(&denied.policy).as_ref(), style)
+    respond(denied, denied.policy.as_ref(), style)
 }
 
 /// [`denial_response`] when the caller already holds the policy.
