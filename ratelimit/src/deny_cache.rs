@@ -10,9 +10,10 @@
 //! the key (a `reset` through another limiter or process, or a policy change).
 //!
 //! Times are the limiter's clock when it has one (a manual clock in tests,
-//! the system clock), else (the store's own clock) a monotonic [`Instant`]
-//! read before the store was asked, so a remembered denial never outlasts the
-//! one the store gave.
+//! the system clock), else (the store's own clock) this process's monotonic
+//! clock read before the store was asked, so a remembered denial never
+//! outlasts the one the store gave. The limiter reads that time once per call
+//! and passes it in.
 
 use crate::key::MAX_RAW_KEY_LEN;
 use crate::Decision;
@@ -21,7 +22,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SHARDS: usize = 16;
 /// At most this many keys per shard (65 536 per limiter): past it, new
@@ -37,8 +38,6 @@ pub(crate) struct DenyCache {
     hasher: RandomState,
     /// Keys held in all shards: a limiter that denies nothing skips the lookup.
     len: AtomicUsize,
-    /// Zero of the monotonic time used when the clock is the store's own.
-    origin: Instant,
 }
 
 /// Entries are found by the key's 64-bit keyed hash (computed once, also
@@ -69,14 +68,7 @@ impl DenyCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hasher: RandomState::new(),
             len: AtomicUsize::new(0),
-            origin: Instant::now(),
         }
-    }
-
-    /// The cache's time for a call made at `clock_now_us` (the limiter's
-    /// clock): that time itself, or monotonic µs when the store keeps time.
-    pub(crate) fn now(&self, clock_now_us: Option<u64>) -> u64 {
-        clock_now_us.unwrap_or_else(|| self.origin.elapsed().as_micros() as u64)
     }
 
     /// The remembered denial of `key` at `cost`, as it stands at `now`.
