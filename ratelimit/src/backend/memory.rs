@@ -4,8 +4,8 @@ use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
 use crate::clock::process_now_us;
 use crate::Error;
-use std::collections::hash_map::RandomState;
 use hashbrown::HashTable;
+use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::{Mutex, MutexGuard};
 
@@ -21,6 +21,10 @@ const SWEEP_EVERY_US: u64 = 1_000_000;
 /// (`reset_after` has passed): lazily when it is next seen, and by a sweep of
 /// its shard at most once a second, so memory stays bounded by the keys that
 /// are actually limited right now.
+///
+/// A [`Limiter`](crate::Limiter) gets its answer at once (no future, no key
+/// on the heap), decided in place; one keyed SipHash of the key picks both
+/// the shard and the slot, so clients choosing keys cannot aim at one slot.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
