@@ -6,7 +6,7 @@ use crate::clock::process_now_us;
 use crate::Error;
 use hashbrown::HashTable;
 use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
 const SHARDS: usize = 64;
@@ -110,7 +110,11 @@ impl MemoryBackend {
 
     /// The key's hash, and its shard locked.
     fn shard(&self, key: &[u8]) -> (u64, MutexGuard<'_, Shard>) {
-        let hash = self.hasher.hash_one(key);
+        // The bytes alone (SipHash mixes in their length itself): one
+        // write, where `hash_one` would write a length prefix first.
+        let mut hasher = self.hasher.build_hasher();
+        hasher.write(key);
+        let hash = hasher.finish();
         // The table uses the low bits and the top seven; pick the shard from
         // bits in between, so a shard's keys still differ in both.
         let index = (hash >> 32) as usize % SHARDS;
