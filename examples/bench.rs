@@ -4,6 +4,7 @@
 //! cargo run --release --example bench              # about 90 s
 //! cargo run --release --example bench -- --long    # 10 s per case
 //! cargo run --release --example bench -- --secs 5  # any time per case
+//! cargo run --release --example bench -- --only memory  # the memory backend against governor alone
 //! ```
 //!
 //! It starts its own `redis-server` (never yours) and, with 64 calls in
@@ -57,20 +58,27 @@ pub struct Options {
     /// The three paths of an algorithm run in turn this many times (b c d b
     /// c d ...), so a drift in the machine's load hits each alike.
     pub rounds: u32,
+    /// `--only memory`: run the memory backend section alone (no Redis).
+    pub only_memory: bool,
 }
 
 fn options() -> Options {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut secs = 2.5;
+    let mut only_memory = false;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         match arg.as_str() {
             "--long" => secs = 10.0,
             "--secs" => secs = iter.next().and_then(|s| s.parse().ok()).expect("--secs takes a number of seconds"),
-            other => panic!("unknown argument {other:?}; use --long or --secs N"),
+            "--only" => match iter.next().map(String::as_str) {
+                Some("memory") => only_memory = true,
+                other => panic!("--only takes `memory`, not {other:?}"),
+            },
+            other => panic!("unknown argument {other:?}; use --long, --secs N or --only memory"),
         }
     }
-    Options { warmup: Duration::from_millis(200), window: Duration::from_secs_f64(secs), rounds: 4 }
+    Options { warmup: Duration::from_millis(200), window: Duration::from_secs_f64(secs), rounds: 4, only_memory }
 }
 
 impl Options {
@@ -96,6 +104,10 @@ struct Row {
 #[tokio::main]
 async fn main() {
     let options = options();
+    if options.only_memory {
+        local::memory_backend(options).await;
+        return;
+    }
     let server = RedisServer::start();
     let mut admin = raw_connection(&server.url()).await;
     let load_connection = raw_connection(&server.url()).await;

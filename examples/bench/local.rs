@@ -111,7 +111,6 @@ pub async fn memory_backend(options: Options) {
         Policy::leaky_bucket(1_000_000, "1000000/1s").unwrap(),
         Policy::gcra("1000000/1s", 999_999).unwrap(),
     ];
-    let mut ns_gcra = 0.0;
     for policy in policies {
         let kind = policy.algorithm();
         let limiter = Limiter::new("bench.memory", policy, &Store::memory());
@@ -124,9 +123,6 @@ pub async fn memory_backend(options: Options) {
         })
         .await;
         let ns = 1e9 / rate;
-        if kind == ratelimit::AlgorithmKind::Gcra {
-            ns_gcra = ns;
-        }
         println!("  {:<15} {ns:>8.0} ns/check", kind.name());
         println!("bench case={}/memory ns_per_check={ns:.0}", kind.name());
     }
@@ -164,20 +160,48 @@ pub async fn memory_backend(options: Options) {
     .await;
     println!("  {:<15} {:>8.0} ns/check  (MemoryBackend::decide_now alone)", "gcra", 1e9 / rate);
 
+    // gcra and governor head to head: the same keys and the same rate
+    // (1 000 000/s, burst 1 000 000), measured in turn for several rounds so
+    // a change in the machine's load hits both alike; the figure is the
+    // median of the rounds' own ratios.
     let quota = Quota::per_second(NonZeroU32::new(1_000_000).unwrap());
     let governor = RateLimiter::keyed(quota);
-    let rate = per_second(window, |i| {
-        let result = governor.check_key(&keys[(i % 10_000) as usize]);
-        async move {
-            black_box(result).ok();
-        }
-    })
-    .await;
-    let ns_governor = 1e9 / rate;
-    println!("  {:<15} {ns_governor:>8.0} ns/check  (governor keyed GCRA, same keys)", "governor");
+    let limiter = Limiter::new("bench.memory", gcra, &Store::memory());
+    let rounds = 9;
+    let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        let rate = per_second(window / 3, |i| {
+            let (limiter, key) = (&limiter, &keys[(i % 10_000) as usize]);
+            async move {
+                black_box(limiter.check(key, 1).await.unwrap());
+            }
+        })
+        .await;
+        let ns_ours = 1e9 / rate;
+        let rate = per_second(window / 3, |i| {
+            let result = governor.check_key(&keys[(i % 10_000) as usize]);
+            async move {
+                black_box(result).ok();
+            }
+        })
+        .await;
+        let ns_theirs = 1e9 / rate;
+        ours.push(ns_ours);
+        theirs.push(ns_theirs);
+        ratios.push(ns_ours / ns_theirs);
+    }
+    let (ns_gcra_turns, ns_governor, ratio) = (median(&mut ours), median(&mut theirs), median(&mut ratios));
+    println!("  {:<15} {ns_governor:>8.0} ns/check  (governor keyed GCRA, same keys; median of {rounds} rounds)", "governor");
+    println!("  {:<15} {ns_gcra_turns:>8.0} ns/check  (Limiter::check, in turn with governor; median of {rounds} rounds)", "gcra");
     println!("bench case=governor/keyed ns_per_check={ns_governor:.0}");
-    let ratio = ns_gcra / ns_governor;
-    println!("  gcra ÷ governor: {ratio:.2} (target <= 1.5): {}", if ratio <= 1.5 { "met" } else { "MISSED" });
+    println!("bench case=gcra/memory_in_turn ns_per_check={ns_gcra_turns:.0} ratio_to_governor={ratio:.2}");
+    println!("  gcra ÷ governor: {ratio:.2} (median of the rounds' ratios; target <= 1.5): {}", if ratio <= 1.5 { "met" } else { "MISSED" });
+}
+
+/// The middle value (sorts `values`).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 /// A backend that admits everything at once, to measure what the limiter

@@ -10,9 +10,10 @@
 //! the key (a `reset` through another limiter or process, or a policy change).
 //!
 //! Times are the limiter's clock when it has one (a manual clock in tests,
-//! the system clock), else (the store's own clock) a monotonic [`Instant`]
-//! read before the store was asked, so a remembered denial never outlasts the
-//! one the store gave.
+//! the system clock), else (the store's own clock) this process's monotonic
+//! clock read before the store was asked, so a remembered denial never
+//! outlasts the one the store gave. The limiter reads that time once per call
+//! and passes it in.
 
 use crate::key::MAX_RAW_KEY_LEN;
 use crate::Decision;
@@ -21,7 +22,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SHARDS: usize = 16;
 /// At most this many keys per shard (65 536 per limiter): past it, new
@@ -37,8 +38,6 @@ pub(crate) struct DenyCache {
     hasher: RandomState,
     /// Keys held in all shards: a limiter that denies nothing skips the lookup.
     len: AtomicUsize,
-    /// Zero of the monotonic time used when the clock is the store's own.
-    origin: Instant,
 }
 
 /// Entries are found by the key's 64-bit keyed hash (computed once, also
@@ -69,21 +68,20 @@ impl DenyCache {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
             hasher: RandomState::new(),
             len: AtomicUsize::new(0),
-            origin: Instant::now(),
         }
     }
 
-    /// The cache's time for a call made at `clock_now_us` (the limiter's
-    /// clock): that time itself, or monotonic µs when the store keeps time.
-    pub(crate) fn now(&self, clock_now_us: Option<u64>) -> u64 {
-        clock_now_us.unwrap_or_else(|| self.origin.elapsed().as_micros() as u64)
-    }
-
     /// The remembered denial of `key` at `cost`, as it stands at `now`.
+    // Inlined, so a limiter that denies nothing pays one load, not a call.
+    #[inline]
     pub(crate) fn get(&self, key: &[u8], cost: u64, now: u64) -> Option<Decision> {
         if self.len.load(Ordering::Relaxed) == 0 {
             return None;
         }
+        self.get_held(key, cost, now)
+    }
+
+    fn get_held(&self, key: &[u8], cost: u64, now: u64) -> Option<Decision> {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash);
         let entry = shard.entries.get(&hash)?;
@@ -144,10 +142,14 @@ impl DenyCache {
 
     /// Forgets every denial of `key` (after a reset, or after a call of
     /// another cost was admitted and changed the key's state).
+    #[inline]
     pub(crate) fn forget(&self, key: &[u8]) {
-        if self.len.load(Ordering::Relaxed) == 0 {
-            return;
+        if self.len.load(Ordering::Relaxed) != 0 {
+            self.forget_held(key);
         }
+    }
+
+    fn forget_held(&self, key: &[u8]) {
         let hash = self.hasher.hash_one(key);
         let mut shard = self.shard(hash);
         if shard.entries.get(&hash).is_some_and(|e| *e.key == *key) {
@@ -163,8 +165,9 @@ impl DenyCache {
     }
 
     fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
-        // The map uses the low bits of the hash; pick the shard with the high ones.
-        let index = (hash >> 60) as usize % SHARDS;
+        // The map uses the low bits of the hash and its top seven (as a tag
+        // within a group); pick the shard from bits in between.
+        let index = (hash >> 32) as usize % SHARDS;
         // Entries are replaced whole, so a poisoned lock holds nothing half-written.
         self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }

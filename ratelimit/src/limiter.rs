@@ -228,30 +228,47 @@ impl Limiter {
 
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
         let now_us = self.inner.store.clock.now_us();
+        // The time of this call here: it dates a remembered denial and is the
+        // clock of a store in this process, so one read serves both.
+        let local_now_us = now_us.unwrap_or_else(crate::clock::process_now_us);
         // A denial remembered from the store answers a repeated check (not a peek, not cost 0).
-        let cache = self.deny_cache.as_deref().filter(|_| !peek && cost > 0).map(|cache| (cache, cache.now(now_us)));
-        if let Some(decision) = cache.and_then(|(cache, now)| cache.get(key, cost, now)) {
+        let cache = self.deny_cache.as_deref().filter(|_| !peek && cost > 0);
+        if let Some(decision) = cache.and_then(|cache| cache.get(key, cost, local_now_us)) {
             return Ok(decision);
         }
-        let storage_key = self.storage_key(key);
-        let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek };
-        let started = self.inner.remote.then(Instant::now);
-        let outcome = self.inner.store.backend.decide(request).await;
-        if let Some(started) = started {
-            self.metrics().store_took(started.elapsed());
-        }
-        let outcome = outcome?;
+        let outcome = match self.decide_at_once(key, cost, now_us, local_now_us, peek) {
+            Some(outcome) => outcome,
+            None => {
+                let storage_key = self.storage_key(key);
+                let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek };
+                let started = self.inner.remote.then(Instant::now);
+                let outcome = self.inner.store.backend.decide(request).await;
+                if let Some(started) = started {
+                    self.metrics().store_took(started.elapsed());
+                }
+                outcome?
+            }
+        };
         let decision = self.decision(outcome);
-        if let Some((cache, asked_at)) = cache {
+        if let Some(cache) = cache {
             if decision.allowed {
                 // A smaller cost got through and changed the state: a denial
                 // remembered for a larger one may now name too early a time.
                 cache.forget(key);
             } else {
-                cache.remember(key, cost, asked_at, &decision);
+                cache.remember(key, cost, local_now_us, &decision);
             }
         }
         Ok(decision)
+    }
+
+    /// The answer of a store in this process (see [`Backend::decide_at_once`](crate::Backend::decide_at_once)):
+    /// no boxed future, and the key built on the stack. `None` for any other store.
+    fn decide_at_once(&self, key: &[u8], cost: u64, now_us: Option<u64>, local_now_us: u64, peek: bool) -> Option<Outcome> {
+        crate::key::with_storage_key(&self.inner.key_prefix, key, |storage_key| {
+            let request = Request { key: storage_key, policy: &self.inner.policy, cost, now_us, peek };
+            self.inner.store.backend.decide_at_once(&request, local_now_us)
+        })
     }
 
     fn decision(&self, outcome: Outcome) -> Decision {

@@ -55,7 +55,12 @@ pub(crate) fn decide(params: &Params, state: &mut Option<State>, now: u64, cost:
 
 /// `ceil(a / b)` on integers.
 pub(crate) fn ceil_div(a: u128, b: u128) -> u128 {
-    a.div_ceil(b)
+    // Nearly always both fit in 64 bits, where division is a single
+    // instruction rather than a call into the 128-bit routine.
+    match (u64::try_from(a), u64::try_from(b)) {
+        (Ok(a), Ok(b)) => a.div_ceil(b) as u128,
+        _ => a.div_ceil(b),
+    }
 }
 
 /// Combines per-strategy counts into an outcome: the strategy with the least

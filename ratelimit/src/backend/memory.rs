@@ -2,11 +2,11 @@
 
 use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
-use crate::clock::system_now_us;
+use crate::clock::process_now_us;
 use crate::Error;
+use hashbrown::HashTable;
 use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
 const SHARDS: usize = 64;
@@ -21,6 +21,10 @@ const SWEEP_EVERY_US: u64 = 1_000_000;
 /// (`reset_after` has passed): lazily when it is next seen, and by a sweep of
 /// its shard at most once a second, so memory stays bounded by the keys that
 /// are actually limited right now.
+///
+/// A [`Limiter`](crate::Limiter) gets its answer at once (no future, no key
+/// on the heap), decided in place; one keyed SipHash of the key picks both
+/// the shard and the slot, so clients choosing keys cannot aim at one slot.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
@@ -43,24 +47,57 @@ const SWEEP_EVERY_US: u64 = 1_000_000;
 #[derive(Debug)]
 pub struct MemoryBackend {
     shards: Box<[Mutex<Shard>]>,
+    /// Keyed SipHash (keys are chosen by clients, so they must not be able
+    /// to aim at one bucket); one hash per call picks the shard and the slot.
     hasher: RandomState,
 }
 
 #[derive(Debug, Default)]
 struct Shard {
-    entries: HashMap<Box<[u8]>, Entry>,
+    entries: HashTable<Entry>,
     next_sweep_us: u64,
 }
 
 #[derive(Debug)]
 struct Entry {
-    state: State,
+    hash: u64,
+    key: StoredKey,
+    /// `None` only while a decision runs on an expired entry.
+    state: Option<State>,
     expires_at_us: u64,
+}
+
+/// A key as the store holds it: in the entry itself when short (most keys),
+/// so finding it costs no second memory access, else on the heap.
+#[derive(Debug)]
+enum StoredKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Heap(Box<[u8]>),
+}
+
+const INLINE_KEY: usize = 62;
+
+impl StoredKey {
+    fn new(key: &[u8]) -> StoredKey {
+        if key.len() > INLINE_KEY {
+            return StoredKey::Heap(key.into());
+        }
+        let mut bytes = [0; INLINE_KEY];
+        bytes[..key.len()].copy_from_slice(key);
+        StoredKey::Inline { len: key.len() as u8, bytes }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            StoredKey::Inline { len, bytes } => &bytes[..*len as usize],
+            StoredKey::Heap(bytes) => bytes,
+        }
+    }
 }
 
 impl Shard {
     fn sweep(&mut self, now: u64) {
-        self.entries.retain(|_, e| e.expires_at_us > now);
+        self.entries.retain(|e| e.expires_at_us > now);
         self.next_sweep_us = now.saturating_add(SWEEP_EVERY_US);
     }
 }
@@ -71,35 +108,57 @@ impl MemoryBackend {
         MemoryBackend { shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(), hasher: RandomState::new() }
     }
 
-    fn shard(&self, key: &[u8]) -> MutexGuard<'_, Shard> {
-        let index = self.hasher.hash_one(key) as usize % SHARDS;
-        // A panic while holding a shard cannot leave a half-written entry
-        // (entries are replaced whole), so a poisoned lock is safe to reuse.
-        self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The key's hash, and its shard locked.
+    fn shard(&self, key: &[u8]) -> (u64, MutexGuard<'_, Shard>) {
+        // The bytes alone (SipHash mixes in their length itself): one
+        // write, where `hash_one` would write a length prefix first.
+        let mut hasher = self.hasher.build_hasher();
+        hasher.write(key);
+        let hash = hasher.finish();
+        // The table uses the low bits and the top seven; pick the shard from
+        // bits in between, so a shard's keys still differ in both.
+        let index = (hash >> 32) as usize % SHARDS;
+        // A panic while holding a shard leaves at worst one key's state
+        // taken out (that key is then untouched), never a half-written one,
+        // so a poisoned lock is safe to reuse.
+        (hash, self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 
-    /// Decides synchronously: the memory backend never waits.
+    /// Decides synchronously: the memory backend never waits. With no time in
+    /// the request it decides by this process's own clock (see [`ServerClock`](crate::ServerClock)).
     pub fn decide_now(&self, request: &Request<'_>) -> Outcome {
-        let now = request.now_us.unwrap_or_else(system_now_us);
-        let mut shard = self.shard(request.key);
+        self.decide_at(request, process_now_us())
+    }
+
+    /// Decides at `request.now_us`, or at `own_now_us` (this store's own clock) when it has none.
+    fn decide_at(&self, request: &Request<'_>, own_now_us: u64) -> Outcome {
+        let now = request.now_us.unwrap_or(own_now_us);
+        let (hash, mut shard) = self.shard(request.key);
         if now >= shard.next_sweep_us {
             shard.sweep(now);
         }
-        // Take the entry out (keeping its key allocation) rather than cloning
-        // its state: a sliding log may hold many entries.
-        let (stored_key, mut state, expires_at_us) = match shard.entries.remove_entry(request.key) {
-            Some((stored_key, e)) if e.expires_at_us > now => (Some(stored_key), Some(e.state), e.expires_at_us),
-            Some((stored_key, _)) => (Some(stored_key), None, 0),
-            None => (None, None, 0),
-        };
-        let outcome = algo::decide(&request.policy.params, &mut state, now, request.cost, request.peek);
         // As on Redis, only a write moves the expiry; other calls leave the entry as it was.
-        let wrote = outcome.allowed && request.cost > 0 && !request.peek;
         let slack = if request.now_us.is_some() { CLIENT_CLOCK_SLACK_US } else { 0 };
-        let expires_at_us = if wrote { now + outcome.reset_after_us + slack } else { expires_at_us };
-        if let Some(state) = state {
-            let key = stored_key.unwrap_or_else(|| request.key.into());
-            shard.entries.insert(key, Entry { state, expires_at_us });
+        let expiry = |outcome: &Outcome| (outcome.allowed && request.cost > 0 && !request.peek).then(|| now + outcome.reset_after_us + slack);
+        let same_key = |e: &Entry| e.key.as_bytes() == request.key;
+        if let Ok(mut found) = shard.entries.find_entry(hash, same_key) {
+            // Decided in place; an expired state counts as untouched.
+            let entry = found.get_mut();
+            if entry.expires_at_us <= now {
+                entry.state = None;
+            }
+            let outcome = algo::decide(&request.policy.params, &mut entry.state, now, request.cost, request.peek);
+            entry.expires_at_us = expiry(&outcome).unwrap_or(entry.expires_at_us);
+            if entry.state.is_none() {
+                found.remove();
+            }
+            return outcome;
+        }
+        let mut state = None;
+        let outcome = algo::decide(&request.policy.params, &mut state, now, request.cost, request.peek);
+        if state.is_some() {
+            let entry = Entry { hash, key: StoredKey::new(request.key), state, expires_at_us: expiry(&outcome).unwrap_or(0) };
+            shard.entries.insert_unique(hash, entry, |e| e.hash);
         }
         outcome
     }
@@ -134,12 +193,72 @@ impl Backend for MemoryBackend {
         Box::pin(async move { Ok(outcome) })
     }
 
+    fn decide_at_once(&self, request: &Request<'_>, local_now_us: u64) -> Option<Outcome> {
+        Some(self.decide_at(request, local_now_us))
+    }
+
     fn reset<'a>(&'a self, key: &'a [u8]) -> BoxFuture<'a, Result<(), Error>> {
-        self.shard(key).entries.remove(key);
+        let (hash, mut shard) = self.shard(key);
+        if let Ok(found) = shard.entries.find_entry(hash, |e| e.key.as_bytes() == key) {
+            found.remove();
+        }
         Box::pin(async { Ok(()) })
     }
 
     fn kind(&self) -> &'static str {
         "memory"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Policy;
+
+    const T0: u64 = 1_767_225_600_000_000;
+
+    fn request<'a>(key: &'a [u8], policy: &'a Policy, now_us: Option<u64>, peek: bool) -> Request<'a> {
+        Request { key, policy, cost: 1, now_us, peek }
+    }
+
+    #[tokio::test]
+    async fn decide_and_decide_at_once_share_one_state_for_short_and_long_keys() {
+        let memory = MemoryBackend::new();
+        let policy = Policy::gcra("2/1s", 1).unwrap();
+        let long = [b'k'; INLINE_KEY + 1];
+        for key in [&b"short"[..], &long] {
+            let at = |peek| request(key, &policy, Some(T0), peek);
+            assert_eq!(memory.decide(at(false)).await.unwrap().remaining, 1);
+            assert_eq!(memory.decide_at_once(&at(true), 0).unwrap().remaining, 0, "the peek's answer");
+            assert_eq!(memory.decide_at_once(&at(false), 0).unwrap().remaining, 0, "the peek took nothing");
+            assert!(!memory.decide(at(false)).await.unwrap().allowed);
+            memory.reset(key).await.unwrap();
+            assert_eq!(memory.decide_at_once(&at(false), 0).unwrap().remaining, 1, "reset found the key");
+        }
+        assert_eq!(memory.len(), 2);
+    }
+
+    #[test]
+    fn with_no_time_in_the_request_the_callers_reading_is_used_and_no_slack_is_kept() {
+        let memory = MemoryBackend::new();
+        let policy = Policy::token_bucket(2, "1/1s").unwrap();
+        let outcome = memory.decide_at_once(&request(b"k", &policy, None, false), T0).unwrap();
+        assert_eq!((outcome.now_us, outcome.reset_after_us), (T0, 1_000_000));
+        memory.purge_expired(T0 + 999_999);
+        assert_eq!(memory.len(), 1);
+        memory.purge_expired(T0 + 1_000_000);
+        assert_eq!(memory.len(), 0, "kept past its reset although the store keeps the time");
+    }
+
+    #[test]
+    fn a_call_that_writes_nothing_on_an_expired_key_drops_it() {
+        let memory = MemoryBackend::new();
+        let policy = Policy::token_bucket(2, "1/1s").unwrap();
+        memory.decide_at_once(&request(b"k", &policy, None, false), T0).unwrap();
+        let later = T0 + 1_000_000;
+        let peek = memory.decide_at_once(&request(b"k", &policy, None, true), later).unwrap();
+        let fresh = memory.decide_at_once(&request(b"other", &policy, None, true), later).unwrap();
+        assert_eq!(peek, fresh, "an expired state counts as untouched");
+        assert_eq!(memory.len(), 0);
     }
 }

@@ -68,6 +68,16 @@ pub trait Backend: Send + Sync + 'static {
     /// Decides one request atomically.
     fn decide<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Outcome, Error>>;
 
+    /// Decides at once, without a future, if this backend can (a store in
+    /// this process); `None` (the default) means "use [`decide`](Self::decide)".
+    /// `local_now_us` is this process's time of the call, to decide at when
+    /// the request carries no time: the caller dates its own records (the
+    /// deny cache) with the same reading.
+    fn decide_at_once(&self, request: &Request<'_>, local_now_us: u64) -> Option<Outcome> {
+        let _ = (request, local_now_us);
+        None
+    }
+
     /// Forgets a key: its next call sees an untouched state.
     fn reset<'a>(&'a self, key: &'a [u8]) -> BoxFuture<'a, Result<(), Error>>;
 
