@@ -115,8 +115,9 @@ mod tests {
 
     #[test]
     fn a_key_built_on_the_stack_is_the_same_as_the_allocated_one() {
-        let prefix = key_prefix("ratelimit", "gcra", "api");
-        let long_prefix = key_prefix("ratelimit", "gcra", &"n".repeat(200));
+        let policy = crate::Policy::gcra("1/1s", 0).unwrap();
+        let prefix = key_prefix("ratelimit", &policy, "api");
+        let long_prefix = key_prefix("ratelimit", &policy, &"n".repeat(200));
         for prefix in [&prefix, &long_prefix] {
             for key in [&b""[..], b"user:1", &[b'x'; MAX_RAW_KEY_LEN], &[b'y'; MAX_RAW_KEY_LEN + 1]] {
                 assert_eq!(with_storage_key(prefix, key, <[u8]>::to_vec), storage_key(prefix, key));
