@@ -212,7 +212,11 @@ impl Limiter {
     /// [`run`](Self::run) in its tracing span, counted in the metrics.
     async fn observed(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
         let span = observe::decision_span(&self.inner.name, self.inner.policy.algorithm().name(), cost);
-        let result = self.run(key, cost, peek).instrument(span.clone()).await;
+        let result = if span.is_disabled() {
+            self.run(key, cost, peek).await
+        } else {
+            self.run(key, cost, peek).instrument(span.clone()).await
+        };
         observe::record(&span, &result);
         match &result {
             Ok(decision) if !peek => self.metrics().decided(decision.allowed),
