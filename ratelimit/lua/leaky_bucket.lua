@@ -18,23 +18,30 @@
 --           reset_after_us, retry_after_us (-1 = none), violated = 0,
 --           now (µs: the time the decision was made at)}.
 --
--- State on Redis: a string "<l>:<t>", l = level in units, t = when it was
--- last drained (µs); one GET and one SET ... PX, the fewest commands (issue
--- 6). An absent key is an empty bucket (l = 0, t = now); a hash from an
--- earlier version ("l", "t" fields) is read as such and replaced by the next
--- write. Written only when allowed, cost > 0 and not a peek, with
+-- State on Redis: a 16-byte string, struct.pack('<dd', l, t): l = level
+-- in units, t = when it was last drained (µs), both integers below 2^53 held
+-- exactly in doubles. One GET and one SET ... PX, the fewest commands, and
+-- binary so that reading and writing it costs no number parsing or
+-- formatting (issue 6). An absent key is an empty bucket (l = 0, t = now).
+-- Earlier versions' state is still read, and replaced by the next write: the
+-- text "<l>:<t>" (always longer than 16 bytes) and a hash ("l", "t" fields).
+-- Written only when allowed, cost > 0 and not a peek, with
 -- PX = ceil(reset_after_us / 1000) + slack ms.
 
-local capacity = tonumber(ARGV[5])
-local n = tonumber(ARGV[6])
-local p = tonumber(ARGV[7])
+local capacity = ARGV[5] + 0
+local n = ARGV[6] + 0
+local p = ARGV[7] + 0
 
 local full = capacity * p
 local level, last
 local v = redis.pcall('GET', key)
 if type(v) == 'string' then
-  local colon = string.find(v, ':', 1, true)
-  if colon then level, last = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)) end
+  if #v == 16 then
+    level, last = struct.unpack('<dd', v)
+  else
+    local colon = string.find(v, ':', 1, true)
+    if colon then level, last = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)) end
+  end
 elseif type(v) == 'table' then
   local old = redis.call('HMGET', key, 'l', 't')
   level, last = tonumber(old[1]), tonumber(old[2])
@@ -51,23 +58,31 @@ local never = cost > capacity
 local need = never and 0 or cost * p
 local allowed = not never and level + need <= full
 local after = allowed and level + need or level
--- ceil(a / n) on integers held in doubles: floor, then step up if short.
+-- ceil(a / n) on integers held in doubles: floor, then step up if short;
+-- no division when n = 1 (every rate whose count divides its period).
 local retry = -1
 if not allowed and not never then
-  local a = level + need - full
-  retry = math.floor(a / n)
-  if retry * n < a then retry = retry + 1 end
+  retry = level + need - full
+  if n ~= 1 then
+    local a = retry
+    retry = math.floor(a / n)
+    if retry * n < a then retry = retry + 1 end
+  end
 end
 local remaining = full - after
 if remaining < 0 then remaining = 0 end
-local reset = math.floor(after / n)
-if reset * n < after then reset = reset + 1 end
+local reset = after
+if n ~= 1 then
+  reset = math.floor(after / n)
+  if reset * n < after then reset = reset + 1 end
+end
 
 if allowed and cost > 0 and ARGV[3] ~= '1' then
   if now > last then last = now end
-  local ms = math.floor((reset + 999) / 1000) + ARGV[4]
+  local ms = math.floor((reset + 999) / 1000)
+  if ARGV[4] ~= '0' then ms = ms + ARGV[4] end
   if ms < 1 then ms = 1 end
-  redis.call('SET', key, string.format('%d:%d', after, last), 'PX', string.format('%d', ms))
+  redis.call('SET', key, struct.pack('<dd', after, last), 'PX', string.format('%d', ms))
 end
 
 return {allowed and 1 or 0, capacity, math.floor(remaining / p), reset, retry, 0, now}

@@ -31,14 +31,14 @@
 -- sub-windows. A write here deletes that layout's non-index fields, so the
 -- two layouts can follow each other on a key.
 
-local precision = tonumber(ARGV[5])
-local k = tonumber(ARGV[6])
+local precision = ARGV[5] + 0
+local k = ARGV[6] + 0
 
 local current = math.floor(now / precision)
 local limits, spans, counts = {}, {}, {}
 local widest = 0
 for i = 1, k do
-  limits[i] = tonumber(ARGV[5 + 2 * i])
+  limits[i] = ARGV[5 + 2 * i] + 0
   spans[i] = math.floor(ARGV[6 + 2 * i] / precision)
   if spans[i] > widest then widest = spans[i] end
   counts[i] = 0

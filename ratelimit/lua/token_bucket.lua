@@ -16,23 +16,31 @@
 --           reset_after_us, retry_after_us (-1 = none), violated = 0,
 --           now (µs: the time the decision was made at)}.
 --
--- State on Redis: a string "<u>:<t>", u = units held, t = when they were last
--- counted (µs); one GET and one SET ... PX, the fewest commands (issue 6). An
--- absent key is a full bucket (u = full, t = now); a hash from an earlier
--- version ("u", "t" fields) is read as such and replaced by the next write.
--- Written only when allowed, cost > 0 and not a peek, with
--- PX = ceil(reset_after_us / 1000) + slack ms.
+-- State on Redis: a 16-byte string, struct.pack('<dd', u, t): u = units
+-- held, t = when they were last counted (µs), both integers below 2^53 held
+-- exactly in doubles. One GET and one SET ... PX, the fewest commands, and
+-- binary so that reading and writing it costs no number parsing or
+-- formatting (issue 6: together about a tenth of the script's time). An
+-- absent key is a full bucket (u = full, t = now). Earlier versions' state is
+-- still read, and replaced by the next write: the text "<u>:<t>" (always
+-- longer than 16 bytes) and a hash ("u", "t" fields). Written only when
+-- allowed, cost > 0 and not a peek, with PX = ceil(reset_after_us / 1000) +
+-- slack ms.
 
-local capacity = tonumber(ARGV[5])
-local n = tonumber(ARGV[6])
-local p = tonumber(ARGV[7])
+local capacity = ARGV[5] + 0
+local n = ARGV[6] + 0
+local p = ARGV[7] + 0
 
 local full = capacity * p
 local units, last
 local v = redis.pcall('GET', key)
 if type(v) == 'string' then
-  local colon = string.find(v, ':', 1, true)
-  if colon then units, last = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)) end
+  if #v == 16 then
+    units, last = struct.unpack('<dd', v)
+  else
+    local colon = string.find(v, ':', 1, true)
+    if colon then units, last = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)) end
+  end
 elseif type(v) == 'table' then
   local old = redis.call('HMGET', key, 'u', 't')
   units, last = tonumber(old[1]), tonumber(old[2])
@@ -51,22 +59,30 @@ local never = cost > capacity
 local need = never and 0 or cost * p
 local allowed = not never and units >= need
 local after = allowed and units - need or units
--- ceil(a / n) on integers held in doubles: floor, then step up if short.
+-- ceil(a / n) on integers held in doubles: floor, then step up if short;
+-- no division when n = 1 (every rate whose count divides its period).
 local retry = -1
 if not allowed and not never then
-  local a = need - units
-  retry = math.floor(a / n)
-  if retry * n < a then retry = retry + 1 end
+  retry = need - units
+  if n ~= 1 then
+    local a = retry
+    retry = math.floor(a / n)
+    if retry * n < a then retry = retry + 1 end
+  end
 end
 local missing = full - after
-local reset = math.floor(missing / n)
-if reset * n < missing then reset = reset + 1 end
+local reset = missing
+if n ~= 1 then
+  reset = math.floor(missing / n)
+  if reset * n < missing then reset = reset + 1 end
+end
 
 if allowed and cost > 0 and ARGV[3] ~= '1' then
   if now > last then last = now end
-  local ms = math.floor((reset + 999) / 1000) + ARGV[4]
+  local ms = math.floor((reset + 999) / 1000)
+  if ARGV[4] ~= '0' then ms = ms + ARGV[4] end
   if ms < 1 then ms = 1 end
-  redis.call('SET', key, string.format('%d:%d', after, last), 'PX', string.format('%d', ms))
+  redis.call('SET', key, struct.pack('<dd', after, last), 'PX', string.format('%d', ms))
 end
 
 return {allowed and 1 or 0, capacity, math.floor(after / p), reset, retry, 0, now}
