@@ -27,8 +27,8 @@
 -- next write. Written only when allowed, cost > 0 and not a peek (HINCRBY
 -- of the current field, HDEL of dead ones), always followed by PEXPIRE
 -- ceil(reset_after_us / 1000) + slack ms. Every call reads every field;
--- sliding_window_totals.lua keeps running totals instead, for many
--- sub-windows. A write here deletes that layout's non-index fields, so the
+-- sliding_window_totals.lua keeps running totals instead, and the runtime
+-- uses it from 16 sub-windows on. A write here deletes that layout's non-index fields, so the
 -- two layouts can follow each other on a key.
 
 local precision = ARGV[5] + 0

@@ -1,6 +1,8 @@
 -- sliding_window_totals.lua: the sliding window of sliding_window.lua, for
 -- many sub-windows: the same answers from running totals, so a call reads
--- and writes a few fields however many sub-windows a window holds.
+-- and writes a few fields however many sub-windows a window holds. The
+-- runtime uses it when the widest window holds 16 sub-windows or more
+-- (scripts.rs, TOTALS_FROM_SUB_WINDOWS).
 -- Twin: src/algo/sliding_window.rs (the same as the hash layout's).
 --
 -- KEYS, ARGV and the reply are exactly sliding_window.lua's:
