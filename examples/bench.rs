@@ -111,8 +111,8 @@ async fn main() {
 
     // A generous response timeout: on a shared, overloaded machine a call
     // can wait longer than the default 250 ms, which would end the run.
-    let options = ratelimit::RedisOptions { response_timeout: Duration::from_secs(5), ..ratelimit::RedisOptions::default() };
-    let store = Store::redis_with(&server.url(), options).await.expect("connect the runtime");
+    let redis_options = ratelimit::RedisOptions { response_timeout: Duration::from_secs(5), ..ratelimit::RedisOptions::default() };
+    let store = Store::redis_with(&server.url(), redis_options).await.expect("connect the runtime");
     ratelimit::init(store.clone()).expect("the global store is set once");
 
     let mut rows: Vec<Row> = Vec::new();

@@ -1,4 +1,4 @@
-//! The bucket scripts keep their state as 16 bytes (`struct.pack('<dd', ..)`:
+//! The bucket scripts keep their state as 17 bytes (`struct.pack('<ddB', ..)`:
 //! no number parsing or formatting per call, issue 6) and still read the
 //! state earlier versions wrote: the text "<units>:<µs>" and a hash. A key in
 //! any of the three forms gets the same answers as the memory twin.
@@ -8,14 +8,14 @@ use ratelimit_examples::stores::BothStores;
 use redis::aio::MultiplexedConnection;
 use std::time::Duration;
 
-/// The state of the only key on the server, decoded from the 16-byte form.
+/// The state of the only key on the server, decoded from the 17-byte form.
 async fn packed_state(con: &mut MultiplexedConnection) -> (String, f64, f64) {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(con).await.unwrap();
     assert_eq!(keys.len(), 1, "{keys:?}");
     let bytes: Vec<u8> = redis::cmd("GET").arg(&keys[0]).query_async(con).await.unwrap();
-    assert_eq!(bytes.len(), 16, "the state is two packed doubles: {bytes:?}");
+    assert_eq!(bytes.len(), 17, "the state is two packed doubles and a byte: {bytes:?}");
     let units = f64::from_le_bytes(bytes[..8].try_into().unwrap());
-    let last = f64::from_le_bytes(bytes[8..].try_into().unwrap());
+    let last = f64::from_le_bytes(bytes[8..16].try_into().unwrap());
     (keys[0].clone(), units, last)
 }
 

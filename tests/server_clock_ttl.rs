@@ -1,19 +1,28 @@
-//! With the server clock, gcra.lua sets a key's TTL only when its TAT moves
-//! into a new second (to that second's end) and otherwise keeps it
-//! (`SET ... KEEPTTL`, issue 6). Whatever it does, a key must outlive its
-//! reset and live at most about 1 s past it.
+//! With the server clock, gcra.lua, token_bucket.lua and leaky_bucket.lua
+//! set a key's TTL only when its reset moves into a new second (to that
+//! second's end) and otherwise keep it (`SET ... KEEPTTL`, issue 6).
+//! Whatever they do, a key must outlive its reset and live at most about
+//! 1 s past it.
 
 use ratelimit::{Limiter, Policy, Store};
 use ratelimit_examples::redis_server::RedisServer;
 use std::time::Instant;
 
 #[tokio::test]
-async fn a_gcra_key_outlives_its_reset_by_less_than_a_second() {
+async fn a_key_outlives_its_reset_by_less_than_a_second() {
     let server = RedisServer::start();
     let store = Store::redis(&server.url()).await.unwrap();
     let mut con = redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
-    // 7 per 3 s does not reduce to n = 1: TATs with a remainder (the 17-byte state).
-    for policy in [Policy::gcra("100/1s", 40).unwrap(), Policy::gcra("7/3s", 5).unwrap()] {
+    // 7 per 3 s does not reduce to n = 1: TATs with a remainder (gcra's 17-byte state).
+    let policies = [
+        Policy::gcra("100/1s", 40).unwrap(),
+        Policy::gcra("7/3s", 5).unwrap(),
+        Policy::token_bucket(40, "100/1s").unwrap(),
+        Policy::token_bucket(6, "7/3s").unwrap(),
+        Policy::leaky_bucket(40, "100/1s").unwrap(),
+        Policy::leaky_bucket(6, "7/3s").unwrap(),
+    ];
+    for policy in policies {
         let limiter = Limiter::new("ttl", policy.clone(), &store).with_deny_cache(false);
         let mut written = 0;
         for i in 0..300u64 {
