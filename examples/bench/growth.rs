@@ -1,6 +1,7 @@
 //! Cost growth: `sliding_window` per call as sub-windows grow, in the hash
 //! layout (`lua/sliding_window.lua`, reads every live sub-window) and the
-//! totals layout (`lua/sliding_window_totals.lua`, running totals: O(1));
+//! totals layout (`lua/sliding_window_totals.lua`, running totals: O(1),
+//! what the runtime uses from 16 sub-windows on);
 //! and `sliding_log` memory per key against its limit.
 
 use crate::load::{evalsha_stats, reset_stats};
@@ -18,6 +19,7 @@ const T0: u64 = 1_767_225_600_000_000;
 
 pub async fn sliding_window(admin: &mut MultiplexedConnection, con: &MultiplexedConnection, options: Options) {
     println!("\nsliding_window cost growth: {KEYS} keys, each call one sub-window later than its key's last, every sub-window of the window holding hits");
+    println!("  (the runtime decides by the hash layout below 16 sub-windows, by the totals layout from 16 on)");
     println!("  {:<10} {:>12} {:>14} {:>12}", "layout", "sub-windows", "server µs/call", "calls/s");
     let hash = redis::Script::new(ratelimit::script_source(ratelimit::AlgorithmKind::SlidingWindow));
     let totals = redis::Script::new(TOTALS_LAYOUT);

@@ -28,27 +28,61 @@
 -- (HINCRBY), the TTL already covering the latest window's end: three
 -- commands in all on the common path (issue 6).
 
-local k = tonumber(ARGV[5])
+-- One strategy (issue 6: the common case, measured against a bare INCR):
+-- the same rules with no tables or loops, and a reply built once. s2 is
+-- read only to find fields an earlier policy with more strategies left.
+if ARGV[5] == '1' then
+  local limit, window = ARGV[6] + 0, ARGV[7] + 0
+  local h = redis.call('HMGET', key, 's1', 'c1', 's2')
+  local s, c = h[1], h[2]
+  if s and c then
+    s, c = s + 0, c + 0
+    if now >= s and now - s >= window then s, c = false, 0 end
+  else
+    s, c = false, 0
+  end
+  local allowed = c + cost <= limit
+  local retry = -1
+  if not allowed and cost <= limit then retry = s + window - now end
+  if allowed and cost > 0 then
+    if s then c = c + cost else s, c = now, cost end
+    if ARGV[3] ~= '1' then
+      -- A window that starts now, or later (the clock stepped back), gets its
+      -- fields and TTL written; inside a live window the count alone grows.
+      if s >= now or h[3] then
+        if h[3] then redis.call('DEL', key) end
+        redis.call('HSET', key, 's1', string.format('%d', s), 'c1', string.format('%d', c))
+        local ms = math.floor((s + window - now + 999) / 1000)
+        if ARGV[4] ~= '0' then ms = ms + ARGV[4] end
+        if ms < 1 then ms = 1 end
+        redis.call('PEXPIRE', key, string.format('%d', ms))
+      else
+        redis.call('HINCRBY', key, 'c1', ARGV[2])
+      end
+    end
+  end
+  local remaining, reset = limit - c, 0
+  if remaining < 0 then remaining = 0 end
+  if s then reset = s + window - now end
+  return {allowed and 1 or 0, limit, remaining, reset, retry, allowed and 0 or 1, now}
+end
+
+local k = ARGV[5] + 0
 
 -- s<i>, c<i> for every strategy, and s<k+1>: present only if an earlier
 -- policy under this name had more strategies, whose fields must go.
-local h
-if k == 1 then
-  h = redis.call('HMGET', key, 's1', 'c1', 's2')
-else
-  local fields = {}
-  for i = 1, k do
-    fields[2 * i - 1], fields[2 * i] = 's' .. i, 'c' .. i
-  end
-  fields[2 * k + 1] = 's' .. (k + 1)
-  h = redis.call('HMGET', key, unpack(fields))
+local fields = {}
+for i = 1, k do
+  fields[2 * i - 1], fields[2 * i] = 's' .. i, 'c' .. i
 end
+fields[2 * k + 1] = 's' .. (k + 1)
+local h = redis.call('HMGET', key, unpack(fields))
 
 local limits, windows, starts, counts = {}, {}, {}, {}
 local violated, never, bit = 0, false, 1
 for i = 1, k do
-  local limit = tonumber(ARGV[4 + 2 * i])
-  local window = tonumber(ARGV[5 + 2 * i])
+  local limit = ARGV[4 + 2 * i] + 0
+  local window = ARGV[5 + 2 * i] + 0
   limits[i], windows[i] = limit, window
   local s, c = tonumber(h[2 * i - 1]), tonumber(h[2 * i])
   if s and c and (now < s or now - s < window) then
@@ -117,7 +151,7 @@ if take and ARGV[3] ~= '1' then
     redis.call('PEXPIRE', key, string.format('%d', ms))
   else
     for i = 1, k do
-      redis.call('HINCRBY', key, k == 1 and 'c1' or 'c' .. i, ARGV[2])
+      redis.call('HINCRBY', key, 'c' .. i, ARGV[2])
     end
   end
 end

@@ -5,12 +5,15 @@
 --         when ARGV[1] is the empty string;
 --   cost  ARGV[2], the permits asked for (may exceed 2^53: then it is above
 --         every limit, and no script multiplies it before checking that).
+-- Numeric ARGV are read with `+ 0` rather than tonumber(): the same
+-- conversion without a function call, measurably cheaper (issue 6). Every
+-- ARGV comes from the runtime, so none is ever non-numeric.
 local key = KEYS[1]
 local now = ARGV[1]
 if now == '' then
   local t = redis.call('TIME')
   now = t[1] * 1000000 + t[2]
 else
-  now = tonumber(now)
+  now = now + 0
 end
-local cost = tonumber(ARGV[2])
+local cost = ARGV[2] + 0

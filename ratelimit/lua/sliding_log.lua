@@ -28,15 +28,15 @@
 -- The newest hit, read for reset_after, also tells whether hits already
 -- share this microsecond, so the common write needs no extra count (issue 6).
 
-local k = tonumber(ARGV[5])
+local k = ARGV[5] + 0
 
 local limits, windows, counts = {}, {}, {}
 local by_window = {}
 local widest = 0
 local violated, never, bit = 0, false, 1
 for i = 1, k do
-  local limit = tonumber(ARGV[4 + 2 * i])
-  local window = tonumber(ARGV[5 + 2 * i])
+  local limit = ARGV[4 + 2 * i] + 0
+  local window = ARGV[5 + 2 * i] + 0
   limits[i], windows[i] = limit, window
   if window > widest then widest = window end
   local c = by_window[window]

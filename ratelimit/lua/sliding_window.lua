@@ -27,18 +27,18 @@
 -- next write. Written only when allowed, cost > 0 and not a peek (HINCRBY
 -- of the current field, HDEL of dead ones), always followed by PEXPIRE
 -- ceil(reset_after_us / 1000) + slack ms. Every call reads every field;
--- sliding_window_totals.lua keeps running totals instead, for many
--- sub-windows. A write here deletes that layout's non-index fields, so the
+-- sliding_window_totals.lua keeps running totals instead, and the runtime
+-- uses it from 16 sub-windows on. A write here deletes that layout's non-index fields, so the
 -- two layouts can follow each other on a key.
 
-local precision = tonumber(ARGV[5])
-local k = tonumber(ARGV[6])
+local precision = ARGV[5] + 0
+local k = ARGV[6] + 0
 
 local current = math.floor(now / precision)
 local limits, spans, counts = {}, {}, {}
 local widest = 0
 for i = 1, k do
-  limits[i] = tonumber(ARGV[5 + 2 * i])
+  limits[i] = ARGV[5 + 2 * i] + 0
   spans[i] = math.floor(ARGV[6 + 2 * i] / precision)
   if spans[i] > widest then widest = spans[i] end
   counts[i] = 0

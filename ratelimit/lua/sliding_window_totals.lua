@@ -1,6 +1,8 @@
 -- sliding_window_totals.lua: the sliding window of sliding_window.lua, for
 -- many sub-windows: the same answers from running totals, so a call reads
--- and writes a few fields however many sub-windows a window holds.
+-- and writes a few fields however many sub-windows a window holds. The
+-- runtime uses it when the widest window holds 16 sub-windows or more
+-- (scripts.rs, TOTALS_FROM_SUB_WINDOWS).
 -- Twin: src/algo/sliding_window.rs (the same as the hash layout's).
 --
 -- KEYS, ARGV and the reply are exactly sliding_window.lua's:
@@ -17,7 +19,10 @@
 --          limit_i, window_us_i (declared order) in ARGV[7..6+2k].
 -- Returns  {allowed (1|0), limit, remaining, reset_after_us,
 --           retry_after_us (-1 = none), violated (bit i-1 = strategy i),
---           now (µs: the time the decision was made at)}.
+--           now (µs: the time the decision was made at)}; limit and
+--           remaining are the strategy with the least room. Only when
+--           k > 1, followed by k pairs remaining_i, reset_after_us_i
+--           (declared order): each strategy's own state after the call.
 --
 -- State on Redis: a hash. As in the hash layout, sub-window index floor(t / P)
 -- (a "%d" string) -> its count, and with current = floor(now / P), span_i =
@@ -36,15 +41,15 @@
 -- allowed, cost > 0 and not a peek, always followed by PEXPIRE
 -- ceil(reset_after_us / 1000) + slack ms.
 
-local precision = tonumber(ARGV[5])
-local k = tonumber(ARGV[6])
+local precision = ARGV[5] + 0
+local k = ARGV[6] + 0
 
 local current = math.floor(now / precision)
 local limits, spans, counts, total_fields = {}, {}, {}, {}
 local signature = {ARGV[5]}
 local widest = 0
 for i = 1, k do
-  limits[i] = tonumber(ARGV[5 + 2 * i])
+  limits[i] = ARGV[5 + 2 * i] + 0
   spans[i] = math.floor(ARGV[6 + 2 * i] / precision)
   if spans[i] > widest then widest = spans[i] end
   counts[i] = 0
@@ -155,6 +160,21 @@ if newest_after ~= nil then
   reset = (newest_after + widest) * precision - now
   if reset < 0 then reset = 0 end
 end
+-- Per strategy (k > 1): its newest counted sub-window leaves it at
+-- (newest + span_i) * P.
+local quotas = {}
+if k > 1 then
+  for i = 1, k do
+    local rem = limits[i] - (counts[i] + taken)
+    if rem < 0 then rem = 0 end
+    local e = 0
+    if newest_after ~= nil then
+      e = (newest_after + spans[i]) * precision - now
+      if e < 0 then e = 0 end
+    end
+    quotas[2 * i - 1], quotas[2 * i] = rem, e
+  end
+end
 
 -- Retry (denials only): per violated strategy, drop its sub-windows oldest
 -- first until the cost fits; the latest of those times.
@@ -225,4 +245,6 @@ if taken > 0 and ARGV[3] ~= '1' then
   redis.call('PEXPIRE', key, string.format('%d', ms))
 end
 
-return {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated, now}
+local reply = {allowed and 1 or 0, best_limit, best_rem or 0, reset, retry, allowed and 0 or violated, now}
+for i = 1, #quotas do reply[7 + i] = quotas[i] end
+return reply

@@ -8,7 +8,7 @@
 -- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
 -- ARGV[2]  cost, integer >= 0 (may exceed 2^53: then above the capacity).
 -- ARGV[3]  "1" = peek (decide, write nothing), "0" = check.
--- ARGV[4]  TTL slack in ms added to every PEXPIRE.
+-- ARGV[4]  TTL slack in ms added to every PX (client clock).
 -- ARGV[5]  capacity (tokens).
 -- ARGV[6]  n, ARGV[7] p: the rate in lowest terms, n units per p µs. One token
 --          is p units, so the bucket gains n units per µs; full = capacity * p.
@@ -16,23 +16,43 @@
 --           reset_after_us, retry_after_us (-1 = none), violated = 0,
 --           now (µs: the time the decision was made at)}.
 --
--- State on Redis: a string "<u>:<t>", u = units held, t = when they were last
--- counted (µs); one GET and one SET ... PX, the fewest commands (issue 6). An
--- absent key is a full bucket (u = full, t = now); a hash from an earlier
--- version ("u", "t" fields) is read as such and replaced by the next write.
--- Written only when allowed, cost > 0 and not a peek, with
--- PX = ceil(reset_after_us / 1000) + slack ms.
+-- State on Redis: a 17-byte string, struct.pack('<ddB', u, t, d): u = units
+-- held, t = when they were last counted (µs), both integers below 2^53 held
+-- exactly in doubles, and d (below) for the TTL. Binary, so reading and
+-- writing it costs no number parsing or formatting (issue 6). One GET and
+-- one SET, the fewest commands. An absent key is a full bucket (u = full,
+-- t = now). Earlier versions' state is still read, and replaced by the next
+-- write: the text "<u>:<t>" (18 bytes or more) and a hash ("u", "t"
+-- fields). Written only when allowed, cost > 0 and not a peek.
+--
+-- TTL: the key must outlive e = t + ceil((full - u) / n), when the bucket is
+-- full again. With a client clock every write sets PX =
+-- ceil(reset_after_us / 1000) + slack ms. With the server clock (ARGV[1] =
+-- ""), a write that sets a TTL sets it to the end of the whole second
+-- holding e, and records that second as d = whole seconds from t's second
+-- (255 = not recorded); a write whose e falls in the second the state
+-- records keeps the TTL (SET ... KEEPTTL): Redis expires keys by the clock
+-- TIME reads, so that TTL still covers e. Setting a TTL is about a tenth of
+-- the script's cost (issue 6); a key lives at most 1 s past its reset.
 
-local capacity = tonumber(ARGV[5])
-local n = tonumber(ARGV[6])
-local p = tonumber(ARGV[7])
+local capacity = ARGV[5] + 0
+local n = ARGV[6] + 0
+local p = ARGV[7] + 0
 
 local full = capacity * p
 local units, last
 local v = redis.pcall('GET', key)
+-- covered: the start (µs) of the second to whose end the TTL runs, if known.
+local covered = false
 if type(v) == 'string' then
-  local colon = string.find(v, ':', 1, true)
-  if colon then units, last = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)) end
+  if #v == 17 then
+    local d
+    units, last, d = struct.unpack('<ddB', v)
+    if d < 255 then covered = last - last % 1000000 + d * 1000000 end
+  else
+    local colon = string.find(v, ':', 1, true)
+    if colon then units, last = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)) end
+  end
 elseif type(v) == 'table' then
   local old = redis.call('HMGET', key, 'u', 't')
   units, last = tonumber(old[1]), tonumber(old[2])
@@ -51,22 +71,43 @@ local never = cost > capacity
 local need = never and 0 or cost * p
 local allowed = not never and units >= need
 local after = allowed and units - need or units
--- ceil(a / n) on integers held in doubles: floor, then step up if short.
+-- ceil(a / n) on integers held in doubles: floor, then step up if short;
+-- no division when n = 1 (every rate whose count divides its period).
 local retry = -1
 if not allowed and not never then
-  local a = need - units
-  retry = math.floor(a / n)
-  if retry * n < a then retry = retry + 1 end
+  retry = need - units
+  if n ~= 1 then
+    local a = retry
+    retry = math.floor(a / n)
+    if retry * n < a then retry = retry + 1 end
+  end
 end
 local missing = full - after
-local reset = math.floor(missing / n)
-if reset * n < missing then reset = reset + 1 end
+local reset = missing
+if n ~= 1 then
+  reset = math.floor(missing / n)
+  if reset * n < missing then reset = reset + 1 end
+end
 
 if allowed and cost > 0 and ARGV[3] ~= '1' then
   if now > last then last = now end
-  local ms = math.floor((reset + 999) / 1000) + ARGV[4]
-  if ms < 1 then ms = 1 end
-  redis.call('SET', key, string.format('%d:%d', after, last), 'PX', string.format('%d', ms))
+  local e = last + reset
+  local second = e - e % 1000000
+  local d = (second - (last - last % 1000000)) / 1000000
+  if ARGV[1] ~= '' or d > 254 then d = 255 end
+  local value = struct.pack('<ddB', after, last, d)
+  if covered == second and ARGV[1] == '' then
+    redis.call('SET', key, value, 'KEEPTTL')
+  else
+    local ms
+    if ARGV[1] == '' then
+      ms = math.floor((second + 1000999 - now) / 1000)
+    else
+      ms = math.floor((reset + 999) / 1000) + ARGV[4]
+    end
+    if ms < 1 then ms = 1 end
+    redis.call('SET', key, value, 'PX', string.format('%d', ms))
+  end
 end
 
 return {allowed and 1 or 0, capacity, math.floor(after / p), reset, retry, 0, now}

@@ -97,7 +97,12 @@ impl RedisBackend {
     }
 
     async fn eval_on_redis(&self, request: Request<'_>) -> Result<Outcome, Error> {
-        let mut invocation = scripts::script(request.policy.algorithm()).key(request.key);
+        let script = match &request.policy.params {
+            // Many sub-windows: the layout whose cost does not grow with them.
+            Params::SlidingWindow { strategies, precision_us } if widest_span(strategies, *precision_us) >= scripts::TOTALS_FROM_SUB_WINDOWS => scripts::sliding_window_totals(),
+            _ => scripts::script(request.policy.algorithm()),
+        };
+        let mut invocation = script.key(request.key);
         // ARGV: now ("" = server TIME), cost, peek, TTL slack, then parameters.
         match request.now_us {
             Some(now) => invocation.arg(now).arg(request.cost).arg(u8::from(request.peek)).arg(CLIENT_CLOCK_SLACK_US / 1000),
@@ -138,6 +143,11 @@ impl RedisBackend {
     }
 }
 
+/// Sub-windows in the widest window of a sliding window policy.
+fn widest_span(strategies: &[crate::Strategy], precision_us: u64) -> u64 {
+    strategies.iter().map(|s| s.window_us / precision_us).max().unwrap_or(0)
+}
+
 /// Reads a script's reply: 7 integers, then `quotas` pairs.
 fn outcome(reply: &[i64], quotas: usize) -> Result<Outcome, Error> {
     let Some((&[allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us], pairs)) = reply.split_first_chunk::<7>().filter(|(_, rest)| rest.len() == 2 * quotas) else {
@@ -165,8 +175,11 @@ impl Backend for RedisBackend {
     fn reset<'a>(&'a self, key: &'a [u8]) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
             let mut connection = self.connection.clone();
-            redis::cmd("DEL").arg(key).exec_async(&mut connection).await?;
-            Ok(())
+            // Bounded here: the connection itself has no response timeout.
+            match tokio::time::timeout(self.options.response_timeout, redis::cmd("DEL").arg(key).exec_async(&mut connection)).await {
+                Ok(result) => Ok(result?),
+                Err(_) => Err(Error::Timeout(self.options.response_timeout)),
+            }
         })
     }
 
