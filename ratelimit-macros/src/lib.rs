@@ -74,7 +74,7 @@ use syn::spanned::Spanned;
 ///     upload().await.unwrap();
 /// }
 /// let denied = upload().await.unwrap_err();
-/// assert_eq!(denied.policy, ratelimit::Policy::token_bucket(3, "1/1h").unwrap().to_string());
+/// assert_eq!(denied.policy, Some(ratelimit::Policy::token_bucket(3, "1/1h").unwrap()));
 /// assert!(denied.retry_after().unwrap() <= std::time::Duration::from_secs(3600));
 /// # }
 /// ```
