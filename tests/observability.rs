@@ -16,10 +16,13 @@ use std::time::Duration;
 /// are added up here.
 struct Recorded {
     snapshotter: Snapshotter,
-    /// (kind, name, labels) -> counter total or histogram samples.
-    counters: Vec<(String, Vec<(String, String)>, u64)>,
-    histograms: Vec<(String, Vec<(String, String)>, Vec<f64>)>,
+    /// (name, labels, counter total).
+    counters: Vec<(String, Labels, u64)>,
+    /// (name, labels, histogram samples).
+    histograms: Vec<(String, Labels, Vec<f64>)>,
 }
+
+type Labels = Vec<(String, String)>;
 
 fn recorded() -> std::sync::MutexGuard<'static, Recorded> {
     static RECORDED: OnceLock<Mutex<Recorded>> = OnceLock::new();
@@ -35,7 +38,7 @@ fn recorded() -> std::sync::MutexGuard<'static, Recorded> {
     for (key, _, _, value) in recorded.snapshotter.snapshot().into_vec() {
         let (kind, key) = key.into_parts();
         let name = key.name().to_string();
-        let labels: Vec<(String, String)> = key.labels().map(|l| (l.key().to_string(), l.value().to_string())).collect();
+        let labels: Labels = key.labels().map(|l| (l.key().to_string(), l.value().to_string())).collect();
         match (kind, value) {
             (MetricKind::Counter, DebugValue::Counter(n)) => match recorded.counters.iter_mut().find(|(n2, l2, _)| *n2 == name && *l2 == labels) {
                 Some(entry) => entry.2 += n,
