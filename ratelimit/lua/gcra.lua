@@ -2,7 +2,8 @@
 -- CL.THROTTLE key burst count period qty does. Twin: src/algo/gcra.rs.
 --
 -- Loaded after prelude.lua, which sets `key`, `now` and `cost` from
--- KEYS[1], ARGV[1] and ARGV[2].
+-- KEYS[1], ARGV[1] and ARGV[2], and set_state.lua, whose set_state writes
+-- the state with its TTL.
 --
 -- KEYS[1]  the only key touched.
 -- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
@@ -104,18 +105,7 @@ if allowed and cost > 0 and ARGV[3] ~= '1' then
   end
   -- e = ceil(new TAT); its second, e - e % 1000000, against covered's.
   local e = now + reset
-  if covered and ARGV[1] == '' and e - e % 1000000 == covered - covered % 1000000 then
-    redis.call('SET', key, value, 'KEEPTTL')
-  else
-    local ms
-    if ARGV[1] == '' then
-      ms = math.floor((e - e % 1000000 + 1000999 - now) / 1000)
-    else
-      ms = math.floor((reset + 999) / 1000) + ARGV[4]
-    end
-    if ms < 1 then ms = 1 end
-    redis.call('SET', key, value, 'PX', string.format('%d', ms))
-  end
+  set_state(value, e, covered and e - e % 1000000 == covered - covered % 1000000, reset)
 end
 
 return {allowed and 1 or 0, limit, math.floor(remaining / p), reset, retry, 0, now}

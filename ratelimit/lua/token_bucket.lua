@@ -2,7 +2,8 @@
 -- Twin: src/algo/token_bucket.rs.
 --
 -- Loaded after prelude.lua, which sets `key`, `now` and `cost` from
--- KEYS[1], ARGV[1] and ARGV[2].
+-- KEYS[1], ARGV[1] and ARGV[2], and set_state.lua, whose set_state writes
+-- the state with its TTL.
 --
 -- KEYS[1]  the only key touched.
 -- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
@@ -96,18 +97,7 @@ if allowed and cost > 0 and ARGV[3] ~= '1' then
   local d = (second - (last - last % 1000000)) / 1000000
   if ARGV[1] ~= '' or d > 254 then d = 255 end
   local value = struct.pack('<ddB', after, last, d)
-  if covered == second and ARGV[1] == '' then
-    redis.call('SET', key, value, 'KEEPTTL')
-  else
-    local ms
-    if ARGV[1] == '' then
-      ms = math.floor((second + 1000999 - now) / 1000)
-    else
-      ms = math.floor((reset + 999) / 1000) + ARGV[4]
-    end
-    if ms < 1 then ms = 1 end
-    redis.call('SET', key, value, 'PX', string.format('%d', ms))
-  end
+  set_state(value, e, covered == second, reset)
 end
 
 return {allowed and 1 or 0, capacity, math.floor(after / p), reset, retry, 0, now}

@@ -5,14 +5,15 @@ use ratelimit_grammar::AlgorithmKind;
 use redis::Script;
 
 /// Each script's source, in [`AlgorithmKind::ALL`] order: the shared
-/// prelude (`key`, `now`, `cost`) followed by the algorithm.
+/// prelude (`key`, `now`, `cost`), for the scripts whose state is one string
+/// `set_state` (how it is written and its TTL), then the algorithm.
 const SOURCES: [&str; 6] = [
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/fixed_window.lua")),
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_window.lua")),
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_log.lua")),
-    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/token_bucket.lua")),
-    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/leaky_bucket.lua")),
-    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/gcra.lua")),
+    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/token_bucket.lua")),
+    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/leaky_bucket.lua")),
+    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/gcra.lua")),
 ];
 
 /// The sliding window's totals layout (`lua/sliding_window_totals.lua`): the
