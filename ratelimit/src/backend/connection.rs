@@ -55,7 +55,7 @@ fn client(info: ConnectionInfo, options: &RedisOptions) -> RedisResult<redis::Cl
 }
 
 /// Loads every script so the first decisions don't each send SCRIPT LOAD.
-async fn load_scripts(connection: &mut impl ConnectionLike) -> RedisResult<()> {
+pub(crate) async fn load_scripts(connection: &mut impl ConnectionLike) -> RedisResult<()> {
     for script in scripts::all() {
         script.prepare_invoke().load_async(connection).await?;
     }

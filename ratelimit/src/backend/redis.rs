@@ -6,7 +6,9 @@ use super::endpoint::{self, redact};
 use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::policy::Params;
 use crate::{scripts, Error};
+use redis::{ErrorKind, ServerErrorKind};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,13 +54,25 @@ impl Default for RedisOptions {
 /// One multiplexed, reconnecting connection (redis-rs's `ConnectionManager`,
 /// its cluster connection, or a Sentinel-resolved master) serves every
 /// limiter and task; scripts are loaded once at start-up (on every node) and
-/// reloaded by `redis::Script` on `NOSCRIPT` (after a restart, failover,
-/// resharding to a new node or `SCRIPT FLUSH`).
+/// again, all of them and once, when Redis answers `NOSCRIPT` (after a
+/// restart, failover, resharding to a new node or `SCRIPT FLUSH`): the
+/// calls that meet it meanwhile wait for that one reload and try again,
+/// instead of each sending its own `SCRIPT LOAD`.
 #[derive(Clone)]
 pub struct RedisBackend {
     connection: Connection,
     options: RedisOptions,
     breaker: Arc<Breaker>,
+    scripts: Arc<ScriptReload>,
+}
+
+/// One reload of every script at a time, however many calls meet `NOSCRIPT`.
+#[derive(Default)]
+struct ScriptReload {
+    /// How many reloads have finished: a call that sent its `EVALSHA` before
+    /// the latest one started does not reload again.
+    done: AtomicU64,
+    running: tokio::sync::Mutex<()>,
 }
 
 impl RedisBackend {
@@ -75,7 +89,7 @@ impl RedisBackend {
             Ok(Err(e)) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: {e}", redact(url)))),
             Err(_) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: no answer within {bound:?}", redact(url)))),
         };
-        Ok(RedisBackend { connection, options, breaker: Arc::new(Breaker::new()) })
+        Ok(RedisBackend { connection, options, breaker: Arc::new(Breaker::new()), scripts: Arc::default() })
     }
 
     /// Whether this backend talks to a Redis Cluster.
@@ -102,7 +116,8 @@ impl RedisBackend {
             Params::SlidingWindow { strategies, precision_us } if widest_span(strategies, *precision_us) >= scripts::TOTALS_FROM_SUB_WINDOWS => scripts::sliding_window_totals(),
             _ => scripts::script(request.policy.algorithm()),
         };
-        let mut invocation = script.key(request.key);
+        let mut invocation = redis::cmd("EVALSHA");
+        invocation.arg(script.get_hash()).arg(1).arg(request.key);
         // ARGV: now ("" = server TIME), cost, peek, TTL slack, then parameters.
         match request.now_us {
             Some(now) => invocation.arg(now).arg(request.cost).arg(u8::from(request.peek)).arg(CLIENT_CLOCK_SLACK_US / 1000),
@@ -130,8 +145,7 @@ impl RedisBackend {
                 invocation.arg(*burst).arg(n).arg(p);
             }
         }
-        let mut connection = self.connection.clone();
-        let reply: Vec<i64> = match tokio::time::timeout(self.options.response_timeout, invocation.invoke_async(&mut connection)).await {
+        let reply: Vec<i64> = match tokio::time::timeout(self.options.response_timeout, self.eval_reloading(&invocation)).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(e)) if e.is_timeout() => return Err(Error::Timeout(self.options.response_timeout)),
             Ok(Err(e)) => return Err(e.into()),
@@ -140,6 +154,28 @@ impl RedisBackend {
         // Window scripts append a (remaining, reset) pair per strategy when there are several.
         let strategies = request.policy.strategies().len();
         outcome(&reply, if strategies > 1 { strategies } else { 0 })
+    }
+}
+
+impl RedisBackend {
+    /// Sends `evalsha`; on `NOSCRIPT`, reloads every script (once, however
+    /// many calls meet it at the same time) and sends it again.
+    async fn eval_reloading(&self, evalsha: &redis::Cmd) -> redis::RedisResult<Vec<i64>> {
+        let mut connection = self.connection.clone();
+        let reloads_before = self.scripts.done.load(Ordering::Acquire);
+        match evalsha.query_async(&mut connection).await {
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                let running = self.scripts.running.lock().await;
+                if self.scripts.done.load(Ordering::Acquire) == reloads_before {
+                    tracing::info!(target: "ratelimit", "Redis lost the rate limit scripts (restart, failover or SCRIPT FLUSH); loading them again");
+                    super::connection::load_scripts(&mut connection).await?;
+                    self.scripts.done.fetch_add(1, Ordering::Release);
+                }
+                drop(running);
+                evalsha.query_async(&mut connection).await
+            }
+            result => result,
+        }
     }
 }
 
