@@ -116,8 +116,11 @@ impl RedisBackend {
             Params::SlidingWindow { strategies, precision_us } if widest_span(strategies, *precision_us) >= scripts::TOTALS_FROM_SUB_WINDOWS => scripts::sliding_window_totals(),
             _ => scripts::script(request.policy.algorithm()),
         };
-        let mut invocation = redis::cmd("EVALSHA");
-        invocation.arg(script.get_hash()).arg(1).arg(request.key);
+        // Sized once for EVALSHA, the hash, 1, the key, 4 fixed ARGV and the
+        // parameters (at most 2 + 2 per strategy), each number under 20 digits.
+        let arguments = 8 + 2 + 2 * request.policy.strategies().len();
+        let mut invocation = redis::Cmd::with_capacity(arguments, 64 + request.key.len() + 20 * arguments);
+        invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
         // ARGV: now ("" = server TIME), cost, peek, TTL slack, then parameters.
         match request.now_us {
             Some(now) => invocation.arg(now).arg(request.cost).arg(u8::from(request.peek)).arg(CLIENT_CLOCK_SLACK_US / 1000),
