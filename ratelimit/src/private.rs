@@ -11,8 +11,9 @@ pub use crate::{OnError, RateLimited};
 pub use ratelimit_grammar::{Rate, Strategy};
 pub use std::string::String;
 
+use crate::config::named::NamedLimiter;
 use crate::{runtime, Limiter};
-use arc_swap::ArcSwapOption;
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -40,27 +41,14 @@ pub struct Site {
     /// Settles calls while the global store cannot be built (keeps the
     /// in-memory state of `on_error = "local"` between calls).
     degraded: OnceLock<Limiter>,
-    /// `policy = "..."` sites: the limiter for the policy set of one
-    /// generation, replaced on the first call after a reload.
-    configured: ArcSwapOption<Configured>,
 }
 
 #[derive(Debug)]
 enum SitePolicy {
     /// Written in the attribute, validated at compile time.
     Fixed(Policy),
-    /// Named: looked up in [`crate::policies`] at run time.
-    Named(&'static str),
-}
-
-/// A named site's limiter, and the policy-set generation it was made for.
-#[derive(Debug)]
-struct Configured {
-    generation: u64,
-    /// Built on a store that could not be built: try the store again next call.
-    degraded: bool,
-    /// `Err`: why the policy cannot be used (not configured, or the set failed to load).
-    limiter: Result<Limiter, Arc<str>>,
+    /// Named: looked up in [`crate::policies`] at run time, followed across reloads.
+    Named(NamedLimiter),
 }
 
 impl Site {
@@ -72,7 +60,7 @@ impl Site {
     /// A site whose policy is the one named `policy` in the configured set
     /// (`#[rate_limit(policy = "search")]`), followed across reloads.
     pub const fn configured(name: &'static str, policy: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
-        Site::with(name, SitePolicy::Named(policy), on_limit, on_error)
+        Site::with(name, SitePolicy::Named(NamedLimiter::new(Cow::Borrowed(name), Cow::Borrowed(policy), on_error)), on_limit, on_error)
     }
 
     const fn with(name: &'static str, policy: SitePolicy, on_limit: OnLimit, on_error: OnError) -> Site {
@@ -84,7 +72,6 @@ impl Site {
             named_by_default: false,
             limiter: OnceCell::const_new(),
             degraded: OnceLock::new(),
-            configured: ArcSwapOption::const_empty(),
         }
     }
 
@@ -115,54 +102,6 @@ impl Site {
         init.await
     }
 
-    /// The limiter of a named site for the policy set in use. The common
-    /// path is two atomic loads (the set's snapshot, this site's limiter)
-    /// and a compare of generations: no lock, no allocation.
-    async fn configured_limiter(&'static self, policy: &'static str) -> Arc<Configured> {
-        let loaded = crate::config::registry::current();
-        let cached = self.configured.load_full();
-        if let Some(cached) = &cached {
-            if cached.generation == loaded.generation && !cached.degraded {
-                return cached.clone();
-            }
-        }
-        let fresh = match loaded.set.get(policy) {
-            None => Configured { generation: loaded.generation, degraded: false, limiter: Err(missing(policy, &loaded).into()) },
-            // The same policy as before (a reload that changed other ones):
-            // keep the limiter, and with it its deny cache and local state.
-            Some(p) if cached.as_ref().is_some_and(|c| !c.degraded && c.limiter.as_ref().is_ok_and(|l| l.policy() == p)) => {
-                let limiter = cached.as_ref().and_then(|c| c.limiter.clone().ok()).expect("checked just above");
-                Configured { generation: loaded.generation, degraded: false, limiter: Ok(limiter) }
-            }
-            Some(p) => {
-                let (p, generation) = (p.clone(), loaded.generation);
-                // Tagged with the generation read before awaiting: if a reload
-                // lands meanwhile, the next call sees the mismatch and rebuilds.
-                drop(loaded);
-                let store: Pin<Box<dyn Future<Output = Result<&'static crate::Store, crate::Error>> + Send>> = Box::pin(runtime::global());
-                match store.await {
-                    Ok(store) => {
-                        if self.named_by_default && cached.is_none() {
-                            warn_if_default_name_shared(self);
-                        }
-                        Configured { generation, degraded: false, limiter: Ok(Limiter::new(self.name, p, store).with_on_error(self.on_error)) }
-                    }
-                    // Keep the degraded limiter of this generation (its local state) while the store stays down.
-                    Err(_) if cached.as_ref().is_some_and(|c| c.degraded && c.limiter.as_ref().is_ok_and(|l| *l.policy() == p)) => {
-                        return cached.expect("checked just above");
-                    }
-                    Err(error) => {
-                        let store = crate::Store::from_backend(Arc::new(Unavailable(error)));
-                        Configured { generation, degraded: true, limiter: Ok(Limiter::new(self.name, p, &store).with_on_error(self.on_error)) }
-                    }
-                }
-            }
-        };
-        let fresh = Arc::new(fresh);
-        self.configured.store(Some(fresh.clone()));
-        fresh
-    }
-
     /// Decides one call: `Ok(())` to run the body, `Err` to return the denial
     /// (or call the fallback). Under `OnLimit::Wait` this sleeps until the
     /// call passes or the maximum wait would be exceeded.
@@ -182,11 +121,14 @@ impl Site {
                 };
                 self.decide(limiter, key, cost).await
             }
-            SitePolicy::Named(policy) => {
-                let configured = self.configured_limiter(policy).await;
+            SitePolicy::Named(named) => {
+                let (configured, first) = named.current().await;
+                if first && self.named_by_default {
+                    warn_if_default_name_shared(self);
+                }
                 match &configured.limiter {
                     Ok(limiter) => self.decide(limiter, key, cost).await,
-                    Err(why) => self.without_policy(policy, why, key),
+                    Err(why) => self.without_policy(named.policy(), why, key),
                 }
             }
         }
@@ -233,19 +175,6 @@ impl Site {
         if let Err(denied) = self.check(key, cost).await {
             tracing::warn!(target: "ratelimit", limiter = %self.name, %denied, "denial could not be waited out; call allowed");
         }
-    }
-}
-
-/// Why `policy` cannot be used with the set in `loaded`.
-fn missing(policy: &str, loaded: &crate::config::registry::Loaded) -> String {
-    if let Some(note) = &loaded.note {
-        return format!("policy \"{policy}\" is not configured: {note}");
-    }
-    let names: Vec<_> = loaded.set.names().collect();
-    if names.is_empty() {
-        format!("policy \"{policy}\" is not configured: {} holds no policies", loaded.set.origin())
-    } else {
-        format!("policy \"{policy}\" is not configured in {} (it has: {})", loaded.set.origin(), names.join(", "))
     }
 }
 

@@ -3,6 +3,7 @@
 //! time. The public surface is [`policies`].
 
 mod file;
+pub(crate) mod named;
 pub mod policies;
 pub(crate) mod registry;
 mod set;
