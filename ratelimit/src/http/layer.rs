@@ -4,6 +4,7 @@ use super::headers::{insert_rate_limit_headers, HeaderStyle};
 use super::key::KeyBy;
 use super::response::{problem, respond};
 use super::TrustedProxies;
+use crate::config::named::NamedLimiter;
 use crate::{Decision, Limiter, OnError, Policy, Store};
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -96,6 +97,8 @@ enum Source {
         /// Decides, under `on_error`, while the global store cannot be built.
         degraded: Arc<OnceLock<Limiter>>,
     },
+    /// A configured policy, followed across [`reload`](crate::policies::reload)s.
+    Named { name: Arc<str>, named: Arc<NamedLimiter>, on_error: OnError },
 }
 
 impl RateLimitLayer {
@@ -104,6 +107,36 @@ impl RateLimitLayer {
     pub fn new(name: impl Into<Arc<str>>, policy: Policy) -> RateLimitLayer {
         let source = Source::Global { name: name.into(), policy, on_error: OnError::default(), limiter: Arc::default(), degraded: Arc::default() };
         RateLimitLayer::with_source(source)
+    }
+
+    /// A layer applying the configured policy named `policy` (see
+    /// [`crate::policies`]) under the limiter name `name` on the global
+    /// store. A [`reload`](crate::policies::reload) that changes the policy
+    /// applies from the next request, keeping the counts that still fit. A
+    /// policy that is not configured lets requests through uncounted (with a
+    /// WARN each time), or answers 503 under [`OnError::Deny`].
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use axum::{body::Body, extract::Request, routing::get, Router};
+    /// use ratelimit::http::{KeyBy, RateLimitLayer};
+    /// use tower_service::Service;
+    ///
+    /// ratelimit::policies::load_str("inline", "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"2/1h\"\n")?;
+    /// let layer = RateLimitLayer::named("search", "search").key(KeyBy::header("x-api-key")?);
+    /// let mut app = Router::new().route("/", get(|| async { "results" })).layer(layer);
+    /// let request = || Request::builder().uri("/").header("x-api-key", "k1").body(Body::empty()).unwrap();
+    ///
+    /// assert_eq!(app.call(request()).await?.headers()["ratelimit-policy"], r#""2/1h";q=2;w=3600"#);
+    /// ratelimit::policies::load_str("inline", "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"5/1h\"\n")?;
+    /// let raised = app.call(request()).await?;
+    /// assert_eq!(raised.headers()["ratelimit"], r#""5/1h";r=3;t=3600"#); // the first request still counts
+    /// # Ok(()) }
+    /// ```
+    pub fn named(name: impl Into<Arc<str>>, policy: impl Into<String>) -> RateLimitLayer {
+        let name = name.into();
+        let named = NamedLimiter::new(name.to_string().into(), policy.into().into(), OnError::default());
+        RateLimitLayer::with_source(Source::Named { name, named: Arc::new(named), on_error: OnError::default() })
     }
 
     /// A layer deciding on `limiter` (its store, its [`OnError`]).
@@ -159,8 +192,13 @@ impl RateLimitLayer {
     /// [`OnError::Allow`]). A layer built with [`from_limiter`](Self::from_limiter)
     /// uses that limiter's setting and ignores this.
     pub fn on_error(mut self, on_error: OnError) -> RateLimitLayer {
-        if let Source::Global { on_error: slot, .. } = &mut Arc::make_mut(&mut self.shared).source {
-            *slot = on_error;
+        match &mut Arc::make_mut(&mut self.shared).source {
+            Source::Global { on_error: slot, .. } => *slot = on_error,
+            Source::Named { name, named, on_error: slot } => {
+                *named = Arc::new(NamedLimiter::new(name.to_string().into(), named.policy().to_string().into(), on_error));
+                *slot = on_error;
+            }
+            Source::Limiter(_) => {}
         }
         self
     }
@@ -183,44 +221,42 @@ pub struct RateLimitService<S> {
 
 /// What the limit says about one request.
 enum Verdict {
-    /// Call the route; add the header fields of this decision when there is one.
-    Pass(Option<Decision>),
+    /// Call the route; add the header fields of this decision (under this
+    /// limiter's policy) when there is one.
+    Pass(Option<(Decision, Limiter)>),
     /// Answer this instead of calling the route.
     Respond(Response),
 }
 
 impl Shared {
-    fn policy(&self) -> &Policy {
-        match &self.source {
-            Source::Limiter(limiter) => limiter.policy(),
-            Source::Global { policy, .. } => policy,
-        }
-    }
-
     fn name(&self) -> &str {
         match &self.source {
             Source::Limiter(limiter) => limiter.name(),
-            Source::Global { name, .. } => name,
+            Source::Global { name, .. } | Source::Named { name, .. } => name,
         }
     }
 
-    async fn limiter(&self) -> &Limiter {
+    /// The limiter deciding now; `Err` when a named policy is not configured.
+    async fn limiter(&self) -> Result<Limiter, Arc<str>> {
         match &self.source {
-            Source::Limiter(limiter) => limiter,
+            Source::Limiter(limiter) => Ok(limiter.clone()),
             Source::Global { name, policy, on_error, limiter, degraded } => {
                 let built = limiter
                     .get_or_try_init(|| async { Ok::<_, crate::Error>(Limiter::new(name.clone(), policy.clone(), crate::global().await?).with_on_error(*on_error)) })
                     .await;
-                match built {
-                    Ok(limiter) => limiter,
+                Ok(match built {
+                    Ok(limiter) => limiter.clone(),
                     // The store cannot be built: every call fails as unavailable,
                     // so `on_error` settles it as it would any store failure.
-                    Err(error) => degraded.get_or_init(|| {
-                        let store = Store::from_backend(Arc::new(crate::__private::Unavailable(error)));
-                        Limiter::new(name.clone(), policy.clone(), &store).with_on_error(*on_error)
-                    }),
-                }
+                    Err(error) => degraded
+                        .get_or_init(|| {
+                            let store = Store::from_backend(Arc::new(crate::__private::Unavailable(error)));
+                            Limiter::new(name.clone(), policy.clone(), &store).with_on_error(*on_error)
+                        })
+                        .clone(),
+                })
             }
+            Source::Named { named, .. } => named.current().await.0.limiter.clone(),
         }
     }
 
@@ -249,14 +285,31 @@ impl Shared {
     }
 
     async fn decide(&self, key: Vec<u8>) -> Verdict {
-        match self.limiter().await.limit(&key, self.cost).await {
+        let limiter = match self.limiter().await {
+            Ok(limiter) => limiter,
+            Err(why) => return self.without_policy(&why),
+        };
+        match limiter.limit(&key, self.cost).await {
             // A decision with nothing to reset was not made by a store (the
             // store failed and `on_error = allow` let the call through): it
             // says nothing true about the limit, so no header fields.
             Ok(decision) if decision.reset_after.is_zero() => Verdict::Pass(None),
-            Ok(decision) => Verdict::Pass(Some(decision)),
-            Err(denied) => Verdict::Respond(respond(&denied, Some(self.policy()), self.style)),
+            Ok(decision) => Verdict::Pass(Some((decision, limiter))),
+            Err(denied) => Verdict::Respond(respond(&denied, Some(limiter.policy()), self.style)),
         }
+    }
+
+    /// A request whose named policy is not configured: settled by `on_error`
+    /// as a store failure would be, with a WARN each time.
+    fn without_policy(&self, why: &str) -> Verdict {
+        let Source::Named { on_error, .. } = &self.source else { unreachable!("only named policies can be missing") };
+        if matches!(on_error, OnError::Deny) {
+            tracing::warn!(target: "ratelimit", limiter = %self.name(), "{why}; request denied (on_error = deny)");
+            let detail = format!("rate limited by `{}`: its named policy is not configured", self.name());
+            return Verdict::Respond(problem(StatusCode::SERVICE_UNAVAILABLE, &detail, None));
+        }
+        tracing::warn!(target: "ratelimit", limiter = %self.name(), "{why}; request allowed uncounted (on_error = {})", if matches!(on_error, OnError::Local) { "local" } else { "allow" });
+        Verdict::Pass(None)
     }
 }
 
@@ -291,8 +344,8 @@ where
                 Verdict::Respond(response) => Ok(response),
                 Verdict::Pass(decision) => {
                     let mut response = inner.call(request).await?.into_response();
-                    if let Some(decision) = decision.filter(|_| shared.headers_on_allowed) {
-                        insert_rate_limit_headers(response.headers_mut(), shared.policy(), &decision, shared.style);
+                    if let Some((decision, limiter)) = decision.filter(|_| shared.headers_on_allowed) {
+                        insert_rate_limit_headers(response.headers_mut(), limiter.policy(), &decision, shared.style);
                     }
                     Ok(response)
                 }
