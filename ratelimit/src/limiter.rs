@@ -320,6 +320,7 @@ impl Limiter {
 
     /// Settles a call the store could not decide; a timed-out call may have
     /// been counted by the store, so it is never treated as a permit taken.
+    #[allow(clippy::result_large_err)] // the same Result as `limit`, which returns it as is
     fn on_store_error(&self, key: &[u8], cost: u64, error: &Error) -> Result<Decision, RateLimited> {
         self.inner.store_errors.fetch_add(1, Ordering::Relaxed);
         let kind = observe::error_kind(error);
