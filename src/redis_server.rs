@@ -62,6 +62,13 @@ impl RedisServer {
     /// Starts a Sentinel on a free port watching the master on
     /// `master_port` as `master_name` (quorum 1, down after 1 s).
     pub fn start_sentinel(master_name: &str, master_port: u16) -> RedisServer {
+        RedisServer::start_sentinel_with(master_name, master_port, "")
+    }
+
+    /// [`start_sentinel`](Self::start_sentinel) with more lines of
+    /// configuration after the `sentinel monitor` line (TLS towards the
+    /// master, `sentinel auth-user`, ...).
+    pub fn start_sentinel_with(master_name: &str, master_port: u16, extra_config: &str) -> RedisServer {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("ratelimit-redis-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -69,7 +76,8 @@ impl RedisServer {
         let config = format!(
             "sentinel monitor {master_name} 127.0.0.1 {master_port} 1\n\
              sentinel down-after-milliseconds {master_name} 1000\n\
-             sentinel failover-timeout {master_name} 5000\n"
+             sentinel failover-timeout {master_name} 5000\n\
+             {extra_config}"
         );
         let mut server = RedisServer { child: None, port, dir, args: vec!["--sentinel".into()], config: Some(config), tls_cli: None };
         server.spawn();

@@ -37,6 +37,8 @@ async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
     let mut args = vec!["--appendonly", "no", "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"];
     args.extend(["--user", "default", "off", "--user"]);
     args.extend(LIMITER_ACL.split_whitespace());
+    // Sentinel's own user on the master (it needs INFO, PUBLISH, ...).
+    args.extend(["--user", "watcher", "on", ">w4tch", "~*", "&*", "+@all"]);
     let _server = RedisServer::start_with(port, &args, Some(cli));
     let trusted = RedisOptions { tls_root_cert: Some(std::fs::read(ca).unwrap()), ..RedisOptions::default() };
 
@@ -63,6 +65,18 @@ async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
 
     let untrusted = Store::redis_with(&format!("rediss://limiter:s3cret@127.0.0.1:{port}"), RedisOptions::default()).await.unwrap_err().to_string();
     assert!(untrusted.contains("cannot connect to Redis") && untrusted.to_lowercase().contains("certificate"), "{untrusted}");
+
+    // Through Sentinel: the sentinel is plain TCP, the master it names is
+    // TLS-only and trusted through the same private CA.
+    let sentinel_tls = format!("tls-cert-file {cert}\ntls-key-file {key}\ntls-ca-cert-file {ca}\ntls-replication yes\nsentinel auth-user tlsmaster watcher\nsentinel auth-pass tlsmaster w4tch\n");
+    let sentinel = RedisServer::start_sentinel_with("tlsmaster", port, &sentinel_tls);
+    let through_sentinel = format!("rediss+sentinel://watcher:w4tch@127.0.0.1:{}/tlsmaster", sentinel.port());
+    let store = Store::redis_with(&through_sentinel, trusted.clone()).await.unwrap();
+    let limiter = Limiter::new("tls.sentinel", Policy::gcra("1/1m", 0).unwrap(), &store);
+    assert!(limiter.check("k", 1).await.unwrap().allowed);
+    assert!(!limiter.check("k", 1).await.unwrap().allowed, "decided on the TLS master");
+    let untrusted = Store::redis_with(&through_sentinel, RedisOptions::default()).await.unwrap_err().to_string();
+    assert!(untrusted.contains("cannot connect to Redis"), "{untrusted}");
 
     let plain = Store::redis_with(&format!("redis://limiter:s3cret@127.0.0.1:{port}"), RedisOptions::default()).await.unwrap_err().to_string();
     assert!(plain.contains("cannot connect to Redis"), "{plain}");

@@ -136,8 +136,16 @@ impl SentinelMaster {
         if tls {
             node_info = node_info.set_tls_mode(redis::TlsMode::Secure);
         }
+        #[cfg(feature = "tls")]
+        if let (true, Some(root)) = (tls, &options.tls_root_cert) {
+            return SentinelMaster::finish(sentinel_with_root_cert(&sentinels, &master, &node, root)?, options).await;
+        }
         let sentinels: Vec<ConnectionInfo> = sentinels.into_iter().map(|s| s.set_tcp_settings(tcp())).collect();
-        let mut sentinel = SentinelClient::build(sentinels, master, Some(node_info), SentinelServerType::Master)?;
+        let sentinel = SentinelClient::build(sentinels, master, Some(node_info), SentinelServerType::Master)?;
+        SentinelMaster::finish(sentinel, options).await
+    }
+
+    async fn finish(mut sentinel: SentinelClient, options: &RedisOptions) -> RedisResult<SentinelMaster> {
         let config = manager_config(options);
         let current = ConnectionManager::new_with_config(sentinel.async_get_client().await?, config.clone()).await?;
         Ok(SentinelMaster { sentinel: tokio::sync::Mutex::new(sentinel), current: RwLock::new(current), generation: AtomicU64::new(0), config })
@@ -180,6 +188,28 @@ impl SentinelMaster {
             other => other,
         }
     }
+}
+
+/// A Sentinel client whose connections to the Redis nodes trust `root` (PEM):
+/// redis-rs takes custom certificates for Sentinel only through its builder.
+/// The sentinels themselves are reached over plain TCP, as without one.
+#[cfg(feature = "tls")]
+fn sentinel_with_root_cert(sentinels: &[ConnectionInfo], master: &str, node: &ConnectionInfo, root: &[u8]) -> RedisResult<SentinelClient> {
+    crate::tls::install_crypto_provider();
+    let settings = node.redis_settings();
+    let mut builder = redis::sentinel::SentinelClientBuilder::new(sentinels.iter().map(|s| s.addr().clone()), master, SentinelServerType::Master)?
+        .set_client_to_sentinel_tcp_settings(tcp())
+        .set_client_to_redis_tcp_settings(tcp())
+        .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
+        .set_client_to_redis_certificates(redis::TlsCertificates { client_tls: None, root_cert: Some(root.to_vec()) })
+        .set_client_to_redis_db(settings.db());
+    if let Some(username) = settings.username() {
+        builder = builder.set_client_to_redis_username(username);
+    }
+    if let Some(password) = settings.password() {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    builder.build()
 }
 
 fn is_read_only(error: &RedisError) -> bool {

@@ -30,7 +30,9 @@ pub struct RedisOptions {
     /// waiting out a timeout; then the next call tries Redis again.
     pub retry_interval: Duration,
     /// PEM certificate(s) of a private certificate authority to trust for
-    /// `rediss://` (default: none, the system's roots).
+    /// the Redis nodes of `rediss://`, `rediss+cluster://` and
+    /// `rediss+sentinel://` (default: none, the system's roots). Sentinels
+    /// themselves are reached over plain TCP.
     #[cfg(feature = "tls")]
     pub tls_root_cert: Option<Vec<u8>>,
 }
