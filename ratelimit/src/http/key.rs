@@ -4,7 +4,7 @@ use super::client_ip::TrustedProxies;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::HeaderName;
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 /// How [`RateLimitLayer`](super::RateLimitLayer) finds a request's key.
@@ -34,7 +34,8 @@ pub struct KeyBy(Source);
 
 #[derive(Clone)]
 enum Source {
-    ClientIp(TrustedProxies),
+    /// The proxies to see through, and how many leading bits of an IPv6 address are the client.
+    ClientIp(TrustedProxies, u8),
     Header(HeaderName),
     Function(KeyFn),
 }
@@ -61,8 +62,47 @@ impl KeyBy {
     /// The client's IP address: the TCP peer (axum's `ConnectInfo<SocketAddr>`),
     /// or behind `proxies` the rightmost `X-Forwarded-For` hop they did not
     /// write (see [`TrustedProxies::client_ip`]).
+    ///
+    /// An IPv4 client is its address. An IPv6 client is its /64 network
+    /// (`2001:db8:1:2::/64`), because one subscriber is usually handed a
+    /// whole /64 and could otherwise take a fresh address, and a fresh
+    /// limit, for every request; [`ipv6_prefix`](Self::ipv6_prefix) changes
+    /// the width.
+    ///
+    /// ```
+    /// use axum::extract::{ConnectInfo, Request};
+    /// use ratelimit::http::{KeyBy, TrustedProxies};
+    /// use std::net::SocketAddr;
+    ///
+    /// let from = |peer: &str| {
+    ///     let mut request = Request::new(axum::body::Body::empty());
+    ///     request.extensions_mut().insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
+    ///     request
+    /// };
+    /// let by_ip = KeyBy::client_ip(TrustedProxies::none());
+    /// let key = |request| String::from_utf8(by_ip.key(&request).unwrap().unwrap()).unwrap();
+    /// assert_eq!(key(from("[2001:db8:1:2:aaaa::1]:443")), "2001:db8:1:2::/64");
+    /// assert_eq!(key(from("[2001:db8:1:2:bbbb::9]:443")), "2001:db8:1:2::/64"); // the same client
+    /// assert_eq!(key(from("[::ffff:198.51.100.7]:443")), "198.51.100.7"); // IPv4-mapped is IPv4
+    ///
+    /// let exact = KeyBy::client_ip(TrustedProxies::none()).ipv6_prefix(128)?;
+    /// assert_eq!(exact.key(&from("[2001:db8:1:2:aaaa::1]:443")).unwrap().unwrap(), b"2001:db8:1:2:aaaa::1");
+    /// assert!(KeyBy::client_ip(TrustedProxies::none()).ipv6_prefix(0).is_err());
+    /// # Ok::<(), ratelimit::Error>(())
+    /// ```
     pub fn client_ip(proxies: TrustedProxies) -> KeyBy {
-        KeyBy(Source::ClientIp(proxies))
+        KeyBy(Source::ClientIp(proxies, 64))
+    }
+
+    /// For [`client_ip`](Self::client_ip): how many leading bits of an IPv6
+    /// address name one client (1 to 128; default 64, 128 = every address
+    /// apart). Any other key is an error.
+    pub fn ipv6_prefix(self, bits: u8) -> Result<KeyBy, crate::Error> {
+        match self.0 {
+            Source::ClientIp(proxies, _) if (1..=128).contains(&bits) => Ok(KeyBy(Source::ClientIp(proxies, bits))),
+            Source::ClientIp(..) => Err(crate::Error::InvalidConfig(format!("an IPv6 prefix of {bits} bits: give 1 to 128"))),
+            _ => Err(crate::Error::InvalidConfig("an IPv6 prefix only applies to `KeyBy::client_ip`".into())),
+        }
     }
 
     /// The value of header `name` (its raw bytes); a request without it has no key.
@@ -83,9 +123,9 @@ impl KeyBy {
     /// and the request carries no peer address.
     pub fn key(&self, request: &Request) -> Result<Option<Vec<u8>>, MissingPeer> {
         match &self.0 {
-            Source::ClientIp(proxies) => {
+            Source::ClientIp(proxies, ipv6_prefix) => {
                 let ConnectInfo(peer) = request.extensions().get::<ConnectInfo<SocketAddr>>().ok_or(MissingPeer)?;
-                Ok(Some(proxies.client_ip(peer.ip(), request.headers()).to_string().into_bytes()))
+                Ok(Some(client_key(proxies.client_ip(peer.ip(), request.headers()), *ipv6_prefix).into_bytes()))
             }
             Source::Header(name) => Ok(request.headers().get(name).map(|v| v.as_bytes().to_vec())),
             Source::Function(f) => Ok(f(request).map(String::into_bytes)),
@@ -95,7 +135,7 @@ impl KeyBy {
     /// What the key is, for messages (never the key itself).
     pub(crate) fn describe(&self) -> String {
         match &self.0 {
-            Source::ClientIp(_) => "client IP".into(),
+            Source::ClientIp(..) => "client IP".into(),
             Source::Header(name) => format!("header `{name}`"),
             Source::Function(_) => "key function".into(),
         }
@@ -105,9 +145,21 @@ impl KeyBy {
 impl fmt::Debug for KeyBy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            Source::ClientIp(proxies) => f.debug_tuple("ClientIp").field(proxies).finish(),
+            Source::ClientIp(proxies, ipv6_prefix) => f.debug_tuple("ClientIp").field(proxies).field(ipv6_prefix).finish(),
             Source::Header(name) => f.debug_tuple("Header").field(name).finish(),
             Source::Function(_) => f.write_str("Function"),
         }
+    }
+}
+
+/// The key of a client address: IPv4 as is, IPv6 as its network of
+/// `prefix` bits (the address itself at 128).
+fn client_key(ip: IpAddr, prefix: u8) -> String {
+    match ip {
+        IpAddr::V6(v6) if prefix < 128 => {
+            let network = u128::from(v6) & (u128::MAX << (128 - u32::from(prefix)));
+            format!("{}/{prefix}", Ipv6Addr::from(network))
+        }
+        ip => ip.to_string(),
     }
 }
