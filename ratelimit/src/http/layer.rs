@@ -1,19 +1,14 @@
-//! [`RateLimitLayer`]: a tower layer that limits any route by a request key.
+//! [`RateLimitLayer`]: a tower layer that limits any route by a request key
+//! (its options and where its limiter comes from; `service.rs` decides).
 
-use super::headers::{insert_rate_limit_headers, HeaderStyle};
+use super::headers::HeaderStyle;
 use super::key::KeyBy;
-use super::response::{problem, respond};
+use super::service::RateLimitService;
 use super::TrustedProxies;
 use crate::config::named::NamedLimiter;
-use crate::{Decision, Limiter, OnError, Policy, Store};
-use axum::extract::Request;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::{Limiter, OnError, Policy};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
 use tokio::sync::OnceCell;
 
 /// What the layer does with a request whose [`KeyBy`] finds no key.
@@ -74,20 +69,22 @@ pub struct RateLimitLayer {
     shared: Arc<Shared>,
 }
 
+/// Everything a layer's services share.
 #[derive(Clone)]
-struct Shared {
-    source: Source,
-    key: KeyBy,
-    cost: u64,
-    missing_key: MissingKey,
-    headers_on_allowed: bool,
-    style: HeaderStyle,
+pub(super) struct Shared {
+    pub(super) source: Source,
+    pub(super) key: KeyBy,
+    pub(super) cost: u64,
+    pub(super) missing_key: MissingKey,
+    pub(super) headers_on_allowed: bool,
+    pub(super) style: HeaderStyle,
     /// Whether the missing `ConnectInfo` was already logged.
-    told_missing_peer: Arc<AtomicBool>,
+    pub(super) told_missing_peer: Arc<AtomicBool>,
 }
 
+/// Where a layer's limiter comes from.
 #[derive(Clone)]
-enum Source {
+pub(super) enum Source {
     Limiter(Limiter),
     Global {
         name: Arc<str>,
@@ -208,148 +205,6 @@ impl<S> tower_layer::Layer<S> for RateLimitLayer {
     type Service = RateLimitService<S>;
 
     fn layer(&self, inner: S) -> RateLimitService<S> {
-        RateLimitService { inner, shared: self.shared.clone() }
-    }
-}
-
-/// The service [`RateLimitLayer`] wraps around a route.
-#[derive(Clone)]
-pub struct RateLimitService<S> {
-    inner: S,
-    shared: Arc<Shared>,
-}
-
-/// What the limit says about one request.
-enum Verdict {
-    /// Call the route; add the header fields of this decision (under this
-    /// limiter's policy) when there is one.
-    Pass(Option<(Decision, Limiter)>),
-    /// Answer this instead of calling the route.
-    Respond(Response),
-}
-
-impl Shared {
-    fn name(&self) -> &str {
-        match &self.source {
-            Source::Limiter(limiter) => limiter.name(),
-            Source::Global { name, .. } | Source::Named { name, .. } => name,
-        }
-    }
-
-    /// The limiter deciding now; `Err` when a named policy is not configured.
-    async fn limiter(&self) -> Result<Limiter, Arc<str>> {
-        match &self.source {
-            Source::Limiter(limiter) => Ok(limiter.clone()),
-            Source::Global { name, policy, on_error, limiter, degraded } => {
-                let built = limiter
-                    .get_or_try_init(|| async { Ok::<_, crate::Error>(Limiter::new(name.clone(), policy.clone(), crate::global().await?).with_on_error(*on_error)) })
-                    .await;
-                Ok(match built {
-                    Ok(limiter) => limiter.clone(),
-                    // The store cannot be built: every call fails as unavailable,
-                    // so `on_error` settles it as it would any store failure.
-                    Err(error) => degraded
-                        .get_or_init(|| {
-                            let store = Store::from_backend(Arc::new(crate::__private::Unavailable(error)));
-                            Limiter::new(name.clone(), policy.clone(), &store).with_on_error(*on_error)
-                        })
-                        .clone(),
-                })
-            }
-            Source::Named { named, .. } => named.current().await.0.limiter.clone(),
-        }
-    }
-
-    /// The request's key; `Ok(None)` to let it through uncounted, `Err`
-    /// to answer it with this status and detail. (Synchronous: a request
-    /// body is not `Sync`, so `&Request` cannot live across an await.)
-    fn key_of(&self, request: &Request) -> Result<Option<Vec<u8>>, (StatusCode, String)> {
-        match self.key.key(request) {
-            Ok(Some(key)) => Ok(Some(key)),
-            Ok(None) => {
-                match self.missing_key {
-                    MissingKey::Allow => Ok(None),
-                    MissingKey::Reject => {
-                        let detail = format!("this route is rate limited by `{}` per {}, and the request has none", self.name(), self.key.describe());
-                        Err((StatusCode::BAD_REQUEST, detail))
-                    }
-                }
-            }
-            Err(missing) => {
-                if !self.told_missing_peer.swap(true, Ordering::Relaxed) {
-                    tracing::error!(target: "ratelimit", limiter = %self.name(), "{missing}");
-                }
-                Err((StatusCode::INTERNAL_SERVER_ERROR, missing.to_string()))
-            }
-        }
-    }
-
-    async fn decide(&self, key: Vec<u8>) -> Verdict {
-        let limiter = match self.limiter().await {
-            Ok(limiter) => limiter,
-            Err(why) => return self.without_policy(&why),
-        };
-        match limiter.limit(&key, self.cost).await {
-            // A decision with nothing to reset was not made by a store (the
-            // store failed and `on_error = allow` let the call through): it
-            // says nothing true about the limit, so no header fields.
-            Ok(decision) if decision.reset_after.is_zero() => Verdict::Pass(None),
-            Ok(decision) => Verdict::Pass(Some((decision, limiter))),
-            Err(denied) => Verdict::Respond(respond(&denied, Some(limiter.policy()), self.style)),
-        }
-    }
-
-    /// A request whose named policy is not configured: settled by `on_error`
-    /// as a store failure would be, with a WARN each time.
-    fn without_policy(&self, why: &str) -> Verdict {
-        let Source::Named { on_error, .. } = &self.source else { unreachable!("only named policies can be missing") };
-        if matches!(on_error, OnError::Deny) {
-            tracing::warn!(target: "ratelimit", limiter = %self.name(), "{why}; request denied (on_error = deny)");
-            let detail = format!("rate limited by `{}`: its named policy is not configured", self.name());
-            return Verdict::Respond(problem(StatusCode::SERVICE_UNAVAILABLE, &detail, None));
-        }
-        tracing::warn!(target: "ratelimit", limiter = %self.name(), "{why}; request allowed uncounted (on_error = {})", if matches!(on_error, OnError::Local) { "local" } else { "allow" });
-        Verdict::Pass(None)
-    }
-}
-
-impl<S> tower_service::Service<Request> for RateLimitService<S>
-where
-    S: tower_service::Service<Request> + Clone + Send + 'static,
-    S::Response: IntoResponse,
-    S::Future: Send + 'static,
-{
-    type Response = Response;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        // The clone left behind takes the next request; the one that was
-        // polled ready serves this one.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let shared = self.shared.clone();
-        let key = shared.key_of(&request);
-        Box::pin(async move {
-            let verdict = match key {
-                Ok(Some(key)) => shared.decide(key).await,
-                Ok(None) => Verdict::Pass(None),
-                Err((status, detail)) => Verdict::Respond(problem(status, &detail, None)),
-            };
-            match verdict {
-                Verdict::Respond(response) => Ok(response),
-                Verdict::Pass(decision) => {
-                    let mut response = inner.call(request).await?.into_response();
-                    if let Some((decision, limiter)) = decision.filter(|_| shared.headers_on_allowed) {
-                        insert_rate_limit_headers(response.headers_mut(), limiter.policy(), &decision, shared.style);
-                    }
-                    Ok(response)
-                }
-            }
-        })
+        RateLimitService::new(inner, self.shared.clone())
     }
 }

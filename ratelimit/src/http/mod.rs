@@ -15,6 +15,7 @@ mod key;
 mod layer;
 mod quota;
 mod response;
+mod service;
 
 pub use client_ip::TrustedProxies;
 pub use headers::{
@@ -22,6 +23,7 @@ pub use headers::{
     X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
 pub use key::{KeyBy, MissingPeer};
-pub use layer::{MissingKey, RateLimitLayer, RateLimitService};
+pub use layer::{MissingKey, RateLimitLayer};
+pub use service::RateLimitService;
 pub use quota::PolicyItem;
 pub use response::{denial_response, PROBLEM_JSON};
