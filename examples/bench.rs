@@ -218,27 +218,84 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
     let limiter = Limiter::new("bench.argcheck", algo.policy.clone(), store);
     let decision = limiter.check("fresh", 3).await.expect("check");
     let mut con = con.clone();
-    let script = redis::Script::new(ratelimit::script_source(algo.kind));
-    let mut invocation = script.key(cases::storage_key(algo.kind, "bench.argcheck", "raw-fresh"));
-    invocation.arg("").arg(3).arg(0).arg(0);
-    for p in &algo.params {
-        invocation.arg(*p);
+    let raw = RawCall::new(algo, false);
+    let key = algo.storage_key("bench.argcheck", "raw-fresh", false);
+    let (allowed, limit, remaining) = match algo.counter {
+        Some((limit, window_ms)) => {
+            let reply: i64 = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
+            (reply >= 0, limit, limit - reply.unsigned_abs() / (window_ms + 2))
+        }
+        None => {
+            let reply: Vec<i64> = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
+            (reply[0] == 1, reply[1] as u64, reply[2] as u64)
+        }
+    };
+    assert_eq!((allowed, limit, remaining), (decision.allowed, decision.limit, decision.remaining), "{}: the raw arguments do not match the runtime's", algo.policy);
+}
+
+/// One algorithm's script and ARGV exactly as the Redis backend sends them.
+struct RawCall {
+    script: redis::Script,
+    /// ARGV before the cost: `limit, window` for the fixed window counter
+    /// (which leaves out a cost of 1, as the runtime does).
+    before_cost: Vec<u64>,
+    /// ARGV after the cost: `peek, slack, parameters` (the algorithm's script).
+    after_cost: Vec<u64>,
+    now: Now,
+}
+
+/// The first ARGV of a call, before the cost.
+#[derive(Clone, Copy)]
+enum Now {
+    /// "": the script reads the server's clock (`TIME`).
+    Server,
+    /// This process's time, µs since the epoch.
+    Client,
+    /// None at all: the fixed window counter reads no clock.
+    Absent,
+}
+
+impl RawCall {
+    /// With `client_clock`, ARGV carries this process's time (as
+    /// `Store::with_clock(SystemClock)` sends it), so the script skips `TIME`.
+    fn new(algo: &cases::Algo, client_clock: bool) -> RawCall {
+        match algo.counter {
+            Some((limit, window_ms)) if !client_clock => {
+                RawCall { script: redis::Script::new(ratelimit::fixed_window_counter_source()), before_cost: vec![limit, window_ms], after_cost: Vec::new(), now: Now::Absent }
+            }
+            _ => {
+                let slack = if client_clock { 60_000 } else { 0 };
+                let after_cost = [0, slack].into_iter().chain(algo.params.iter().copied()).collect();
+                RawCall { script: redis::Script::new(ratelimit::script_source(algo.kind)), before_cost: Vec::new(), after_cost, now: if client_clock { Now::Client } else { Now::Server } }
+            }
+        }
     }
-    let reply: Vec<i64> = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
-    assert_eq!(
-        (reply[0] == 1, reply[1] as u64, reply[2] as u64),
-        (decision.allowed, decision.limit, decision.remaining),
-        "{}: the raw arguments do not match the runtime's",
-        algo.policy
-    );
+
+    fn invocation(&self, key: &str, cost: u64) -> redis::ScriptInvocation<'_> {
+        let mut invocation = self.script.key(key);
+        match self.now {
+            Now::Server => invocation.arg(""),
+            Now::Client => invocation.arg(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64),
+            Now::Absent => &mut invocation,
+        };
+        for a in &self.before_cost {
+            invocation.arg(*a);
+        }
+        if !matches!(self.now, Now::Absent) || cost != 1 {
+            invocation.arg(cost);
+        }
+        for a in &self.after_cost {
+            invocation.arg(*a);
+        }
+        invocation
+    }
 }
 
 async fn measure_script(algo: &cases::Algo, admin: &mut MultiplexedConnection, con: &MultiplexedConnection, options: Options) -> Measured {
     measure_script_clock(algo, admin, con, options, false).await
 }
 
-/// The raw script; with `client_clock`, ARGV carries this process's time (as
-/// `Store::with_clock(SystemClock)` sends it), so the script skips `TIME`.
+/// The raw script through redis-rs, as [`RawCall`] sends it.
 async fn measure_script_clock(
     algo: &cases::Algo,
     admin: &mut MultiplexedConnection,
@@ -246,26 +303,21 @@ async fn measure_script_clock(
     options: Options,
     client_clock: bool,
 ) -> Measured {
-    let script = Arc::new(redis::Script::new(ratelimit::script_source(algo.kind)));
-    let keys = Arc::new((0..load::USERS).map(|u| cases::storage_key(algo.kind, "bench.script", &format!("user:{u}"))).collect::<Vec<_>>());
-    let params = Arc::new(algo.params.clone());
+    let raw = Arc::new(RawCall::new(algo, client_clock));
+    let keys = Arc::new((0..load::USERS).map(|u| algo.storage_key("bench.script", &format!("user:{u}"), client_clock)).collect::<Vec<_>>());
+    let counter = algo.counter.is_some() && !client_clock;
     let con = con.clone();
     flush(admin).await;
     drive(admin, options.warmup, options.window, move |task, n| {
-        let (script, keys, params, mut con) = (script.clone(), keys.clone(), params.clone(), con.clone());
+        let (raw, keys, mut con) = (raw.clone(), keys.clone(), con.clone());
         async move {
-            // ARGV as the Redis backend sends them: now ("" = server TIME), cost, peek, slack, parameters.
-            let mut invocation = script.key(&keys[load::user(task, n) as usize]);
-            if client_clock {
-                let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
-                invocation.arg(now).arg(1u64).arg(0u8).arg(60_000u64);
+            let invocation = raw.invocation(&keys[load::user(task, n) as usize], 1);
+            // The reply read as the runtime reads it: one integer, or a vector.
+            if counter {
+                let _: i64 = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
             } else {
-                invocation.arg("").arg(1u64).arg(0u8).arg(0u64);
+                let _: Vec<i64> = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
             }
-            for p in params.iter() {
-                invocation.arg(*p);
-            }
-            let _: Vec<i64> = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
         }
     })
     .await

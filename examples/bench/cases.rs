@@ -13,6 +13,19 @@ pub struct Algo {
     /// The script's ARGV after `now, cost, peek, slack`, exactly as the Redis
     /// backend sends them for `policy`.
     pub params: Vec<u64>,
+    /// `(limit, window in ms)` when, on the server's clock, the runtime
+    /// decides `policy` with `lua/fixed_window_counter.lua` instead (ARGV
+    /// cost, limit, window; one integer back).
+    pub counter: Option<(u64, u64)>,
+}
+
+impl Algo {
+    /// The storage key the runtime uses for `name` and `user_key`
+    /// (`ratelimit:<layout>:<name length>:<name>:<key>`), for the raw script cases.
+    pub fn storage_key(&self, name: &str, user_key: &str, client_clock: bool) -> String {
+        let layout = if self.counter.is_some() && !client_clock { format!("{}/counter", self.kind.name()) } else { self.kind.name().to_string() };
+        format!("ratelimit:{layout}:{}:{name}:{user_key}", name.len())
+    }
 }
 
 fn reduced(count: u64, period_us: u64) -> (u64, u64) {
@@ -23,12 +36,12 @@ fn reduced(count: u64, period_us: u64) -> (u64, u64) {
 pub fn algorithms() -> Vec<Algo> {
     let (n, p) = reduced(1000, 1_000_000);
     vec![
-        Algo { kind: AlgorithmKind::FixedWindow, policy: Policy::fixed_window("1000/1s").unwrap(), params: vec![1, 1000, 1_000_000] },
-        Algo { kind: AlgorithmKind::SlidingWindow, policy: Policy::sliding_window("1000/1s", "100ms").unwrap(), params: vec![100_000, 1, 1000, 1_000_000] },
-        Algo { kind: AlgorithmKind::SlidingLog, policy: Policy::sliding_log("1000/1s").unwrap(), params: vec![1, 1000, 1_000_000] },
-        Algo { kind: AlgorithmKind::TokenBucket, policy: Policy::token_bucket(1000, "1000/1s").unwrap(), params: vec![1000, n, p] },
-        Algo { kind: AlgorithmKind::LeakyBucket, policy: Policy::leaky_bucket(1000, "1000/1s").unwrap(), params: vec![1000, n, p] },
-        Algo { kind: AlgorithmKind::Gcra, policy: Policy::gcra("1000/1s", 999).unwrap(), params: vec![999, n, p] },
+        Algo { kind: AlgorithmKind::FixedWindow, policy: Policy::fixed_window("1000/1s").unwrap(), params: vec![1, 1000, 1_000_000], counter: Some((1000, 1000)) },
+        Algo { kind: AlgorithmKind::SlidingWindow, policy: Policy::sliding_window("1000/1s", "100ms").unwrap(), params: vec![100_000, 1, 1000, 1_000_000], counter: None },
+        Algo { kind: AlgorithmKind::SlidingLog, policy: Policy::sliding_log("1000/1s").unwrap(), params: vec![1, 1000, 1_000_000], counter: None },
+        Algo { kind: AlgorithmKind::TokenBucket, policy: Policy::token_bucket(1000, "1000/1s").unwrap(), params: vec![1000, n, p], counter: None },
+        Algo { kind: AlgorithmKind::LeakyBucket, policy: Policy::leaky_bucket(1000, "1000/1s").unwrap(), params: vec![1000, n, p], counter: None },
+        Algo { kind: AlgorithmKind::Gcra, policy: Policy::gcra("1000/1s", 999).unwrap(), params: vec![999, n, p], counter: None },
     ]
 }
 
@@ -37,11 +50,6 @@ pub fn three_strategies() -> Policy {
     Policy::fixed_window("100000/1s,1000000/1m,10000000/1h").unwrap()
 }
 
-/// The storage key the runtime would use for `name` and `user_key`
-/// (`ratelimit:<algo>:<name length>:<name>:<key>`), for the raw script cases.
-pub fn storage_key(kind: AlgorithmKind, name: &str, user_key: &str) -> String {
-    format!("ratelimit:{}:{}:{name}:{user_key}", kind.name(), name.len())
-}
 
 #[rate_limit(algo = "fixed_window", strategies = "1000/1s", key = "user:<user>", name = "bench.macro.fixed_window")]
 async fn fixed_window(user: u64) -> Result<(), RateLimited> {

@@ -7,8 +7,12 @@ use std::fmt::{self, Write};
 /// The bytes every storage key of one limiter starts with:
 /// `<prefix>:<layout>:<name length>:<name>`. The length makes the split between
 /// name and user key unambiguous (`("a:b", "c")` and `("a", "b:c")` differ).
-pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str) -> Vec<u8> {
-    format!("{prefix}:{}:{}:{name}", layout(policy), name.len()).into_bytes()
+///
+/// `remote_server_clock`: the store is Redis (or another remote store) and
+/// decides on its own clock, where a fixed window of one strategy is a
+/// counter (see `backend::Counter`).
+pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str, remote_server_clock: bool) -> Vec<u8> {
+    format!("{prefix}:{}:{}:{name}", layout(policy, remote_server_clock), name.len()).into_bytes()
 }
 
 /// The algorithm, and whatever else decides how its stored state reads.
@@ -17,7 +21,9 @@ pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str) -> Vec<u8> {
 /// under the old policy is used as-is if it means the same under the new one,
 /// and otherwise lives under another key, so it is never misread:
 /// - `fixed_window`, `sliding_log`: a window's start and count, or a log of
-///   hit times, mean the same under any strategies: `<algo>` only.
+///   hit times, mean the same under any strategies: `<algo>` only; but a
+///   fixed window of one strategy on Redis's own clock is a counter whose
+///   TTL is the window: `fixed_window/counter`.
 /// - `gcra`: the state is a time (the theoretical arrival time): `gcra`.
 /// - `sliding_window`: counts are filed by sub-window index `t / precision`,
 ///   which another precision reads as other times: `sliding_window/<precision>`.
@@ -26,12 +32,16 @@ pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str) -> Vec<u8> {
 ///   reads as another amount: `<algo>/<p>`.
 ///
 /// ```text
-/// ratelimit:fixed_window:6:search:user:7
+/// ratelimit:fixed_window:6:search:user:7          (several strategies, or a client clock)
+/// ratelimit:fixed_window/counter:6:search:user:7  (one strategy, Redis's clock)
 /// ratelimit:sliding_window/100ms:6:search:user:7
 /// ratelimit:token_bucket/3s:6:upload:user:7      (rate "1/3s" or "2/6s")
 /// ```
-pub(crate) fn layout(policy: &Policy) -> String {
+pub(crate) fn layout(policy: &Policy, remote_server_clock: bool) -> String {
     let algo = policy.algorithm().name();
+    if remote_server_clock && crate::backend::Counter::of(policy).is_some() {
+        return format!("{algo}/counter");
+    }
     match &policy.params {
         Params::SlidingWindow { precision_us, .. } => format!("{algo}/{}", format_duration(*precision_us)),
         Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } => format!("{algo}/{}", format_duration(rate.reduced().1)),
@@ -116,8 +126,8 @@ mod tests {
     #[test]
     fn a_key_built_on_the_stack_is_the_same_as_the_allocated_one() {
         let policy = crate::Policy::gcra("1/1s", 0).unwrap();
-        let prefix = key_prefix("ratelimit", &policy, "api");
-        let long_prefix = key_prefix("ratelimit", &policy, &"n".repeat(200));
+        let prefix = key_prefix("ratelimit", &policy, "api", true);
+        let long_prefix = key_prefix("ratelimit", &policy, &"n".repeat(200), true);
         for prefix in [&prefix, &long_prefix] {
             for key in [&b""[..], b"user:1", &[b'x'; MAX_RAW_KEY_LEN], &[b'y'; MAX_RAW_KEY_LEN + 1]] {
                 assert_eq!(with_storage_key(prefix, key, <[u8]>::to_vec), storage_key(prefix, key));

@@ -62,5 +62,5 @@ pub use on_error::OnError;
 pub use policy::{Policy, Rate, Strategy};
 pub use ratelimit_grammar::AlgorithmKind;
 pub use runtime::{from_env, global, init, REDIS_URL_VAR};
-pub use scripts::script_source;
+pub use scripts::{fixed_window_counter_source, script_source};
 pub use store::Store;

@@ -56,7 +56,8 @@ impl Limiter {
     /// A limiter named `name` applying `policy` on `store`.
     pub fn new(name: impl Into<Arc<str>>, policy: Policy, store: &Store) -> Limiter {
         let name = name.into();
-        let key_prefix = crate::key::key_prefix(&store.prefix, &policy, &name);
+        let remote = store.backend.kind() != "memory";
+        let key_prefix = crate::key::key_prefix(&store.prefix, &policy, &name, remote && store.clock.now_us().is_none());
         Limiter {
             inner: Arc::new(Inner {
                 name,
@@ -66,7 +67,7 @@ impl Limiter {
                 local: MemoryBackend::new(),
                 store_errors: AtomicU64::new(0),
                 metrics: OnceLock::new(),
-                remote: store.backend.kind() != "memory",
+                remote,
             }),
             on_error: OnError::default(),
             deny_cache: Some(Arc::new(DenyCache::new())),

@@ -21,6 +21,11 @@ const SOURCES: [&str; 6] = [
 /// many sub-windows a window holds.
 const SLIDING_WINDOW_TOTALS: &str = concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_window_totals.lua"));
 
+/// The fixed window of one strategy on the server's clock
+/// (`lua/fixed_window_counter.lua`): a counter whose TTL is the window,
+/// answered with one integer. Stands alone: it reads no `now`.
+const FIXED_WINDOW_COUNTER: &str = include_str!("../lua/fixed_window_counter.lua");
+
 /// From this many sub-windows in the widest window on, a sliding window is
 /// decided by the totals layout. Measured (instructions per call under
 /// callgrind, every sub-window holding hits, BENCHMARKS.md): the hash layout
@@ -32,8 +37,9 @@ pub(crate) const TOTALS_FROM_SUB_WINDOWS: u64 = 16;
 
 // `Script` hashes its source once; invocations send EVALSHA and reload on
 // NOSCRIPT. One per algorithm in [`AlgorithmKind::ALL`] order, then the
-// totals layout.
-static SCRIPTS: Lazy<Vec<Script>> = Lazy::new(|| SOURCES.iter().chain([&SLIDING_WINDOW_TOTALS]).map(|source| Script::new(source)).collect());
+// totals layout, then the fixed window counter.
+static SCRIPTS: Lazy<Vec<Script>> =
+    Lazy::new(|| SOURCES.iter().chain([&SLIDING_WINDOW_TOTALS, &FIXED_WINDOW_COUNTER]).map(|source| Script::new(source)).collect());
 
 /// The script that decides `kind`.
 pub(crate) fn script(kind: AlgorithmKind) -> &'static Script {
@@ -44,6 +50,11 @@ pub(crate) fn script(kind: AlgorithmKind) -> &'static Script {
 /// The sliding window's totals layout, for windows of many sub-windows.
 pub(crate) fn sliding_window_totals() -> &'static Script {
     &SCRIPTS[SOURCES.len()]
+}
+
+/// The fixed window counter, for one strategy on the server's clock.
+pub(crate) fn fixed_window_counter() -> &'static Script {
+    &SCRIPTS[SOURCES.len() + 1]
 }
 
 /// Every script, for loading them all at start-up and after a reconnect.
@@ -60,4 +71,16 @@ pub(crate) fn all() -> &'static [Script] {
 pub fn script_source(kind: AlgorithmKind) -> &'static str {
     let index = AlgorithmKind::ALL.iter().position(|k| *k == kind).expect("every kind has a script");
     SOURCES[index]
+}
+
+/// The source of the script that decides a fixed window of one strategy on
+/// Redis's own clock: a counter whose TTL is the window (see
+/// [`Policy::fixed_window`](crate::Policy::fixed_window) for when it is used).
+///
+/// ```
+/// let source = ratelimit::fixed_window_counter_source();
+/// assert!(source.contains("INCRBY") && !source.contains("TIME"));
+/// ```
+pub fn fixed_window_counter_source() -> &'static str {
+    FIXED_WINDOW_COUNTER
 }

@@ -3,11 +3,13 @@
 mod breaker;
 mod connection;
 mod endpoint;
+mod fixed_window_counter;
 mod memory;
 mod redis;
 
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
+pub(crate) use self::fixed_window_counter::Counter;
 
 use crate::{Error, Policy};
 use std::future::Future;

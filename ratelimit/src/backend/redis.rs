@@ -1,6 +1,7 @@
 //! [`RedisBackend`]: one multiplexed, auto-reconnecting connection and the scripts.
 
 use super::breaker::Breaker;
+use super::fixed_window_counter::Counter;
 use super::connection::Connection;
 use super::endpoint::{self, redact};
 use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
@@ -113,6 +114,11 @@ impl RedisBackend {
     }
 
     async fn eval_on_redis(&self, request: Request<'_>) -> Result<Outcome, Error> {
+        if request.now_us.is_none() {
+            if let Some(counter) = Counter::of(request.policy) {
+                return self.count_by_ttl(counter, request).await;
+            }
+        }
         let script = match &request.policy.params {
             // Many sub-windows: the layout whose cost does not grow with them.
             Params::SlidingWindow { strategies, precision_us } if widest_span(strategies, *precision_us) >= scripts::TOTALS_FROM_SUB_WINDOWS => scripts::sliding_window_totals(),
@@ -150,22 +156,38 @@ impl RedisBackend {
                 invocation.arg(*burst).arg(n).arg(p);
             }
         }
-        let reply: Vec<i64> = match tokio::time::timeout(self.options.response_timeout, self.eval_reloading(&invocation)).await {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(e)) if e.is_timeout() => return Err(Error::Timeout(self.options.response_timeout)),
-            Ok(Err(e)) => return Err(e.into()),
-            Err(_) => return Err(Error::Timeout(self.options.response_timeout)),
-        };
+        let reply: Vec<i64> = self.send(&invocation).await?;
         // Window scripts append a (remaining, reset) pair per strategy when there are several.
         let strategies = request.policy.strategies().len();
         outcome(&reply, if strategies > 1 { strategies } else { 0 })
+    }
+
+    /// A fixed window of one strategy on the server's clock: the counter
+    /// script, four ARGV at most and one integer back.
+    async fn count_by_ttl(&self, counter: Counter, request: Request<'_>) -> Result<Outcome, Error> {
+        let mut invocation = redis::Cmd::with_capacity(8, 128 + request.key.len());
+        invocation.arg("EVALSHA").arg(scripts::fixed_window_counter().get_hash()).arg(1).arg(request.key);
+        counter.arguments(&mut invocation, request.cost, request.peek);
+        let reply: i64 = self.send(&invocation).await?;
+        // The script reads no clock: the decision is dated by this process's.
+        counter.outcome(reply, request.cost, crate::clock::system_now_us())
+    }
+
+    /// Sends one `EVALSHA`, bounded by the response timeout.
+    async fn send<T: redis::FromRedisValue>(&self, invocation: &redis::Cmd) -> Result<T, Error> {
+        match tokio::time::timeout(self.options.response_timeout, self.eval_reloading(invocation)).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) if e.is_timeout() => Err(Error::Timeout(self.options.response_timeout)),
+            Ok(Err(e)) => Err(e.into()),
+            Err(_) => Err(Error::Timeout(self.options.response_timeout)),
+        }
     }
 }
 
 impl RedisBackend {
     /// Sends `evalsha`; on `NOSCRIPT`, reloads every script (once, however
     /// many calls meet it at the same time) and sends it again.
-    async fn eval_reloading(&self, evalsha: &redis::Cmd) -> redis::RedisResult<Vec<i64>> {
+    async fn eval_reloading<T: redis::FromRedisValue>(&self, evalsha: &redis::Cmd) -> redis::RedisResult<T> {
         let mut connection = self.connection.clone();
         let reloads_before = self.scripts.done.load(Ordering::Acquire);
         match evalsha.query_async(&mut connection).await {

@@ -1,0 +1,65 @@
+-- fixed_window_counter.lua: a fixed window of one strategy kept as the
+-- sources keep it: a counter whose TTL is the window, started by the first
+-- admitted hit (INCR or INCRBY, and PEXPIRE when it created the key), so no call
+-- reads a clock: Redis times the window by its own. Used on the server's
+-- clock for a policy of one strategy whose reply fits a double (the rule is
+-- in src/backend/fixed_window_counter.rs); lua/fixed_window.lua decides
+-- every other fixed window. Not joined to prelude.lua: it needs no `now`.
+--
+-- KEYS[1]  the counter (a string holding an integer).
+-- ARGV[1]  limit L.
+-- ARGV[2]  window W, whole ms.
+-- ARGV[3]  cost, integer >= 0; absent = 1 (the common call sends two ARGV:
+--          each one more costs Redis about 1 500 instructions, 6% of a call).
+-- ARGV[4]  present = peek: decide, write nothing (ARGV[3] is then present).
+-- Returns  one integer v = count * (W + 2) + t, where
+--            count  permits taken in the window after the call (as if taken
+--                   for a peek; for a denial, as it stands, at most L, so
+--                   a count left by an earlier, larger limit still fits);
+--            t      0 when no window runs, else PTTL + 1: the ms, rounded
+--                   up, until the window ends (Redis drops a key once its
+--                   ms clock passes the expiry, so the window lasts W to
+--                   W + 1 ms from the first hit, never less);
+--          and a denial returns -1 - v. The caller knows L and W, so this
+--          one integer is the whole decision.
+--
+-- A denied call takes nothing: its increment is undone with DECRBY in the same
+-- script. Peeks, cost 0 and a cost above L (never admitted) only read.
+local key = KEYS[1]
+local limit, window = ARGV[1] + 0, ARGV[2] + 0
+local cost = 1
+if ARGV[3] then cost = ARGV[3] + 0 end
+local radix = window + 2
+
+if ARGV[4] or cost == 0 or cost > limit then
+  local count = tonumber(redis.call('GET', key) or 0)
+  local t = 0
+  if count > 0 then
+    t = redis.call('PTTL', key) + 1
+    -- No TTL (-1, never written so by this script): as a window starting now.
+    if t < 1 then t = window + 1 end
+  end
+  if count + cost > limit then return -1 - (math.min(count, limit) * radix + t) end
+  if cost > 0 and t == 0 then t = window + 1 end
+  return (count + cost) * radix + t
+end
+
+local count
+if ARGV[3] then count = redis.call('INCRBY', key, ARGV[3]) else count = redis.call('INCR', key) end
+local t
+if count == cost then
+  -- The key was absent (every key holds at least one permit): a window starts.
+  redis.call('PEXPIRE', key, ARGV[2])
+  t = window + 1
+else
+  t = redis.call('PTTL', key) + 1
+  if t < 1 then
+    redis.call('PEXPIRE', key, ARGV[2])
+    t = window + 1
+  end
+end
+if count > limit then
+  redis.call('DECRBY', key, ARGV[3] or '1')
+  return -1 - (math.min(count - cost, limit) * radix + t)
+end
+return count * radix + t

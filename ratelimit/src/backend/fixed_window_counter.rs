@@ -1,0 +1,119 @@
+//! The fixed window of one strategy as Redis decides it on its own clock: a
+//! counter whose TTL is the window (`lua/fixed_window_counter.lua`).
+//!
+//! This is the form the sources use (INCR + PEXPIRE), and the cheapest a
+//! Lua limiter can be: no `TIME`, two ARGV on the common path, one command
+//! besides the `PTTL` that dates the window, and one integer back. It is used when
+//! three things hold, and `lua/fixed_window.lua` decides every other fixed
+//! window:
+//! - the decision is on the server's clock (no time in the request): the
+//!   key's TTL runs on Redis's clock, so a client or manual clock could not
+//!   drive it;
+//! - the policy has one strategy;
+//! - the reply fits a Lua number: `(limit + 1) × (window in ms + 2)` at
+//!   most 2^53 (any limit up to about 10^11 per second, 10^8 per day).
+//!
+//! Redis drops a key once its millisecond clock is past the expiry, so such
+//! a window lasts from W to W + 1 ms after its first hit, never less:
+//! `reset_after` and `retry_after` are the key's PTTL + 1 ms, rounded up so
+//! that obeying them succeeds. Its state is a plain counter, a different
+//! layout from the hash of start and count, so it lives under its own key
+//! (`fixed_window/counter` in the key, see `key::layout`).
+
+use super::Outcome;
+use crate::policy::Params;
+use crate::{Error, Policy};
+
+/// The largest integer a Lua number (a double) holds exactly.
+const EXACT_IN_DOUBLE: u128 = 1 << 53;
+
+/// A policy the counter script can decide: its one strategy, in whole ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counter {
+    limit: u64,
+    window_ms: u64,
+}
+
+impl Counter {
+    /// The counter form of `policy`, when it has one (see the module docs).
+    pub(crate) fn of(policy: &Policy) -> Option<Counter> {
+        let Params::FixedWindow { strategies } = &policy.params else { return None };
+        let [strategy] = &strategies[..] else { return None };
+        let counter = Counter { limit: strategy.limit, window_ms: strategy.window_us / 1000 };
+        let fits = (u128::from(counter.limit) + 1) * (u128::from(counter.window_ms) + 2) <= EXACT_IN_DOUBLE;
+        (strategy.window_us % 1000 == 0 && fits).then_some(counter)
+    }
+
+    /// ARGV after the key: limit, window in ms, then the cost unless it is
+    /// 1 (the common call), and a fourth only for a peek.
+    pub(crate) fn arguments(&self, invocation: &mut redis::Cmd, cost: u64, peek: bool) {
+        invocation.arg(self.limit).arg(self.window_ms);
+        if cost != 1 || peek {
+            invocation.arg(cost);
+        }
+        if peek {
+            invocation.arg(1);
+        }
+    }
+
+    /// Reads the script's one integer (`count × (W + 2) + t`, negated as
+    /// `-1 - v` for a denial); `now_us` dates the decision, as the script
+    /// reads no clock.
+    pub(crate) fn outcome(&self, reply: i64, cost: u64, now_us: u64) -> Result<Outcome, Error> {
+        let allowed = reply >= 0;
+        let packed = if allowed { reply } else { -1 - reply } as u64;
+        let radix = self.window_ms + 2;
+        let (count, t_ms) = (packed / radix, packed % radix);
+        if count > self.limit {
+            return Err(Error::Protocol(format!("fixed window counter replied {reply}: a count of {count} above the limit {}", self.limit)));
+        }
+        let reset_after_us = t_ms * 1000;
+        // A denial of a cost the window can hold names when it ends: the
+        // script only denies such a cost while a window runs (t > 0).
+        let retry_after_us = (!allowed && cost <= self.limit).then_some(reset_after_us);
+        Ok(Outcome {
+            allowed,
+            limit: self.limit,
+            remaining: self.limit - count,
+            reset_after_us,
+            retry_after_us,
+            violated: u32::from(!allowed),
+            now_us,
+            quotas: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_one_strategy_whose_reply_fits_a_double_is_counted_by_ttl() {
+        let counter = |s: &str| Counter::of(&Policy::fixed_window(s).unwrap());
+        assert_eq!(counter("10/1s"), Some(Counter { limit: 10, window_ms: 1000 }));
+        assert_eq!(counter("10/1s,100/1m"), None);
+        assert_eq!(counter("100000000/1d"), Some(Counter { limit: 100_000_000, window_ms: 86_400_000 }));
+        // (10^9 + 1) × (86 400 000 + 2) is above 2^53.
+        assert_eq!(counter("1000000000/1d"), None);
+        assert_eq!(Counter::of(&Policy::gcra("1/1s", 0).unwrap()), None);
+    }
+
+    #[test]
+    fn reads_allowed_denied_and_idle_replies() {
+        let counter = Counter { limit: 10, window_ms: 1000 };
+        // 3 taken, 400 ms to go (PTTL 399).
+        let allowed = counter.outcome(3 * 1002 + 400, 1, 7).unwrap();
+        assert_eq!((allowed.allowed, allowed.remaining, allowed.reset_after_us, allowed.retry_after_us), (true, 7, 400_000, None));
+        assert_eq!((allowed.violated, allowed.now_us, allowed.limit), (0, 7, 10));
+        let denied = counter.outcome(-1 - (10 * 1002 + 250), 1, 7).unwrap();
+        assert_eq!((denied.allowed, denied.remaining, denied.retry_after_us, denied.violated), (false, 0, Some(250_000), 1));
+        // A cost above the limit never passes: no retry time.
+        let never = counter.outcome(-1 - (2 * 1002 + 250), 11, 7).unwrap();
+        assert_eq!((never.allowed, never.remaining, never.retry_after_us), (false, 8, None));
+        // Nothing counted and no window: untouched.
+        let idle = counter.outcome(0, 0, 7).unwrap();
+        assert_eq!((idle.allowed, idle.remaining, idle.reset_after_us), (true, 10, 0));
+        assert!(counter.outcome(11 * 1002, 1, 7).is_err(), "a count above the limit is not this script's reply");
+    }
+}
