@@ -41,6 +41,30 @@ pub(crate) enum Params {
 
 impl Policy {
     /// A fixed window per strategy, started by a key's first hit.
+    ///
+    /// On Redis with its own clock (the default), a policy of one strategy
+    /// is a counter whose TTL is the window (see
+    /// [`fixed_window_counter_source`](crate::fixed_window_counter_source)):
+    /// Redis times it in milliseconds, so the window lasts from W to W + 1 ms
+    /// and `reset_after` is the key's PTTL + 1 ms. Everywhere else (several
+    /// strategies, a client clock, the memory store) windows are exact to
+    /// the microsecond:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+    /// use ratelimit::{Limiter, ManualClock, Policy, Store};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::new("api", Policy::fixed_window("2/1s")?, &Store::memory().with_clock(clock.clone()));
+    /// limiter.check("k", 1).await?;
+    /// clock.advance(Duration::from_millis(300));
+    /// assert_eq!(limiter.check("k", 1).await?.reset_after, Duration::from_millis(700));
+    /// assert_eq!(limiter.check("k", 1).await?.retry_after, Some(Duration::from_millis(700)));
+    /// clock.advance(Duration::from_millis(700));
+    /// assert_eq!(limiter.check("k", 1).await?.remaining, 1, "a new window");
+    /// # Ok(()) }
+    /// ```
     pub fn fixed_window(strategies: &str) -> Result<Policy, Error> {
         let mut spec = PolicySpec::new(AlgorithmKind::FixedWindow);
         spec.strategies = Some(strategies_param(strategies)?);
