@@ -17,9 +17,9 @@
 --                   for a peek; for a denial, as it stands, at most L, so
 --                   a count left by an earlier, larger limit still fits);
 --            t      0 when no window runs, else PTTL + 1: the ms, rounded
---                   up, until the window ends (Redis drops a key once its
---                   ms clock passes the expiry, so the window lasts W to
---                   W + 1 ms from the first hit, never less);
+--                   up, until the window has surely ended (Redis drops a
+--                   key once its ms clock passes the expiry, so the window
+--                   lasts W to W + 1 ms from the first hit, never less);
 --          and a denial returns -1 - v. The caller knows L and W, so this
 --          one integer is the whole decision.
 --

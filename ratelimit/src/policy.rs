@@ -46,7 +46,8 @@ impl Policy {
     /// is a counter whose TTL is the window (see
     /// [`fixed_window_counter_source`](crate::fixed_window_counter_source)):
     /// Redis times it in milliseconds, so the window lasts from W to W + 1 ms
-    /// and `reset_after` is the key's PTTL + 1 ms. Everywhere else (several
+    /// (`reset_after` is the key's PTTL, `retry_after` 1 ms more, rounded
+    /// up). Everywhere else (several
     /// strategies, a client clock, the memory store) windows are exact to
     /// the microsecond:
     ///

@@ -14,9 +14,10 @@
 //!   most 2^53 (any limit up to about 10^11 per second, 10^8 per day).
 //!
 //! Redis drops a key once its millisecond clock is past the expiry, so such
-//! a window lasts from W to W + 1 ms after its first hit, never less:
-//! `reset_after` and `retry_after` are the key's PTTL + 1 ms, rounded up so
-//! that obeying them succeeds. Its state is a plain counter, a different
+//! a window lasts from W to W + 1 ms after its first hit, never less.
+//! `reset_after` is the key's PTTL, the time left as Redis counts it (W on
+//! a window's first hit, as for an exact window); `retry_after` is PTTL +
+//! 1 ms, rounded up so that obeying it succeeds. Its state is a plain counter, a different
 //! layout from the hash of start and count, so it lives under its own key
 //! (`fixed_window/counter` in the key, see `key::layout`).
 
@@ -67,10 +68,11 @@ impl Counter {
         if count > self.limit {
             return Err(Error::Protocol(format!("fixed window counter replied {reply}: a count of {count} above the limit {}", self.limit)));
         }
-        let reset_after_us = t_ms * 1000;
-        // A denial of a cost the window can hold names when it ends: the
-        // script only denies such a cost while a window runs (t > 0).
-        let retry_after_us = (!allowed && cost <= self.limit).then_some(reset_after_us);
+        // t = PTTL + 1 while a window runs, 0 when none does.
+        let reset_after_us = t_ms.saturating_sub(1) * 1000;
+        // A denial of a cost the window can hold names when the key is gone
+        // for certain: the script only denies such a cost while a window runs.
+        let retry_after_us = (!allowed && cost <= self.limit).then_some(t_ms * 1000);
         Ok(Outcome {
             allowed,
             limit: self.limit,
@@ -102,12 +104,13 @@ mod tests {
     #[test]
     fn reads_allowed_denied_and_idle_replies() {
         let counter = Counter { limit: 10, window_ms: 1000 };
-        // 3 taken, 400 ms to go (PTTL 399).
+        // 3 taken, PTTL 399 ms.
         let allowed = counter.outcome(3 * 1002 + 400, 1, 7).unwrap();
-        assert_eq!((allowed.allowed, allowed.remaining, allowed.reset_after_us, allowed.retry_after_us), (true, 7, 400_000, None));
+        assert_eq!((allowed.allowed, allowed.remaining, allowed.reset_after_us, allowed.retry_after_us), (true, 7, 399_000, None));
         assert_eq!((allowed.violated, allowed.now_us, allowed.limit), (0, 7, 10));
         let denied = counter.outcome(-1 - (10 * 1002 + 250), 1, 7).unwrap();
         assert_eq!((denied.allowed, denied.remaining, denied.retry_after_us, denied.violated), (false, 0, Some(250_000), 1));
+        assert_eq!(denied.reset_after_us, 249_000, "PTTL, where retry adds the ms Redis may keep the key");
         // A cost above the limit never passes: no retry time.
         let never = counter.outcome(-1 - (2 * 1002 + 250), 11, 7).unwrap();
         assert_eq!((never.allowed, never.remaining, never.retry_after_us), (false, 8, None));
