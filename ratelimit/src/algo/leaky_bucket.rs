@@ -8,7 +8,7 @@ use super::ceil_div;
 use crate::backend::Outcome;
 
 /// Water level in units and when it was last drained.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Bucket {
     level: u64,
     last: u64,

@@ -8,7 +8,7 @@ use super::ceil_div;
 use crate::backend::Outcome;
 
 /// Units held and when they were last counted.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Bucket {
     units: u64,
     last: u64,
