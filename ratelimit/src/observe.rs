@@ -17,7 +17,10 @@
 //! (target `ratelimit`) with `limiter`, `algo` and `cost`, and, once
 //! decided, `outcome` and `remaining`. A store failure is a WARN event from
 //! `limit` (and annotated functions) saying whether `on_error` allowed or
-//! denied the call. Neither ever records the key.
+//! denied the call. Neither ever records the key. The span is built only
+//! while some subscriber takes DEBUG events (so, with `tracing`'s `log`
+//! feature, a program with no `tracing` subscriber at all does not see it
+//! through the `log` crate either).
 
 use crate::{Decision, Error};
 use metrics::{Counter, Histogram};

@@ -15,6 +15,7 @@ pub(crate) struct Tat {
     rem: u64,
 }
 
+#[inline]
 pub(crate) fn decide(burst: u64, (n, p): (u64, u64), state: &mut Option<Tat>, now: u64, cost: u64, peek: bool) -> Outcome {
     let limit = burst + 1;
     let tolerance = limit * p;

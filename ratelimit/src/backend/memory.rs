@@ -23,8 +23,10 @@ const SWEEP_EVERY_US: u64 = 1_000_000;
 /// are actually limited right now.
 ///
 /// A [`Limiter`](crate::Limiter) gets its answer at once (no future, no key
-/// on the heap), decided in place; one keyed SipHash of the key picks both
-/// the shard and the slot, so clients choosing keys cannot aim at one slot.
+/// built), decided in place; one keyed SipHash of the key picks both the
+/// shard and the slot, so clients choosing keys cannot aim at one slot. The
+/// limiter's part of the key is hashed once, when the limiter is made, so a
+/// call hashes only the user's key.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
