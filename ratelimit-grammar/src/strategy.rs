@@ -41,17 +41,21 @@ pub struct Rate {
 impl Rate {
     /// The same rate as a fraction in lowest terms: `1000/1s` becomes `(1, 1000)`
     /// (one unit every 1000 µs). Integer arithmetic on the reduced pair is exact.
-    pub fn reduced(self) -> (u64, u64) {
+    pub const fn reduced(self) -> (u64, u64) {
         let g = gcd(self.count, self.period_us);
         (self.count / g, self.period_us / g)
     }
 }
 
-fn gcd(mut a: u64, mut b: u64) -> u64 {
+const fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
         (a, b) = (b, a % b);
     }
-    a.max(1)
+    if a == 0 {
+        1
+    } else {
+        a
+    }
 }
 
 impl fmt::Display for Strategy {

@@ -1,5 +1,6 @@
 //! [`Limiter`]: a name, a policy and a store.
 
+use crate::backend::memory::{Call, KeyPrefix};
 use crate::backend::{MemoryBackend, Outcome, Request};
 use crate::deny_cache::DenyCache;
 use crate::observe::{self, LimiterMetrics};
@@ -43,6 +44,8 @@ struct Inner {
     policy: Policy,
     store: Store,
     key_prefix: Vec<u8>,
+    /// `key_prefix` and `:` hashed by the store, when it is in this process.
+    memory_prefix: Option<KeyPrefix>,
     /// Decides while the store cannot, under `OnError::Local`.
     local: MemoryBackend,
     store_errors: AtomicU64,
@@ -58,12 +61,14 @@ impl Limiter {
         let name = name.into();
         let remote = store.backend.kind() != "memory";
         let key_prefix = crate::key::key_prefix(&store.prefix, &policy, &name, remote && store.clock.now_us().is_none());
+        let memory_prefix = store.backend.as_memory().map(|memory| memory.key_prefix(&[&key_prefix[..], b":"].concat()));
         Limiter {
             inner: Arc::new(Inner {
                 name,
                 policy,
                 store: store.clone(),
                 key_prefix,
+                memory_prefix,
                 local: MemoryBackend::new(),
                 store_errors: AtomicU64::new(0),
                 metrics: OnceLock::new(),
@@ -212,6 +217,16 @@ impl Limiter {
 
     /// [`run`](Self::run) in its tracing span, counted in the metrics.
     async fn observed(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
+        if !observe::decision_span_wanted() {
+            // No span to run in: a store in this process answers here,
+            // without polling another future.
+            let result = match self.begin(key, cost, peek) {
+                Begun::Decided(decision) => Ok(decision),
+                Begun::AskStore { now_us, local_now_us } => self.ask_store(key, cost, peek, now_us, local_now_us).await,
+            };
+            self.count(&result, peek);
+            return result;
+        }
         let span = observe::decision_span(&self.inner.name, self.inner.policy.algorithm().name(), cost);
         let result = if span.is_disabled() {
             self.run(key, cost, peek).await
@@ -219,12 +234,17 @@ impl Limiter {
             self.run(key, cost, peek).instrument(span.clone()).await
         };
         observe::record(&span, &result);
-        match &result {
+        self.count(&result, peek);
+        result
+    }
+
+    /// Counts a decision (not a peek's) or a store failure in the metrics.
+    fn count(&self, result: &Result<Decision, Error>, peek: bool) {
+        match result {
             Ok(decision) if !peek => self.metrics().decided(decision.allowed),
             Ok(_) => {}
             Err(error) => observe::store_error(error),
         }
-        result
     }
 
     fn metrics(&self) -> &LimiterMetrics {
@@ -232,30 +252,53 @@ impl Limiter {
     }
 
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
+        match self.begin(key, cost, peek) {
+            Begun::Decided(decision) => Ok(decision),
+            Begun::AskStore { now_us, local_now_us } => self.ask_store(key, cost, peek, now_us, local_now_us).await,
+        }
+    }
+
+    /// Everything a call does before it may have to wait: read the clock,
+    /// look in the deny cache, and let a store in this process decide.
+    #[inline]
+    fn begin(&self, key: &[u8], cost: u64, peek: bool) -> Begun {
         let now_us = self.inner.store.clock.now_us();
         // The time of this call here: it dates a remembered denial and is the
         // clock of a store in this process, so one read serves both.
         let local_now_us = now_us.unwrap_or_else(crate::clock::process_now_us);
         // A denial remembered from the store answers a repeated check (not a peek, not cost 0).
-        let cache = self.deny_cache.as_deref().filter(|_| !peek && cost > 0);
-        if let Some(decision) = cache.and_then(|cache| cache.get(key, cost, local_now_us)) {
-            return Ok(decision);
+        if let Some(decision) = self.deny_cache(cost, peek).and_then(|cache| cache.get(key, cost, local_now_us)) {
+            return Begun::Decided(decision);
         }
-        let outcome = match self.decide_at_once(key, cost, now_us, local_now_us, peek) {
-            Some(outcome) => outcome,
-            None => {
-                let storage_key = self.storage_key(key);
-                let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek };
-                let started = self.inner.remote.then(Instant::now);
-                let outcome = self.inner.store.backend.decide(request).await;
-                if let Some(started) = started {
-                    self.metrics().store_took(started.elapsed());
-                }
-                outcome?
-            }
-        };
+        match self.decide_at_once(key, cost, now_us, local_now_us, peek) {
+            Some(outcome) => Begun::Decided(self.settle(key, cost, peek, local_now_us, outcome)),
+            None => Begun::AskStore { now_us, local_now_us },
+        }
+    }
+
+    /// Asks a store that answers through a future (Redis).
+    async fn ask_store(&self, key: &[u8], cost: u64, peek: bool, now_us: Option<u64>, local_now_us: u64) -> Result<Decision, Error> {
+        let storage_key = self.storage_key(key);
+        let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek };
+        let started = self.inner.remote.then(Instant::now);
+        let outcome = self.inner.store.backend.decide(request).await;
+        if let Some(started) = started {
+            self.metrics().store_took(started.elapsed());
+        }
+        Ok(self.settle(key, cost, peek, local_now_us, outcome?))
+    }
+
+    /// The deny cache, if it takes part in this call (not a peek, not cost 0).
+    #[inline]
+    fn deny_cache(&self, cost: u64, peek: bool) -> Option<&DenyCache> {
+        self.deny_cache.as_deref().filter(|_| !peek && cost > 0)
+    }
+
+    /// The store's outcome as a [`Decision`], kept in or cleared from the deny cache.
+    #[inline]
+    fn settle(&self, key: &[u8], cost: u64, peek: bool, local_now_us: u64, outcome: Outcome) -> Decision {
         let decision = self.decision(outcome);
-        if let Some(cache) = cache {
+        if let Some(cache) = self.deny_cache(cost, peek) {
             if decision.allowed {
                 // A smaller cost got through and changed the state: a denial
                 // remembered for a larger one may now name too early a time.
@@ -264,12 +307,20 @@ impl Limiter {
                 cache.remember(key, cost, local_now_us, &decision);
             }
         }
-        Ok(decision)
+        decision
     }
 
     /// The answer of a store in this process (see [`Backend::decide_at_once`](crate::Backend::decide_at_once)):
     /// no boxed future, and the key built on the stack. `None` for any other store.
+    #[inline]
     fn decide_at_once(&self, key: &[u8], cost: u64, now_us: Option<u64>, local_now_us: u64, peek: bool) -> Option<Outcome> {
+        if let (Some(prefix), Some(memory)) = (&self.inner.memory_prefix, self.inner.store.backend.as_memory()) {
+            // The storage key is `<prefix>:<key>` for all but a long key (its digest).
+            if key.len() <= crate::key::MAX_RAW_KEY_LEN {
+                let call = Call { policy: &self.inner.policy, cost, now_us, peek };
+                return Some(memory.decide_parts(prefix, key, call, local_now_us));
+            }
+        }
         crate::key::with_storage_key(&self.inner.key_prefix, key, |storage_key| {
             let request = Request { key: storage_key, policy: &self.inner.policy, cost, now_us, peek };
             self.inner.store.backend.decide_at_once(&request, local_now_us)
@@ -277,21 +328,21 @@ impl Limiter {
     }
 
     fn decision(&self, outcome: Outcome) -> Decision {
-        let violated = self
-            .inner
-            .policy
-            .strategies()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| outcome.violated >> i & 1 == 1)
-            .map(|(_, s)| *s)
-            .collect();
-        let quotas = outcome
-            .quotas
-            .iter()
-            .zip(self.inner.policy.strategies())
-            .map(|(&(remaining, reset_after_us), &strategy)| Quota { strategy, remaining, reset_after: Duration::from_micros(reset_after_us) })
-            .collect();
+        let strategies = self.inner.policy.strategies();
+        // Most decisions violate nothing and carry no quotas: no iterator to run.
+        let violated = match outcome.violated {
+            0 => Vec::new(),
+            bits => strategies.iter().enumerate().filter(|(i, _)| bits >> i & 1 == 1).map(|(_, s)| *s).collect(),
+        };
+        let quotas = match outcome.quotas.is_empty() {
+            true => Vec::new(),
+            false => outcome
+                .quotas
+                .iter()
+                .zip(strategies)
+                .map(|(&(remaining, reset_after_us), &strategy)| Quota { strategy, remaining, reset_after: Duration::from_micros(reset_after_us) })
+                .collect(),
+        };
         Decision {
             allowed: outcome.allowed,
             limit: outcome.limit,
@@ -349,6 +400,13 @@ impl Limiter {
             }
         }
     }
+}
+
+/// How far [`Limiter::begin`] got without waiting.
+enum Begun {
+    Decided(Decision),
+    /// The store answers through a future; the times read for this call.
+    AskStore { now_us: Option<u64>, local_now_us: u64 },
 }
 
 impl fmt::Debug for Limiter {

@@ -17,7 +17,10 @@
 //! (target `ratelimit`) with `limiter`, `algo` and `cost`, and, once
 //! decided, `outcome` and `remaining`. A store failure is a WARN event from
 //! `limit` (and annotated functions) saying whether `on_error` allowed or
-//! denied the call. Neither ever records the key.
+//! denied the call. Neither ever records the key. The span is built only
+//! while some subscriber takes DEBUG events (so, with `tracing`'s `log`
+//! feature, a program with no `tracing` subscriber at all does not see it
+//! through the `log` crate either).
 
 use crate::{Decision, Error};
 use metrics::{Counter, Histogram};
@@ -89,8 +92,21 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
     }
 }
 
-/// The span one decision runs in (disabled, and nearly free, unless a
-/// subscriber wants DEBUG from target `ratelimit`).
+/// Whether any subscriber may want the decision span: one load and a
+/// compare, so a call with no DEBUG subscriber skips building it at all.
+///
+/// Without this, `tracing`'s `log` feature (turned on by dependencies such
+/// as axum) makes a disabled span record its fields for the `log` crate on
+/// every call while no subscriber was ever set, which cost more than the
+/// in-memory decision itself.
+#[inline]
+pub(crate) fn decision_span_wanted() -> bool {
+    use tracing::level_filters::{LevelFilter, STATIC_MAX_LEVEL};
+    tracing::Level::DEBUG <= STATIC_MAX_LEVEL && tracing::Level::DEBUG <= LevelFilter::current()
+}
+
+/// The span one decision runs in (disabled unless a subscriber wants DEBUG
+/// from target `ratelimit`).
 pub(crate) fn decision_span(limiter: &str, algo: &'static str, cost: u64) -> Span {
     tracing::debug_span!(target: "ratelimit", "ratelimit.decision", limiter, algo, cost, outcome = Empty, remaining = Empty)
 }

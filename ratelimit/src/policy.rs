@@ -25,6 +25,9 @@ use std::fmt;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     pub(crate) params: Params,
+    /// A bucket's or GCRA's rate in lowest terms ([`Rate::reduced`]),
+    /// computed once here rather than on every decision; `(1, 1)` for windows.
+    pub(crate) reduced_rate: (u64, u64),
 }
 
 /// The validated parameters of each algorithm. Bucket rates are kept as given;
@@ -40,6 +43,14 @@ pub(crate) enum Params {
 }
 
 impl Policy {
+    const fn new(params: Params) -> Policy {
+        let reduced_rate = match &params {
+            Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } | Params::Gcra { rate, .. } => rate.reduced(),
+            Params::FixedWindow { .. } | Params::SlidingWindow { .. } | Params::SlidingLog { .. } => (1, 1),
+        };
+        Policy { params, reduced_rate }
+    }
+
     /// A fixed window per strategy, started by a key's first hit.
     ///
     /// On Redis with its own clock (the default), a policy of one strategy
@@ -143,7 +154,7 @@ impl Policy {
                 Params::Gcra { rate, burst: spec.burst.unwrap_or_else(|| PolicySpec::default_burst(rate)) }
             }
         };
-        Ok(Policy { params })
+        Ok(Policy::new(params))
     }
 
     /// Which algorithm this policy runs.
@@ -179,27 +190,27 @@ impl Policy {
     // parameters with the same grammar, so no check runs at run time.
     #[doc(hidden)]
     pub const fn __fixed_window(strategies: &'static [Strategy]) -> Policy {
-        Policy { params: Params::FixedWindow { strategies: Cow::Borrowed(strategies) } }
+        Policy::new(Params::FixedWindow { strategies: Cow::Borrowed(strategies) })
     }
     #[doc(hidden)]
     pub const fn __sliding_window(strategies: &'static [Strategy], precision_us: u64) -> Policy {
-        Policy { params: Params::SlidingWindow { strategies: Cow::Borrowed(strategies), precision_us } }
+        Policy::new(Params::SlidingWindow { strategies: Cow::Borrowed(strategies), precision_us })
     }
     #[doc(hidden)]
     pub const fn __sliding_log(strategies: &'static [Strategy]) -> Policy {
-        Policy { params: Params::SlidingLog { strategies: Cow::Borrowed(strategies) } }
+        Policy::new(Params::SlidingLog { strategies: Cow::Borrowed(strategies) })
     }
     #[doc(hidden)]
     pub const fn __token_bucket(capacity: u64, rate: Rate) -> Policy {
-        Policy { params: Params::TokenBucket { capacity, rate } }
+        Policy::new(Params::TokenBucket { capacity, rate })
     }
     #[doc(hidden)]
     pub const fn __leaky_bucket(capacity: u64, rate: Rate) -> Policy {
-        Policy { params: Params::LeakyBucket { capacity, rate } }
+        Policy::new(Params::LeakyBucket { capacity, rate })
     }
     #[doc(hidden)]
     pub const fn __gcra(rate: Rate, burst: u64) -> Policy {
-        Policy { params: Params::Gcra { rate, burst } }
+        Policy::new(Params::Gcra { rate, burst })
     }
 }
 

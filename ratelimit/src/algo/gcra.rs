@@ -9,12 +9,13 @@ use super::ceil_div;
 use crate::backend::Outcome;
 
 /// Theoretical arrival time: `us + rem / n` microseconds since the epoch.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Tat {
     us: u64,
     rem: u64,
 }
 
+#[inline]
 pub(crate) fn decide(burst: u64, (n, p): (u64, u64), state: &mut Option<Tat>, now: u64, cost: u64, peek: bool) -> Outcome {
     let limit = burst + 1;
     let tolerance = limit * p;
@@ -28,14 +29,16 @@ pub(crate) fn decide(burst: u64, (n, p): (u64, u64), state: &mut Option<Tat>, no
     let allowed = !never && debt.saturating_add(increment) <= tolerance;
     let ttl = if allowed { debt + increment } else { debt };
     let retry_after_us = (!allowed && !never).then(|| ceil_div((debt.saturating_add(increment) - tolerance) as u128, n as u128) as u64);
+    // One division gives both the new TAT and `reset_after` (ttl / n, rounded up).
+    let (whole_us, rem) = (ttl / n, ttl % n);
     if allowed && cost > 0 && !peek {
-        *state = Some(Tat { us: now + ttl / n, rem: ttl % n });
+        *state = Some(Tat { us: now + whole_us, rem });
     }
     Outcome {
         allowed,
         limit,
         remaining: tolerance.saturating_sub(ttl) / p,
-        reset_after_us: ceil_div(ttl as u128, n as u128) as u64,
+        reset_after_us: whole_us + u64::from(rem != 0),
         retry_after_us,
         violated: 0,
         now_us: now,

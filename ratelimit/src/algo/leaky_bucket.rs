@@ -8,12 +8,13 @@ use super::ceil_div;
 use crate::backend::Outcome;
 
 /// Water level in units and when it was last drained.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Bucket {
     level: u64,
     last: u64,
 }
 
+#[inline]
 pub(crate) fn decide(capacity: u64, (n, p): (u64, u64), state: &mut Option<Bucket>, now: u64, cost: u64, peek: bool) -> Outcome {
     let full = capacity * p;
     let (mut level, last) = state.as_ref().map_or((0, now), |b| (b.level, b.last));

@@ -13,7 +13,7 @@ mod sliding_window;
 mod token_bucket;
 
 use crate::backend::Outcome;
-use crate::policy::Params;
+use crate::policy::{Params, Policy};
 use crate::Strategy;
 
 /// A key's state in the memory backend, one variant per algorithm.
@@ -30,7 +30,7 @@ pub(crate) enum State {
 /// Decides one call. `state` is `None` for an untouched key and is updated in
 /// place unless `peek` is set; the caller drops the key once `reset_after_us`
 /// has passed.
-pub(crate) fn decide(params: &Params, state: &mut Option<State>, now: u64, cost: u64, peek: bool) -> Outcome {
+pub(crate) fn decide(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64, peek: bool) -> Outcome {
     // A state of another algorithm (the policy behind a name changed) counts as untouched.
     macro_rules! run {
         ($module:ident, $variant:ident, $($param:expr),*) => {{
@@ -43,13 +43,30 @@ pub(crate) fn decide(params: &Params, state: &mut Option<State>, now: u64, cost:
             outcome
         }};
     }
-    match params {
+    // A state of two integers is copied out and written back in place, not
+    // moved out of the entry and back with the whole enum.
+    macro_rules! run_copied {
+        ($module:ident, $variant:ident, $($param:expr),*) => {{
+            let mut current = match state {
+                Some(State::$variant(s)) => Some(*s),
+                _ => None,
+            };
+            let outcome = $module::decide($($param,)* &mut current, now, cost, peek);
+            match (state, current) {
+                (Some(State::$variant(s)), Some(c)) => *s = c,
+                (state, current) => *state = current.map(State::$variant),
+            }
+            outcome
+        }};
+    }
+    let rate = policy.reduced_rate;
+    match &policy.params {
         Params::FixedWindow { strategies } => run!(fixed_window, FixedWindow, strategies),
         Params::SlidingWindow { strategies, precision_us } => run!(sliding_window, SlidingWindow, strategies, *precision_us),
         Params::SlidingLog { strategies } => run!(sliding_log, SlidingLog, strategies),
-        Params::TokenBucket { capacity, rate } => run!(token_bucket, TokenBucket, *capacity, rate.reduced()),
-        Params::LeakyBucket { capacity, rate } => run!(leaky_bucket, LeakyBucket, *capacity, rate.reduced()),
-        Params::Gcra { rate, burst } => run!(gcra, Gcra, *burst, rate.reduced()),
+        Params::TokenBucket { capacity, .. } => run_copied!(token_bucket, TokenBucket, *capacity, rate),
+        Params::LeakyBucket { capacity, .. } => run_copied!(leaky_bucket, LeakyBucket, *capacity, rate),
+        Params::Gcra { burst, .. } => run_copied!(gcra, Gcra, *burst, rate),
     }
 }
 

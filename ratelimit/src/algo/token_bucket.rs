@@ -8,12 +8,13 @@ use super::ceil_div;
 use crate::backend::Outcome;
 
 /// Units held and when they were last counted.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Bucket {
     units: u64,
     last: u64,
 }
 
+#[inline]
 pub(crate) fn decide(capacity: u64, (n, p): (u64, u64), state: &mut Option<Bucket>, now: u64, cost: u64, peek: bool) -> Outcome {
     let full = capacity * p;
     let (mut units, last) = state.as_ref().map_or((full, now), |b| (b.units.min(full), b.last));

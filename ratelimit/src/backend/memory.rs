@@ -3,9 +3,9 @@
 use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
 use crate::clock::process_now_us;
-use crate::Error;
+use crate::{Error, Policy};
 use hashbrown::HashTable;
-use std::collections::hash_map::RandomState;
+use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
@@ -23,8 +23,10 @@ const SWEEP_EVERY_US: u64 = 1_000_000;
 /// are actually limited right now.
 ///
 /// A [`Limiter`](crate::Limiter) gets its answer at once (no future, no key
-/// on the heap), decided in place; one keyed SipHash of the key picks both
-/// the shard and the slot, so clients choosing keys cannot aim at one slot.
+/// built), decided in place; one keyed SipHash of the key picks both the
+/// shard and the slot, so clients choosing keys cannot aim at one slot. The
+/// limiter's part of the key is hashed once, when the limiter is made, so a
+/// call hashes only the user's key.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
@@ -78,13 +80,19 @@ enum StoredKey {
 const INLINE_KEY: usize = 62;
 
 impl StoredKey {
-    fn new(key: &[u8]) -> StoredKey {
-        if key.len() > INLINE_KEY {
-            return StoredKey::Heap(key.into());
+    fn new(key: Key<'_>) -> StoredKey {
+        let (head, tail) = match key {
+            Key::Whole(key) => (key, &[][..]),
+            Key::Parts(prefix, key) => (&prefix.bytes[..], key),
+        };
+        let len = head.len() + tail.len();
+        if len > INLINE_KEY {
+            return StoredKey::Heap([head, tail].concat().into());
         }
         let mut bytes = [0; INLINE_KEY];
-        bytes[..key.len()].copy_from_slice(key);
-        StoredKey::Inline { len: key.len() as u8, bytes }
+        bytes[..head.len()].copy_from_slice(head);
+        bytes[head.len()..len].copy_from_slice(tail);
+        StoredKey::Inline { len: len as u8, bytes }
     }
 
     fn as_bytes(&self) -> &[u8] {
@@ -93,6 +101,45 @@ impl StoredKey {
             StoredKey::Heap(bytes) => bytes,
         }
     }
+}
+
+/// The start of a limiter's storage keys (`<prefix>:`), with this store's
+/// keyed hash already run over it: a call then hashes only the user's key,
+/// and gets the hash of the whole key (SipHash reads its input as one
+/// stream, however it is split), so a call by parts and one by the whole key
+/// find the same entry.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyPrefix {
+    bytes: Box<[u8]>,
+    hashed: DefaultHasher,
+}
+
+/// The key of one call: whole, or a limiter's prefix and the user's key
+/// (the same bytes, never joined in memory).
+#[derive(Clone, Copy)]
+enum Key<'a> {
+    Whole(&'a [u8]),
+    Parts(&'a KeyPrefix, &'a [u8]),
+}
+
+impl Key<'_> {
+    fn is(self, stored: &[u8]) -> bool {
+        match self {
+            Key::Whole(key) => stored == key,
+            Key::Parts(prefix, key) => {
+                stored.len() == prefix.bytes.len() + key.len() && stored[..prefix.bytes.len()] == *prefix.bytes && stored[prefix.bytes.len()..] == *key
+            }
+        }
+    }
+}
+
+/// One decision's parameters other than its key.
+#[derive(Clone, Copy)]
+pub(crate) struct Call<'a> {
+    pub(crate) policy: &'a Policy,
+    pub(crate) cost: u64,
+    pub(crate) now_us: Option<u64>,
+    pub(crate) peek: bool,
 }
 
 impl Shard {
@@ -108,13 +155,30 @@ impl MemoryBackend {
         MemoryBackend { shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(), hasher: RandomState::new() }
     }
 
+    /// `prefix` with this store's hash run over it, for [`decide_parts`](Self::decide_parts).
+    pub(crate) fn key_prefix(&self, prefix: &[u8]) -> KeyPrefix {
+        let mut hashed = self.hasher.build_hasher();
+        hashed.write(prefix);
+        KeyPrefix { bytes: prefix.into(), hashed }
+    }
+
     /// The key's hash, and its shard locked.
-    fn shard(&self, key: &[u8]) -> (u64, MutexGuard<'_, Shard>) {
-        // The bytes alone (SipHash mixes in their length itself): one
-        // write, where `hash_one` would write a length prefix first.
-        let mut hasher = self.hasher.build_hasher();
-        hasher.write(key);
-        let hash = hasher.finish();
+    #[inline]
+    fn shard(&self, key: Key<'_>) -> (u64, MutexGuard<'_, Shard>) {
+        // The bytes alone (SipHash mixes in their length itself): one write
+        // per part, where `hash_one` would write a length prefix first.
+        let hash = match key {
+            Key::Whole(key) => {
+                let mut hasher = self.hasher.build_hasher();
+                hasher.write(key);
+                hasher.finish()
+            }
+            Key::Parts(prefix, key) => {
+                let mut hasher = prefix.hashed.clone();
+                hasher.write(key);
+                hasher.finish()
+            }
+        };
         // The table uses the low bits and the top seven; pick the shard from
         // bits in between, so a shard's keys still differ in both.
         let index = (hash >> 32) as usize % SHARDS;
@@ -127,27 +191,34 @@ impl MemoryBackend {
     /// Decides synchronously: the memory backend never waits. With no time in
     /// the request it decides by this process's own clock (see [`ServerClock`](crate::ServerClock)).
     pub fn decide_now(&self, request: &Request<'_>) -> Outcome {
-        self.decide_at(request, process_now_us())
+        self.decide_key(Key::Whole(request.key), Call::of(request), process_now_us())
     }
 
-    /// Decides at `request.now_us`, or at `own_now_us` (this store's own clock) when it has none.
-    fn decide_at(&self, request: &Request<'_>, own_now_us: u64) -> Outcome {
-        let now = request.now_us.unwrap_or(own_now_us);
-        let (hash, mut shard) = self.shard(request.key);
+    /// Decides for the key `prefix` + `key` (`prefix` made by
+    /// [`key_prefix`](Self::key_prefix) on this store) at `call.now_us`, or
+    /// at `own_now_us` when it has none.
+    pub(crate) fn decide_parts(&self, prefix: &KeyPrefix, key: &[u8], call: Call<'_>, own_now_us: u64) -> Outcome {
+        self.decide_key(Key::Parts(prefix, key), call, own_now_us)
+    }
+
+    /// Decides at `call.now_us`, or at `own_now_us` (this store's own clock) when it has none.
+    #[inline]
+    fn decide_key(&self, key: Key<'_>, call: Call<'_>, own_now_us: u64) -> Outcome {
+        let now = call.now_us.unwrap_or(own_now_us);
+        let (hash, mut shard) = self.shard(key);
         if now >= shard.next_sweep_us {
             shard.sweep(now);
         }
         // As on Redis, only a write moves the expiry; other calls leave the entry as it was.
-        let slack = if request.now_us.is_some() { CLIENT_CLOCK_SLACK_US } else { 0 };
-        let expiry = |outcome: &Outcome| (outcome.allowed && request.cost > 0 && !request.peek).then(|| now + outcome.reset_after_us + slack);
-        let same_key = |e: &Entry| e.key.as_bytes() == request.key;
-        if let Ok(mut found) = shard.entries.find_entry(hash, same_key) {
+        let slack = if call.now_us.is_some() { CLIENT_CLOCK_SLACK_US } else { 0 };
+        let expiry = |outcome: &Outcome| (outcome.allowed && call.cost > 0 && !call.peek).then(|| now + outcome.reset_after_us + slack);
+        if let Ok(mut found) = shard.entries.find_entry(hash, |e| e.hash == hash && key.is(e.key.as_bytes())) {
             // Decided in place; an expired state counts as untouched.
             let entry = found.get_mut();
             if entry.expires_at_us <= now {
                 entry.state = None;
             }
-            let outcome = algo::decide(&request.policy.params, &mut entry.state, now, request.cost, request.peek);
+            let outcome = algo::decide(call.policy, &mut entry.state, now, call.cost, call.peek);
             entry.expires_at_us = expiry(&outcome).unwrap_or(entry.expires_at_us);
             if entry.state.is_none() {
                 found.remove();
@@ -155,9 +226,9 @@ impl MemoryBackend {
             return outcome;
         }
         let mut state = None;
-        let outcome = algo::decide(&request.policy.params, &mut state, now, request.cost, request.peek);
+        let outcome = algo::decide(call.policy, &mut state, now, call.cost, call.peek);
         if state.is_some() {
-            let entry = Entry { hash, key: StoredKey::new(request.key), state, expires_at_us: expiry(&outcome).unwrap_or(0) };
+            let entry = Entry { hash, key: StoredKey::new(key), state, expires_at_us: expiry(&outcome).unwrap_or(0) };
             shard.entries.insert_unique(hash, entry, |e| e.hash);
         }
         outcome
@@ -181,6 +252,12 @@ impl MemoryBackend {
     }
 }
 
+impl<'a> Call<'a> {
+    fn of(request: &Request<'a>) -> Call<'a> {
+        Call { policy: request.policy, cost: request.cost, now_us: request.now_us, peek: request.peek }
+    }
+}
+
 impl Default for MemoryBackend {
     fn default() -> Self {
         Self::new()
@@ -194,15 +271,19 @@ impl Backend for MemoryBackend {
     }
 
     fn decide_at_once(&self, request: &Request<'_>, local_now_us: u64) -> Option<Outcome> {
-        Some(self.decide_at(request, local_now_us))
+        Some(self.decide_key(Key::Whole(request.key), Call::of(request), local_now_us))
     }
 
     fn reset<'a>(&'a self, key: &'a [u8]) -> BoxFuture<'a, Result<(), Error>> {
-        let (hash, mut shard) = self.shard(key);
-        if let Ok(found) = shard.entries.find_entry(hash, |e| e.key.as_bytes() == key) {
+        let (hash, mut shard) = self.shard(Key::Whole(key));
+        if let Ok(found) = shard.entries.find_entry(hash, |e| e.hash == hash && e.key.as_bytes() == key) {
             found.remove();
         }
         Box::pin(async { Ok(()) })
+    }
+
+    fn as_memory(&self) -> Option<&MemoryBackend> {
+        Some(self)
     }
 
     fn kind(&self) -> &'static str {
@@ -235,6 +316,27 @@ mod tests {
             memory.reset(key).await.unwrap();
             assert_eq!(memory.decide_at_once(&at(false), 0).unwrap().remaining, 1, "reset found the key");
         }
+        assert_eq!(memory.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_key_by_parts_is_the_same_entry_as_the_whole_key() {
+        let memory = MemoryBackend::new();
+        let policy = Policy::gcra("2/1s", 1).unwrap();
+        let prefix = memory.key_prefix(b"ratelimit:gcra:3:api:");
+        let call = Call { policy: &policy, cost: 1, now_us: Some(T0), peek: false };
+        let long = [b'k'; INLINE_KEY];
+        for key in [&b"user:1"[..], &long] {
+            let whole = [&b"ratelimit:gcra:3:api:"[..], key].concat();
+            assert_eq!(memory.decide_parts(&prefix, key, call, 0).remaining, 1);
+            assert_eq!(memory.decide_now(&request(&whole, &policy, Some(T0), false)).remaining, 0, "the whole key sees the call by parts");
+            assert!(!memory.decide_parts(&prefix, key, call, 0).allowed);
+            memory.reset(&whole).await.unwrap();
+            assert_eq!(memory.decide_parts(&prefix, key, call, 0).remaining, 1, "reset by the whole key found it");
+        }
+        // The same bytes split elsewhere are the same key, too.
+        let other = memory.key_prefix(b"ratelimit:gcra:3:");
+        assert_eq!(memory.decide_parts(&other, b"api:user:1", call, 0).remaining, 0);
         assert_eq!(memory.len(), 2);
     }
 

@@ -4,7 +4,7 @@ mod breaker;
 mod connection;
 mod endpoint;
 mod fixed_window_counter;
-mod memory;
+pub(crate) mod memory;
 mod redis;
 
 pub use self::memory::MemoryBackend;
@@ -77,6 +77,13 @@ pub trait Backend: Send + Sync + 'static {
     /// deny cache) with the same reading.
     fn decide_at_once(&self, request: &Request<'_>, local_now_us: u64) -> Option<Outcome> {
         let _ = (request, local_now_us);
+        None
+    }
+
+    /// The in-process store behind this backend, if it is one: a
+    /// [`Limiter`](crate::Limiter) then hashes only the user's part of each key.
+    #[doc(hidden)]
+    fn as_memory(&self) -> Option<&MemoryBackend> {
         None
     }
 
