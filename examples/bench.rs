@@ -5,6 +5,7 @@
 //! cargo run --release --example bench -- --long    # 10 s per case
 //! cargo run --release --example bench -- --secs 5  # any time per case
 //! cargo run --release --example bench -- --only memory  # the memory backend against governor alone
+//! cargo run --release --example bench -- --only gcra --rounds 8  # one algorithm's Redis cases
 //! ```
 //!
 //! It starts its own `redis-server` (never yours) and, with 64 calls in
@@ -60,25 +61,31 @@ pub struct Options {
     pub rounds: u32,
     /// `--only memory`: run the memory backend section alone (no Redis).
     pub only_memory: bool,
+    /// `--only <algorithm>`: the ceiling and that algorithm's three paths alone.
+    pub only_algorithm: Option<AlgorithmKind>,
 }
 
 fn options() -> Options {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut secs = 2.5;
     let mut only_memory = false;
+    let mut only_algorithm = None;
+    let mut rounds = 4;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         match arg.as_str() {
             "--long" => secs = 10.0,
             "--secs" => secs = iter.next().and_then(|s| s.parse().ok()).expect("--secs takes a number of seconds"),
+            "--rounds" => rounds = iter.next().and_then(|s| s.parse().ok()).filter(|&n| n > 0).expect("--rounds takes a number of runs"),
             "--only" => match iter.next().map(String::as_str) {
                 Some("memory") => only_memory = true,
-                other => panic!("--only takes `memory`, not {other:?}"),
+                Some(name) if AlgorithmKind::ALL.iter().any(|k| k.name() == name) => only_algorithm = AlgorithmKind::ALL.into_iter().find(|k| k.name() == name),
+                other => panic!("--only takes `memory` or an algorithm's name, not {other:?}"),
             },
-            other => panic!("unknown argument {other:?}; use --long, --secs N or --only memory"),
+            other => panic!("unknown argument {other:?}; use --long, --secs N, --rounds N, --only memory or --only <algorithm>"),
         }
     }
-    Options { warmup: Duration::from_millis(200), window: Duration::from_secs_f64(secs), rounds: 4, only_memory }
+    Options { warmup: Duration::from_millis(200), window: Duration::from_secs_f64(secs), rounds, only_memory, only_algorithm }
 }
 
 impl Options {
@@ -135,17 +142,27 @@ async fn main() {
     rows.push(Row { case: "ceiling/incr_pexpire".into(), m: ceiling, same_script: None, same_ceiling: Some(1.0) });
     println!("ceiling (INCR+PEXPIRE): {:.0} decisions/s", ceiling.ops_per_s);
 
-    for algo in cases::algorithms() {
+    for algo in cases::algorithms().into_iter().filter(|a| options.only_algorithm.is_none_or(|k| k == a.kind)) {
         let name = algo.kind.name();
         check_arguments(&algo, &store, &load_connection).await;
         let (mut script, mut limiter, mut attribute, mut ceilings) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..options.rounds {
+        for round in 0..options.rounds {
             // The ceiling in every round too: ÷ceiling compares runs made
-            // under the same load, as ÷script does.
-            ceilings.push(measure_ceiling(&mut admin, &load_connection, options.run()).await);
-            script.push(measure_script(&algo, &mut admin, &load_connection, options.run()).await);
-            limiter.push(measure_limiter(&algo, &mut admin, &store, options.run()).await);
-            attribute.push(measure_macro(&algo, &mut admin, options.run()).await);
+            // under the same load, as ÷script does. Every other round runs
+            // the four in reverse, so a case is not always the one that
+            // follows another's load (or the one the machine warmed up for).
+            let run = options.run();
+            if round % 2 == 0 {
+                ceilings.push(measure_ceiling(&mut admin, &load_connection, run).await);
+                script.push(measure_script(&algo, &mut admin, &load_connection, run).await);
+                limiter.push(measure_limiter(&algo, &mut admin, &store, run).await);
+                attribute.push(measure_macro(&algo, &mut admin, run).await);
+            } else {
+                attribute.push(measure_macro(&algo, &mut admin, run).await);
+                limiter.push(measure_limiter(&algo, &mut admin, &store, run).await);
+                script.push(measure_script(&algo, &mut admin, &load_connection, run).await);
+                ceilings.push(measure_ceiling(&mut admin, &load_connection, run).await);
+            }
         }
         // Each ratio is the median of the runs' own ratios: a burst of load
         // from elsewhere on the machine lands in one run, not in the figure.
@@ -160,6 +177,12 @@ async fn main() {
         rows.push(Row { case: format!("{name}/script"), m: script, same_script: Some(1.0), same_ceiling: script_c });
         rows.push(Row { case: format!("{name}/limiter"), m: limiter, same_script: Some(limiter_ratio), same_ceiling: limiter_c });
         rows.push(Row { case: format!("{name}/macro"), m: attribute, same_script: Some(attribute_ratio), same_ceiling: attribute_c });
+    }
+
+    if options.only_algorithm.is_some() {
+        print_table(&rows, ceiling.ops_per_s);
+        print_targets(&rows, ceiling.ops_per_s);
+        return;
     }
 
     let three = {
