@@ -84,7 +84,7 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
 ///         OnError::Allow,
 ///     );
 ///     let key = {
-///         let mut key = String::new();
+///         let mut key = String::with_capacity(25); // "user:" and 20 for a value
 ///         key.push_str("user:");
 ///         push_key_value(&mut key, &user_id);
 ///         key
@@ -154,8 +154,11 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
                     quote_spanned!(value.span()=> #p::push_key_value(&mut #buf, &#value);)
                 }
             });
+            // Sized for the literals and a number per value, so a typical
+            // key is written without growing the buffer.
+            let capacity: usize = parts.iter().map(|part| if let Part::Literal(l) = part { l.len() } else { 20 }).sum();
             quote!({
-                let mut #buf = #p::String::new();
+                let mut #buf = #p::String::with_capacity(#capacity);
                 #(#pushes)*
                 #buf
             })

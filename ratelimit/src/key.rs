@@ -102,21 +102,28 @@ pub(crate) fn with_storage_key<R>(limiter_prefix: &[u8], key: &[u8], f: impl FnO
 /// assert_eq!(key, "x%3Ay:z");
 /// ```
 pub fn push_key_value(key: &mut String, value: &dyn fmt::Display) {
-    struct Escaper<'a>(&'a mut String);
-    impl Write for Escaper<'_> {
-        fn write_str(&mut self, s: &str) -> fmt::Result {
-            for c in s.chars() {
-                if c.is_ascii() && !c.is_ascii_alphanumeric() {
-                    write!(self.0, "%{:02X}", c as u32)?;
-                } else {
-                    self.0.push(c);
-                }
-            }
-            Ok(())
+    // Most values (numbers, ids) need no escaping: write them as they are,
+    // and escape only if the text written holds a byte that must be.
+    let start = key.len();
+    // Writing into a String cannot fail; a Display impl that errors leaves what it wrote.
+    let _ = write!(key, "{value}");
+    if key.as_bytes()[start..].iter().all(|b| !b.is_ascii() || b.is_ascii_alphanumeric()) {
+        return;
+    }
+    let written = key.split_off(start);
+    push_escaped(key, &written);
+}
+
+/// Appends `text`, escaping every ASCII byte that is not a letter or digit as `%XX`.
+fn push_escaped(key: &mut String, text: &str) {
+    for c in text.chars() {
+        if c.is_ascii() && !c.is_ascii_alphanumeric() {
+            // Writing into a String cannot fail.
+            let _ = write!(key, "%{:02X}", c as u32);
+        } else {
+            key.push(c);
         }
     }
-    // Writing into a String cannot fail; a Display impl that errors leaves what it wrote.
-    let _ = write!(Escaper(key), "{value}");
 }
 
 #[cfg(test)]
