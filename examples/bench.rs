@@ -34,6 +34,8 @@ mod growth;
 mod load;
 #[path = "bench/local.rs"]
 mod local;
+#[path = "bench/naive.rs"]
+mod naive;
 
 use load::{drive, Measured};
 use ratelimit::{AlgorithmKind, Limiter, Store};
@@ -205,8 +207,22 @@ async fn main() {
         rows.push(Row { case: format!("{}/script_client_clock", algo.kind.name()), m, same_script: None, same_ceiling: None });
     }
 
+    // The server-time targets as ratios: our scripts against the naive forms
+    // the issue measured them by, in turn in this run.
+    let mut naive_ratios = Vec::new();
+    for (algo, source, target) in [(AlgorithmKind::Gcra, naive::NAIVE_GCRA, 4.5 / 5.7), (AlgorithmKind::TokenBucket, naive::NAIVE_TOKEN_BUCKET, 4.5 / 8.0)] {
+        let algo = cases::algorithms().into_iter().find(|a| a.kind == algo).expect("every algorithm has a case");
+        let (ours, theirs) = naive::server_times(&algo, source, &mut admin, &load_connection, options).await;
+        println!("bench case={}/naive_form server_us_per_call={theirs:.2} ours={ours:.2} ratio={:.3}", algo.kind.name(), ours / theirs);
+        naive_ratios.push((algo.kind, ours, theirs, target));
+    }
+
     print_table(&rows, ceiling.ops_per_s);
     print_targets(&rows, ceiling.ops_per_s);
+    for (kind, ours, theirs, target) in naive_ratios {
+        let verdict = if ours / theirs <= target { "met" } else { "MISSED" };
+        println!("  {:<15} server time ÷ its naive form in this run: {ours:.2} ÷ {theirs:.2} µs = {:.3} (<= {target:.2}, the issue's 4.5 µs against its naive figure): {verdict}", kind.name(), ours / theirs);
+    }
 
     local::flood(&store, &mut admin).await;
     local::memory_backend(options).await;
