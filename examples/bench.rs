@@ -275,9 +275,6 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
 /// One algorithm's script and ARGV exactly as the Redis backend sends them.
 struct RawCall {
     script: redis::Script,
-    /// ARGV before the cost: `limit, window` for the fixed window counter
-    /// (which leaves out a cost of 1, as the runtime does).
-    before_cost: Vec<u64>,
     /// ARGV after the cost: `peek, slack, parameters` (the algorithm's script).
     after_cost: Vec<u64>,
     now: Now,
@@ -299,13 +296,14 @@ impl RawCall {
     /// `Store::with_clock(SystemClock)` sends it), so the script skips `TIME`.
     fn new(algo: &cases::Algo, client_clock: bool) -> RawCall {
         match algo.counter {
-            Some((limit, window_ms)) if !client_clock => {
-                RawCall { script: redis::Script::new(ratelimit::fixed_window_counter_source()), before_cost: vec![limit, window_ms], after_cost: Vec::new(), now: Now::Absent }
+            Some(_) if !client_clock => {
+                let source = ratelimit::fixed_window_counter_source(&algo.policy).expect("a fixed window of one strategy");
+                RawCall { script: redis::Script::new(&source), after_cost: Vec::new(), now: Now::Absent }
             }
             _ => {
                 let slack = if client_clock { 60_000 } else { 0 };
                 let after_cost = [0, slack].into_iter().chain(algo.params.iter().copied()).collect();
-                RawCall { script: redis::Script::new(ratelimit::script_source(algo.kind)), before_cost: Vec::new(), after_cost, now: if client_clock { Now::Client } else { Now::Server } }
+                RawCall { script: redis::Script::new(ratelimit::script_source(algo.kind)), after_cost, now: if client_clock { Now::Client } else { Now::Server } }
             }
         }
     }
@@ -317,9 +315,7 @@ impl RawCall {
             Now::Client => invocation.arg(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64),
             Now::Absent => &mut invocation,
         };
-        for a in &self.before_cost {
-            invocation.arg(*a);
-        }
+        // The fixed window counter leaves out a cost of 1, as the runtime does.
         if !matches!(self.now, Now::Absent) || cost != 1 {
             invocation.arg(cost);
         }

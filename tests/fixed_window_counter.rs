@@ -170,3 +170,32 @@ async fn only_one_strategy_on_the_servers_clock_is_a_counter() {
     Limiter::new("manual", Policy::fixed_window("5/1h").unwrap(), &manual).check("k", 1).await.unwrap();
     assert_eq!(key_type(&mut s.admin, "ratelimit:fixed_window:6:manual:k".into()).await, "hash");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_policy_has_its_own_script_and_a_lost_one_is_loaded_again() {
+    let mut s = setup().await;
+    let policy = Policy::fixed_window("40/1h").unwrap();
+    let limiter = Limiter::new("api", policy.clone(), &s.store).with_deny_cache(false);
+    limiter.check("k", 1).await.unwrap();
+    let source = ratelimit::fixed_window_counter_source(&policy).unwrap();
+    let sha = redis::Script::new(&source).get_hash().to_string();
+    let exists = |admin: &mut MultiplexedConnection| {
+        let (mut admin, sha) = (admin.clone(), sha.clone());
+        async move { redis::cmd("SCRIPT").arg("EXISTS").arg(sha).query_async::<Vec<bool>>(&mut admin).await.unwrap()[0] }
+    };
+    assert!(exists(&mut s.admin).await, "loaded for the policy's first call");
+
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut s.admin).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..32 {
+        let limiter = limiter.clone();
+        tasks.push(tokio::spawn(async move { limiter.check("k", 1).await }));
+    }
+    let mut admitted = 0;
+    for task in tasks {
+        admitted += usize::from(task.await.unwrap().expect("answered after the reload").allowed);
+    }
+    assert_eq!(admitted, 32);
+    assert!(exists(&mut s.admin).await, "loaded again after SCRIPT FLUSH");
+    assert_eq!(get(&mut s.admin, &counter_key("api", "k")).await, Some(33));
+}

@@ -14,8 +14,8 @@ pub struct Algo {
     /// backend sends them for `policy`.
     pub params: Vec<u64>,
     /// `(limit, window in ms)` when, on the server's clock, the runtime
-    /// decides `policy` with `lua/fixed_window_counter.lua` instead (ARGV
-    /// cost, limit, window; one integer back).
+    /// decides `policy` with its own `lua/fixed_window_counter.lua` instead
+    /// (no ARGV for a cost of 1; one integer back).
     pub counter: Option<(u64, u64)>,
 }
 

@@ -23,8 +23,9 @@ const SLIDING_WINDOW_TOTALS: &str = concat!(include_str!("../lua/prelude.lua"), 
 
 /// The fixed window of one strategy on the server's clock
 /// (`lua/fixed_window_counter.lua`): a counter whose TTL is the window,
-/// answered with one integer. Stands alone: it reads no `now`.
-const FIXED_WINDOW_COUNTER: &str = include_str!("../lua/fixed_window_counter.lua");
+/// answered with one integer. Stands alone: it reads no `now`; each policy
+/// puts its constants in front of it (`backend::Counter::source`).
+pub(crate) const FIXED_WINDOW_COUNTER: &str = include_str!("../lua/fixed_window_counter.lua");
 
 /// From this many sub-windows in the widest window on, a sliding window is
 /// decided by the totals layout. Measured (instructions per call under
@@ -37,9 +38,8 @@ pub(crate) const TOTALS_FROM_SUB_WINDOWS: u64 = 16;
 
 // `Script` hashes its source once; invocations send EVALSHA and reload on
 // NOSCRIPT. One per algorithm in [`AlgorithmKind::ALL`] order, then the
-// totals layout, then the fixed window counter.
-static SCRIPTS: Lazy<Vec<Script>> =
-    Lazy::new(|| SOURCES.iter().chain([&SLIDING_WINDOW_TOTALS, &FIXED_WINDOW_COUNTER]).map(|source| Script::new(source)).collect());
+// totals layout. The fixed window counters are made per policy, as used.
+static SCRIPTS: Lazy<Vec<Script>> = Lazy::new(|| SOURCES.iter().chain([&SLIDING_WINDOW_TOTALS]).map(|source| Script::new(source)).collect());
 
 /// The script that decides `kind`.
 pub(crate) fn script(kind: AlgorithmKind) -> &'static Script {
@@ -50,11 +50,6 @@ pub(crate) fn script(kind: AlgorithmKind) -> &'static Script {
 /// The sliding window's totals layout, for windows of many sub-windows.
 pub(crate) fn sliding_window_totals() -> &'static Script {
     &SCRIPTS[SOURCES.len()]
-}
-
-/// The fixed window counter, for one strategy on the server's clock.
-pub(crate) fn fixed_window_counter() -> &'static Script {
-    &SCRIPTS[SOURCES.len() + 1]
 }
 
 /// Every script, for loading them all at start-up and after a reconnect.
@@ -73,14 +68,20 @@ pub fn script_source(kind: AlgorithmKind) -> &'static str {
     SOURCES[index]
 }
 
-/// The source of the script that decides a fixed window of one strategy on
-/// Redis's own clock: a counter whose TTL is the window (see
-/// [`Policy::fixed_window`](crate::Policy::fixed_window) for when it is used).
+/// The source of the script that decides `policy` on Redis's own clock when
+/// it is a fixed window of one strategy: a counter whose TTL is the window,
+/// with the policy's limit and window written in (see
+/// [`Policy::fixed_window`](crate::Policy::fixed_window) for when it is
+/// used). `None` for any other policy.
 ///
 /// ```
-/// let source = ratelimit::fixed_window_counter_source();
-/// assert!(source.contains("INCRBY") && !source.contains("TIME"));
+/// use ratelimit::{fixed_window_counter_source, Policy};
+///
+/// let source = fixed_window_counter_source(&Policy::fixed_window("10/1s").unwrap()).unwrap();
+/// assert!(source.starts_with("local limit, window, window_text = 10, 1000, '1000'"));
+/// assert!(source.contains("INCR") && !source.contains("TIME"));
+/// assert!(fixed_window_counter_source(&Policy::fixed_window("10/1s,100/1m").unwrap()).is_none());
 /// ```
-pub fn fixed_window_counter_source() -> &'static str {
-    FIXED_WINDOW_COUNTER
+pub fn fixed_window_counter_source(policy: &crate::Policy) -> Option<String> {
+    crate::backend::Counter::of(policy).map(|counter| counter.source())
 }

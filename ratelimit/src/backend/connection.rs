@@ -59,6 +59,9 @@ pub(crate) async fn load_scripts(connection: &mut impl ConnectionLike) -> RedisR
     for script in scripts::all() {
         script.prepare_invoke().load_async(connection).await?;
     }
+    for script in super::fixed_window_counter::scripts() {
+        script.prepare_invoke().load_async(connection).await?;
+    }
     Ok(())
 }
 

@@ -2,7 +2,8 @@
 //! counter whose TTL is the window (`lua/fixed_window_counter.lua`).
 //!
 //! This is the form the sources use (INCR + PEXPIRE), and the cheapest a
-//! Lua limiter can be: no `TIME`, two ARGV on the common path, one command
+//! Lua limiter can be: no `TIME`, no ARGV on the common path (each policy
+//! has its own script, with its limit and window written in), one command
 //! besides the `PTTL` that dates the window, and one integer back. It is used when
 //! three things hold, and `lua/fixed_window.lua` decides every other fixed
 //! window:
@@ -24,6 +25,11 @@
 use super::Outcome;
 use crate::policy::Params;
 use crate::{Error, Policy};
+use arc_swap::ArcSwap;
+use once_cell::sync::Lazy;
+use redis::Script;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The largest integer a Lua number (a double) holds exactly.
 const EXACT_IN_DOUBLE: u128 = 1 << 53;
@@ -45,16 +51,39 @@ impl Counter {
         (strategy.window_us % 1000 == 0 && fits).then_some(counter)
     }
 
-    /// ARGV after the key: limit, window in ms, then the cost unless it is
-    /// 1 (the common call), and a fourth only for a peek.
+    /// ARGV after the key: none for the common call (cost 1), else the
+    /// cost, and a second only for a peek.
     pub(crate) fn arguments(&self, invocation: &mut redis::Cmd, cost: u64, peek: bool) {
-        invocation.arg(self.limit).arg(self.window_ms);
         if cost != 1 || peek {
             invocation.arg(cost);
         }
         if peek {
             invocation.arg(1);
         }
+    }
+
+    /// The script's full source: the policy's constants, then the file.
+    pub(crate) fn source(&self) -> String {
+        let (limit, window) = (self.limit, self.window_ms);
+        format!("local limit, window, window_text = {limit}, {window}, '{window}'\n{}", crate::scripts::FIXED_WINDOW_COUNTER)
+    }
+
+    /// This policy's script, and whether this call made it (then Redis
+    /// has not seen it yet: load it before the first `EVALSHA`).
+    pub(crate) fn script(&self) -> (Arc<Script>, bool) {
+        let key = (self.limit, self.window_ms);
+        if let Some(script) = SCRIPTS.load().get(&key) {
+            return (script.clone(), false);
+        }
+        let script = Arc::new(Script::new(&self.source()));
+        let mut made = false;
+        SCRIPTS.rcu(|scripts| {
+            let mut scripts = HashMap::clone(scripts);
+            made = !scripts.contains_key(&key);
+            scripts.entry(key).or_insert_with(|| script.clone());
+            scripts
+        });
+        (SCRIPTS.load()[&key].clone(), made)
     }
 
     /// Reads the script's one integer (`count × (W + 2) + t`, negated as
@@ -84,6 +113,18 @@ impl Counter {
             quotas: Vec::new(),
         })
     }
+}
+
+/// Scripts by (limit, window in ms).
+type ScriptsByPolicy = HashMap<(u64, u64), Arc<Script>>;
+
+/// Every policy's script made in this process: a lock-free read per call;
+/// a policy's first call adds its own.
+static SCRIPTS: Lazy<ArcSwap<ScriptsByPolicy>> = Lazy::new(ArcSwap::default);
+
+/// The scripts made so far, to load again when Redis has lost them.
+pub(crate) fn scripts() -> Vec<Arc<Script>> {
+    SCRIPTS.load().values().cloned().collect()
 }
 
 #[cfg(test)]
@@ -118,5 +159,23 @@ mod tests {
         let idle = counter.outcome(0, 0, 7).unwrap();
         assert_eq!((idle.allowed, idle.remaining, idle.reset_after_us), (true, 10, 0));
         assert!(counter.outcome(11 * 1002, 1, 7).is_err(), "a count above the limit is not this script's reply");
+    }
+}
+
+#[cfg(test)]
+mod script_tests {
+    use super::*;
+
+    #[test]
+    fn one_script_per_policy_made_once() {
+        let a = Counter { limit: 7, window_ms: 1500 };
+        let (first, made) = a.script();
+        assert!(made);
+        let (again, made_again) = a.script();
+        assert!(!made_again);
+        assert_eq!(first.get_hash(), again.get_hash());
+        assert_ne!(Counter { limit: 8, window_ms: 1500 }.script().0.get_hash(), first.get_hash());
+        assert!(a.source().starts_with("local limit, window, window_text = 7, 1500, '1500'\n"));
+        assert!(scripts().iter().any(|s| s.get_hash() == first.get_hash()));
     }
 }

@@ -162,11 +162,23 @@ impl RedisBackend {
         outcome(&reply, if strategies > 1 { strategies } else { 0 })
     }
 
-    /// A fixed window of one strategy on the server's clock: the counter
-    /// script, four ARGV at most and one integer back.
+    /// A fixed window of one strategy on the server's clock: the policy's
+    /// counter script, two ARGV at most and one integer back.
     async fn count_by_ttl(&self, counter: Counter, request: Request<'_>) -> Result<Outcome, Error> {
-        let mut invocation = redis::Cmd::with_capacity(8, 128 + request.key.len());
-        invocation.arg("EVALSHA").arg(scripts::fixed_window_counter().get_hash()).arg(1).arg(request.key);
+        let (script, new) = counter.script();
+        if new {
+            // A policy's first call in this process: its script, made now,
+            // is loaded before it is named (on every node of a cluster).
+            // Should that fail, the EVALSHA below meets NOSCRIPT and reloads.
+            let mut connection = self.connection.clone();
+            let invocation = script.prepare_invoke();
+            let load = invocation.load_async(&mut connection);
+            if !matches!(tokio::time::timeout(self.options.response_timeout, load).await, Ok(Ok(_))) {
+                tracing::debug!(target: "ratelimit", "could not load a fixed window counter script ahead of its first call");
+            }
+        }
+        let mut invocation = redis::Cmd::with_capacity(6, 96 + request.key.len());
+        invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
         counter.arguments(&mut invocation, request.cost, request.peek);
         let reply: i64 = self.send(&invocation).await?;
         // The script reads no clock: the decision is dated by this process's.
