@@ -275,52 +275,58 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
 /// One algorithm's script and ARGV exactly as the Redis backend sends them.
 struct RawCall {
     script: redis::Script,
-    /// ARGV after the cost: `peek, slack, parameters` (the algorithm's script).
-    after_cost: Vec<u64>,
-    now: Now,
+    arguments: Arguments,
+    /// The window algorithms' parameters, after `now, cost, peek, slack`.
+    params: Vec<u64>,
 }
 
-/// The first ARGV of a call, before the cost.
+/// How a script takes its ARGV.
 #[derive(Clone, Copy)]
-enum Now {
-    /// "": the script reads the server's clock (`TIME`).
-    Server,
-    /// This process's time, µs since the epoch.
-    Client,
-    /// None at all: the fixed window counter reads no clock.
-    Absent,
+enum Arguments {
+    /// The window algorithms: `now` ("" = the server's clock), cost, peek,
+    /// slack, then the parameters.
+    Window { client_clock: bool },
+    /// A script made per policy (buckets, gcra; `lua/policy_prelude.lua`):
+    /// cost, peek, now, slack, each left out while it and all after it are
+    /// the common call's (cost 1, a check, the server's clock).
+    PerPolicy { client_clock: bool },
+    /// The fixed window counter: the cost, left out when it is 1.
+    Counter,
 }
 
 impl RawCall {
     /// With `client_clock`, ARGV carries this process's time (as
     /// `Store::with_clock(SystemClock)` sends it), so the script skips `TIME`.
     fn new(algo: &cases::Algo, client_clock: bool) -> RawCall {
-        match algo.counter {
-            Some(_) if !client_clock => {
-                let source = ratelimit::fixed_window_counter_source(&algo.policy).expect("a fixed window of one strategy");
-                RawCall { script: redis::Script::new(&source), after_cost: Vec::new(), now: Now::Absent }
-            }
-            _ => {
-                let slack = if client_clock { 60_000 } else { 0 };
-                let after_cost = [0, slack].into_iter().chain(algo.params.iter().copied()).collect();
-                RawCall { script: redis::Script::new(ratelimit::script_source(algo.kind)), after_cost, now: if client_clock { Now::Client } else { Now::Server } }
-            }
-        }
+        let (source, arguments) = match (algo.counter, ratelimit::policy_script_source(&algo.policy)) {
+            (Some(_), _) if !client_clock => (ratelimit::fixed_window_counter_source(&algo.policy).expect("a fixed window of one strategy"), Arguments::Counter),
+            (_, Some(source)) => (source, Arguments::PerPolicy { client_clock }),
+            _ => (ratelimit::script_source(algo.kind).to_string(), Arguments::Window { client_clock }),
+        };
+        RawCall { script: redis::Script::new(&source), arguments, params: algo.params.clone() }
     }
 
     fn invocation(&self, key: &str, cost: u64) -> redis::ScriptInvocation<'_> {
+        let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
         let mut invocation = self.script.key(key);
-        match self.now {
-            Now::Server => invocation.arg(""),
-            Now::Client => invocation.arg(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64),
-            Now::Absent => &mut invocation,
-        };
-        // The fixed window counter leaves out a cost of 1, as the runtime does.
-        if !matches!(self.now, Now::Absent) || cost != 1 {
-            invocation.arg(cost);
-        }
-        for a in &self.after_cost {
-            invocation.arg(*a);
+        match self.arguments {
+            Arguments::Window { client_clock } => {
+                if client_clock {
+                    invocation.arg(now()).arg(cost).arg(0).arg(60_000);
+                } else {
+                    invocation.arg("").arg(cost).arg(0).arg(0);
+                }
+                for p in &self.params {
+                    invocation.arg(*p);
+                }
+            }
+            Arguments::PerPolicy { client_clock: true } => {
+                invocation.arg(cost).arg(0).arg(now()).arg(60_000);
+            }
+            Arguments::PerPolicy { client_clock: false } | Arguments::Counter if cost != 1 => {
+                invocation.arg(cost);
+            }
+            Arguments::PerPolicy { .. } | Arguments::Counter => {}
         }
         invocation
     }

@@ -10,8 +10,10 @@ use ratelimit::{rate_limit, AlgorithmKind, Policy, Rate, RateLimited};
 pub struct Algo {
     pub kind: AlgorithmKind,
     pub policy: Policy,
-    /// The script's ARGV after `now, cost, peek, slack`, exactly as the Redis
-    /// backend sends them for `policy`.
+    /// The policy's parameters as ARGV, after `now, cost, peek, slack`: as
+    /// the window scripts take them from the Redis backend, and as the naive
+    /// forms take them (buckets and gcra have them written into their own
+    /// script instead).
     pub params: Vec<u64>,
     /// `(limit, window in ms)` when, on the server's clock, the runtime
     /// decides `policy` with its own `lua/fixed_window_counter.lua` instead

@@ -1,19 +1,14 @@
 -- gcra.lua: the generic cell rate algorithm, answering as redis-cell's
 -- CL.THROTTLE key burst count period qty does. Twin: src/algo/gcra.rs.
 --
--- Loaded after prelude.lua, which sets `key`, `now` and `cost` from
--- KEYS[1], ARGV[1] and ARGV[2], and set_state.lua, whose set_state writes
--- the state with its TTL.
---
--- KEYS[1]  the only key touched.
--- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
--- ARGV[2]  cost, integer >= 0 (may exceed 2^53: then above the limit).
--- ARGV[3]  "1" = peek (decide, write nothing), "0" = check.
--- ARGV[4]  TTL slack in ms added to the PX of every SET (client clock).
--- ARGV[5]  burst; limit = burst + 1.
--- ARGV[6]  n, ARGV[7] p: the rate in lowest terms, n per p µs. Times are in
---          units of 1/n µs: the emission interval is p units, the tolerance
---          (burst + 1) * p units.
+-- One script per policy: loaded after the runtime's line of constants
+--   local burst, n, p = <burst>, <n>, <p>
+-- (limit = burst + 1; the rate in lowest terms, n per p µs. Times are in
+-- units of 1/n µs: the emission interval is p units, the tolerance
+-- (burst + 1) * p units), policy_prelude.lua, which reads KEYS[1] and the
+-- optional ARGV (cost, peek, now, slack) into `key`, `cost`, `peek`, `now`
+-- and `server_clock`, and set_state.lua, whose set_state writes the state
+-- with its TTL.
 -- Returns  {allowed (1|0), limit = burst + 1, remaining, reset_after_us,
 --           retry_after_us (-1 = none), violated = 0,
 --           now (µs: the time the decision was made at)}.
@@ -27,7 +22,7 @@
 --
 -- TTL: the key must outlive ceil(TAT) (+ slack with a client clock). With
 -- a client clock every write sets PX = ceil(reset_after_us / 1000) + slack
--- ms. With the server clock (ARGV[1] = ""), a write that sets a TTL sets it
+-- ms. With the server clock (no now in ARGV), a write that sets a TTL sets it
 -- to the end of the whole second holding ceil(TAT), and a write whose
 -- ceil(TAT) falls in the same second as the binary TAT it replaces keeps the
 -- TTL (SET ... KEEPTTL): Redis expires keys by the clock TIME reads, so that
@@ -38,9 +33,7 @@
 -- callgrind): no closures or tables but the reply, numeric ARGV read with
 -- `+ 0`, no division when n = 1 (every rate whose count divides its period,
 -- e.g. 1000/1s), the slack added only when there is one.
-local limit = ARGV[5] + 1
-local n = ARGV[6] + 0
-local p = ARGV[7] + 0
+local limit = burst + 1
 local tolerance = limit * p
 
 -- How far the TAT is ahead of now, in units (redis-cell's ttl); covered =
@@ -90,7 +83,7 @@ end
 local remaining = tolerance - ttl
 if remaining < 0 then remaining = 0 end
 
-if allowed and cost > 0 and ARGV[3] ~= '1' then
+if allowed and cost > 0 and not peek then
   local value
   if n == 1 then
     value = struct.pack('<d', now + ttl)

@@ -2,19 +2,13 @@
 -- to the level and passes iff the level stays within capacity.
 -- Twin: src/algo/leaky_bucket.rs.
 --
--- Loaded after prelude.lua, which sets `key`, `now` and `cost` from
--- KEYS[1], ARGV[1] and ARGV[2], and set_state.lua, whose set_state writes
--- the state with its TTL.
---
--- KEYS[1]  the only key touched.
--- ARGV[1]  now, integer µs since the epoch; "" = read the server clock (TIME).
--- ARGV[2]  cost, integer >= 0 (may exceed 2^53: then above the capacity).
--- ARGV[3]  "1" = peek (decide, write nothing), "0" = check.
--- ARGV[4]  TTL slack in ms added to every PX (client clock).
--- ARGV[5]  capacity (requests).
--- ARGV[6]  n, ARGV[7] p: the rate in lowest terms, n units per p µs. One
---          request is p units, the bucket drains n units per µs;
---          full = capacity * p.
+-- One script per policy: loaded after the runtime's line of constants
+--   local capacity, n, p = <capacity>, <n>, <p>
+-- (capacity in requests; the rate in lowest terms, n units per p µs: one
+-- request is p units, the bucket drains n units per µs; full = capacity * p),
+-- policy_prelude.lua, which reads KEYS[1] and the optional ARGV (cost, peek,
+-- now, slack) into `key`, `cost`, `peek`, `now` and `server_clock`, and
+-- set_state.lua, whose set_state writes the state with its TTL.
 -- Returns  {allowed (1|0), limit = capacity, remaining (whole requests),
 --           reset_after_us, retry_after_us (-1 = none), violated = 0,
 --           now (µs: the time the decision was made at)}.
@@ -30,17 +24,14 @@
 --
 -- TTL: the key must outlive e = t + ceil((l) / n), when the bucket is
 -- empty again. With a client clock every write sets PX =
--- ceil(reset_after_us / 1000) + slack ms. With the server clock (ARGV[1] =
--- ""), a write that sets a TTL sets it to the end of the whole second
+-- ceil(reset_after_us / 1000) + slack ms. With the server clock (no now
+-- in ARGV), a write that sets a TTL sets it to the end of the whole second
 -- holding e, and records that second as d = whole seconds from t's second
 -- (255 = not recorded); a write whose e falls in the second the state
 -- records keeps the TTL (SET ... KEEPTTL): Redis expires keys by the clock
 -- TIME reads, so that TTL still covers e. Setting a TTL is about a tenth of
 -- the script's cost (issue 6); a key lives at most 1 s past its reset.
 
-local capacity = ARGV[5] + 0
-local n = ARGV[6] + 0
-local p = ARGV[7] + 0
 
 local full = capacity * p
 local level, last
@@ -91,12 +82,12 @@ if n ~= 1 then
   if reset * n < after then reset = reset + 1 end
 end
 
-if allowed and cost > 0 and ARGV[3] ~= '1' then
+if allowed and cost > 0 and not peek then
   if now > last then last = now end
   local e = last + reset
   local second = e - e % 1000000
   local d = (second - (last - last % 1000000)) / 1000000
-  if ARGV[1] ~= '' or d > 254 then d = 255 end
+  if not server_clock or d > 254 then d = 255 end
   local value = struct.pack('<ddB', after, last, d)
   set_state(value, e, covered == second, reset)
 end

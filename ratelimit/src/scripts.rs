@@ -4,16 +4,19 @@ use once_cell::sync::Lazy;
 use ratelimit_grammar::AlgorithmKind;
 use redis::Script;
 
-/// Each script's source, in [`AlgorithmKind::ALL`] order: the shared
-/// prelude (`key`, `now`, `cost`), for the scripts whose state is one string
-/// `set_state` (how it is written and its TTL), then the algorithm.
+/// Each script's source, in [`AlgorithmKind::ALL`] order. The window
+/// algorithms: the shared prelude (`key`, `now`, `cost` from ARGV), then
+/// the algorithm. The buckets and gcra are templates made into one script
+/// per policy (`policy_scripts`): the prelude of optional ARGV,
+/// `set_state` (how their one-string state is written, and its TTL), then
+/// the algorithm, all behind the line of constants each policy puts first.
 const SOURCES: [&str; 6] = [
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/fixed_window.lua")),
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_window.lua")),
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_log.lua")),
-    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/token_bucket.lua")),
-    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/leaky_bucket.lua")),
-    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/gcra.lua")),
+    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/token_bucket.lua")),
+    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/leaky_bucket.lua")),
+    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/gcra.lua")),
 ];
 
 /// The sliding window's totals layout (`lua/sliding_window_totals.lua`): the
@@ -52,12 +55,23 @@ pub(crate) fn sliding_window_totals() -> &'static Script {
     &SCRIPTS[SOURCES.len()]
 }
 
-/// Every script, for loading them all at start-up and after a reconnect.
-pub(crate) fn all() -> &'static [Script] {
-    &SCRIPTS
+/// Every script that runs as it is (the window algorithms and the totals
+/// layout), for loading them all at start-up and after NOSCRIPT; the
+/// scripts made per policy are in `policy_scripts::made`.
+pub(crate) fn all() -> impl Iterator<Item = &'static Script> {
+    let per_policy = |i: usize| i < SOURCES.len() && is_made_per_policy(AlgorithmKind::ALL[i]);
+    SCRIPTS.iter().enumerate().filter(move |(i, _)| !per_policy(*i)).map(|(_, script)| script)
+}
+
+/// The algorithms whose script is made per policy, its parameters written in.
+pub(crate) fn is_made_per_policy(kind: AlgorithmKind) -> bool {
+    matches!(kind, AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket | AlgorithmKind::Gcra)
 }
 
 /// The source of an algorithm's script, e.g. to run it by hand with `EVAL`.
+/// For token_bucket, leaky_bucket and gcra it is the template each policy's
+/// script is made from; [`policy_script_source`](crate::policy_script_source)
+/// gives the script that runs.
 ///
 /// ```
 /// let source = ratelimit::script_source(ratelimit::AlgorithmKind::Gcra);

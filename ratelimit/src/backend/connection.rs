@@ -59,7 +59,7 @@ pub(crate) async fn load_scripts(connection: &mut impl ConnectionLike) -> RedisR
     for script in scripts::all() {
         script.prepare_invoke().load_async(connection).await?;
     }
-    for script in super::fixed_window_counter::scripts() {
+    for script in crate::policy_scripts::made() {
         script.prepare_invoke().load_async(connection).await?;
     }
     Ok(())

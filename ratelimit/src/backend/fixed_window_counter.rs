@@ -25,10 +25,8 @@
 use super::Outcome;
 use crate::policy::Params;
 use crate::{Error, Policy};
-use arc_swap::ArcSwap;
-use once_cell::sync::Lazy;
+use ratelimit_grammar::AlgorithmKind;
 use redis::Script;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The largest integer a Lua number (a double) holds exactly.
@@ -71,19 +69,7 @@ impl Counter {
     /// This policy's script, and whether this call made it (then Redis
     /// has not seen it yet: load it before the first `EVALSHA`).
     pub(crate) fn script(&self) -> (Arc<Script>, bool) {
-        let key = (self.limit, self.window_ms);
-        if let Some(script) = SCRIPTS.load().get(&key) {
-            return (script.clone(), false);
-        }
-        let script = Arc::new(Script::new(&self.source()));
-        let mut made = false;
-        SCRIPTS.rcu(|scripts| {
-            let mut scripts = HashMap::clone(scripts);
-            made = !scripts.contains_key(&key);
-            scripts.entry(key).or_insert_with(|| script.clone());
-            scripts
-        });
-        (SCRIPTS.load()[&key].clone(), made)
+        crate::policy_scripts::get_or_make((AlgorithmKind::FixedWindow, [self.limit, self.window_ms, 0]), || self.source())
     }
 
     /// Reads the script's one integer (`count × (W + 2) + t`, negated as
@@ -115,17 +101,6 @@ impl Counter {
     }
 }
 
-/// Scripts by (limit, window in ms).
-type ScriptsByPolicy = HashMap<(u64, u64), Arc<Script>>;
-
-/// Every policy's script made in this process: a lock-free read per call;
-/// a policy's first call adds its own.
-static SCRIPTS: Lazy<ArcSwap<ScriptsByPolicy>> = Lazy::new(ArcSwap::default);
-
-/// The scripts made so far, to load again when Redis has lost them.
-pub(crate) fn scripts() -> Vec<Arc<Script>> {
-    SCRIPTS.load().values().cloned().collect()
-}
 
 #[cfg(test)]
 mod tests {
@@ -167,15 +142,10 @@ mod script_tests {
     use super::*;
 
     #[test]
-    fn one_script_per_policy_made_once() {
+    fn each_policy_has_its_own_script() {
         let a = Counter { limit: 7, window_ms: 1500 };
-        let (first, made) = a.script();
-        assert!(made);
-        let (again, made_again) = a.script();
-        assert!(!made_again);
-        assert_eq!(first.get_hash(), again.get_hash());
-        assert_ne!(Counter { limit: 8, window_ms: 1500 }.script().0.get_hash(), first.get_hash());
         assert!(a.source().starts_with("local limit, window, window_text = 7, 1500, '1500'\n"));
-        assert!(scripts().iter().any(|s| s.get_hash() == first.get_hash()));
+        assert_eq!(a.script().0.get_hash(), a.script().0.get_hash());
+        assert_ne!(Counter { limit: 8, window_ms: 1500 }.script().0.get_hash(), a.script().0.get_hash());
     }
 }

@@ -6,7 +6,7 @@ use super::connection::Connection;
 use super::endpoint::{self, redact};
 use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::policy::Params;
-use crate::{scripts, Error};
+use crate::{policy_scripts, scripts, Error};
 use redis::{ErrorKind, ServerErrorKind};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -119,13 +119,22 @@ impl RedisBackend {
                 return self.count_by_ttl(counter, request).await;
             }
         }
+        if let Some(key) = policy_scripts::bucket_key(request.policy) {
+            let script = self.loaded(policy_scripts::get_or_make(key, || policy_scripts::bucket_source(key))).await;
+            let mut invocation = redis::Cmd::with_capacity(8, 128 + request.key.len());
+            invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
+            policy_scripts::arguments(&mut invocation, &request);
+            let reply: Vec<i64> = self.send(&invocation).await?;
+            return outcome(&reply, 0);
+        }
         let script = match &request.policy.params {
             // Many sub-windows: the layout whose cost does not grow with them.
             Params::SlidingWindow { strategies, precision_us } if widest_span(strategies, *precision_us) >= scripts::TOTALS_FROM_SUB_WINDOWS => scripts::sliding_window_totals(),
             _ => scripts::script(request.policy.algorithm()),
         };
-        // Sized once for EVALSHA, the hash, 1, the key, 4 fixed ARGV and the
-        // parameters (at most 2 + 2 per strategy), each number under 20 digits.
+        // The window algorithms. Sized once for EVALSHA, the hash, 1, the
+        // key, 4 fixed ARGV and the parameters (at most 2 + 2 per strategy),
+        // each number under 20 digits.
         let arguments = 8 + 2 + 2 * request.policy.strategies().len();
         let mut invocation = redis::Cmd::with_capacity(arguments, 64 + request.key.len() + 20 * arguments);
         invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
@@ -147,14 +156,7 @@ impl RedisBackend {
                     invocation.arg(s.limit).arg(s.window_us);
                 }
             }
-            Params::TokenBucket { capacity, rate } | Params::LeakyBucket { capacity, rate } => {
-                let (n, p) = rate.reduced();
-                invocation.arg(*capacity).arg(n).arg(p);
-            }
-            Params::Gcra { rate, burst } => {
-                let (n, p) = rate.reduced();
-                invocation.arg(*burst).arg(n).arg(p);
-            }
+            Params::TokenBucket { .. } | Params::LeakyBucket { .. } | Params::Gcra { .. } => unreachable!("decided by their policy's own script, above"),
         }
         let reply: Vec<i64> = self.send(&invocation).await?;
         // Window scripts append a (remaining, reset) pair per strategy when there are several.
@@ -165,24 +167,28 @@ impl RedisBackend {
     /// A fixed window of one strategy on the server's clock: the policy's
     /// counter script, two ARGV at most and one integer back.
     async fn count_by_ttl(&self, counter: Counter, request: Request<'_>) -> Result<Outcome, Error> {
-        let (script, new) = counter.script();
-        if new {
-            // A policy's first call in this process: its script, made now,
-            // is loaded before it is named (on every node of a cluster).
-            // Should that fail, the EVALSHA below meets NOSCRIPT and reloads.
-            let mut connection = self.connection.clone();
-            let invocation = script.prepare_invoke();
-            let load = invocation.load_async(&mut connection);
-            if !matches!(tokio::time::timeout(self.options.response_timeout, load).await, Ok(Ok(_))) {
-                tracing::debug!(target: "ratelimit", "could not load a fixed window counter script ahead of its first call");
-            }
-        }
+        let script = self.loaded(counter.script()).await;
         let mut invocation = redis::Cmd::with_capacity(6, 96 + request.key.len());
         invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
         counter.arguments(&mut invocation, request.cost, request.peek);
         let reply: i64 = self.send(&invocation).await?;
         // The script reads no clock: the decision is dated by this process's.
         counter.outcome(reply, request.cost, crate::clock::system_now_us())
+    }
+
+    /// A script made per policy; loaded first when this call made it (its
+    /// policy's first call in this process), on every node of a cluster.
+    /// Should that fail, its `EVALSHA` meets NOSCRIPT and reloads.
+    async fn loaded(&self, (script, made): (Arc<redis::Script>, bool)) -> Arc<redis::Script> {
+        if made {
+            let mut connection = self.connection.clone();
+            let invocation = script.prepare_invoke();
+            let load = invocation.load_async(&mut connection);
+            if !matches!(tokio::time::timeout(self.options.response_timeout, load).await, Ok(Ok(_))) {
+                tracing::debug!(target: "ratelimit", "could not load a policy's script ahead of its first call");
+            }
+        }
+        script
     }
 
     /// Sends one `EVALSHA`, bounded by the response timeout.
