@@ -14,8 +14,11 @@
 -- more; the constants took a call from 27 000 to 22 600 (issue 6).
 --
 -- KEYS[1]  the counter (a string holding an integer).
--- ARGV[1]  cost, integer >= 0; absent = 1.
--- ARGV[2]  present = peek: decide, write nothing (ARGV[1] is then present).
+-- ARGV     the first two of policy_prelude.lua's, both optional (the
+--          runtime sends the same ARGV to every script made per policy;
+--          this one is only used on the server's clock, so never a time):
+--   [1] cost, integer >= 0; absent = 1;
+--   [2] "1" = peek: decide, write nothing.
 -- Returns  one integer v = count * (W + 2) + t, where
 --            count  permits taken in the window after the call (as if taken
 --                   for a peek; for a denial, as it stands, at most L, so
@@ -34,7 +37,7 @@ local cost = 1
 if ARGV[1] then cost = ARGV[1] + 0 end
 local radix = window + 2
 
-if ARGV[2] or cost == 0 or cost > limit then
+if ARGV[2] == '1' or cost == 0 or cost > limit then
   local count = tonumber(redis.call('GET', key) or 0)
   local t = 0
   if count > 0 then

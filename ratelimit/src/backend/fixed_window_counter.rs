@@ -49,17 +49,6 @@ impl Counter {
         (strategy.window_us % 1000 == 0 && fits).then_some(counter)
     }
 
-    /// ARGV after the key: none for the common call (cost 1), else the
-    /// cost, and a second only for a peek.
-    pub(crate) fn arguments(&self, invocation: &mut redis::Cmd, cost: u64, peek: bool) {
-        if cost != 1 || peek {
-            invocation.arg(cost);
-        }
-        if peek {
-            invocation.arg(1);
-        }
-    }
-
     /// The script's full source: the policy's constants, then the file.
     pub(crate) fn source(&self) -> String {
         let (limit, window) = (self.limit, self.window_ms);

@@ -121,10 +121,7 @@ impl RedisBackend {
         }
         if let Some(key) = policy_scripts::bucket_key(request.policy) {
             let script = self.loaded(policy_scripts::get_or_make(key, || policy_scripts::bucket_source(key))).await;
-            let mut invocation = redis::Cmd::with_capacity(8, 128 + request.key.len());
-            invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
-            policy_scripts::arguments(&mut invocation, &request);
-            let reply: Vec<i64> = self.send(&invocation).await?;
+            let reply: Vec<i64> = self.send(&policy_invocation(&script, &request)).await?;
             return outcome(&reply, 0);
         }
         let script = match &request.policy.params {
@@ -168,10 +165,7 @@ impl RedisBackend {
     /// counter script, two ARGV at most and one integer back.
     async fn count_by_ttl(&self, counter: Counter, request: Request<'_>) -> Result<Outcome, Error> {
         let script = self.loaded(counter.script()).await;
-        let mut invocation = redis::Cmd::with_capacity(6, 96 + request.key.len());
-        invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
-        counter.arguments(&mut invocation, request.cost, request.peek);
-        let reply: i64 = self.send(&invocation).await?;
+        let reply: i64 = self.send(&policy_invocation(&script, &request)).await?;
         // The script reads no clock: the decision is dated by this process's.
         counter.outcome(reply, request.cost, crate::clock::system_now_us())
     }
@@ -222,6 +216,15 @@ impl RedisBackend {
             result => result,
         }
     }
+}
+
+/// `EVALSHA` of a script made per policy, with the optional ARGV its
+/// prelude reads (`policy_scripts::arguments`).
+fn policy_invocation(script: &redis::Script, request: &Request<'_>) -> redis::Cmd {
+    let mut invocation = redis::Cmd::with_capacity(8, 128 + request.key.len());
+    invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
+    policy_scripts::arguments(&mut invocation, request);
+    invocation
 }
 
 /// Sub-windows in the widest window of a sliding window policy.
