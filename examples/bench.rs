@@ -107,6 +107,8 @@ pub async fn raw_connection(url: &str) -> MultiplexedConnection {
 struct Row {
     case: String,
     m: Measured,
+    /// Throughput ÷ the raw EVALSHA of the same script (1 for a raw script
+    /// itself); `None` where the case has no raw counterpart.
     same_script: Option<f64>,
     /// Median over rounds of throughput ÷ the ceiling measured in the same
     /// round; `None` for cases run once (÷ the first ceiling then).
@@ -141,7 +143,7 @@ async fn main() {
 
     let mut rows: Vec<Row> = Vec::new();
     let ceiling = measure_ceiling(&mut admin, &load_connection, options).await;
-    rows.push(Row { case: "ceiling/incr_pexpire".into(), m: ceiling, same_script: None, same_ceiling: Some(1.0) });
+    rows.push(Row { case: "ceiling/incr_pexpire".into(), m: ceiling, same_script: Some(1.0), same_ceiling: Some(1.0) });
     println!("ceiling (INCR+PEXPIRE): {:.0} decisions/s", ceiling.ops_per_s);
 
     for algo in cases::algorithms().into_iter().filter(|a| options.only_algorithm.is_none_or(|k| k == a.kind)) {
@@ -435,10 +437,11 @@ fn print_table(rows: &[Row], ceiling: f64) {
     for row in rows {
         let m = &row.m;
         println!(
-            "bench case={} ops_per_s={:.0} ratio_to_same_script={:.3} ratio_to_ceiling={:.3} p99_us={:.0} server_us_per_call={:.2}",
+            "bench case={} ops_per_s={:.0} ratio_to_same_script={} ratio_to_ceiling={:.3} p99_us={:.0} server_us_per_call={:.2}",
             row.case,
             m.ops_per_s,
-            row.same_script.unwrap_or(1.0),
+            // "-" where the case has no raw script of its own to compare with.
+            row.same_script.map_or("-".to_string(), |r| format!("{r:.3}")),
             row.same_ceiling.unwrap_or(m.ops_per_s / ceiling),
             m.p99_us,
             m.server_us_per_call
