@@ -42,18 +42,19 @@ local units, last
 local v = redis.pcall('GET', key)
 -- covered: the start (µs) of the second to whose end the TTL runs, if known.
 local covered = false
-if type(v) == 'string' then
+-- v: false (no key), the state, or an error table (WRONGTYPE: a hash).
+if v then
   if #v == 17 then
     local d
     units, last, d = struct.unpack('<ddB', v)
     if d < 255 then covered = last - last % 1000000 + d * 1000000 end
-  else
+  elseif type(v) == 'string' then
     local colon = string.find(v, ':', 1, true)
     if colon then units, last = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)) end
+  else
+    local old = redis.call('HMGET', key, 'u', 't')
+    units, last = tonumber(old[1]), tonumber(old[2])
   end
-elseif type(v) == 'table' then
-  local old = redis.call('HMGET', key, 'u', 't')
-  units, last = tonumber(old[1]), tonumber(old[2])
 end
 if units and last then
   if units > full then units = full end
