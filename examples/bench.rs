@@ -266,6 +266,16 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
             let reply: i64 = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
             (reply >= 0, limit, limit - reply.unsigned_abs() / (window_ms + 2))
         }
+        // A script made per policy: `v` and `now` as two doubles; on a fresh
+        // key v is, in units of 1/p of a permit, the tokens left, or the
+        // level or debt the call took (lua/set_state.lua).
+        None if matches!(raw.arguments, Arguments::PerPolicy { .. }) => {
+            let reply: Vec<u8> = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
+            let v = f64::from_le_bytes(reply[..8].try_into().expect("16 bytes"));
+            let (limit, p) = (decision.limit, algo.params[2]);
+            let left = if algo.kind == ratelimit::AlgorithmKind::TokenBucket { v as u64 / p } else { limit - v as u64 / p };
+            (v >= 0.0, limit, left)
+        }
         None => {
             let reply: Vec<i64> = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
             (reply[0] == 1, reply[1] as u64, reply[2] as u64)
@@ -349,15 +359,19 @@ async fn measure_script_clock(
     let raw = Arc::new(RawCall::new(algo, client_clock));
     let keys = Arc::new((0..load::USERS).map(|u| algo.storage_key("bench.script", &format!("user:{u}"), client_clock)).collect::<Vec<_>>());
     let counter = algo.counter.is_some() && !client_clock;
+    let per_policy = matches!(raw.arguments, Arguments::PerPolicy { .. });
     let con = con.clone();
     flush(admin).await;
     drive(admin, options.warmup, options.window, move |task, n| {
         let (raw, keys, mut con) = (raw.clone(), keys.clone(), con.clone());
         async move {
             let invocation = raw.invocation(&keys[load::user(task, n) as usize], 1);
-            // The reply read as the runtime reads it: one integer, or a vector.
+            // The reply read as the runtime reads it: one integer, 16 bytes
+            // (a script made per policy), or a vector.
             if counter {
                 let _: i64 = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
+            } else if per_policy {
+                let _: Vec<u8> = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
             } else {
                 let _: Vec<i64> = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
             }

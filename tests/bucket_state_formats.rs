@@ -1,7 +1,8 @@
 //! The bucket scripts keep their state as 17 bytes (`struct.pack('<ddB', ..)`:
 //! no number parsing or formatting per call, issue 6) and still read the
 //! state earlier versions wrote: the text "<units>:<µs>" and a hash. A key in
-//! any of the three forms gets the same answers as the memory twin.
+//! any of the three forms gets the same answers as the memory twin. So does
+//! gcra's TAT, kept as 8 or 17 bytes and read from earlier versions' text.
 
 use ratelimit::{Limiter, Policy};
 use ratelimit_examples::stores::BothStores;
@@ -53,6 +54,50 @@ async fn older_bucket_states_are_read_and_replaced() {
             }
             // The next write replaced the older form with the packed one.
             packed_state(&mut con).await;
+        }
+    }
+}
+
+/// gcra's state as (whole µs, remainder in units), from its 8-byte or
+/// 17-byte binary form.
+async fn gcra_state(con: &mut MultiplexedConnection) -> (String, u64, u64) {
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(con).await.unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let bytes: Vec<u8> = redis::cmd("GET").arg(&keys[0]).query_async(con).await.unwrap();
+    let double = |at: usize| f64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as u64;
+    match bytes.len() {
+        8 => (keys[0].clone(), double(0), 0),
+        17 => (keys[0].clone(), double(0), double(8)),
+        other => panic!("gcra's state is 8 or 17 bytes, not {other}: {bytes:?}"),
+    }
+}
+
+#[tokio::test]
+async fn older_gcra_states_are_read_and_replaced() {
+    // 7 per 3 s: n = 7, so a TAT holds sevenths of a µs (17 bytes, text
+    // "<tat_us>:<rem>"); 2 per 1 s: n = 1, whole µs (8 bytes, text "<tat_us>").
+    for (policy, with_remainder) in [(Policy::gcra("7/3s", 3).unwrap(), true), (Policy::gcra("2/1s", 3).unwrap(), false)] {
+        for form in ["packed", "text"] {
+            let both = BothStores::start().await;
+            let mut con = redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+            let on_memory = Limiter::new("formats", policy.clone(), &both.memory).with_deny_cache(false);
+            let on_redis = Limiter::new("formats", policy.clone(), &both.redis).with_deny_cache(false);
+            for (advance_us, cost) in [(0, 2), (700_001, 1), (1, 0)] {
+                both.clock.advance(Duration::from_micros(advance_us));
+                assert_eq!(on_memory.check("k", cost).await.unwrap(), on_redis.check("k", cost).await.unwrap(), "{policy} ({form})");
+            }
+            let (key, us, rem) = gcra_state(&mut con).await;
+            assert_eq!(rem != 0, with_remainder, "{policy}: the timeline must leave the form under test");
+            if form == "text" {
+                let text = if rem == 0 { us.to_string() } else { format!("{us}:{rem}") };
+                let _: () = redis::cmd("SET").arg(&key).arg(text).arg("PX").arg(600_000).query_async(&mut con).await.unwrap();
+            }
+            for (advance_us, cost) in [(400_000, 1), (0, 1), (2_000_001, 3), (5, 1), (1_500_000, 0)] {
+                both.clock.advance(Duration::from_micros(advance_us));
+                assert_eq!(on_memory.check("k", cost).await.unwrap(), on_redis.check("k", cost).await.unwrap(), "{policy} ({form})");
+            }
+            // The next write replaced the text with the binary form.
+            gcra_state(&mut con).await;
         }
     }
 }

@@ -5,6 +5,9 @@
 #
 #   examples/bench/instructions.sh <script.lua> [ARGV...]
 #   examples/bench/instructions.sh <(cat ratelimit/lua/prelude.lua ratelimit/lua/fixed_window.lua) "" 1 0 0 1 1000 1000000
+#   # a script made per policy (src/policy_scripts.rs): constants, prelude,
+#   # algorithm, set_state; the common call (cost 1, server clock) sends no ARGV
+#   examples/bench/instructions.sh <(printf 'local burst, n, p = 999, 1, 1000\n'; cat ratelimit/lua/policy_prelude.lua ratelimit/lua/gcra.lua ratelimit/lua/set_state.lua)
 #
 # Starts its own redis-server under valgrind's callgrind on a free loopback
 # port (never one it did not start), loads the script, warms it with

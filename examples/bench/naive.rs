@@ -11,8 +11,9 @@ use redis::aio::MultiplexedConnection;
 use std::sync::Arc;
 
 /// GCRA as a first Lua limiter writes it: the server's clock, the arrival
-/// time read and written as text with its TTL, nothing returned. The same
-/// seven ARGV as our gcra script (now, cost, peek, slack, burst, n, p).
+/// time read and written as text with its TTL, nothing returned. Seven ARGV
+/// (now, cost, peek, slack, burst, n, p), as the window scripts take theirs;
+/// ours has its constants written in and takes none on the common call.
 pub const NAIVE_GCRA: &str = r"
 local t = redis.call('TIME')
 local now = t[1] * 1000000 + t[2]

@@ -7,11 +7,16 @@
 -- units of 1/n µs: the emission interval is p units, the tolerance
 -- (burst + 1) * p units), policy_prelude.lua, which reads KEYS[1] and the
 -- optional ARGV (cost, peek, now, slack) into `key`, `cost`, `peek`, `now`
--- and `server_clock`, and set_state.lua, whose set_state writes the state
--- with its TTL.
--- Returns  {allowed (1|0), limit = burst + 1, remaining, reset_after_us,
---           retry_after_us (-1 = none), violated = 0,
---           now (µs: the time the decision was made at)}.
+-- and `server_clock`; then set_state.lua, which writes the state with its
+-- TTL and replies.
+-- Returns  struct.pack('<dd', v, now) (set_state.lua), where v counts in
+--          units how far the TAT is ahead of now (redis-cell's ttl):
+--            allowed  v = the debt after the call (as if taken, for a peek
+--                     or cost 0), at most the tolerance;
+--            denied   v = -1 - debt, the debt as it stands;
+--          the runtime rebuilds remaining, reset_after and retry_after
+--          exactly from v, the cost and the constants
+--          (src/backend/policy_reply.rs, the twin's formulas).
 --
 -- State on Redis: the theoretical arrival time (TAT), exactly tat_us +
 -- rem / n µs with 0 <= rem < n, as struct.pack('<d', tat_us) (8 bytes) when
@@ -30,9 +35,10 @@
 -- script's cost (issue 6); a key lives at most 1 s past its reset.
 
 -- Lean by measurement (issue 6, instructions per call counted under
--- callgrind): no closures or tables but the reply, numeric ARGV read with
--- `+ 0`, no division when n = 1 (every rate whose count divides its period,
--- e.g. 1000/1s), the slack added only when there is one.
+-- callgrind): no closures or tables, one number back instead of the
+-- decision's fields, numeric ARGV read with `+ 0`, no division when n = 1
+-- (every rate whose count divides its period, e.g. 1000/1s), the slack
+-- added only when there is one.
 local limit = burst + 1
 local tolerance = limit * p
 
@@ -61,44 +67,25 @@ if v then
   if us and rem and us >= now then debt = (us - now) * n + rem end
 end
 
-local never = cost > limit
-local increment = never and 0 or cost * p
-local allowed = not never and debt + increment <= tolerance
-local ttl = allowed and debt + increment or debt
--- retry = ceil(a / n), reset = ceil(ttl / n), on integers held in doubles:
--- floor, then step up if short.
-local retry, reset = -1, ttl
-if n ~= 1 then
-  reset = math.floor(ttl / n)
-  if reset * n < ttl then reset = reset + 1 end
-end
-if not allowed and not never then
-  local a = debt + increment - tolerance
-  retry = a
-  if n ~= 1 then
-    retry = math.floor(a / n)
-    if retry * n < a then retry = retry + 1 end
-  end
-end
-local remaining = tolerance - ttl
-if remaining < 0 then remaining = 0 end
-
-if allowed and cost > 0 and not peek then
-  local value
-  if n == 1 then
-    value = struct.pack('<d', now + ttl)
-  else
-    local whole = math.floor(ttl / n)
-    local rem = ttl - whole * n
-    if rem == 0 then
-      value = struct.pack('<d', now + whole)
+-- A cost above the limit never passes (checked first: it may exceed 2^53).
+local reply, value, e, reset, kept = -1 - debt, false
+if cost <= limit and debt + cost * p <= tolerance then
+  reply = debt + cost * p
+  if cost > 0 and not peek then
+    -- The new TAT is now + reply / n µs; reset = ceil(reply / n).
+    if n == 1 then
+      value, reset = struct.pack('<d', now + reply), reply
     else
-      value = struct.pack('<ddb', now + whole, rem, 0)
+      local whole = math.floor(reply / n)
+      local rem = reply - whole * n
+      if rem == 0 then
+        value, reset = struct.pack('<d', now + whole), whole
+      else
+        value, reset = struct.pack('<ddb', now + whole, rem, 0), whole + 1
+      end
     end
+    -- e = ceil(new TAT); its second, against covered's.
+    e = now + reset
+    kept = covered and e - e % 1000000 == covered - covered % 1000000
   end
-  -- e = ceil(new TAT); its second, e - e % 1000000, against covered's.
-  local e = now + reset
-  set_state(value, e, covered and e - e % 1000000 == covered - covered % 1000000, reset)
 end
-
-return {allowed and 1 or 0, limit, math.floor(remaining / p), reset, retry, 0, now}

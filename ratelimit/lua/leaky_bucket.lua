@@ -7,11 +7,16 @@
 -- (capacity in requests; the rate in lowest terms, n units per p µs: one
 -- request is p units, the bucket drains n units per µs; full = capacity * p),
 -- policy_prelude.lua, which reads KEYS[1] and the optional ARGV (cost, peek,
--- now, slack) into `key`, `cost`, `peek`, `now` and `server_clock`, and
--- set_state.lua, whose set_state writes the state with its TTL.
--- Returns  {allowed (1|0), limit = capacity, remaining (whole requests),
---           reset_after_us, retry_after_us (-1 = none), violated = 0,
---           now (µs: the time the decision was made at)}.
+-- now, slack) into `key`, `cost`, `peek`, `now` and `server_clock`; then
+-- set_state.lua, which writes the state with its TTL and replies.
+-- Returns  struct.pack('<dd', v, now) (set_state.lua), v for the level
+--          in units:
+--            allowed  v = the level after the call (as if taken,
+--                     for a peek or cost 0);
+--            denied   v = -1 - the level as it stands;
+--          the runtime rebuilds remaining, reset_after and retry_after
+--          exactly from v, the cost and the constants
+--          (src/backend/policy_reply.rs, the twin's formulas).
 --
 -- State on Redis: a 17-byte string, struct.pack('<ddB', l, t, d): l = level
 -- in units, t = when it was last drained (µs), both integers below 2^53 held
@@ -38,18 +43,19 @@ local level, last
 local v = redis.pcall('GET', key)
 -- covered: the start (µs) of the second to whose end the TTL runs, if known.
 local covered = false
-if type(v) == 'string' then
+-- v: false (no key), the state, or an error table (WRONGTYPE: a hash).
+if v then
   if #v == 17 then
     local d
     level, last, d = struct.unpack('<ddB', v)
     if d < 255 then covered = last - last % 1000000 + d * 1000000 end
-  else
+  elseif type(v) == 'string' then
     local colon = string.find(v, ':', 1, true)
     if colon then level, last = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)) end
+  else
+    local old = redis.call('HMGET', key, 'l', 't')
+    level, last = tonumber(old[1]), tonumber(old[2])
   end
-elseif type(v) == 'table' then
-  local old = redis.call('HMGET', key, 'l', 't')
-  level, last = tonumber(old[1]), tonumber(old[2])
 end
 if not (level and last) then
   level, last = 0, now
@@ -59,37 +65,25 @@ if now > last then
   if drained >= level then level = 0 else level = level - drained end
 end
 
-local never = cost > capacity
-local need = never and 0 or cost * p
-local allowed = not never and level + need <= full
-local after = allowed and level + need or level
--- ceil(a / n) on integers held in doubles: floor, then step up if short;
--- no division when n = 1 (every rate whose count divides its period).
-local retry = -1
-if not allowed and not never then
-  retry = level + need - full
-  if n ~= 1 then
-    local a = retry
-    retry = math.floor(a / n)
-    if retry * n < a then retry = retry + 1 end
+-- A cost above capacity never passes (checked first: it may exceed 2^53).
+local reply, value, e, reset, kept = -1 - level, false
+if cost <= capacity and level + cost * p <= full then
+  reply = level + cost * p
+  if cost > 0 and not peek then
+    if now > last then last = now end
+    -- reset = ceil(reply / n): no division when n = 1 (every rate whose
+    -- count divides its period), else floor, then step up if short, on
+    -- integers held in doubles.
+    reset = reply
+    if n ~= 1 then
+      reset = math.floor(reply / n)
+      if reset * n < reply then reset = reset + 1 end
+    end
+    e = last + reset
+    local second = e - e % 1000000
+    local d = (second - (last - last % 1000000)) / 1000000
+    if not server_clock or d > 254 then d = 255 end
+    value = struct.pack('<ddB', reply, last, d)
+    kept = covered == second
   end
 end
-local remaining = full - after
-if remaining < 0 then remaining = 0 end
-local reset = after
-if n ~= 1 then
-  reset = math.floor(after / n)
-  if reset * n < after then reset = reset + 1 end
-end
-
-if allowed and cost > 0 and not peek then
-  if now > last then last = now end
-  local e = last + reset
-  local second = e - e % 1000000
-  local d = (second - (last - last % 1000000)) / 1000000
-  if not server_clock or d > 254 then d = 255 end
-  local value = struct.pack('<ddB', after, last, d)
-  set_state(value, e, covered == second, reset)
-end
-
-return {allowed and 1 or 0, capacity, math.floor(remaining / p), reset, retry, 0, now}

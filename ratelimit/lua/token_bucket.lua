@@ -6,11 +6,16 @@
 -- (capacity in tokens; the rate in lowest terms, n units per p µs: one
 -- token is p units, so the bucket gains n units per µs; full = capacity * p),
 -- policy_prelude.lua, which reads KEYS[1] and the optional ARGV (cost, peek,
--- now, slack) into `key`, `cost`, `peek`, `now` and `server_clock`, and
--- set_state.lua, whose set_state writes the state with its TTL.
--- Returns  {allowed (1|0), limit = capacity, remaining (whole tokens),
---           reset_after_us, retry_after_us (-1 = none), violated = 0,
---           now (µs: the time the decision was made at)}.
+-- now, slack) into `key`, `cost`, `peek`, `now` and `server_clock`; then
+-- set_state.lua, which writes the state with its TTL and replies.
+-- Returns  struct.pack('<dd', v, now) (set_state.lua), v for the units
+--          the bucket holds:
+--            allowed  v = the units after the call (as if taken,
+--                     for a peek or cost 0);
+--            denied   v = -1 - the units as they stand;
+--          the runtime rebuilds remaining, reset_after and retry_after
+--          exactly from v, the cost and the constants
+--          (src/backend/policy_reply.rs, the twin's formulas).
 --
 -- State on Redis: a 17-byte string, struct.pack('<ddB', u, t, d): u = units
 -- held, t = when they were last counted (µs), both integers below 2^53 held
@@ -37,18 +42,19 @@ local units, last
 local v = redis.pcall('GET', key)
 -- covered: the start (µs) of the second to whose end the TTL runs, if known.
 local covered = false
-if type(v) == 'string' then
+-- v: false (no key), the state, or an error table (WRONGTYPE: a hash).
+if v then
   if #v == 17 then
     local d
     units, last, d = struct.unpack('<ddB', v)
     if d < 255 then covered = last - last % 1000000 + d * 1000000 end
-  else
+  elseif type(v) == 'string' then
     local colon = string.find(v, ':', 1, true)
     if colon then units, last = tonumber(string.sub(v, 1, colon - 1)), tonumber(string.sub(v, colon + 1)) end
+  else
+    local old = redis.call('HMGET', key, 'u', 't')
+    units, last = tonumber(old[1]), tonumber(old[2])
   end
-elseif type(v) == 'table' then
-  local old = redis.call('HMGET', key, 'u', 't')
-  units, last = tonumber(old[1]), tonumber(old[2])
 end
 if units and last then
   if units > full then units = full end
@@ -60,36 +66,26 @@ if now > last then
   if gained >= full - units then units = full else units = units + gained end
 end
 
-local never = cost > capacity
-local need = never and 0 or cost * p
-local allowed = not never and units >= need
-local after = allowed and units - need or units
--- ceil(a / n) on integers held in doubles: floor, then step up if short;
--- no division when n = 1 (every rate whose count divides its period).
-local retry = -1
-if not allowed and not never then
-  retry = need - units
-  if n ~= 1 then
-    local a = retry
-    retry = math.floor(a / n)
-    if retry * n < a then retry = retry + 1 end
+-- A cost above capacity never passes (checked first: it may exceed 2^53).
+local reply, value, e, reset, kept = -1 - units, false
+if cost <= capacity and units >= cost * p then
+  reply = units - cost * p
+  if cost > 0 and not peek then
+    if now > last then last = now end
+    -- reset = ceil((full - reply) / n): no division when n = 1 (every
+    -- rate whose count divides its period), else floor, then step up if
+    -- short, on integers held in doubles.
+    reset = full - reply
+    if n ~= 1 then
+      local missing = reset
+      reset = math.floor(missing / n)
+      if reset * n < missing then reset = reset + 1 end
+    end
+    e = last + reset
+    local second = e - e % 1000000
+    local d = (second - (last - last % 1000000)) / 1000000
+    if not server_clock or d > 254 then d = 255 end
+    value = struct.pack('<ddB', reply, last, d)
+    kept = covered == second
   end
 end
-local missing = full - after
-local reset = missing
-if n ~= 1 then
-  reset = math.floor(missing / n)
-  if reset * n < missing then reset = reset + 1 end
-end
-
-if allowed and cost > 0 and not peek then
-  if now > last then last = now end
-  local e = last + reset
-  local second = e - e % 1000000
-  local d = (second - (last - last % 1000000)) / 1000000
-  if not server_clock or d > 254 then d = 255 end
-  local value = struct.pack('<ddB', after, last, d)
-  set_state(value, e, covered == second, reset)
-end
-
-return {allowed and 1 or 0, capacity, math.floor(after / p), reset, retry, 0, now}

@@ -89,14 +89,18 @@ pub(crate) fn arguments(invocation: &mut redis::Cmd, request: &Request<'_>) {
 /// The source of the script the runtime makes for `policy` when it is a
 /// token bucket, a leaky bucket or gcra: the policy's parameters written in
 /// as constants, then the algorithm's script (see `lua/policy_prelude.lua`
-/// for the ARGV it takes, all optional). `None` for the window algorithms,
-/// whose one script per algorithm takes the parameters as ARGV.
+/// for the ARGV it takes, all optional). It replies 16 bytes, two
+/// little-endian doubles: a number the decision is rebuilt from with the
+/// policy's constants, and the time it decided at (`lua/set_state.lua`).
+/// `None` for the window algorithms, whose one script per algorithm takes
+/// the parameters as ARGV.
 ///
 /// ```
 /// use ratelimit::{policy_script_source, Policy};
 ///
 /// let source = policy_script_source(&Policy::token_bucket(10, "2/6s").unwrap()).unwrap();
 /// assert!(source.starts_with("local capacity, n, p = 10, 1, 3000000\n"));
+/// assert!(source.ends_with("return struct.pack('<dd', reply, now)\n"));
 /// assert!(policy_script_source(&Policy::sliding_log("10/1s").unwrap()).is_none());
 /// ```
 pub fn policy_script_source(policy: &Policy) -> Option<String> {

@@ -7,16 +7,17 @@ use redis::Script;
 /// Each script's source, in [`AlgorithmKind::ALL`] order. The window
 /// algorithms: the shared prelude (`key`, `now`, `cost` from ARGV), then
 /// the algorithm. The buckets and gcra are templates made into one script
-/// per policy (`policy_scripts`): the prelude of optional ARGV,
-/// `set_state` (how their one-string state is written, and its TTL), then
-/// the algorithm, all behind the line of constants each policy puts first.
+/// per policy (`policy_scripts`): the prelude of optional ARGV, the
+/// algorithm, then `set_state` (how their one-string state is written, its
+/// TTL, and their one reply), all behind the line of constants each policy
+/// puts first.
 const SOURCES: [&str; 6] = [
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/fixed_window.lua")),
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_window.lua")),
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_log.lua")),
-    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/token_bucket.lua")),
-    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/leaky_bucket.lua")),
-    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/set_state.lua"), include_str!("../lua/gcra.lua")),
+    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/token_bucket.lua"), include_str!("../lua/set_state.lua")),
+    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/leaky_bucket.lua"), include_str!("../lua/set_state.lua")),
+    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/gcra.lua"), include_str!("../lua/set_state.lua")),
 ];
 
 /// The sliding window's totals layout (`lua/sliding_window_totals.lua`): the

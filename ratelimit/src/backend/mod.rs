@@ -4,6 +4,7 @@ mod breaker;
 mod connection;
 mod endpoint;
 mod fixed_window_counter;
+mod policy_reply;
 pub(crate) mod memory;
 mod redis;
 

@@ -121,8 +121,8 @@ impl RedisBackend {
         }
         if let Some(key) = policy_scripts::bucket_key(request.policy) {
             let script = self.loaded(policy_scripts::get_or_make(key, || policy_scripts::bucket_source(key))).await;
-            let reply: Vec<i64> = self.send(&policy_invocation(&script, &request)).await?;
-            return outcome(&reply, 0);
+            let reply: Vec<u8> = self.send(&policy_invocation(&script, &request)).await?;
+            return super::policy_reply::outcome(key, &reply, request.cost);
         }
         let script = match &request.policy.params {
             // Many sub-windows: the layout whose cost does not grow with them.
