@@ -6,6 +6,7 @@ mod endpoint;
 mod fixed_window_counter;
 pub(crate) mod memory;
 mod redis;
+mod watchdog;
 
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
