@@ -3,28 +3,31 @@
 //! A `tokio::time::timeout` per call reads the clock and locks the timer
 //! wheel twice (to insert the entry and to remove it): about 800
 //! instructions of a decision's client cost, more than anything else the
-//! runtime adds on the Redis path (issue 6). Here one thread per connection
-//! advances a coarse clock (a tick every tenth of the response timeout) and
-//! wakes the calls whose deadline has passed; a call that has to wait takes
-//! a slot for its waker and deadline, and gives it back when it ends. No
-//! clock is read per call, and a call answered at its first poll takes no
-//! slot at all.
+//! runtime added on the Redis path (issue 6). Here one thread per
+//! connection advances a coarse clock (a tick every tenth of the response
+//! timeout) and wakes the calls whose deadline has passed; a call that has
+//! to wait takes a slot for its waker and deadline, and gives it back when
+//! it ends. No clock is read per call, and a call answered at its first
+//! poll takes no slot at all.
 //!
 //! A call fails between the response timeout and one tick after it (later
-//! only when the machine does not run the watchdog thread in time). When
-//! more calls wait than there are slots, the others fall back to a tokio
-//! timer of their own, so every call stays bounded.
+//! only when the machine does not run the watchdog thread in time, earlier
+//! by at most what the thread was late when the call began). When more
+//! calls wait than there are slots, the others fall back to a tokio timer
+//! of their own, so every call stays bounded.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// Calls that can wait at once on one connection without a timer of their
-/// own (about 40 KB of slots).
-const SLOTS: usize = 1024;
+/// own, in groups of 64 (one bit each in a word of [`Shared::taken`]).
+const GROUPS: usize = 16;
+const SLOTS: usize = GROUPS * 64;
 /// Ticks per response timeout: a call fails at most a tenth of it late.
 const TICKS_PER_TIMEOUT: u32 = 10;
 
@@ -40,21 +43,27 @@ pub(crate) struct Watchdog {
 pub(crate) struct Elapsed;
 
 struct Shared {
-    /// Ticks since `origin`, as the watchdog thread last counted them.
+    /// Ticks since the watchdog started, as its thread last counted them.
     tick: AtomicU64,
     /// Ticks a call may wait (the response timeout, rounded up).
     ticks: u64,
-    slots: Box<[Slot]>,
-    /// Indices of the slots no call holds.
-    free: Mutex<Vec<u16>>,
+    /// Which slots calls hold, a word per group, each on its own cache
+    /// line: each thread starts looking in its own group, so two threads
+    /// rarely write the same line.
+    taken: [Padded; GROUPS],
+    slots: Box<[Mutex<Slot>]>,
 }
+
+#[repr(align(64))]
+#[derive(Default)]
+struct Padded(AtomicU64);
 
 #[derive(Default)]
 struct Slot {
-    /// The tick at which the call holding this slot fails; 0 while free.
-    /// Read without the lock by the watchdog to skip most slots.
-    deadline: AtomicU64,
-    waker: Mutex<Option<Waker>>,
+    /// The tick at which the call holding this slot fails.
+    deadline: u64,
+    /// `None` once the watchdog has woken the call.
+    waker: Option<Waker>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -72,17 +81,18 @@ impl Watchdog {
         let shared = Arc::new(Shared {
             tick: AtomicU64::new(0),
             ticks,
-            slots: (0..SLOTS).map(|_| Slot::default()).collect(),
-            // Popped from the end: the first slots are the ones reused.
-            free: Mutex::new((0..SLOTS as u16).rev().collect()),
+            taken: Default::default(),
+            slots: (0..SLOTS).map(|_| Mutex::default()).collect(),
         });
         let weak = Arc::downgrade(&shared);
         let spawned = std::thread::Builder::new().name("ratelimit-watchdog".into()).spawn(move || watch(weak, resolution));
         if let Err(e) = spawned {
-            // Without its thread no slot ever expires: hand none out, so
-            // every call that waits falls back to a timer of its own.
+            // Without its thread no slot ever expires: mark them all taken,
+            // so every call that waits falls back to a timer of its own.
             tracing::warn!(target: "ratelimit", "cannot start the Redis response watchdog ({e}); every call uses its own timer");
-            shared.free.lock().unwrap_or_else(PoisonError::into_inner).clear();
+            for group in &shared.taken {
+                group.0.store(u64::MAX, Ordering::Relaxed);
+            }
         }
         Watchdog { shared, timeout }
     }
@@ -106,17 +116,18 @@ fn watch(shared: Weak<Shared>, resolution: Duration) {
         std::thread::sleep(resolution);
         let Some(shared) = shared.upgrade() else { return };
         let tick = u64::try_from(origin.elapsed().as_nanos() / resolution.as_nanos()).unwrap_or(u64::MAX / 2);
-        shared.tick.store(tick, Ordering::SeqCst);
-        for slot in shared.slots.iter() {
-            let deadline = slot.deadline.load(Ordering::SeqCst);
-            if deadline != 0 && deadline <= tick {
-                // Under the lock, the deadline is the holder's own (the slot
-                // may have changed hands since it was read above).
+        shared.tick.store(tick, Ordering::Release);
+        for (group, taken) in shared.taken.iter().enumerate() {
+            let mut bits = taken.0.load(Ordering::Acquire);
+            while bits != 0 {
+                let slot = group * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
                 let waker = {
-                    let mut waker = slot.waker.lock().unwrap_or_else(PoisonError::into_inner);
-                    let deadline = slot.deadline.load(Ordering::SeqCst);
-                    if deadline != 0 && deadline <= tick {
-                        waker.take()
+                    let mut slot = shared.slots[slot].lock().unwrap_or_else(PoisonError::into_inner);
+                    // A slot given back (or taken again) since the bits were
+                    // read has no waker, or a deadline ahead.
+                    if slot.deadline <= tick {
+                        slot.waker.take()
                     } else {
                         None
                     }
@@ -129,11 +140,43 @@ fn watch(shared: Weak<Shared>, resolution: Duration) {
     }
 }
 
+impl Shared {
+    /// Takes a free slot, looking first in this thread's own group.
+    fn take_slot(&self) -> Option<usize> {
+        thread_local! {
+            static GROUP: Cell<usize> = const { Cell::new(usize::MAX) };
+        }
+        static NEXT_GROUP: AtomicUsize = AtomicUsize::new(0);
+        let first = GROUP.with(|group| {
+            if group.get() == usize::MAX {
+                group.set(NEXT_GROUP.fetch_add(1, Ordering::Relaxed) % GROUPS);
+            }
+            group.get()
+        });
+        for group in (first..GROUPS).chain(0..first) {
+            let taken = &self.taken[group].0;
+            let mut bits = taken.load(Ordering::Relaxed);
+            while bits != u64::MAX {
+                let bit = (!bits).trailing_zeros();
+                match taken.compare_exchange_weak(bits, bits | 1 << bit, Ordering::Acquire, Ordering::Relaxed) {
+                    Ok(_) => return Some(group * 64 + bit as usize),
+                    Err(now) => bits = now,
+                }
+            }
+        }
+        None
+    }
+
+    fn give_back(&self, slot: usize) {
+        self.taken[slot / 64].0.fetch_and(!(1 << (slot % 64)), Ordering::Release);
+    }
+}
+
 /// One call's registration: its slot (given back on drop), or its own timer
 /// when no slot was free.
 struct Wait<'w> {
     watchdog: &'w Watchdog,
-    slot: Option<(u16, u64)>,
+    slot: Option<usize>,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
@@ -144,38 +187,32 @@ impl Wait<'_> {
         if let Some(timer) = &mut self.timer {
             return timer.as_mut().poll(cx).map(|()| Elapsed);
         }
-        let deadline = match self.slot {
-            Some((index, deadline)) => {
-                let mut waker = shared.slots[usize::from(index)].waker.lock().unwrap_or_else(PoisonError::into_inner);
-                match &mut *waker {
-                    Some(w) => w.clone_from(cx.waker()),
-                    // Taken by the watchdog: the deadline has passed.
-                    None => return Poll::Ready(Elapsed),
+        match self.slot {
+            Some(index) => {
+                let mut slot = shared.slots[index].lock().unwrap_or_else(PoisonError::into_inner);
+                let in_time = shared.tick.load(Ordering::Acquire) < slot.deadline;
+                match &mut slot.waker {
+                    Some(waker) if in_time => waker.clone_from(cx.waker()),
+                    // Past the deadline (the watchdog may have woken it already).
+                    _ => return Poll::Ready(Elapsed),
                 }
-                deadline
             }
             None => {
-                let free = shared.free.lock().unwrap_or_else(PoisonError::into_inner).pop();
-                let Some(index) = free else {
+                let Some(index) = shared.take_slot() else {
                     let mut timer = Box::pin(tokio::time::sleep(self.watchdog.timeout));
                     let poll = timer.as_mut().poll(cx).map(|()| Elapsed);
                     self.timer = Some(timer);
                     return poll;
                 };
-                let slot = &shared.slots[usize::from(index)];
+                self.slot = Some(index);
+                let mut slot = shared.slots[index].lock().unwrap_or_else(PoisonError::into_inner);
                 // One tick more than the timeout: the tick read here may be
-                // nearly one old.
-                let deadline = shared.tick.load(Ordering::SeqCst) + shared.ticks + 1;
-                *slot.waker.lock().unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
-                slot.deadline.store(deadline, Ordering::SeqCst);
-                self.slot = Some((index, deadline));
-                deadline
+                // nearly one old. Always ahead of the tick, so the watchdog,
+                // which may miss a slot taken during its scan, finds it at
+                // a later one.
+                slot.deadline = shared.tick.load(Ordering::Acquire) + shared.ticks + 1;
+                slot.waker = Some(cx.waker().clone());
             }
-        };
-        // Checked after the deadline is published: either the watchdog sees
-        // it, or this sees the tick that passed it.
-        if shared.tick.load(Ordering::SeqCst) >= deadline {
-            return Poll::Ready(Elapsed);
         }
         Poll::Pending
     }
@@ -183,16 +220,11 @@ impl Wait<'_> {
 
 impl Drop for Wait<'_> {
     fn drop(&mut self) {
-        if let Some((index, _)) = self.slot {
+        if let Some(index) = self.slot {
             let shared = &*self.watchdog.shared;
-            let slot = &shared.slots[usize::from(index)];
-            let waker = {
-                let mut waker = slot.waker.lock().unwrap_or_else(PoisonError::into_inner);
-                slot.deadline.store(0, Ordering::SeqCst);
-                waker.take()
-            };
+            let waker = shared.slots[index].lock().unwrap_or_else(PoisonError::into_inner).waker.take();
             drop(waker);
-            shared.free.lock().unwrap_or_else(PoisonError::into_inner).push(index);
+            shared.give_back(index);
         }
     }
 }
@@ -218,7 +250,7 @@ mod tests {
     }
 
     fn free_slots(watchdog: &Watchdog) -> usize {
-        watchdog.shared.free.lock().unwrap().len()
+        watchdog.shared.taken.iter().map(|group| group.0.load(Ordering::Relaxed).count_zeros() as usize).sum()
     }
 
     #[tokio::test]
