@@ -24,7 +24,9 @@ pub struct RedisOptions {
     pub connect_timeout: Duration,
     /// Bound on one decision's round trip (default 250 ms). A call that takes
     /// longer is an [`Error::Timeout`]; it may still have run on the server, so
-    /// it is never counted as a permit.
+    /// it is never counted as a permit. One watchdog per connection keeps
+    /// this bound for every call in flight, on a clock that ticks ten times
+    /// per timeout: a call fails at most a tenth of the timeout after it.
     pub response_timeout: Duration,
     /// Reconnect attempts after the connection drops (default 3, backing off from 50 ms).
     pub reconnect_retries: usize,
