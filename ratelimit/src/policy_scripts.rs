@@ -14,19 +14,62 @@ use arc_swap::ArcSwap;
 use once_cell::sync::Lazy;
 use ratelimit_grammar::AlgorithmKind;
 use redis::Script;
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 /// What tells two policies' scripts apart: the algorithm and its constants.
 pub(crate) type PolicyScriptKey = (AlgorithmKind, [u64; 3]);
 
 /// Every script made in this process: a lock-free read per call.
-static MADE: Lazy<ArcSwap<HashMap<PolicyScriptKey, Arc<Script>>>> = Lazy::new(ArcSwap::default);
+static MADE: Lazy<ArcSwap<Scripts>> = Lazy::new(ArcSwap::default);
+
+type Scripts = HashMap<PolicyScriptKey, Arc<Script>, BuildHasherDefault<KeyHasher>>;
+
+/// Hashes a [`PolicyScriptKey`] in a few instructions (SipHash took about
+/// 300 of a decision's client cost, issue 6). Its keys come from the
+/// policies in code and configuration, not from requests, so there is no
+/// flood of chosen keys to resist.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// The script for `key`, made from `source()` if this process has none yet;
 /// the flag says this call made it (Redis has not seen it: load it first).
 pub(crate) fn get_or_make(key: PolicyScriptKey, source: impl FnOnce() -> String) -> (Arc<Script>, bool) {
+    thread_local! {
+        /// The scripts this thread has looked up: a call reads no shared
+        /// state (an `ArcSwap` load took its slow path here, about 190
+        /// instructions, as the connection manager holds guards across
+        /// every request in flight). Scripts are never removed, so a copy
+        /// never goes stale.
+        static SEEN: RefCell<Scripts> = RefCell::default();
+    }
+    if let Ok(Some(script)) = SEEN.try_with(|seen| seen.borrow().get(&key).cloned()) {
+        return (script, false);
+    }
     if let Some(script) = MADE.load().get(&key) {
+        let _ = SEEN.try_with(|seen| seen.borrow_mut().insert(key, script.clone()));
         return (script.clone(), false);
     }
     let script = Arc::new(Script::new(&source()));

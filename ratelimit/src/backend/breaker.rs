@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug)]
 pub(crate) struct Breaker {
     origin: Instant,
-    /// Microseconds since `origin` until which calls fail fast.
+    /// Microseconds since `origin` until which calls fail fast; 0 when closed.
     open_until_us: AtomicU64,
     failure: Mutex<String>,
 }
@@ -27,9 +27,16 @@ impl Breaker {
 
     /// The failure that opened the breaker, while it is open.
     pub(crate) fn open(&self) -> Option<String> {
-        if self.elapsed_us() < self.open_until_us.load(Ordering::Acquire) {
+        let until = self.open_until_us.load(Ordering::Acquire);
+        // Closed since it last expired: no clock to read (most calls).
+        if until == 0 {
+            return None;
+        }
+        if self.elapsed_us() < until {
             Some(self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone())
         } else {
+            // Expired: closed again, unless another failure has just reopened it.
+            let _ = self.open_until_us.compare_exchange(until, 0, Ordering::AcqRel, Ordering::Relaxed);
             None
         }
     }
@@ -37,6 +44,7 @@ impl Breaker {
     /// Opens the breaker for `interval` because of `error`.
     pub(crate) fn trip(&self, error: &Error, interval: Duration) {
         *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = error.to_string();
-        self.open_until_us.store(self.elapsed_us() + interval.as_micros() as u64, Ordering::Release);
+        // At least 1: 0 means closed.
+        self.open_until_us.store((self.elapsed_us() + interval.as_micros() as u64).max(1), Ordering::Release);
     }
 }

@@ -1,12 +1,14 @@
 //! [`Backend`]: the one trait both stores implement, and what crosses it.
 
 mod breaker;
+mod cmd_pool;
 mod connection;
 mod endpoint;
 mod fixed_window_counter;
 mod policy_reply;
 pub(crate) mod memory;
 mod redis;
+mod watchdog;
 
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};

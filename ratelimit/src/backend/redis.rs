@@ -1,9 +1,11 @@
 //! [`RedisBackend`]: one multiplexed, auto-reconnecting connection and the scripts.
 
 use super::breaker::Breaker;
+use super::cmd_pool::PooledCmd;
 use super::fixed_window_counter::Counter;
 use super::connection::Connection;
 use super::endpoint::{self, redact};
+use super::watchdog::Watchdog;
 use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::policy::Params;
 use crate::{policy_scripts, scripts, Error};
@@ -22,7 +24,9 @@ pub struct RedisOptions {
     pub connect_timeout: Duration,
     /// Bound on one decision's round trip (default 250 ms). A call that takes
     /// longer is an [`Error::Timeout`]; it may still have run on the server, so
-    /// it is never counted as a permit.
+    /// it is never counted as a permit. One watchdog per connection keeps
+    /// this bound for every call in flight, on a clock that ticks ten times
+    /// per timeout: a call fails at most a tenth of the timeout after it.
     pub response_timeout: Duration,
     /// Reconnect attempts after the connection drops (default 3, backing off from 50 ms).
     pub reconnect_retries: usize,
@@ -67,6 +71,8 @@ pub struct RedisBackend {
     options: RedisOptions,
     breaker: Arc<Breaker>,
     scripts: Arc<ScriptReload>,
+    /// Bounds every request by the response timeout.
+    watchdog: Arc<Watchdog>,
 }
 
 /// One reload of every script at a time, however many calls meet `NOSCRIPT`.
@@ -92,7 +98,8 @@ impl RedisBackend {
             Ok(Err(e)) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: {e}", redact(url)))),
             Err(_) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: no answer within {bound:?}", redact(url)))),
         };
-        Ok(RedisBackend { connection, options, breaker: Arc::new(Breaker::new()), scripts: Arc::default() })
+        let watchdog = Arc::new(Watchdog::new(options.response_timeout));
+        Ok(RedisBackend { connection, options, breaker: Arc::new(Breaker::new()), scripts: Arc::default(), watchdog })
     }
 
     /// Whether this backend talks to a Redis Cluster.
@@ -133,7 +140,7 @@ impl RedisBackend {
         // key, 4 fixed ARGV and the parameters (at most 2 + 2 per strategy),
         // each number under 20 digits.
         let arguments = 8 + 2 + 2 * request.policy.strategies().len();
-        let mut invocation = redis::Cmd::with_capacity(arguments, 64 + request.key.len() + 20 * arguments);
+        let mut invocation = PooledCmd::take(arguments, 64 + request.key.len() + 20 * arguments);
         invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
         // ARGV: now ("" = server TIME), cost, peek, TTL slack, then parameters.
         match request.now_us {
@@ -166,8 +173,10 @@ impl RedisBackend {
     async fn count_by_ttl(&self, counter: Counter, request: Request<'_>) -> Result<Outcome, Error> {
         let script = self.loaded(counter.script()).await;
         let reply: i64 = self.send(&policy_invocation(&script, &request)).await?;
-        // The script reads no clock: the decision is dated by this process's.
-        counter.outcome(reply, request.cost, crate::clock::system_now_us())
+        // The script reads no clock: the decision is dated by this process's
+        // (the clock the deny cache dates it by, and a third of the cost of
+        // reading the system's).
+        counter.outcome(reply, request.cost, crate::clock::process_now_us())
     }
 
     /// A script made per policy; loaded first when this call made it (its
@@ -175,19 +184,26 @@ impl RedisBackend {
     /// Should that fail, its `EVALSHA` meets NOSCRIPT and reloads.
     async fn loaded(&self, (script, made): (Arc<redis::Script>, bool)) -> Arc<redis::Script> {
         if made {
-            let mut connection = self.connection.clone();
-            let invocation = script.prepare_invoke();
-            let load = invocation.load_async(&mut connection);
-            if !matches!(tokio::time::timeout(self.options.response_timeout, load).await, Ok(Ok(_))) {
-                tracing::debug!(target: "ratelimit", "could not load a policy's script ahead of its first call");
-            }
+            // Boxed: a policy's first call alone waits for it, and every
+            // decision's future would otherwise carry its state.
+            Box::pin(self.load(&script)).await;
         }
         script
     }
 
-    /// Sends one `EVALSHA`, bounded by the response timeout.
+    async fn load(&self, script: &redis::Script) {
+        let mut connection = self.connection.clone();
+        let invocation = script.prepare_invoke();
+        let load = invocation.load_async(&mut connection);
+        if !matches!(self.watchdog.bound(load).await, Ok(Ok(_))) {
+            tracing::debug!(target: "ratelimit", "could not load a policy's script ahead of its first call");
+        }
+    }
+
+    /// Sends one `EVALSHA`, bounded by the response timeout (a wait for a
+    /// reconnect or a script reload included).
     async fn send<T: redis::FromRedisValue>(&self, invocation: &redis::Cmd) -> Result<T, Error> {
-        match tokio::time::timeout(self.options.response_timeout, self.eval_reloading(invocation)).await {
+        match self.watchdog.bound(self.eval_reloading(invocation)).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) if e.is_timeout() => Err(Error::Timeout(self.options.response_timeout)),
             Ok(Err(e)) => Err(e.into()),
@@ -203,25 +219,30 @@ impl RedisBackend {
         let mut connection = self.connection.clone();
         let reloads_before = self.scripts.done.load(Ordering::Acquire);
         match evalsha.query_async(&mut connection).await {
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                let running = self.scripts.running.lock().await;
-                if self.scripts.done.load(Ordering::Acquire) == reloads_before {
-                    tracing::info!(target: "ratelimit", "Redis lost the rate limit scripts (restart, failover or SCRIPT FLUSH); loading them again");
-                    super::connection::load_scripts(&mut connection).await?;
-                    self.scripts.done.fetch_add(1, Ordering::Release);
-                }
-                drop(running);
-                evalsha.query_async(&mut connection).await
-            }
+            // Boxed: rare, and its state would otherwise be in every call's future.
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => Box::pin(self.reload_and_retry(evalsha, connection, reloads_before)).await,
             result => result,
         }
+    }
+
+    /// Reloads every script, unless another call did since `reloads_before`,
+    /// then sends `evalsha` again.
+    async fn reload_and_retry<T: redis::FromRedisValue>(&self, evalsha: &redis::Cmd, mut connection: Connection, reloads_before: u64) -> redis::RedisResult<T> {
+        let running = self.scripts.running.lock().await;
+        if self.scripts.done.load(Ordering::Acquire) == reloads_before {
+            tracing::info!(target: "ratelimit", "Redis lost the rate limit scripts (restart, failover or SCRIPT FLUSH); loading them again");
+            super::connection::load_scripts(&mut connection).await?;
+            self.scripts.done.fetch_add(1, Ordering::Release);
+        }
+        drop(running);
+        evalsha.query_async(&mut connection).await
     }
 }
 
 /// `EVALSHA` of a script made per policy, with the optional ARGV its
 /// prelude reads (`policy_scripts::arguments`).
-fn policy_invocation(script: &redis::Script, request: &Request<'_>) -> redis::Cmd {
-    let mut invocation = redis::Cmd::with_capacity(8, 128 + request.key.len());
+fn policy_invocation(script: &redis::Script, request: &Request<'_>) -> PooledCmd {
+    let mut invocation = PooledCmd::take(8, 128 + request.key.len());
     invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
     policy_scripts::arguments(&mut invocation, request);
     invocation
@@ -260,7 +281,7 @@ impl Backend for RedisBackend {
         Box::pin(async move {
             let mut connection = self.connection.clone();
             // Bounded here: the connection itself has no response timeout.
-            match tokio::time::timeout(self.options.response_timeout, redis::cmd("DEL").arg(key).exec_async(&mut connection)).await {
+            match self.watchdog.bound(redis::cmd("DEL").arg(key).exec_async(&mut connection)).await {
                 Ok(result) => Ok(result?),
                 Err(_) => Err(Error::Timeout(self.options.response_timeout)),
             }
