@@ -4,7 +4,7 @@ use crate::backend::memory::{Call, KeyPrefix};
 use crate::backend::{MemoryBackend, Outcome, Request};
 use crate::deny_cache::DenyCache;
 use crate::observe::{self, LimiterMetrics};
-use crate::{Decision, Error, OnError, Policy, Quota, RateLimited, Store};
+use crate::{Decision, Error, OnError, Policy, Quota, RateLimited, Store, Strategy};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -308,9 +308,9 @@ impl Limiter {
 
     /// Asks a store that answers through a future (Redis).
     async fn ask_store(&self, key: &[u8], storage_key: Vec<u8>, cost: u64, peek: bool, now_us: Option<u64>, local_now_us: u64) -> Result<Decision, Error> {
-        let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek };
         let started = self.inner.remote.then(crate::clock::process_ns);
-        let outcome = self.inner.store.backend.decide(request).await;
+        // The request is built in the call, so the future does not keep a copy.
+        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
         if let Some(started) = started {
             self.metrics().store_took(Duration::from_nanos(crate::clock::process_ns().saturating_sub(started)));
         }
@@ -355,31 +355,35 @@ impl Limiter {
     }
 
     fn decision(&self, outcome: Outcome) -> Decision {
-        let strategies = self.inner.policy.strategies();
-        // Most decisions violate nothing and carry no quotas: no iterator to run.
-        let violated = match outcome.violated {
-            0 => Vec::new(),
-            bits => strategies.iter().enumerate().filter(|(i, _)| bits >> i & 1 == 1).map(|(_, s)| *s).collect(),
-        };
-        let quotas = match outcome.quotas.is_empty() {
-            true => Vec::new(),
-            false => outcome
-                .quotas
-                .iter()
-                .zip(strategies)
-                .map(|(&(remaining, reset_after_us), &strategy)| Quota { strategy, remaining, reset_after: Duration::from_micros(reset_after_us) })
-                .collect(),
+        let Outcome { allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us, quotas } = outcome;
+        // Most decisions violate nothing and carry no quotas: nothing to look up.
+        let (violated, quotas) = match (violated, quotas.is_empty()) {
+            (0, true) => (Vec::new(), Vec::new()),
+            _ => self.violated_and_quotas(violated, &quotas),
         };
         Decision {
-            allowed: outcome.allowed,
-            limit: outcome.limit,
-            remaining: outcome.remaining,
-            reset_after: Duration::from_micros(outcome.reset_after_us),
-            retry_after: outcome.retry_after_us.map(Duration::from_micros),
+            allowed,
+            limit,
+            remaining,
+            reset_after: Duration::from_micros(reset_after_us),
+            retry_after: retry_after_us.map(Duration::from_micros),
             violated,
-            decided_at: UNIX_EPOCH + Duration::from_micros(outcome.now_us),
+            decided_at: UNIX_EPOCH + Duration::from_micros(now_us),
             quotas,
         }
+    }
+
+    /// The violated strategies (bit `i`: strategy `i`) and the per-strategy quotas, by strategy.
+    #[cold]
+    fn violated_and_quotas(&self, violated: u32, quotas: &[(u64, u64)]) -> (Vec<Strategy>, Vec<Quota>) {
+        let strategies = self.inner.policy.strategies();
+        let violated = strategies.iter().enumerate().filter(|(i, _)| violated >> i & 1 == 1).map(|(_, s)| *s).collect();
+        let quotas = quotas
+            .iter()
+            .zip(strategies)
+            .map(|(&(remaining, reset_after_us), &strategy)| Quota { strategy, remaining, reset_after: Duration::from_micros(reset_after_us) })
+            .collect();
+        (violated, quotas)
     }
 
     fn denial(&self, key: &[u8], decision: Decision, store_unavailable: bool) -> RateLimited {
