@@ -6,6 +6,7 @@ use crate::deny_cache::DenyCache;
 use crate::observe::{self, LimiterMetrics};
 use crate::{Decision, Error, OnError, Policy, Quota, RateLimited, Store, Strategy};
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -149,13 +150,17 @@ impl Limiter {
     /// A denial is `Ok` with `allowed == false`; `Err` means the store could
     /// not decide (see [`limit`](Self::limit) for a call that applies
     /// [`OnError`] instead).
-    pub async fn check(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.observed(key.as_ref(), cost, false).await
+    ///
+    /// As with an `async fn`, nothing happens until the future is awaited;
+    /// it is written as a function returning the decision's future only so
+    /// the future holds the key once (a smaller future is cheaper to move).
+    pub fn check<K: AsRef<[u8]>>(&self, key: K, cost: u64) -> impl Future<Output = Result<Decision, Error>> + use<'_, K> {
+        self.observed(key, cost, false)
     }
 
     /// The answer [`check`](Self::check) would give, without taking anything.
-    pub async fn peek(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.observed(key.as_ref(), cost, true).await
+    pub fn peek<K: AsRef<[u8]>>(&self, key: K, cost: u64) -> impl Future<Output = Result<Decision, Error>> + use<'_, K> {
+        self.observed(key, cost, true)
     }
 
     /// Forgets `key`: its next call sees a fresh state.
@@ -221,7 +226,8 @@ impl Limiter {
 
     /// One decision, counted in the metrics and, when some subscriber takes
     /// DEBUG events, run in its tracing span.
-    async fn observed(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
+    async fn observed<K: AsRef<[u8]>>(&self, key: K, cost: u64, peek: bool) -> Result<Decision, Error> {
+        let key = key.as_ref();
         if observe::decision_span_wanted() {
             // Boxed, so the future of every call stays small: only a program
             // that takes DEBUG events pays for the span and the allocation.
