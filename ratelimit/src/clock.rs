@@ -55,14 +55,31 @@ pub(crate) fn system_now_us() -> u64 {
 /// OS's monotonic clock once, on first use), else the OS's monotonic clock.
 /// Reading the counter costs about a third of `clock_gettime`, which matters
 /// in a decision that takes tens of nanoseconds.
+#[inline]
 pub(crate) fn process_now_us() -> u64 {
-    static ANCHOR: OnceLock<(quanta::Clock, quanta::Instant, u64)> = OnceLock::new();
-    let (clock, at, epoch_us) = ANCHOR.get_or_init(|| {
+    let (_, _, epoch_us) = anchor();
+    epoch_us + process_ns() / 1000
+}
+
+/// Nanoseconds on this process's monotonic clock (see [`process_now_us`])
+/// since its first reading: what timing a call to the store costs.
+#[inline]
+pub(crate) fn process_ns() -> u64 {
+    let (clock, at, _) = anchor();
+    // Raw readings, scaled once as a difference (0 if the counter reads
+    // behind the anchor): no `Instant` or `Duration` between.
+    clock.delta_as_nanos(*at, clock.raw())
+}
+
+/// The monotonic clock, its first raw reading, and the wall time then (µs).
+#[inline]
+fn anchor() -> &'static (quanta::Clock, u64, u64) {
+    static ANCHOR: OnceLock<(quanta::Clock, u64, u64)> = OnceLock::new();
+    ANCHOR.get_or_init(|| {
         let clock = quanta::Clock::new();
-        let at = clock.now();
+        let at = clock.raw();
         (clock, at, system_now_us())
-    });
-    epoch_us + clock.now().saturating_duration_since(*at).as_micros() as u64
+    })
 }
 
 /// A clock that moves only when told to: tests replay timelines with it on

@@ -70,23 +70,6 @@ pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> Vec<u8> {
     full
 }
 
-/// Calls `f` with the storage key of `key` (the same bytes as
-/// [`storage_key`]), built in a buffer on the stack when it fits (a
-/// limiter's prefix and a short user key), so a decision in memory
-/// allocates nothing.
-pub(crate) fn with_storage_key<R>(limiter_prefix: &[u8], key: &[u8], f: impl FnOnce(&[u8]) -> R) -> R {
-    const INLINE: usize = 192;
-    let len = limiter_prefix.len() + 1 + key.len();
-    if key.len() > MAX_RAW_KEY_LEN || len > INLINE {
-        return f(&storage_key(limiter_prefix, key));
-    }
-    let mut bytes = [0; INLINE];
-    bytes[..limiter_prefix.len()].copy_from_slice(limiter_prefix);
-    bytes[limiter_prefix.len()] = b':';
-    bytes[limiter_prefix.len() + 1..len].copy_from_slice(key);
-    f(&bytes[..len])
-}
-
 /// Appends `value`'s `Display` text to a key, escaping every ASCII byte that is
 /// not a letter or digit as `%XX`.
 ///
@@ -122,23 +105,6 @@ fn push_escaped(key: &mut String, text: &str) {
             let _ = write!(key, "%{:02X}", c as u32);
         } else {
             key.push(c);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_key_built_on_the_stack_is_the_same_as_the_allocated_one() {
-        let policy = crate::Policy::gcra("1/1s", 0).unwrap();
-        let prefix = key_prefix("ratelimit", &policy, "api", true);
-        let long_prefix = key_prefix("ratelimit", &policy, &"n".repeat(200), true);
-        for prefix in [&prefix, &long_prefix] {
-            for key in [&b""[..], b"user:1", &[b'x'; MAX_RAW_KEY_LEN], &[b'y'; MAX_RAW_KEY_LEN + 1]] {
-                assert_eq!(with_storage_key(prefix, key, <[u8]>::to_vec), storage_key(prefix, key));
-            }
         }
     }
 }

@@ -4,11 +4,12 @@ use crate::backend::memory::{Call, KeyPrefix};
 use crate::backend::{MemoryBackend, Outcome, Request};
 use crate::deny_cache::DenyCache;
 use crate::observe::{self, LimiterMetrics};
-use crate::{Decision, Error, OnError, Policy, Quota, RateLimited, Store};
+use crate::{Decision, Error, OnError, Policy, Quota, RateLimited, Store, Strategy};
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::Instrument;
 
 /// A named policy on a store. Cheap to clone; clones share everything.
@@ -92,6 +93,10 @@ impl Limiter {
     /// limit while it is denied (another process's `reset`) and calls must
     /// see that at once, or to have every check reach the store.
     ///
+    /// A store in this process ([`Store::memory`]) is always asked: it
+    /// decides as fast as the cache would answer, and a denial there takes
+    /// nothing, so its answer is the one the cache would have given.
+    ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
     /// use ratelimit::{Limiter, ManualClock, Policy, Store};
@@ -101,13 +106,13 @@ impl Limiter {
     /// let store = Store::memory().with_clock(clock.clone());
     /// let limiter = Limiter::new("api", Policy::gcra("1/1s", 0)?, &store);
     /// limiter.check("k", 1).await?;
-    /// assert!(!limiter.check("k", 1).await?.allowed); // asks the store, remembered
+    /// assert!(!limiter.check("k", 1).await?.allowed); // on Redis: remembered
     /// clock.advance(Duration::from_millis(400));
-    /// let cached = limiter.check("k", 1).await?; // answered in process
-    /// assert_eq!(cached.retry_after, Some(Duration::from_millis(600)));
+    /// let later = limiter.check("k", 1).await?; // on Redis: answered in process
+    /// assert_eq!(later.retry_after, Some(Duration::from_millis(600)));
     ///
     /// let uncached = Limiter::new("api", Policy::gcra("1/1s", 0)?, &store).with_deny_cache(false);
-    /// assert_eq!(uncached.check("k", 1).await?, cached); // asked the store: the same answer
+    /// assert_eq!(uncached.check("k", 1).await?, later); // the store's own answer: the same
     /// # Ok(()) }
     /// ```
     pub fn with_deny_cache(mut self, on: bool) -> Limiter {
@@ -145,13 +150,17 @@ impl Limiter {
     /// A denial is `Ok` with `allowed == false`; `Err` means the store could
     /// not decide (see [`limit`](Self::limit) for a call that applies
     /// [`OnError`] instead).
-    pub async fn check(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.observed(key.as_ref(), cost, false).await
+    ///
+    /// As with an `async fn`, nothing happens until the future is awaited;
+    /// it is written as a function returning the decision's future only so
+    /// the future holds the key once (a smaller future is cheaper to move).
+    pub fn check<K: AsRef<[u8]>>(&self, key: K, cost: u64) -> impl Future<Output = Result<Decision, Error>> + use<'_, K> {
+        self.observed(key, cost, false)
     }
 
     /// The answer [`check`](Self::check) would give, without taking anything.
-    pub async fn peek(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.observed(key.as_ref(), cost, true).await
+    pub fn peek<K: AsRef<[u8]>>(&self, key: K, cost: u64) -> impl Future<Output = Result<Decision, Error>> + use<'_, K> {
+        self.observed(key, cost, true)
     }
 
     /// Forgets `key`: its next call sees a fresh state.
@@ -215,18 +224,31 @@ impl Limiter {
         crate::key::storage_key(&self.inner.key_prefix, key)
     }
 
-    /// [`run`](Self::run) in its tracing span, counted in the metrics.
-    async fn observed(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
-        if !observe::decision_span_wanted() {
-            // No span to run in: a store in this process answers here,
-            // without polling another future.
-            let result = match self.begin(key, cost, peek) {
-                Begun::Decided(decision) => Ok(decision),
-                Begun::AskStore { now_us, local_now_us } => self.ask_store(key, cost, peek, now_us, local_now_us).await,
-            };
-            self.count(&result, peek);
-            return result;
+    /// One decision, counted in the metrics and, when some subscriber takes
+    /// DEBUG events, run in its tracing span.
+    async fn observed<K: AsRef<[u8]>>(&self, key: K, cost: u64, peek: bool) -> Result<Decision, Error> {
+        let key = key.as_ref();
+        if observe::decision_span_wanted() {
+            // Boxed, so the future of every call stays small: only a program
+            // that takes DEBUG events pays for the span and the allocation.
+            return Box::pin(self.in_span(key, cost, peek)).await;
         }
+        // A store in this process answers here, without polling another future.
+        // (`begin`'s answer is gone before the await: it is not kept in the future.)
+        let (storage_key, now_us, local_now_us) = match self.begin(key, cost, peek) {
+            Begun::Decided(decision) => {
+                self.count_decision(&decision, peek);
+                return Ok(decision);
+            }
+            Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
+        };
+        let result = self.ask_store(key, storage_key, cost, peek, now_us, local_now_us).await;
+        self.count(&result, peek);
+        result
+    }
+
+    /// [`run`](Self::run) in its tracing span, counted in the metrics.
+    async fn in_span(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
         let span = observe::decision_span(&self.inner.name, self.inner.policy.algorithm().name(), cost);
         let result = if span.is_disabled() {
             self.run(key, cost, peek).await
@@ -241,9 +263,16 @@ impl Limiter {
     /// Counts a decision (not a peek's) or a store failure in the metrics.
     fn count(&self, result: &Result<Decision, Error>, peek: bool) {
         match result {
-            Ok(decision) if !peek => self.metrics().decided(decision.allowed),
-            Ok(_) => {}
+            Ok(decision) => self.count_decision(decision, peek),
             Err(error) => observe::store_error(error),
+        }
+    }
+
+    /// Counts a decision, unless it answered a peek.
+    #[inline]
+    fn count_decision(&self, decision: &Decision, peek: bool) {
+        if !peek {
+            self.metrics().decided(decision.allowed);
         }
     }
 
@@ -254,7 +283,7 @@ impl Limiter {
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
         match self.begin(key, cost, peek) {
             Begun::Decided(decision) => Ok(decision),
-            Begun::AskStore { now_us, local_now_us } => self.ask_store(key, cost, peek, now_us, local_now_us).await,
+            Begun::AskStore { storage_key, now_us, local_now_us } => self.ask_store(key, storage_key, cost, peek, now_us, local_now_us).await,
         }
     }
 
@@ -270,28 +299,36 @@ impl Limiter {
         if let Some(decision) = self.deny_cache(cost, peek).and_then(|cache| cache.get(key, cost, local_now_us)) {
             return Begun::Decided(decision);
         }
-        match self.decide_at_once(key, cost, now_us, local_now_us, peek) {
+        if let Some(outcome) = self.decide_in_memory(key, cost, now_us, local_now_us, peek) {
+            return Begun::Decided(self.settle(key, cost, peek, local_now_us, outcome));
+        }
+        // Any other store gets the full key, built once: a store that
+        // answers at once takes it here, and a remote one in `ask_store`.
+        let storage_key = self.storage_key(key);
+        let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek };
+        match self.inner.store.backend.decide_at_once(&request, local_now_us) {
             Some(outcome) => Begun::Decided(self.settle(key, cost, peek, local_now_us, outcome)),
-            None => Begun::AskStore { now_us, local_now_us },
+            None => Begun::AskStore { storage_key, now_us, local_now_us },
         }
     }
 
     /// Asks a store that answers through a future (Redis).
-    async fn ask_store(&self, key: &[u8], cost: u64, peek: bool, now_us: Option<u64>, local_now_us: u64) -> Result<Decision, Error> {
-        let storage_key = self.storage_key(key);
-        let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek };
-        let started = self.inner.remote.then(Instant::now);
-        let outcome = self.inner.store.backend.decide(request).await;
+    async fn ask_store(&self, key: &[u8], storage_key: Vec<u8>, cost: u64, peek: bool, now_us: Option<u64>, local_now_us: u64) -> Result<Decision, Error> {
+        let started = self.inner.remote.then(crate::clock::process_ns);
+        // The request is built in the call, so the future does not keep a copy.
+        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
         if let Some(started) = started {
-            self.metrics().store_took(started.elapsed());
+            self.metrics().store_took(Duration::from_nanos(crate::clock::process_ns().saturating_sub(started)));
         }
         Ok(self.settle(key, cost, peek, local_now_us, outcome?))
     }
 
-    /// The deny cache, if it takes part in this call (not a peek, not cost 0).
+    /// The deny cache, if it takes part in this call (not a peek, not cost 0,
+    /// and the store is not in this process: that one decides as fast as the
+    /// cache would answer, and with the same answer).
     #[inline]
     fn deny_cache(&self, cost: u64, peek: bool) -> Option<&DenyCache> {
-        self.deny_cache.as_deref().filter(|_| !peek && cost > 0)
+        self.deny_cache.as_deref().filter(|_| !peek && cost > 0 && self.inner.memory_prefix.is_none())
     }
 
     /// The store's outcome as a [`Decision`], kept in or cleared from the deny cache.
@@ -310,49 +347,49 @@ impl Limiter {
         decision
     }
 
-    /// The answer of a store in this process (see [`Backend::decide_at_once`](crate::Backend::decide_at_once)):
-    /// no boxed future, and the key built on the stack. `None` for any other store.
+    /// The answer of the memory store, by the limiter's hashed prefix and
+    /// the user's key (no key built), for all but a long key (stored by its
+    /// digest). `None` for any other store.
     #[inline]
-    fn decide_at_once(&self, key: &[u8], cost: u64, now_us: Option<u64>, local_now_us: u64, peek: bool) -> Option<Outcome> {
-        if let (Some(prefix), Some(memory)) = (&self.inner.memory_prefix, self.inner.store.backend.as_memory()) {
-            // The storage key is `<prefix>:<key>` for all but a long key (its digest).
-            if key.len() <= crate::key::MAX_RAW_KEY_LEN {
-                let call = Call { policy: &self.inner.policy, cost, now_us, peek };
-                return Some(memory.decide_parts(prefix, key, call, local_now_us));
-            }
+    fn decide_in_memory(&self, key: &[u8], cost: u64, now_us: Option<u64>, local_now_us: u64, peek: bool) -> Option<Outcome> {
+        let (Some(prefix), Some(memory)) = (&self.inner.memory_prefix, self.inner.store.backend.as_memory()) else { return None };
+        if key.len() > crate::key::MAX_RAW_KEY_LEN {
+            return None;
         }
-        crate::key::with_storage_key(&self.inner.key_prefix, key, |storage_key| {
-            let request = Request { key: storage_key, policy: &self.inner.policy, cost, now_us, peek };
-            self.inner.store.backend.decide_at_once(&request, local_now_us)
-        })
+        let call = Call { policy: &self.inner.policy, cost, now_us, peek };
+        Some(memory.decide_parts(prefix, key, call, local_now_us))
     }
 
     fn decision(&self, outcome: Outcome) -> Decision {
-        let strategies = self.inner.policy.strategies();
-        // Most decisions violate nothing and carry no quotas: no iterator to run.
-        let violated = match outcome.violated {
-            0 => Vec::new(),
-            bits => strategies.iter().enumerate().filter(|(i, _)| bits >> i & 1 == 1).map(|(_, s)| *s).collect(),
-        };
-        let quotas = match outcome.quotas.is_empty() {
-            true => Vec::new(),
-            false => outcome
-                .quotas
-                .iter()
-                .zip(strategies)
-                .map(|(&(remaining, reset_after_us), &strategy)| Quota { strategy, remaining, reset_after: Duration::from_micros(reset_after_us) })
-                .collect(),
+        let Outcome { allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us, quotas } = outcome;
+        // Most decisions violate nothing and carry no quotas: nothing to look up.
+        let (violated, quotas) = match (violated, quotas.is_empty()) {
+            (0, true) => (Vec::new(), Vec::new()),
+            _ => self.violated_and_quotas(violated, &quotas),
         };
         Decision {
-            allowed: outcome.allowed,
-            limit: outcome.limit,
-            remaining: outcome.remaining,
-            reset_after: Duration::from_micros(outcome.reset_after_us),
-            retry_after: outcome.retry_after_us.map(Duration::from_micros),
+            allowed,
+            limit,
+            remaining,
+            reset_after: Duration::from_micros(reset_after_us),
+            retry_after: retry_after_us.map(Duration::from_micros),
             violated,
-            decided_at: UNIX_EPOCH + Duration::from_micros(outcome.now_us),
+            decided_at: UNIX_EPOCH + Duration::from_micros(now_us),
             quotas,
         }
+    }
+
+    /// The violated strategies (bit `i`: strategy `i`) and the per-strategy quotas, by strategy.
+    #[cold]
+    fn violated_and_quotas(&self, violated: u32, quotas: &[(u64, u64)]) -> (Vec<Strategy>, Vec<Quota>) {
+        let strategies = self.inner.policy.strategies();
+        let violated = strategies.iter().enumerate().filter(|(i, _)| violated >> i & 1 == 1).map(|(_, s)| *s).collect();
+        let quotas = quotas
+            .iter()
+            .zip(strategies)
+            .map(|(&(remaining, reset_after_us), &strategy)| Quota { strategy, remaining, reset_after: Duration::from_micros(reset_after_us) })
+            .collect();
+        (violated, quotas)
     }
 
     fn denial(&self, key: &[u8], decision: Decision, store_unavailable: bool) -> RateLimited {
@@ -405,8 +442,9 @@ impl Limiter {
 /// How far [`Limiter::begin`] got without waiting.
 enum Begun {
     Decided(Decision),
-    /// The store answers through a future; the times read for this call.
-    AskStore { now_us: Option<u64>, local_now_us: u64 },
+    /// The store answers through a future; the key to ask for, and the
+    /// times read for this call.
+    AskStore { storage_key: Vec<u8>, now_us: Option<u64>, local_now_us: u64 },
 }
 
 impl fmt::Debug for Limiter {

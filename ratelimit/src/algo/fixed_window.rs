@@ -16,6 +16,9 @@ fn covers(start: u64, window: u64, now: u64) -> bool {
     now < start || now - start < window
 }
 
+// Kept out of line: a window's code would otherwise weigh on the integer
+// algorithms decided beside it (`algo::decide` inlines those).
+#[inline(never)]
 pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Windows>, now: u64, cost: u64, peek: bool) -> Outcome {
     let slots: Vec<Option<(u64, u64)>> = (0..strategies.len())
         .map(|i| {

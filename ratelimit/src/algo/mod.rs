@@ -30,6 +30,10 @@ pub(crate) enum State {
 /// Decides one call. `state` is `None` for an untouched key and is updated in
 /// place unless `peek` is set; the caller drops the key once `reset_after_us`
 /// has passed.
+///
+/// Inlined into the store: the buckets and GCRA (a few integers) are decided
+/// in place; the windows' code is kept out of line.
+#[inline(always)]
 pub(crate) fn decide(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64, peek: bool) -> Outcome {
     // A state of another algorithm (the policy behind a name changed) counts as untouched.
     macro_rules! run {

@@ -11,6 +11,9 @@ pub(crate) struct Log {
     hits: VecDeque<u64>,
 }
 
+// Kept out of line: a window's code would otherwise weigh on the integer
+// algorithms decided beside it (`algo::decide` inlines those).
+#[inline(never)]
 pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Log>, now: u64, cost: u64, peek: bool) -> Outcome {
     let widest = strategies.iter().map(|s| s.window_us).max().unwrap_or(0);
     let empty = VecDeque::new();

@@ -13,6 +13,9 @@ pub(crate) struct SubWindows {
     counts: BTreeMap<u64, u64>,
 }
 
+// Kept out of line: a window's code would otherwise weigh on the integer
+// algorithms decided beside it (`algo::decide` inlines those).
+#[inline(never)]
 pub(crate) fn decide(strategies: &[Strategy], precision: u64, state: &mut Option<SubWindows>, now: u64, cost: u64, peek: bool) -> Outcome {
     let current = now / precision;
     let span = |s: &Strategy| s.window_us / precision;

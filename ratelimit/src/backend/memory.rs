@@ -123,14 +123,39 @@ enum Key<'a> {
 }
 
 impl Key<'_> {
+    #[inline]
     fn is(self, stored: &[u8]) -> bool {
         match self {
-            Key::Whole(key) => stored == key,
+            Key::Whole(key) => same_bytes(stored, key),
             Key::Parts(prefix, key) => {
-                stored.len() == prefix.bytes.len() + key.len() && stored[..prefix.bytes.len()] == *prefix.bytes && stored[prefix.bytes.len()..] == *key
+                let (head, tail) = stored.split_at_checked(prefix.bytes.len()).unwrap_or_default();
+                tail.len() == key.len() && same_bytes(head, &prefix.bytes) && same_bytes(tail, key)
             }
         }
     }
+}
+
+/// `a == b`, compared a word at a time in place: keys are short, and a
+/// call to `memcmp` for each costs more than the comparison itself.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a.iter().zip(b).all(|(x, y)| x == y);
+    }
+    let word = |s: &[u8], at: usize| u64::from_ne_bytes(s[at..at + 8].try_into().unwrap_or_default());
+    let mut at = 0;
+    while at + 8 < n {
+        if word(a, at) != word(b, at) {
+            return false;
+        }
+        at += 8;
+    }
+    // The last word, overlapping the one before when `n` is not a multiple of 8.
+    word(a, n - 8) == word(b, n - 8)
 }
 
 /// One decision's parameters other than its key.
@@ -338,6 +363,22 @@ mod tests {
         let other = memory.key_prefix(b"ratelimit:gcra:3:");
         assert_eq!(memory.decide_parts(&other, b"api:user:1", call, 0).remaining, 0);
         assert_eq!(memory.len(), 2);
+    }
+
+    #[test]
+    fn same_bytes_agrees_with_slice_equality_at_every_length_and_difference() {
+        let a: Vec<u8> = (0..40).collect();
+        for n in 0..=a.len() {
+            assert!(same_bytes(&a[..n], &a[..n]));
+            for at in 0..n {
+                let mut b = a[..n].to_vec();
+                b[at] ^= 0x80;
+                assert!(!same_bytes(&a[..n], &b), "a difference at {at} of {n}");
+            }
+            if n > 0 {
+                assert!(!same_bytes(&a[..n], &a[..n - 1]));
+            }
+        }
     }
 
     #[test]
