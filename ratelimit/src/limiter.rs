@@ -242,9 +242,61 @@ impl Limiter {
             }
             Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
         };
-        let result = self.ask_store(key, storage_key, cost, peek, now_us, local_now_us).await;
+        let result = self.ask_store(storage_key, cost, peek, now_us).await.map(|outcome| self.settle(key, cost, peek, local_now_us, outcome));
         self.count(&result, peek);
         result
+    }
+
+    /// [`limit`](Self::limit) for a caller that only needs to know whether
+    /// the call goes ahead (annotated functions): the same decision, metrics,
+    /// tracing, deny cache and [`OnError`], but an admitted call is not
+    /// turned into a [`Decision`] nobody reads.
+    pub(crate) async fn pass(&self, key: &[u8], cost: u64) -> Result<(), RateLimited> {
+        if observe::decision_span_wanted() {
+            // Boxed, as in `observed`: only a program taking DEBUG events pays.
+            return Box::pin(self.limit(key, cost)).await.map(drop);
+        }
+        let (storage_key, now_us, local_now_us) = match self.begin(key, cost, false) {
+            Begun::Decided(decision) => {
+                self.count_decision(&decision, false);
+                return self.passed(key, decision);
+            }
+            Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
+        };
+        match self.ask_store(storage_key, cost, false, now_us).await {
+            Ok(outcome) if outcome.allowed => {
+                // What `settle` and `count` do with an admission.
+                if let Some(cache) = self.deny_cache(cost, false) {
+                    cache.forget(key);
+                }
+                self.metrics().decided(true);
+                Ok(())
+            }
+            outcome => self.refused(key, cost, local_now_us, outcome),
+        }
+    }
+
+    /// The rest of [`pass`](Self::pass): a denial, or a store failure settled by [`OnError`].
+    #[cold]
+    #[allow(clippy::result_large_err)] // the denial, as `limit` returns it
+    fn refused(&self, key: &[u8], cost: u64, local_now_us: u64, outcome: Result<Outcome, Error>) -> Result<(), RateLimited> {
+        let result = outcome.map(|outcome| self.settle(key, cost, false, local_now_us, outcome));
+        self.count(&result, false);
+        let decision = match result {
+            Ok(decision) => decision,
+            Err(error) => self.on_store_error(key, cost, &error)?,
+        };
+        self.passed(key, decision)
+    }
+
+    /// `Ok` for an admitted call, else its denial.
+    #[allow(clippy::result_large_err)] // the denial, as `limit` returns it
+    fn passed(&self, key: &[u8], decision: Decision) -> Result<(), RateLimited> {
+        if decision.allowed {
+            Ok(())
+        } else {
+            Err(self.denial(key, decision, false))
+        }
     }
 
     /// [`run`](Self::run) in its tracing span, counted in the metrics.
@@ -283,7 +335,10 @@ impl Limiter {
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
         match self.begin(key, cost, peek) {
             Begun::Decided(decision) => Ok(decision),
-            Begun::AskStore { storage_key, now_us, local_now_us } => self.ask_store(key, storage_key, cost, peek, now_us, local_now_us).await,
+            Begun::AskStore { storage_key, now_us, local_now_us } => {
+                let outcome = self.ask_store(storage_key, cost, peek, now_us).await?;
+                Ok(self.settle(key, cost, peek, local_now_us, outcome))
+            }
         }
     }
 
@@ -312,15 +367,15 @@ impl Limiter {
         }
     }
 
-    /// Asks a store that answers through a future (Redis).
-    async fn ask_store(&self, key: &[u8], storage_key: Vec<u8>, cost: u64, peek: bool, now_us: Option<u64>, local_now_us: u64) -> Result<Decision, Error> {
+    /// Asks a store that answers through a future (Redis); the caller settles its outcome.
+    async fn ask_store(&self, storage_key: Vec<u8>, cost: u64, peek: bool, now_us: Option<u64>) -> Result<Outcome, Error> {
         let started = self.inner.remote.then(crate::clock::process_ns);
         // The request is built in the call, so the future does not keep a copy.
         let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
         if let Some(started) = started {
             self.metrics().store_took(Duration::from_nanos(crate::clock::process_ns().saturating_sub(started)));
         }
-        Ok(self.settle(key, cost, peek, local_now_us, outcome?))
+        outcome
     }
 
     /// The deny cache, if it takes part in this call (not a peek, not cost 0,

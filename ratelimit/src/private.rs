@@ -110,6 +110,10 @@ impl Site {
     /// configured, the site's `on_error` decides, as for any other store
     /// failure (never a panic).
     pub async fn check(&'static self, key: &str, cost: u64) -> Result<(), RateLimited> {
+        // The common call: a site whose limiter is built and whose denials are returned.
+        if let (SitePolicy::Fixed(_), OnLimit::Error, Some(limiter)) = (&self.policy, self.on_limit, self.limiter.get()) {
+            return limiter.pass(key.as_bytes(), cost).await;
+        }
         match &self.policy {
             SitePolicy::Fixed(policy) => {
                 let limiter = match self.limiter(policy).await {
@@ -136,7 +140,7 @@ impl Site {
 
     async fn decide(&self, limiter: &Limiter, key: &str, cost: u64) -> Result<(), RateLimited> {
         match self.on_limit {
-            OnLimit::Error => limiter.limit(key, cost).await.map(drop),
+            OnLimit::Error => limiter.pass(key.as_bytes(), cost).await,
             OnLimit::Wait(max) => limiter.wait(key, cost, max).await.map(drop),
         }
     }
