@@ -97,6 +97,75 @@ pub fn push_key_value(key: &mut String, value: &dyn fmt::Display) {
     push_escaped(key, &written);
 }
 
+/// Appends an integer's key text: exactly what [`push_key_value`] writes
+/// for it (a minus sign escaped as `%2D`), without going through `fmt`.
+/// The macro calls it for an argument declared with an integer type.
+///
+/// ```
+/// let mut key = String::from("user:");
+/// ratelimit::__private::push_key_integer(&mut key, &-42i32);
+/// let mut by_display = String::from("user:");
+/// ratelimit::__private::push_key_value(&mut by_display, &-42i32);
+/// assert_eq!((key.as_str(), by_display.as_str()), ("user:%2D42", "user:%2D42"));
+/// ```
+pub fn push_key_integer<T: KeyInteger + ?Sized>(key: &mut String, value: &T) {
+    let (negative, magnitude) = value.sign_and_magnitude();
+    if negative {
+        key.push_str("%2D");
+    }
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = magnitude;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    // ASCII digits, so always UTF-8: pushed as one slice, not char by char.
+    key.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+}
+
+/// An integer a key can hold (every primitive up to 64 bits, and references to one).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a primitive integer, but `#[rate_limit]` read its key argument's type as one",
+    note = "is a type named like an integer (`u64`, `i32`, ...) in scope? rename it, or give the argument its real type"
+)]
+pub trait KeyInteger {
+    /// Whether the value is negative, and its absolute value.
+    fn sign_and_magnitude(&self) -> (bool, u64);
+}
+
+macro_rules! key_integer {
+    (unsigned: $($u:ty),*; signed: $($i:ty),*) => {
+        $(impl KeyInteger for $u {
+            fn sign_and_magnitude(&self) -> (bool, u64) {
+                (false, *self as u64)
+            }
+        })*
+        $(impl KeyInteger for $i {
+            fn sign_and_magnitude(&self) -> (bool, u64) {
+                (*self < 0, self.unsigned_abs() as u64)
+            }
+        })*
+    };
+}
+key_integer!(unsigned: u8, u16, u32, u64, usize; signed: i8, i16, i32, i64, isize);
+
+impl<T: KeyInteger + ?Sized> KeyInteger for &T {
+    fn sign_and_magnitude(&self) -> (bool, u64) {
+        (**self).sign_and_magnitude()
+    }
+}
+
+impl<T: KeyInteger + ?Sized> KeyInteger for &mut T {
+    fn sign_and_magnitude(&self) -> (bool, u64) {
+        (**self).sign_and_magnitude()
+    }
+}
+
 /// Appends `text`, escaping every ASCII byte that is not a letter or digit as `%XX`.
 fn push_escaped(key: &mut String, text: &str) {
     for c in text.chars() {
@@ -106,5 +175,35 @@ fn push_escaped(key: &mut String, text: &str) {
         } else {
             key.push(c);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{push_key_integer, push_key_value};
+
+    /// The integer path must write what the `Display` path writes, or a
+    /// function's keys would change with the way its argument is declared.
+    #[test]
+    fn integers_are_written_as_display_writes_them() {
+        fn both<T: super::KeyInteger + std::fmt::Display>(value: T) {
+            let (mut fast, mut display) = (String::from("k:"), String::from("k:"));
+            push_key_integer(&mut fast, &value);
+            push_key_value(&mut display, &value);
+            assert_eq!(fast, display, "{value}");
+        }
+        for n in [0u64, 1, 9, 10, 99, 100, 12_345, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+            both(n);
+        }
+        for n in [0i64, -1, 1, -10, i64::MIN, i64::MAX, i64::MIN + 1] {
+            both(n);
+        }
+        both(u8::MAX);
+        both(i8::MIN);
+        both(i16::MIN);
+        both(i32::MIN);
+        both(usize::MAX);
+        both(isize::MIN);
+        both(&&7u16);
     }
 }
