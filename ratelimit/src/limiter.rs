@@ -250,11 +250,12 @@ impl Limiter {
     /// [`limit`](Self::limit) for a caller that only needs to know whether
     /// the call goes ahead (annotated functions): the same decision, metrics,
     /// tracing, deny cache and [`OnError`], but an admitted call is not
-    /// turned into a [`Decision`] nobody reads.
-    pub(crate) async fn pass(&self, key: &[u8], cost: u64) -> Result<(), RateLimited> {
+    /// turned into a [`Decision`] nobody reads, and a denial is boxed, so
+    /// the `Result` every call moves through the futures is two words.
+    pub(crate) async fn pass(&self, key: &[u8], cost: u64) -> Result<(), Box<RateLimited>> {
         if observe::decision_span_wanted() {
             // Boxed, as in `observed`: only a program taking DEBUG events pays.
-            return Box::pin(self.limit(key, cost)).await.map(drop);
+            return Box::pin(self.limit(key, cost)).await.map(drop).map_err(Box::new);
         }
         let (storage_key, now_us, local_now_us) = match self.begin(key, cost, false) {
             Begun::Decided(decision) => {
@@ -278,24 +279,22 @@ impl Limiter {
 
     /// The rest of [`pass`](Self::pass): a denial, or a store failure settled by [`OnError`].
     #[cold]
-    #[allow(clippy::result_large_err)] // the denial, as `limit` returns it
-    fn refused(&self, key: &[u8], cost: u64, local_now_us: u64, outcome: Result<Outcome, Error>) -> Result<(), RateLimited> {
+    fn refused(&self, key: &[u8], cost: u64, local_now_us: u64, outcome: Result<Outcome, Error>) -> Result<(), Box<RateLimited>> {
         let result = outcome.map(|outcome| self.settle(key, cost, false, local_now_us, outcome));
         self.count(&result, false);
         let decision = match result {
             Ok(decision) => decision,
-            Err(error) => self.on_store_error(key, cost, &error)?,
+            Err(error) => self.on_store_error(key, cost, &error).map_err(Box::new)?,
         };
         self.passed(key, decision)
     }
 
     /// `Ok` for an admitted call, else its denial.
-    #[allow(clippy::result_large_err)] // the denial, as `limit` returns it
-    fn passed(&self, key: &[u8], decision: Decision) -> Result<(), RateLimited> {
+    fn passed(&self, key: &[u8], decision: Decision) -> Result<(), Box<RateLimited>> {
         if decision.allowed {
             Ok(())
         } else {
-            Err(self.denial(key, decision, false))
+            Err(Box::new(self.denial(key, decision, false)))
         }
     }
 
