@@ -2,7 +2,9 @@
 
 use crate::policy::{Params, Policy};
 use ratelimit_grammar::format_duration;
+use std::cell::RefCell;
 use std::fmt::{self, Write};
+use std::ops::Deref;
 
 /// The bytes every storage key of one limiter starts with:
 /// `<prefix>:<layout>:<name length>:<name>`. The length makes the split between
@@ -57,8 +59,8 @@ pub const MAX_RAW_KEY_LEN: usize = 128;
 /// given, or `#` and the hex SHA-1 of a key longer than [`MAX_RAW_KEY_LEN`].
 /// The separator tells the two forms apart, so no short key can pose as the
 /// digest of a long one.
-pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> Vec<u8> {
-    let mut full = Vec::with_capacity(limiter_prefix.len() + 1 + key.len().min(40));
+pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> StorageKey {
+    let mut full = StorageKey::take(limiter_prefix.len() + 1 + key.len().min(40));
     full.extend_from_slice(limiter_prefix);
     if key.len() <= MAX_RAW_KEY_LEN {
         full.push(b':');
@@ -68,6 +70,63 @@ pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> Vec<u8> {
         full.extend_from_slice(sha1_smol::Sha1::from(key).digest().to_string().as_bytes());
     }
     full
+}
+
+/// Storage key buffers a thread keeps: more than one task on a thread may
+/// have a call in flight.
+const KEYS_KEPT_PER_THREAD: usize = 32;
+/// A buffer that grew past this (a very long limiter name) is not kept.
+const KEPT_KEY_CAPACITY: usize = 1024;
+
+thread_local! {
+    static FREE_KEYS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A storage key in a buffer this thread reuses: every call to a remote
+/// store builds one and holds it until the store answers, and a fresh
+/// allocation and free of it cost more (about 150 instructions, issue 6)
+/// than taking and giving back a buffer. It goes back to the pool of the
+/// thread that drops it, as `backend::cmd_pool`'s commands do.
+pub(crate) struct StorageKey(Vec<u8>);
+
+impl StorageKey {
+    /// An empty buffer; a new one holds `capacity` bytes before it grows.
+    fn take(capacity: usize) -> StorageKey {
+        let reused = FREE_KEYS.try_with(|free| free.borrow_mut().pop()).ok().flatten();
+        StorageKey(reused.unwrap_or_else(|| Vec::with_capacity(capacity)))
+    }
+
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn push(&mut self, byte: u8) {
+        self.0.push(byte);
+    }
+}
+
+impl Deref for StorageKey {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for StorageKey {
+    fn drop(&mut self) {
+        let mut buffer = std::mem::take(&mut self.0);
+        if buffer.capacity() > KEPT_KEY_CAPACITY {
+            return;
+        }
+        buffer.clear();
+        // At thread exit the pool may be gone: then the buffer is just freed.
+        let _ = FREE_KEYS.try_with(|free| {
+            let mut free = free.borrow_mut();
+            if free.len() < KEYS_KEPT_PER_THREAD {
+                free.push(buffer);
+            }
+        });
+    }
 }
 
 /// Appends `value`'s `Display` text to a key, escaping every ASCII byte that is
@@ -180,7 +239,15 @@ fn push_escaped(key: &mut String, text: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::{push_key_integer, push_key_value};
+    use super::{push_key_integer, push_key_value, storage_key};
+
+    #[test]
+    fn a_reused_storage_key_buffer_holds_only_the_new_key() {
+        drop(storage_key(b"ratelimit:gcra:4:long", b"a-rather-long-user-key"));
+        assert_eq!(&*storage_key(b"p", b"k"), b"p:k");
+        let long = vec![b'x'; super::MAX_RAW_KEY_LEN + 1];
+        assert_eq!(&*storage_key(b"p", &long), format!("p#{}", sha1_smol::Sha1::from(&long).digest()).as_bytes());
+    }
 
     /// The integer path must write what the `Display` path writes, or a
     /// function's keys would change with the way its argument is declared.

@@ -3,6 +3,7 @@
 use crate::backend::memory::{Call, KeyPrefix};
 use crate::backend::{MemoryBackend, Outcome, Request};
 use crate::deny_cache::DenyCache;
+use crate::key::StorageKey;
 use crate::observe::{self, LimiterMetrics};
 use crate::{Decision, Error, OnError, Policy, Quota, RateLimited, Store, Strategy};
 use std::fmt;
@@ -220,7 +221,7 @@ impl Limiter {
         }
     }
 
-    fn storage_key(&self, key: &[u8]) -> Vec<u8> {
+    fn storage_key(&self, key: &[u8]) -> StorageKey {
         crate::key::storage_key(&self.inner.key_prefix, key)
     }
 
@@ -367,7 +368,7 @@ impl Limiter {
     }
 
     /// Asks a store that answers through a future (Redis); the caller settles its outcome.
-    async fn ask_store(&self, storage_key: Vec<u8>, cost: u64, peek: bool, now_us: Option<u64>) -> Result<Outcome, Error> {
+    async fn ask_store(&self, storage_key: StorageKey, cost: u64, peek: bool, now_us: Option<u64>) -> Result<Outcome, Error> {
         let started = self.inner.remote.then(crate::clock::process_ns);
         // The request is built in the call, so the future does not keep a copy.
         let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
@@ -498,7 +499,7 @@ enum Begun {
     Decided(Decision),
     /// The store answers through a future; the key to ask for, and the
     /// times read for this call.
-    AskStore { storage_key: Vec<u8>, now_us: Option<u64>, local_now_us: u64 },
+    AskStore { storage_key: StorageKey, now_us: Option<u64>, local_now_us: u64 },
 }
 
 impl fmt::Debug for Limiter {
