@@ -4,7 +4,7 @@ use crate::policy::{Params, Policy};
 use ratelimit_grammar::format_duration;
 use std::cell::RefCell;
 use std::fmt::{self, Write};
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 
 /// The bytes every storage key of one limiter starts with:
 /// `<prefix>:<layout>:<name length>:<name>`. The length makes the split between
@@ -129,6 +129,60 @@ impl Drop for StorageKey {
     }
 }
 
+thread_local! {
+    static FREE_KEY_TEXTS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The text of a `#[rate_limit]` key, in a `String` this thread reuses (the
+/// generated code writes every templated key into one): as for
+/// [`StorageKey`], taking and giving back a buffer costs less than an
+/// allocation and a free on every call. Dereferences to the `String`.
+///
+/// ```
+/// let mut key = ratelimit::__private::KeyBuffer::take(25);
+/// key.push_str("user:");
+/// ratelimit::__private::push_key_integer(&mut key, &7u64);
+/// assert_eq!(key.as_str(), "user:7");
+/// ```
+pub struct KeyBuffer(String);
+
+impl KeyBuffer {
+    /// An empty key; a new one holds `capacity` bytes before it grows.
+    pub fn take(capacity: usize) -> KeyBuffer {
+        let reused = FREE_KEY_TEXTS.try_with(|free| free.borrow_mut().pop()).ok().flatten();
+        KeyBuffer(reused.unwrap_or_else(|| String::with_capacity(capacity)))
+    }
+}
+
+impl Deref for KeyBuffer {
+    type Target = String;
+    fn deref(&self) -> &String {
+        &self.0
+    }
+}
+
+impl DerefMut for KeyBuffer {
+    fn deref_mut(&mut self) -> &mut String {
+        &mut self.0
+    }
+}
+
+impl Drop for KeyBuffer {
+    fn drop(&mut self) {
+        let mut buffer = std::mem::take(&mut self.0);
+        if buffer.capacity() > KEPT_KEY_CAPACITY {
+            return;
+        }
+        buffer.clear();
+        let _ = FREE_KEY_TEXTS.try_with(|free| {
+            let mut free = free.borrow_mut();
+            if free.len() < KEYS_KEPT_PER_THREAD {
+                free.push(buffer);
+            }
+        });
+    }
+}
+
 /// Appends `value`'s `Display` text to a key, escaping every ASCII byte that is
 /// not a letter or digit as `%XX`.
 ///
@@ -240,6 +294,17 @@ fn push_escaped(key: &mut String, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::{push_key_integer, push_key_value, storage_key};
+
+    #[test]
+    fn a_reused_key_buffer_starts_empty() {
+        let mut first = super::KeyBuffer::take(4);
+        first.push_str("user:12345678");
+        drop(first);
+        let mut again = super::KeyBuffer::take(4);
+        assert_eq!(again.as_str(), "");
+        push_key_integer(&mut again, &5u8);
+        assert_eq!(again.as_str(), "5");
+    }
 
     #[test]
     fn a_reused_storage_key_buffer_holds_only_the_new_key() {

@@ -5,7 +5,7 @@
 //! `::ratelimit::__private::...` (or the `crate = "..."` override), so a user's
 //! `mod core {}`, `type Result` or `struct String` cannot change its meaning.
 
-pub use crate::key::{push_key_integer, push_key_value, KeyInteger};
+pub use crate::key::{push_key_integer, push_key_value, KeyBuffer, KeyInteger};
 pub use crate::policy::Policy;
 pub use crate::{OnError, RateLimited};
 pub use ratelimit_grammar::{Rate, Strategy};
