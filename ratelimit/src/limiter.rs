@@ -243,7 +243,12 @@ impl Limiter {
             }
             Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
         };
-        let result = self.ask_store(storage_key, cost, peek, now_us).await.map(|outcome| self.settle(key, cost, peek, local_now_us, outcome));
+        // `ask_store`, written out: one future less to build and poll on every call.
+        let started = self.store_started();
+        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
+        self.store_answered(started);
+        drop(storage_key);
+        let result = outcome.map(|outcome| self.settle(key, cost, peek, local_now_us, outcome));
         self.count(&result, peek);
         result
     }
@@ -265,7 +270,12 @@ impl Limiter {
             }
             Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
         };
-        match self.ask_store(storage_key, cost, false, now_us).await {
+        // `ask_store`, written out: one future less to build and poll on every call.
+        let started = self.store_started();
+        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek: false }).await;
+        self.store_answered(started);
+        drop(storage_key);
+        match outcome {
             Ok(outcome) if outcome.allowed => {
                 // What `settle` and `count` do with an admission.
                 if let Some(cache) = self.deny_cache(cost, false) {
@@ -369,13 +379,25 @@ impl Limiter {
 
     /// Asks a store that answers through a future (Redis); the caller settles its outcome.
     async fn ask_store(&self, storage_key: StorageKey, cost: u64, peek: bool, now_us: Option<u64>) -> Result<Outcome, Error> {
-        let started = self.inner.remote.then(crate::clock::process_ns);
+        let started = self.store_started();
         // The request is built in the call, so the future does not keep a copy.
         let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
+        self.store_answered(started);
+        outcome
+    }
+
+    /// When a remote store is asked: the start of the time it took.
+    #[inline]
+    fn store_started(&self) -> Option<u64> {
+        self.inner.remote.then(crate::clock::process_ns)
+    }
+
+    /// Records how long a remote store took to answer.
+    #[inline]
+    fn store_answered(&self, started: Option<u64>) {
         if let Some(started) = started {
             self.metrics().store_took(Duration::from_nanos(crate::clock::process_ns().saturating_sub(started)));
         }
-        outcome
     }
 
     /// The deny cache, if it takes part in this call (not a peek, not cost 0,
