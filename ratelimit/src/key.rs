@@ -351,6 +351,7 @@ mod tests {
         both(i32::MIN);
         both(usize::MAX);
         both(isize::MIN);
+        #[allow(clippy::needless_borrows_for_generic_args)] // the impls for references are what this checks
         both(&&7u16);
     }
 }
