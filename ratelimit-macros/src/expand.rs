@@ -84,9 +84,11 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
 ///         OnError::Allow,
 ///     );
 ///     let key = {
-///         let mut key = String::with_capacity(25); // "user:" and 20 for a value
+///         // A String the thread reuses: "user:" and 20 for a value if new.
+///         let mut key = KeyBuffer::take(25);
 ///         key.push_str("user:");
-///         push_key_value(&mut key, &user_id);
+///         // `push_key_value(&mut key, &user_id)` for a type that is not an integer
+///         push_key_integer(&mut key, &user_id);
 ///         key
 ///     };
 ///     match __RATELIMIT_SITE.check(&key, 1u64).await {
@@ -149,6 +151,10 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
         Some(parts) => {
             let pushes = parts.iter().map(|part| match part {
                 Part::Literal(text) => quote!(#buf.push_str(#text);),
+                Part::Value(access) if access.is_integer_argument(args) => {
+                    let value = access.to_expr();
+                    quote_spanned!(value.span()=> #p::push_key_integer(&mut #buf, &#value);)
+                }
                 Part::Value(access) => {
                     let value = access.to_expr();
                     quote_spanned!(value.span()=> #p::push_key_value(&mut #buf, &#value);)
@@ -158,7 +164,7 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
             // key is written without growing the buffer.
             let capacity: usize = parts.iter().map(|part| if let Part::Literal(l) = part { l.len() } else { 20 }).sum();
             quote!({
-                let mut #buf = #p::String::with_capacity(#capacity);
+                let mut #buf = #p::KeyBuffer::take(#capacity);
                 #(#pushes)*
                 #buf
             })

@@ -8,10 +8,10 @@
 //! differ. `%` does not count, since escapes are made of it.
 
 use crate::errors::Errors;
-use crate::item::Arguments;
+use crate::item::{Argument, Arguments};
 use proc_macro2::{Span, TokenStream};
 use quote::quote_spanned;
-use syn::{Ident, Index, LitStr, Member};
+use syn::{Ident, Index, LitStr, Member, Type};
 
 pub(crate) enum Part {
     Literal(String),
@@ -43,6 +43,14 @@ impl Access {
             }
             Root::Binding(ident) => quote_spanned!(span=> #ident #(.#fields)*),
         }
+    }
+
+    /// Whether this is an argument itself (no field) declared with a
+    /// primitive integer type (or a reference to one): its key text is then
+    /// written without `fmt` (`push_key_integer`), the same text faster.
+    pub(crate) fn is_integer_argument(&self, args: &Arguments) -> bool {
+        let Root::Binding(ident) = &self.root else { return false };
+        self.fields.is_empty() && args.list.iter().any(|arg| matches!(arg, Argument::Named(name, ty) if name == ident && is_integer_type(ty)))
     }
 
     /// Parses `text` (a placeholder without its brackets, or a `cost` path)
@@ -89,6 +97,19 @@ impl Access {
             }
         }
         Ok(Access { root, fields, span })
+    }
+}
+
+/// `u64`, `&i32`, ...: a primitive integer of at most 64 bits, as written.
+fn is_integer_type(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(reference) => is_integer_type(&reference.elem),
+        Type::Group(group) => is_integer_type(&group.elem),
+        Type::Paren(paren) => is_integer_type(&paren.elem),
+        Type::Path(path) if path.qself.is_none() => path.path.get_ident().is_some_and(|ident| {
+            matches!(ident.to_string().as_str(), "u8" | "u16" | "u32" | "u64" | "usize" | "i8" | "i16" | "i32" | "i64" | "isize")
+        }),
+        _ => false,
     }
 }
 

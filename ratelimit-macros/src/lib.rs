@@ -441,6 +441,7 @@ fn check_signature(sig: &syn::Signature, errors: &mut Errors) {
 
 #[cfg(test)]
 mod tests {
+    use proc_macro2::TokenStream as TokenStream2;
     use quote::quote;
 
     /// The expansion stays small: one static site with a constant policy,
@@ -459,6 +460,19 @@ mod tests {
         assert_eq!(out.matches(". check (").count(), 1, "{out}");
         assert!(out.contains("Policy :: __sliding_window (& [:: ratelimit :: __private :: Strategy { limit : 10u64 , window_us : 1000000u64 } , :: ratelimit :: __private :: Strategy { limit : 100u64 , window_us : 60000000u64 }] , 100000u64)"), "{out}");
         assert!(!out.contains("compile_error"), "{out}");
+    }
+
+    /// An argument declared as an integer is written by `push_key_integer`
+    /// (no `fmt`); fields and other types by `push_key_value` (`Display`).
+    #[test]
+    fn integer_arguments_skip_fmt() {
+        let expand = |signature: TokenStream2| {
+            super::rate_limit_impl(quote!(algo = "gcra", rate = "1/1s", key = "<id>:<user.id>"), quote!(async #signature -> Result<(), E> { Ok(()) })).to_string()
+        };
+        let integer = expand(quote!(fn get(id: &i32, user: User)));
+        assert_eq!((integer.matches("push_key_integer").count(), integer.matches("push_key_value").count()), (1, 1), "{integer}");
+        let text = expand(quote!(fn get(id: &str, user: User)));
+        assert_eq!((text.matches("push_key_integer").count(), text.matches("push_key_value").count()), (0, 2), "{text}");
     }
 
     /// A named policy is a name in the site, looked up at run time: no constant policy.

@@ -2,7 +2,9 @@
 
 use crate::policy::{Params, Policy};
 use ratelimit_grammar::format_duration;
+use std::cell::RefCell;
 use std::fmt::{self, Write};
+use std::ops::{Deref, DerefMut};
 
 /// The bytes every storage key of one limiter starts with:
 /// `<prefix>:<layout>:<name length>:<name>`. The length makes the split between
@@ -57,8 +59,8 @@ pub const MAX_RAW_KEY_LEN: usize = 128;
 /// given, or `#` and the hex SHA-1 of a key longer than [`MAX_RAW_KEY_LEN`].
 /// The separator tells the two forms apart, so no short key can pose as the
 /// digest of a long one.
-pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> Vec<u8> {
-    let mut full = Vec::with_capacity(limiter_prefix.len() + 1 + key.len().min(40));
+pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> StorageKey {
+    let mut full = StorageKey::take(limiter_prefix.len() + 1 + key.len().min(40));
     full.extend_from_slice(limiter_prefix);
     if key.len() <= MAX_RAW_KEY_LEN {
         full.push(b':');
@@ -68,6 +70,117 @@ pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> Vec<u8> {
         full.extend_from_slice(sha1_smol::Sha1::from(key).digest().to_string().as_bytes());
     }
     full
+}
+
+/// Storage key buffers a thread keeps: more than one task on a thread may
+/// have a call in flight.
+const KEYS_KEPT_PER_THREAD: usize = 32;
+/// A buffer that grew past this (a very long limiter name) is not kept.
+const KEPT_KEY_CAPACITY: usize = 1024;
+
+thread_local! {
+    static FREE_KEYS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A storage key in a buffer this thread reuses: every call to a remote
+/// store builds one and holds it until the store answers, and a fresh
+/// allocation and free of it cost more (about 150 instructions, issue 6)
+/// than taking and giving back a buffer. It goes back to the pool of the
+/// thread that drops it, as `backend::cmd_pool`'s commands do.
+pub(crate) struct StorageKey(Vec<u8>);
+
+impl StorageKey {
+    /// An empty buffer; a new one holds `capacity` bytes before it grows.
+    fn take(capacity: usize) -> StorageKey {
+        let reused = FREE_KEYS.try_with(|free| free.borrow_mut().pop()).ok().flatten();
+        StorageKey(reused.unwrap_or_else(|| Vec::with_capacity(capacity)))
+    }
+
+    fn extend_from_slice(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn push(&mut self, byte: u8) {
+        self.0.push(byte);
+    }
+}
+
+impl Deref for StorageKey {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for StorageKey {
+    fn drop(&mut self) {
+        let mut buffer = std::mem::take(&mut self.0);
+        if buffer.capacity() > KEPT_KEY_CAPACITY {
+            return;
+        }
+        buffer.clear();
+        // At thread exit the pool may be gone: then the buffer is just freed.
+        let _ = FREE_KEYS.try_with(|free| {
+            let mut free = free.borrow_mut();
+            if free.len() < KEYS_KEPT_PER_THREAD {
+                free.push(buffer);
+            }
+        });
+    }
+}
+
+thread_local! {
+    static FREE_KEY_TEXTS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The text of a `#[rate_limit]` key, in a `String` this thread reuses (the
+/// generated code writes every templated key into one): as for
+/// [`StorageKey`], taking and giving back a buffer costs less than an
+/// allocation and a free on every call. Dereferences to the `String`.
+///
+/// ```
+/// let mut key = ratelimit::__private::KeyBuffer::take(25);
+/// key.push_str("user:");
+/// ratelimit::__private::push_key_integer(&mut key, &7u64);
+/// assert_eq!(key.as_str(), "user:7");
+/// ```
+pub struct KeyBuffer(String);
+
+impl KeyBuffer {
+    /// An empty key; a new one holds `capacity` bytes before it grows.
+    pub fn take(capacity: usize) -> KeyBuffer {
+        let reused = FREE_KEY_TEXTS.try_with(|free| free.borrow_mut().pop()).ok().flatten();
+        KeyBuffer(reused.unwrap_or_else(|| String::with_capacity(capacity)))
+    }
+}
+
+impl Deref for KeyBuffer {
+    type Target = String;
+    fn deref(&self) -> &String {
+        &self.0
+    }
+}
+
+impl DerefMut for KeyBuffer {
+    fn deref_mut(&mut self) -> &mut String {
+        &mut self.0
+    }
+}
+
+impl Drop for KeyBuffer {
+    fn drop(&mut self) {
+        let mut buffer = std::mem::take(&mut self.0);
+        if buffer.capacity() > KEPT_KEY_CAPACITY {
+            return;
+        }
+        buffer.clear();
+        let _ = FREE_KEY_TEXTS.try_with(|free| {
+            let mut free = free.borrow_mut();
+            if free.len() < KEYS_KEPT_PER_THREAD {
+                free.push(buffer);
+            }
+        });
+    }
 }
 
 /// Appends `value`'s `Display` text to a key, escaping every ASCII byte that is
@@ -97,6 +210,90 @@ pub fn push_key_value(key: &mut String, value: &dyn fmt::Display) {
     push_escaped(key, &written);
 }
 
+/// Appends an integer's key text: exactly what [`push_key_value`] writes
+/// for it (a minus sign escaped as `%2D`), without going through `fmt`.
+/// The macro calls it for an argument declared with an integer type.
+///
+/// ```
+/// let mut key = String::from("user:");
+/// ratelimit::__private::push_key_integer(&mut key, &-42i32);
+/// let mut by_display = String::from("user:");
+/// ratelimit::__private::push_key_value(&mut by_display, &-42i32);
+/// assert_eq!((key.as_str(), by_display.as_str()), ("user:%2D42", "user:%2D42"));
+/// ```
+pub fn push_key_integer<T: KeyInteger + ?Sized>(key: &mut String, value: &T) {
+    let (negative, magnitude) = value.sign_and_magnitude();
+    if negative {
+        key.push_str("%2D");
+    }
+    // Two digits at a time from the right, then pushed as chars: no `fmt`,
+    // and no UTF-8 check of the digits.
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = magnitude;
+    while rest >= 100 {
+        let pair = (rest % 100) as usize * 2;
+        rest /= 100;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if rest >= 10 {
+        let pair = rest as usize * 2;
+        at -= 2;
+        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    } else {
+        at -= 1;
+        digits[at] = b'0' + rest as u8;
+    }
+    key.reserve(digits.len() - at);
+    for &digit in &digits[at..] {
+        key.push(char::from(digit));
+    }
+}
+
+/// An integer a key can hold (every primitive up to 64 bits, and references to one).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a primitive integer, but `#[rate_limit]` read its key argument's type as one",
+    note = "is a type named like an integer (`u64`, `i32`, ...) in scope? rename it, or give the argument its real type"
+)]
+pub trait KeyInteger {
+    /// Whether the value is negative, and its absolute value.
+    fn sign_and_magnitude(&self) -> (bool, u64);
+}
+
+macro_rules! key_integer {
+    (unsigned: $($u:ty),*; signed: $($i:ty),*) => {
+        $(impl KeyInteger for $u {
+            fn sign_and_magnitude(&self) -> (bool, u64) {
+                (false, *self as u64)
+            }
+        })*
+        $(impl KeyInteger for $i {
+            fn sign_and_magnitude(&self) -> (bool, u64) {
+                (*self < 0, self.unsigned_abs() as u64)
+            }
+        })*
+    };
+}
+key_integer!(unsigned: u8, u16, u32, u64, usize; signed: i8, i16, i32, i64, isize);
+
+impl<T: KeyInteger + ?Sized> KeyInteger for &T {
+    fn sign_and_magnitude(&self) -> (bool, u64) {
+        (**self).sign_and_magnitude()
+    }
+}
+
+impl<T: KeyInteger + ?Sized> KeyInteger for &mut T {
+    fn sign_and_magnitude(&self) -> (bool, u64) {
+        (**self).sign_and_magnitude()
+    }
+}
+
 /// Appends `text`, escaping every ASCII byte that is not a letter or digit as `%XX`.
 fn push_escaped(key: &mut String, text: &str) {
     for c in text.chars() {
@@ -106,5 +303,55 @@ fn push_escaped(key: &mut String, text: &str) {
         } else {
             key.push(c);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{push_key_integer, push_key_value, storage_key};
+
+    #[test]
+    fn a_reused_key_buffer_starts_empty() {
+        let mut first = super::KeyBuffer::take(4);
+        first.push_str("user:12345678");
+        drop(first);
+        let mut again = super::KeyBuffer::take(4);
+        assert_eq!(again.as_str(), "");
+        push_key_integer(&mut again, &5u8);
+        assert_eq!(again.as_str(), "5");
+    }
+
+    #[test]
+    fn a_reused_storage_key_buffer_holds_only_the_new_key() {
+        drop(storage_key(b"ratelimit:gcra:4:long", b"a-rather-long-user-key"));
+        assert_eq!(&*storage_key(b"p", b"k"), b"p:k");
+        let long = vec![b'x'; super::MAX_RAW_KEY_LEN + 1];
+        assert_eq!(&*storage_key(b"p", &long), format!("p#{}", sha1_smol::Sha1::from(&long).digest()).as_bytes());
+    }
+
+    /// The integer path must write what the `Display` path writes, or a
+    /// function's keys would change with the way its argument is declared.
+    #[test]
+    fn integers_are_written_as_display_writes_them() {
+        fn both<T: super::KeyInteger + std::fmt::Display>(value: T) {
+            let (mut fast, mut display) = (String::from("k:"), String::from("k:"));
+            push_key_integer(&mut fast, &value);
+            push_key_value(&mut display, &value);
+            assert_eq!(fast, display, "{value}");
+        }
+        for n in [0u64, 1, 9, 10, 99, 100, 12_345, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+            both(n);
+        }
+        for n in [0i64, -1, 1, -10, i64::MIN, i64::MAX, i64::MIN + 1] {
+            both(n);
+        }
+        both(u8::MAX);
+        both(i8::MIN);
+        both(i16::MIN);
+        both(i32::MIN);
+        both(usize::MAX);
+        both(isize::MIN);
+        #[allow(clippy::needless_borrows_for_generic_args)] // the impls for references are what this checks
+        both(&&7u16);
     }
 }

@@ -3,6 +3,7 @@
 use crate::backend::memory::{Call, KeyPrefix};
 use crate::backend::{MemoryBackend, Outcome, Request};
 use crate::deny_cache::DenyCache;
+use crate::key::StorageKey;
 use crate::observe::{self, LimiterMetrics};
 use crate::{Decision, Error, OnError, Policy, Quota, RateLimited, Store, Strategy};
 use std::fmt;
@@ -220,7 +221,7 @@ impl Limiter {
         }
     }
 
-    fn storage_key(&self, key: &[u8]) -> Vec<u8> {
+    fn storage_key(&self, key: &[u8]) -> StorageKey {
         crate::key::storage_key(&self.inner.key_prefix, key)
     }
 
@@ -242,9 +243,70 @@ impl Limiter {
             }
             Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
         };
-        let result = self.ask_store(key, storage_key, cost, peek, now_us, local_now_us).await;
+        // `ask_store`, written out: one future less to build and poll on every call.
+        let started = self.store_started();
+        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
+        self.store_answered(started);
+        drop(storage_key);
+        let result = outcome.map(|outcome| self.settle(key, cost, peek, local_now_us, outcome));
         self.count(&result, peek);
         result
+    }
+
+    /// [`limit`](Self::limit) for a caller that only needs to know whether
+    /// the call goes ahead (annotated functions): the same decision, metrics,
+    /// tracing, deny cache and [`OnError`], but an admitted call is not
+    /// turned into a [`Decision`] nobody reads, and a denial is boxed, so
+    /// the `Result` every call moves through the futures is two words.
+    pub(crate) async fn pass(&self, key: &[u8], cost: u64) -> Result<(), Box<RateLimited>> {
+        if observe::decision_span_wanted() {
+            // Boxed, as in `observed`: only a program taking DEBUG events pays.
+            return Box::pin(self.limit(key, cost)).await.map(drop).map_err(Box::new);
+        }
+        let (storage_key, now_us, local_now_us) = match self.begin(key, cost, false) {
+            Begun::Decided(decision) => {
+                self.count_decision(&decision, false);
+                return self.passed(key, decision);
+            }
+            Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
+        };
+        // `ask_store`, written out: one future less to build and poll on every call.
+        let started = self.store_started();
+        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek: false }).await;
+        self.store_answered(started);
+        drop(storage_key);
+        match outcome {
+            Ok(outcome) if outcome.allowed => {
+                // What `settle` and `count` do with an admission.
+                if let Some(cache) = self.deny_cache(cost, false) {
+                    cache.forget(key);
+                }
+                self.metrics().decided(true);
+                Ok(())
+            }
+            outcome => self.refused(key, cost, local_now_us, outcome),
+        }
+    }
+
+    /// The rest of [`pass`](Self::pass): a denial, or a store failure settled by [`OnError`].
+    #[cold]
+    fn refused(&self, key: &[u8], cost: u64, local_now_us: u64, outcome: Result<Outcome, Error>) -> Result<(), Box<RateLimited>> {
+        let result = outcome.map(|outcome| self.settle(key, cost, false, local_now_us, outcome));
+        self.count(&result, false);
+        let decision = match result {
+            Ok(decision) => decision,
+            Err(error) => self.on_store_error(key, cost, &error).map_err(Box::new)?,
+        };
+        self.passed(key, decision)
+    }
+
+    /// `Ok` for an admitted call, else its denial.
+    fn passed(&self, key: &[u8], decision: Decision) -> Result<(), Box<RateLimited>> {
+        if decision.allowed {
+            Ok(())
+        } else {
+            Err(Box::new(self.denial(key, decision, false)))
+        }
     }
 
     /// [`run`](Self::run) in its tracing span, counted in the metrics.
@@ -283,7 +345,10 @@ impl Limiter {
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
         match self.begin(key, cost, peek) {
             Begun::Decided(decision) => Ok(decision),
-            Begun::AskStore { storage_key, now_us, local_now_us } => self.ask_store(key, storage_key, cost, peek, now_us, local_now_us).await,
+            Begun::AskStore { storage_key, now_us, local_now_us } => {
+                let outcome = self.ask_store(storage_key, cost, peek, now_us).await?;
+                Ok(self.settle(key, cost, peek, local_now_us, outcome))
+            }
         }
     }
 
@@ -312,15 +377,27 @@ impl Limiter {
         }
     }
 
-    /// Asks a store that answers through a future (Redis).
-    async fn ask_store(&self, key: &[u8], storage_key: Vec<u8>, cost: u64, peek: bool, now_us: Option<u64>, local_now_us: u64) -> Result<Decision, Error> {
-        let started = self.inner.remote.then(crate::clock::process_ns);
+    /// Asks a store that answers through a future (Redis); the caller settles its outcome.
+    async fn ask_store(&self, storage_key: StorageKey, cost: u64, peek: bool, now_us: Option<u64>) -> Result<Outcome, Error> {
+        let started = self.store_started();
         // The request is built in the call, so the future does not keep a copy.
         let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
+        self.store_answered(started);
+        outcome
+    }
+
+    /// When a remote store is asked: the start of the time it took.
+    #[inline]
+    fn store_started(&self) -> Option<u64> {
+        self.inner.remote.then(crate::clock::process_ns)
+    }
+
+    /// Records how long a remote store took to answer.
+    #[inline]
+    fn store_answered(&self, started: Option<u64>) {
         if let Some(started) = started {
             self.metrics().store_took(Duration::from_nanos(crate::clock::process_ns().saturating_sub(started)));
         }
-        Ok(self.settle(key, cost, peek, local_now_us, outcome?))
     }
 
     /// The deny cache, if it takes part in this call (not a peek, not cost 0,
@@ -444,7 +521,7 @@ enum Begun {
     Decided(Decision),
     /// The store answers through a future; the key to ask for, and the
     /// times read for this call.
-    AskStore { storage_key: Vec<u8>, now_us: Option<u64>, local_now_us: u64 },
+    AskStore { storage_key: StorageKey, now_us: Option<u64>, local_now_us: u64 },
 }
 
 impl fmt::Debug for Limiter {

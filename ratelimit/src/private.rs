@@ -5,7 +5,7 @@
 //! `::ratelimit::__private::...` (or the `crate = "..."` override), so a user's
 //! `mod core {}`, `type Result` or `struct String` cannot change its meaning.
 
-pub use crate::key::push_key_value;
+pub use crate::key::{push_key_integer, push_key_value, KeyBuffer, KeyInteger};
 pub use crate::policy::Policy;
 pub use crate::{OnError, RateLimited};
 pub use ratelimit_grammar::{Rate, Strategy};
@@ -109,7 +109,14 @@ impl Site {
     /// When the global store cannot even be built, or a named policy is not
     /// configured, the site's `on_error` decides, as for any other store
     /// failure (never a panic).
-    pub async fn check(&'static self, key: &str, cost: u64) -> Result<(), RateLimited> {
+    ///
+    /// The denial is boxed: every call moves this `Result` out of its
+    /// futures, and a boxed one is two words.
+    pub async fn check(&'static self, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
+        // The common call: a site whose limiter is built and whose denials are returned.
+        if let (SitePolicy::Fixed(_), OnLimit::Error, Some(limiter)) = (&self.policy, self.on_limit, self.limiter.get()) {
+            return limiter.pass(key.as_bytes(), cost).await;
+        }
         match &self.policy {
             SitePolicy::Fixed(policy) => {
                 let limiter = match self.limiter(policy).await {
@@ -134,10 +141,10 @@ impl Site {
         }
     }
 
-    async fn decide(&self, limiter: &Limiter, key: &str, cost: u64) -> Result<(), RateLimited> {
+    async fn decide(&self, limiter: &Limiter, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
         match self.on_limit {
-            OnLimit::Error => limiter.limit(key, cost).await.map(drop),
-            OnLimit::Wait(max) => limiter.wait(key, cost, max).await.map(drop),
+            OnLimit::Error => limiter.pass(key.as_bytes(), cost).await,
+            OnLimit::Wait(max) => limiter.wait(key, cost, max).await.map(drop).map_err(Box::new),
         }
     }
 
@@ -145,8 +152,7 @@ impl Site {
     /// cannot answer, `on_error` settles it, with a warning each time.
     /// `"local"` has no policy to apply in memory, so it lets the call
     /// through as `"allow"` does.
-    #[allow(clippy::result_large_err)] // the denial every site returns, as `check` does
-    fn without_policy(&self, policy: &str, why: &str, key: &str) -> Result<(), RateLimited> {
+    fn without_policy(&self, policy: &str, why: &str, key: &str) -> Result<(), Box<RateLimited>> {
         if matches!(self.on_error, OnError::Deny) {
             tracing::warn!(target: "ratelimit", limiter = %self.name, policy, "{why}; call denied (on_error = deny)");
             let decision = crate::Decision {
@@ -159,7 +165,7 @@ impl Site {
                 decided_at: std::time::SystemTime::now(),
                 quotas: Vec::new(),
             };
-            return Err(RateLimited { limiter: self.name.into(), key: key.to_string(), policy: None, decision, store_unavailable: true });
+            return Err(Box::new(RateLimited { limiter: self.name.into(), key: key.to_string(), policy: None, decision, store_unavailable: true }));
         }
         let on_error = if matches!(self.on_error, OnError::Local) { "local" } else { "allow" };
         tracing::warn!(target: "ratelimit", limiter = %self.name, policy, "{why}; call allowed (on_error = {on_error})");
@@ -222,13 +228,13 @@ impl crate::Backend for Unavailable {
     note = "return `Result<_, E>` where `E: From<ratelimit::RateLimited>`, or choose `on_limit = \"wait\"` (no `max_wait`) or `fallback = path::to::fn`"
 )]
 pub trait IntoDenial: Sized {
-    /// The value a denied call returns.
-    fn from_denial(denied: RateLimited) -> Self;
+    /// The value a denied call returns, from the denial [`Site::check`] gave.
+    fn from_denial(denied: Box<RateLimited>) -> Self;
 }
 
 impl<T, E: DenialError> IntoDenial for Result<T, E> {
-    fn from_denial(denied: RateLimited) -> Self {
-        Err(E::from_denial(denied))
+    fn from_denial(denied: Box<RateLimited>) -> Self {
+        Err(E::from_denial(*denied))
     }
 }
 

@@ -9,6 +9,7 @@ pub const CASES: &[Case] = &[
     case!(two_arguments_cannot_collide),
     case!(fields_and_self_fields),
     case!(no_key_is_one_limit_for_the_function),
+    case!(integer_arguments_read_as_their_display_text),
 ];
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "user:<user_id>")]
@@ -70,4 +71,16 @@ async fn no_key_is_one_limit_for_the_function() {
     whole_function(1).await.unwrap();
     whole_function(2).await.unwrap();
     assert_eq!(denied(whole_function(3).await).key, "");
+}
+
+#[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "<offset>:<count>:<id>")]
+async fn integers(offset: i64, count: &u16, id: usize) -> Result<(), RateLimited> { Ok(()) }
+
+/// Integer arguments skip `fmt`, but their keys are what `Display` and the
+/// escaping give (a minus sign is `%2D`), as for any other argument.
+async fn integer_arguments_read_as_their_display_text() {
+    integers(-12, &0, usize::MAX).await.unwrap();
+    assert_eq!(denied(integers(-12, &0, usize::MAX).await).key, format!("%2D12:0:{}", usize::MAX));
+    integers(i64::MIN, &65535, 7).await.unwrap();
+    assert_eq!(denied(integers(i64::MIN, &65535, 7).await).key, "%2D9223372036854775808:65535:7");
 }

@@ -14,6 +14,8 @@ struct Site;
 struct Duration;
 struct Policy;
 fn push_key_value() {}
+fn push_key_integer() {}
+struct KeyInteger;
 
 #[::ratelimit::rate_limit(algo = "fixed_window", strategies = "1/1m", key = "<id>", on_limit = "wait", max_wait = "1ms")]
 async fn limited(id: u32) -> ::core::result::Result<u32, ::ratelimit::RateLimited> {
