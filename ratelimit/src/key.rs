@@ -1,10 +1,9 @@
 //! Storage keys, and the escaping that keeps key templates collision-free.
 
 use crate::policy::{Params, Policy};
+use crate::reused::Reused;
 use ratelimit_grammar::format_duration;
-use std::cell::RefCell;
 use std::fmt::{self, Write};
-use std::ops::{Deref, DerefMut};
 
 /// The bytes every storage key of one limiter starts with:
 /// `<prefix>:<layout>:<name length>:<name>`. The length makes the split between
@@ -60,7 +59,7 @@ pub const MAX_RAW_KEY_LEN: usize = 128;
 /// The separator tells the two forms apart, so no short key can pose as the
 /// digest of a long one.
 pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> StorageKey {
-    let mut full = StorageKey::take(limiter_prefix.len() + 1 + key.len().min(40));
+    let mut full = Reused::take_or(|| Vec::with_capacity(limiter_prefix.len() + 1 + key.len().min(40)));
     full.extend_from_slice(limiter_prefix);
     if key.len() <= MAX_RAW_KEY_LEN {
         full.push(b':');
@@ -72,71 +71,13 @@ pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> StorageKey {
     full
 }
 
-/// Storage key buffers a thread keeps: more than one task on a thread may
-/// have a call in flight.
-const KEYS_KEPT_PER_THREAD: usize = 32;
-/// A buffer that grew past this (a very long limiter name) is not kept.
-const KEPT_KEY_CAPACITY: usize = 1024;
-
-thread_local! {
-    static FREE_KEYS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A storage key in a buffer this thread reuses: every call to a remote
-/// store builds one and holds it until the store answers, and a fresh
-/// allocation and free of it cost more (about 150 instructions, issue 6)
-/// than taking and giving back a buffer. It goes back to the pool of the
-/// thread that drops it, as `backend::cmd_pool`'s commands do.
-pub(crate) struct StorageKey(Vec<u8>);
-
-impl StorageKey {
-    /// An empty buffer; a new one holds `capacity` bytes before it grows.
-    fn take(capacity: usize) -> StorageKey {
-        let reused = FREE_KEYS.try_with(|free| free.borrow_mut().pop()).ok().flatten();
-        StorageKey(reused.unwrap_or_else(|| Vec::with_capacity(capacity)))
-    }
-
-    fn extend_from_slice(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
-    }
-
-    fn push(&mut self, byte: u8) {
-        self.0.push(byte);
-    }
-}
-
-impl Deref for StorageKey {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl Drop for StorageKey {
-    fn drop(&mut self) {
-        let mut buffer = std::mem::take(&mut self.0);
-        if buffer.capacity() > KEPT_KEY_CAPACITY {
-            return;
-        }
-        buffer.clear();
-        // At thread exit the pool may be gone: then the buffer is just freed.
-        let _ = FREE_KEYS.try_with(|free| {
-            let mut free = free.borrow_mut();
-            if free.len() < KEYS_KEPT_PER_THREAD {
-                free.push(buffer);
-            }
-        });
-    }
-}
-
-thread_local! {
-    static FREE_KEY_TEXTS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
-}
+/// A storage key in a buffer this thread reuses (see [`Reused`]): every
+/// call to a remote store builds one and holds it until the store answers.
+pub(crate) type StorageKey = Reused<Vec<u8>>;
 
 /// The text of a `#[rate_limit]` key, in a `String` this thread reuses (the
-/// generated code writes every templated key into one): as for
-/// [`StorageKey`], taking and giving back a buffer costs less than an
-/// allocation and a free on every call. Dereferences to the `String`.
+/// generated code writes every templated key into one; see [`Reused`]).
+/// Dereferences to the `String`.
 ///
 /// ```
 /// let mut key = ratelimit::__private::KeyBuffer::take(25);
@@ -144,42 +85,12 @@ thread_local! {
 /// ratelimit::__private::push_key_integer(&mut key, &7u64);
 /// assert_eq!(key.as_str(), "user:7");
 /// ```
-pub struct KeyBuffer(String);
+pub type KeyBuffer = Reused<String>;
 
-impl KeyBuffer {
+impl Reused<String> {
     /// An empty key; a new one holds `capacity` bytes before it grows.
     pub fn take(capacity: usize) -> KeyBuffer {
-        let reused = FREE_KEY_TEXTS.try_with(|free| free.borrow_mut().pop()).ok().flatten();
-        KeyBuffer(reused.unwrap_or_else(|| String::with_capacity(capacity)))
-    }
-}
-
-impl Deref for KeyBuffer {
-    type Target = String;
-    fn deref(&self) -> &String {
-        &self.0
-    }
-}
-
-impl DerefMut for KeyBuffer {
-    fn deref_mut(&mut self) -> &mut String {
-        &mut self.0
-    }
-}
-
-impl Drop for KeyBuffer {
-    fn drop(&mut self) {
-        let mut buffer = std::mem::take(&mut self.0);
-        if buffer.capacity() > KEPT_KEY_CAPACITY {
-            return;
-        }
-        buffer.clear();
-        let _ = FREE_KEY_TEXTS.try_with(|free| {
-            let mut free = free.borrow_mut();
-            if free.len() < KEYS_KEPT_PER_THREAD {
-                free.push(buffer);
-            }
-        });
+        Reused::take_or(|| String::with_capacity(capacity))
     }
 }
 

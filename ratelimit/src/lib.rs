@@ -40,6 +40,7 @@ pub mod observe;
 mod on_error;
 mod policy;
 mod policy_scripts;
+mod reused;
 mod runtime;
 mod scripts;
 mod store;

@@ -1,7 +1,6 @@
 //! [`Backend`]: the one trait both stores implement, and what crosses it.
 
 mod breaker;
-mod cmd_pool;
 mod connection;
 mod endpoint;
 mod fixed_window_counter;

@@ -1,7 +1,7 @@
 //! [`RedisBackend`]: one multiplexed, auto-reconnecting connection and the scripts.
 
 use super::breaker::Breaker;
-use super::cmd_pool::PooledCmd;
+use crate::reused::Reused;
 use super::fixed_window_counter::Counter;
 use super::connection::Connection;
 use super::endpoint::{self, redact};
@@ -140,7 +140,7 @@ impl RedisBackend {
         // key, 4 fixed ARGV and the parameters (at most 2 + 2 per strategy),
         // each number under 20 digits.
         let arguments = 8 + 2 + 2 * request.policy.strategies().len();
-        let mut invocation = PooledCmd::take(arguments, 64 + request.key.len() + 20 * arguments);
+        let mut invocation = Reused::take_or(|| redis::Cmd::with_capacity(arguments, 64 + request.key.len() + 20 * arguments));
         invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
         // ARGV: now ("" = server TIME), cost, peek, TTL slack, then parameters.
         match request.now_us {
@@ -241,8 +241,8 @@ impl RedisBackend {
 
 /// `EVALSHA` of a script made per policy, with the optional ARGV its
 /// prelude reads (`policy_scripts::arguments`).
-fn policy_invocation(script: &redis::Script, request: &Request<'_>) -> PooledCmd {
-    let mut invocation = PooledCmd::take(8, 128 + request.key.len());
+fn policy_invocation(script: &redis::Script, request: &Request<'_>) -> Reused<redis::Cmd> {
+    let mut invocation = Reused::take_or(|| redis::Cmd::with_capacity(8, 128 + request.key.len()));
     invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
     policy_scripts::arguments(&mut invocation, request);
     invocation
