@@ -8,7 +8,8 @@
 -- request is p units, the bucket drains n units per µs; full = capacity * p),
 -- policy_prelude.lua, which reads KEYS[1] and the optional ARGV (cost, peek,
 -- now, slack) into `key`, `cost`, `peek`, `now` and `server_clock`; then
--- set_state.lua, which writes the state with its TTL and replies.
+-- bucket_state.lua, which makes the new state from `reply`, `write` and
+-- `missing`, and set_state.lua, which writes it with its TTL and replies.
 -- Returns  struct.pack('<dd', v, now) (set_state.lua), v for the level
 --          in units:
 --            allowed  v = the level after the call (as if taken,
@@ -66,24 +67,11 @@ if now > last then
 end
 
 -- A cost above capacity never passes (checked first: it may exceed 2^53).
-local reply, value, e, reset, kept = -1 - level, false
+-- For bucket_state.lua: `write`, and `missing`, the level left to drain
+-- until the bucket is empty again after the call.
+local reply, write, missing = -1 - level, false
 if cost <= capacity and level + cost * p <= full then
   reply = level + cost * p
-  if cost > 0 and not peek then
-    if now > last then last = now end
-    -- reset = ceil(reply / n): no division when n = 1 (every rate whose
-    -- count divides its period), else floor, then step up if short, on
-    -- integers held in doubles.
-    reset = reply
-    if n ~= 1 then
-      reset = math.floor(reply / n)
-      if reset * n < reply then reset = reset + 1 end
-    end
-    e = last + reset
-    local second = e - e % 1000000
-    local d = (second - (last - last % 1000000)) / 1000000
-    if not server_clock or d > 254 then d = 255 end
-    value = struct.pack('<ddB', reply, last, d)
-    kept = covered == second
-  end
+  write = cost > 0 and not peek
+  missing = reply
 end

@@ -7,7 +7,8 @@
 -- token is p units, so the bucket gains n units per µs; full = capacity * p),
 -- policy_prelude.lua, which reads KEYS[1] and the optional ARGV (cost, peek,
 -- now, slack) into `key`, `cost`, `peek`, `now` and `server_clock`; then
--- set_state.lua, which writes the state with its TTL and replies.
+-- bucket_state.lua, which makes the new state from `reply`, `write` and
+-- `missing`, and set_state.lua, which writes it with its TTL and replies.
 -- Returns  struct.pack('<dd', v, now) (set_state.lua), v for the units
 --          the bucket holds:
 --            allowed  v = the units after the call (as if taken,
@@ -67,25 +68,11 @@ if now > last then
 end
 
 -- A cost above capacity never passes (checked first: it may exceed 2^53).
-local reply, value, e, reset, kept = -1 - units, false
+-- For bucket_state.lua: `write`, and `missing`, the units the bucket lacks
+-- to be full again after the call.
+local reply, write, missing = -1 - units, false
 if cost <= capacity and units >= cost * p then
   reply = units - cost * p
-  if cost > 0 and not peek then
-    if now > last then last = now end
-    -- reset = ceil((full - reply) / n): no division when n = 1 (every
-    -- rate whose count divides its period), else floor, then step up if
-    -- short, on integers held in doubles.
-    reset = full - reply
-    if n ~= 1 then
-      local missing = reset
-      reset = math.floor(missing / n)
-      if reset * n < missing then reset = reset + 1 end
-    end
-    e = last + reset
-    local second = e - e % 1000000
-    local d = (second - (last - last % 1000000)) / 1000000
-    if not server_clock or d > 254 then d = 255 end
-    value = struct.pack('<ddB', reply, last, d)
-    kept = covered == second
-  end
+  write = cost > 0 and not peek
+  missing = full - reply
 end

@@ -8,15 +8,15 @@ use redis::Script;
 /// algorithms: the shared prelude (`key`, `now`, `cost` from ARGV), then
 /// the algorithm. The buckets and gcra are templates made into one script
 /// per policy (`policy_scripts`): the prelude of optional ARGV, the
-/// algorithm, then `set_state` (how their one-string state is written, its
-/// TTL, and their one reply), all behind the line of constants each policy
-/// puts first.
+/// algorithm (for the buckets, then `bucket_state`: their new state), then
+/// `set_state` (how their one-string state is written, its TTL, and their
+/// one reply), all behind the line of constants each policy puts first.
 const SOURCES: [&str; 6] = [
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/fixed_window.lua")),
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_window.lua")),
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_log.lua")),
-    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/token_bucket.lua"), include_str!("../lua/set_state.lua")),
-    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/leaky_bucket.lua"), include_str!("../lua/set_state.lua")),
+    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/token_bucket.lua"), include_str!("../lua/bucket_state.lua"), include_str!("../lua/set_state.lua")),
+    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/leaky_bucket.lua"), include_str!("../lua/bucket_state.lua"), include_str!("../lua/set_state.lua")),
     concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/gcra.lua"), include_str!("../lua/set_state.lua")),
 ];
 

@@ -1,0 +1,29 @@
+-- bucket_state.lua: joined after token_bucket.lua or leaky_bucket.lua and
+-- before set_state.lua, so both buckets make their new state the same way.
+-- Inline, not a function: a closure made per call is garbage (issue 6).
+--
+-- The bucket leaves:
+--   reply    the units held (token) or the level (leaky) after the call;
+--   write    the call is admitted, costs something and is not a peek;
+--   missing  the units until the bucket is untouched again (full, or empty);
+--   last     when its units were last counted (µs); covered as its header says.
+-- Sets, for set_state.lua: value (the 17-byte state, or false), e (when the
+-- bucket is untouched again, µs), reset (e - last, rounded up) and kept.
+local value, e, reset, kept = false
+if write then
+  if now > last then last = now end
+  -- reset = ceil(missing / n): no division when n = 1 (every rate whose
+  -- count divides its period), else floor, then step up if short, on
+  -- integers held in doubles.
+  reset = missing
+  if n ~= 1 then
+    reset = math.floor(missing / n)
+    if reset * n < missing then reset = reset + 1 end
+  end
+  e = last + reset
+  local second = e - e % 1000000
+  local d = (second - (last - last % 1000000)) / 1000000
+  if not server_clock or d > 254 then d = 255 end
+  value = struct.pack('<ddB', reply, last, d)
+  kept = covered == second
+end
