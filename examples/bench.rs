@@ -6,6 +6,7 @@
 //! cargo run --release --example bench -- --secs 5  # any time per case
 //! cargo run --release --example bench -- --only memory  # the memory backend against governor alone
 //! cargo run --release --example bench -- --only gcra --rounds 8  # one algorithm's Redis cases
+//! examples/bench/client_instructions.sh fixed_window/script fixed_window/macro  # client instructions per decision
 //! ```
 //!
 //! It starts its own `redis-server` (never yours) and, with 64 calls in
@@ -28,6 +29,8 @@
 
 #[path = "bench/cases.rs"]
 mod cases;
+#[path = "bench/counted.rs"]
+mod counted;
 #[path = "bench/growth.rs"]
 mod growth;
 #[path = "bench/load.rs"]
@@ -115,9 +118,16 @@ struct Row {
     same_ceiling: Option<f64>,
 }
 
-#[tokio::main]
-async fn main() {
-    let options = options();
+fn main() {
+    if let Some((case, calls)) = counted::requested() {
+        counted::run(&case, calls);
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    runtime.block_on(run(options()));
+}
+
+async fn run(options: Options) {
     if options.only_memory {
         local::memory_backend(options).await;
         return;
@@ -318,6 +328,24 @@ impl RawCall {
         RawCall { script: redis::Script::new(&source), arguments, params: algo.params.clone() }
     }
 
+    /// One call of cost 1 on `key`, its reply read as the runtime reads it:
+    /// one integer (the counter), 16 bytes (a script made per policy) or a
+    /// vector (the window scripts).
+    async fn call(&self, con: &mut MultiplexedConnection, key: &str) {
+        let invocation = self.invocation(key, 1);
+        match self.arguments {
+            Arguments::Counter => {
+                let _: i64 = invocation.invoke_async(con).await.expect("raw EVALSHA");
+            }
+            Arguments::PerPolicy { .. } => {
+                let _: Vec<u8> = invocation.invoke_async(con).await.expect("raw EVALSHA");
+            }
+            Arguments::Window { .. } => {
+                let _: Vec<i64> = invocation.invoke_async(con).await.expect("raw EVALSHA");
+            }
+        }
+    }
+
     fn invocation(&self, key: &str, cost: u64) -> redis::ScriptInvocation<'_> {
         let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
         let mut invocation = self.script.key(key);
@@ -357,27 +385,19 @@ async fn measure_script_clock(
     client_clock: bool,
 ) -> Measured {
     let raw = Arc::new(RawCall::new(algo, client_clock));
-    let keys = Arc::new((0..load::USERS).map(|u| algo.storage_key("bench.script", &format!("user:{u}"), client_clock)).collect::<Vec<_>>());
-    let counter = algo.counter.is_some() && !client_clock;
-    let per_policy = matches!(raw.arguments, Arguments::PerPolicy { .. });
+    let keys = Arc::new(raw_keys(algo, client_clock));
     let con = con.clone();
     flush(admin).await;
     drive(admin, options.warmup, options.window, move |task, n| {
         let (raw, keys, mut con) = (raw.clone(), keys.clone(), con.clone());
-        async move {
-            let invocation = raw.invocation(&keys[load::user(task, n) as usize], 1);
-            // The reply read as the runtime reads it: one integer, 16 bytes
-            // (a script made per policy), or a vector.
-            if counter {
-                let _: i64 = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
-            } else if per_policy {
-                let _: Vec<u8> = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
-            } else {
-                let _: Vec<i64> = invocation.invoke_async(&mut con).await.expect("raw EVALSHA");
-            }
-        }
+        async move { raw.call(&mut con, &keys[load::user(task, n) as usize]).await }
     })
     .await
+}
+
+/// The storage keys the raw script of `algo` is called on, one per user.
+fn raw_keys(algo: &cases::Algo, client_clock: bool) -> Vec<String> {
+    (0..load::USERS).map(|u| algo.storage_key("bench.script", &format!("user:{u}"), client_clock)).collect()
 }
 
 async fn measure_limiter(algo: &cases::Algo, admin: &mut MultiplexedConnection, store: &Store, options: Options) -> Measured {

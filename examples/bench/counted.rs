@@ -1,0 +1,114 @@
+//! `bench --count <algorithm>/<path> [--calls N]`: a fixed number of calls
+//! of one Redis case, for counting the client's instructions per decision
+//! under callgrind (`examples/bench/client_instructions.sh`). Instruction
+//! counts do not depend on what else the machine runs, where wall time and
+//! CPU time do; they show what the runtime adds to a raw `EVALSHA`.
+//!
+//! The paths are the bench's: `script` (b), `limiter` (c) and `macro` (d),
+//! with the same policies, keys and 64 calls in flight, on a current-thread
+//! runtime so that every instruction of a call runs on the thread callgrind
+//! counts. Only [`counted_calls`] is counted; the set-up and a warm-up of
+//! 20 calls per task are not.
+
+use crate::{cases, load, raw_connection, raw_keys, RawCall};
+use ratelimit::{Limiter, RedisOptions, Store};
+use ratelimit_examples::redis_server::RedisServer;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::runtime::Runtime;
+
+/// `Some((case, calls))` when the command line asks for `--count`.
+pub fn requested() -> Option<(String, u64)> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let at = args.iter().position(|a| a == "--count")?;
+    let case = args.get(at + 1).expect("--count takes a case, e.g. fixed_window/macro").clone();
+    let calls = match args.iter().position(|a| a == "--calls") {
+        Some(c) => args.get(c + 1).and_then(|n| n.parse().ok()).expect("--calls takes a number of calls"),
+        None => 12_800,
+    };
+    Some((case, calls))
+}
+
+/// Runs `calls` calls of `case` (`<algorithm>/<script|limiter|macro>`)
+/// against a redis-server of its own, after a warm-up.
+pub fn run(case: &str, calls: u64) {
+    let (name, path) = case.split_once('/').expect("a case is <algorithm>/<path>");
+    let algo = cases::algorithms().into_iter().find(|a| a.kind.name() == name).unwrap_or_else(|| panic!("no algorithm {name:?}"));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    let server = RedisServer::start();
+    let (store, con) = runtime.block_on(async {
+        let options = RedisOptions { response_timeout: Duration::from_secs(5), ..RedisOptions::default() };
+        let store = Store::redis_with(&server.url(), options).await.expect("connect the runtime");
+        ratelimit::init(store.clone()).expect("the global store is set once");
+        (store, raw_connection(&server.url()).await)
+    });
+    match path {
+        "script" => {
+            let (raw, keys) = (Arc::new(RawCall::new(&algo, false)), Arc::new(raw_keys(&algo, false)));
+            warm_then_count(&runtime, calls, move |task, n| {
+                let (raw, keys, mut con) = (raw.clone(), keys.clone(), con.clone());
+                async move { raw.call(&mut con, &keys[load::user(task, n) as usize]).await }
+            });
+        }
+        "limiter" => {
+            let limiter = Limiter::new(format!("bench.limiter.{name}"), algo.policy.clone(), &store);
+            let keys = Arc::new((0..load::USERS).map(|u| format!("user:{u}")).collect::<Vec<_>>());
+            warm_then_count(&runtime, calls, move |task, n| {
+                let (limiter, keys) = (limiter.clone(), keys.clone());
+                async move {
+                    limiter.check(&keys[load::user(task, n) as usize], 1).await.expect("Limiter::check");
+                }
+            });
+        }
+        "macro" => {
+            let kind = algo.kind;
+            warm_then_count(&runtime, calls, move |task, n| async move {
+                let _ = cases::call_macro(kind, load::user(task, n)).await;
+            });
+        }
+        other => panic!("no path {other:?}: use script, limiter or macro"),
+    }
+    eprintln!("{case}: {calls} calls made");
+}
+
+fn warm_then_count<F, Fut>(runtime: &Runtime, calls: u64, call: F)
+where
+    F: Fn(u64, u64) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    runtime.block_on(in_flight(load::IN_FLIGHT as u64 * 20, call.clone()));
+    counted_calls(runtime, calls, call);
+}
+
+/// The part callgrind counts (`--toggle-collect=*counted_calls*`).
+#[inline(never)]
+fn counted_calls<F, Fut>(runtime: &Runtime, calls: u64, call: F)
+where
+    F: Fn(u64, u64) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    runtime.block_on(in_flight(calls, call));
+}
+
+/// `calls` calls of `call(task, n)`, spread over [`load::IN_FLIGHT`] tasks.
+async fn in_flight<F, Fut>(calls: u64, call: F)
+where
+    F: Fn(u64, u64) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let per_task = calls / load::IN_FLIGHT as u64;
+    let tasks: Vec<_> = (0..load::IN_FLIGHT as u64)
+        .map(|task| {
+            let call = call.clone();
+            tokio::spawn(async move {
+                for n in 0..per_task {
+                    call(task, n).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a call task");
+    }
+}
