@@ -141,6 +141,14 @@ impl RedisServer {
         self.port
     }
 
+    /// `EVALSHA` calls the server has run (`INFO commandstats`): how many
+    /// decisions reached it.
+    pub async fn evalsha_calls(&self) -> u64 {
+        let mut con = redis::Client::open(self.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+        let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut con).await.unwrap();
+        info.lines().find_map(|line| line.strip_prefix("cmdstat_evalsha:calls=")).map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    }
+
     /// The server's process id (to freeze it with SIGSTOP, for example).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

@@ -22,12 +22,6 @@ fn every_algorithm() -> Vec<Policy> {
 }
 
 /// EVALSHA calls the server has answered so far.
-async fn evalsha_calls(server: &RedisServer) -> u64 {
-    let mut con = redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut con).await.unwrap();
-    info.lines().find_map(|line| line.strip_prefix("cmdstat_evalsha:calls=")).map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 /// Takes every permit of `key` and returns the store's first denial.
 async fn deny(limiter: &Limiter, key: &str) -> Decision {
     loop {
@@ -48,12 +42,12 @@ async fn a_flood_of_denials_costs_no_round_trip_and_answers_alike_on_both_backen
         assert_eq!(deny(&on_memory, "k").await, first, "{policy}");
         assert!(first.retry_after.is_some(), "{policy}");
 
-        let before = evalsha_calls(&both.server).await;
+        let before = both.server.evalsha_calls().await;
         for _ in 0..1000 {
             assert_eq!(on_redis.check("k", 1).await.unwrap(), first, "{policy}");
             assert_eq!(on_memory.check("k", 1).await.unwrap(), first, "{policy}");
         }
-        assert_eq!(evalsha_calls(&both.server).await - before, 0, "{policy}: a remembered denial went to Redis");
+        assert_eq!(both.server.evalsha_calls().await - before, 0, "{policy}: a remembered denial went to Redis");
         both.clock.advance(Duration::from_secs(60));
     }
 }
@@ -66,7 +60,7 @@ async fn a_remembered_denial_counts_down_and_ends_at_the_time_the_store_said() {
             let limiter = Limiter::new("countdown", policy.clone(), store);
             let first = deny(&limiter, "k").await;
             let wait = first.retry_after.unwrap();
-            let before = evalsha_calls(&both.server).await;
+            let before = both.server.evalsha_calls().await;
 
             both.clock.advance(wait / 2);
             let later = limiter.check("k", 1).await.unwrap();
@@ -74,13 +68,13 @@ async fn a_remembered_denial_counts_down_and_ends_at_the_time_the_store_said() {
             assert_eq!(later.retry_after, Some(wait - wait / 2), "{backend} {policy}");
             assert_eq!(later.reset_after, first.reset_after - wait / 2, "{backend} {policy}");
             assert_eq!((later.limit, later.remaining, &later.violated), (first.limit, first.remaining, &first.violated), "{backend} {policy}");
-            assert_eq!(evalsha_calls(&both.server).await, before, "{backend} {policy}");
+            assert_eq!(both.server.evalsha_calls().await, before, "{backend} {policy}");
 
             // At the time the store named, the store decides again, and admits.
             both.clock.advance(wait - wait / 2);
             assert!(limiter.check("k", 1).await.unwrap().allowed, "{backend} {policy}: obeying retry_after failed");
             if backend == "redis" {
-                assert_eq!(evalsha_calls(&both.server).await, before + 1, "{policy}");
+                assert_eq!(both.server.evalsha_calls().await, before + 1, "{policy}");
             }
             both.clock.advance(Duration::from_secs(60));
         }
@@ -107,7 +101,7 @@ async fn the_cache_never_admits_more_than_the_policy_allows() {
                 }
                 let key = format!("user-{}", rng.random_range(0..2));
                 let cost = [0, 1, 1, 1, 2, 3, 4][rng.random_range(0..7)];
-                let before = evalsha_calls(&both.server).await;
+                let before = both.server.evalsha_calls().await;
                 let (a, b) = match rng.random_range(0..30) {
                     0 => {
                         cached.reset(&key).await.unwrap();
@@ -118,7 +112,7 @@ async fn the_cache_never_admits_more_than_the_policy_allows() {
                     _ => (cached.check(&key, cost).await.unwrap(), direct.check(&key, cost).await.unwrap()),
                 };
                 assert_eq!(a.allowed, b.allowed, "{backend} {policy} step {step} cost {cost}: {a:?} vs {b:?}");
-                if backend == "redis" && evalsha_calls(&both.server).await - before == 1 {
+                if backend == "redis" && both.server.evalsha_calls().await - before == 1 {
                     served_from_cache += 1;
                     assert!(!a.allowed, "only a denial is ever answered from the cache");
                     assert!(a.retry_after <= b.retry_after, "{policy} step {step}: remembered {a:?}, store {b:?}");
@@ -136,12 +130,12 @@ async fn other_costs_peeks_and_cost_zero_are_not_answered_by_a_denial_of_another
     limiter.check("k", 2).await.unwrap();
     let denied = limiter.check("k", 2).await.unwrap();
     assert!(!denied.allowed);
-    let before = evalsha_calls(&both.server).await;
+    let before = both.server.evalsha_calls().await;
     assert!(limiter.peek("k", 1).await.unwrap().allowed, "a peek asks the store");
     assert_eq!(limiter.check("k", 0).await.unwrap().remaining, 1, "cost 0 asks the store");
     assert!(!limiter.check("k", 3).await.unwrap().allowed);
     assert!(limiter.check("k", 1).await.unwrap().allowed, "a denial of 2 says nothing about 1");
-    assert_eq!(evalsha_calls(&both.server).await - before, 4);
+    assert_eq!(both.server.evalsha_calls().await - before, 4);
 }
 
 #[tokio::test]
@@ -161,17 +155,17 @@ async fn turned_off_every_call_reaches_redis() {
     let both = BothStores::start().await;
     let limiter = Limiter::new("off", Policy::gcra("1/1h", 0).unwrap(), &both.redis).with_deny_cache(false);
     deny(&limiter, "k").await;
-    let before = evalsha_calls(&both.server).await;
+    let before = both.server.evalsha_calls().await;
     for _ in 0..100 {
         assert!(!limiter.check("k", 1).await.unwrap().allowed);
     }
-    assert_eq!(evalsha_calls(&both.server).await - before, 100);
+    assert_eq!(both.server.evalsha_calls().await - before, 100);
     // And back on: remembered again.
     let limiter = limiter.with_deny_cache(true);
     deny(&limiter, "k").await;
-    let before = evalsha_calls(&both.server).await;
+    let before = both.server.evalsha_calls().await;
     limiter.check("k", 1).await.unwrap();
-    assert_eq!(evalsha_calls(&both.server).await, before);
+    assert_eq!(both.server.evalsha_calls().await, before);
 }
 
 /// With Redis's own clock the cache keeps time with a monotonic clock read
@@ -184,11 +178,11 @@ async fn with_the_server_clock_a_denial_is_remembered_no_longer_than_the_store_s
     let limiter = Limiter::new("server-clock", Policy::gcra("1/200ms", 0).unwrap(), &store);
     for _ in 0..3 {
         let denied = deny(&limiter, "k").await;
-        let before = evalsha_calls(&server).await;
+        let before = server.evalsha_calls().await;
         for _ in 0..100 {
             assert!(!limiter.check("k", 1).await.unwrap().allowed);
         }
-        assert_eq!(evalsha_calls(&server).await, before, "the flood reached Redis");
+        assert_eq!(server.evalsha_calls().await, before, "the flood reached Redis");
         tokio::time::sleep(denied.retry_after.unwrap()).await;
         assert!(limiter.check("k", 1).await.unwrap().allowed, "obeying retry_after failed");
     }

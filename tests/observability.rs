@@ -4,7 +4,7 @@
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
-use ratelimit::{Limiter, ManualClock, OnError, Policy, RedisOptions, Store};
+use ratelimit::{rate_limit, Limiter, ManualClock, OnError, Policy, RateLimited, RedisOptions, Store};
 use ratelimit_examples::log_capture::LogCapture;
 use ratelimit_examples::redis_server::RedisServer;
 use ratelimit_examples::stores::BothStores;
@@ -97,6 +97,37 @@ async fn decisions_are_counted_by_limiter_algo_and_outcome_on_both_stores() {
         assert_eq!(samples.len(), expected, "{backend}: {samples:?}");
         assert!(samples.iter().all(|s| *s > 0.0 && *s < 10.0), "{samples:?}");
     }
+}
+
+#[rate_limit(algo = "fixed_window", strategies = "3/1m,100/1h", key = "<k>")]
+async fn annotated(k: &str) -> Result<(), RateLimited> {
+    Ok(())
+}
+
+/// `#[rate_limit]` decides through a path of its own (an admitted call
+/// builds no `Decision`): it counts, times the store and remembers denials
+/// as `Limiter::check` does. The only test in this binary with a global store.
+#[tokio::test(flavor = "current_thread")]
+async fn annotated_calls_are_counted_timed_and_their_denials_remembered() {
+    drop(recorded());
+    let server = RedisServer::start();
+    ratelimit::init(Store::redis(&server.url()).await.unwrap()).unwrap();
+    for _ in 0..3 {
+        annotated("user:1").await.unwrap();
+    }
+    assert!(annotated("user:1").await.is_err());
+    let asked = server.evalsha_calls().await;
+    for _ in 0..2 {
+        assert!(annotated("user:1").await.is_err());
+    }
+    assert_eq!(server.evalsha_calls().await, asked, "remembered denials are answered in process");
+
+    let name = format!("{}::annotated", module_path!());
+    let labels = |outcome| [("limiter", name.as_str()), ("algo", "fixed_window"), ("outcome", outcome)];
+    assert_eq!(counter("ratelimit_decisions_total", &labels("allowed")), 3);
+    assert_eq!(counter("ratelimit_decisions_total", &labels("denied")), 3);
+    // Four calls reached Redis: the three admitted and the first denial.
+    assert_eq!(histogram_samples("ratelimit_store_duration_seconds", &name).len(), 4);
 }
 
 #[tokio::test(flavor = "current_thread")]
