@@ -39,17 +39,19 @@ pub(crate) fn outcome((kind, [first, n, p]): PolicyScriptKey, reply: &[u8], cost
     let x = if allowed { v } else { -1.0 - v } as u64;
     let (x, n, p) = (x as u128, n as u128, p as u128);
     let (limit, remaining, reset_after, retry_after) = match kind {
-        AlgorithmKind::Gcra => {
-            // x: the debt after the call if allowed, as it stands if denied.
-            let limit = first + 1;
-            let tolerance = limit as u128 * p;
+        AlgorithmKind::Gcra | AlgorithmKind::LeakyBucket => {
+            // x: how full the policy is, after the call if allowed, as it
+            // stands if denied: gcra's debt (its tolerance holds burst + 1
+            // permits), a leaky bucket's level (it holds its capacity).
+            let limit = if kind == AlgorithmKind::Gcra { first + 1 } else { first };
+            let full = limit as u128 * p;
             let retry = match (allowed, cost > limit) {
-                (true, _) if x > tolerance => return Err(malformed("a debt above the tolerance")),
-                (false, false) if x + cost as u128 * p <= tolerance => return Err(malformed("a denial of a cost that fits")),
-                (false, false) => Some(ceil_div(x + cost as u128 * p - tolerance, n)),
+                (true, _) if x > full => return Err(malformed("more than the policy holds")),
+                (false, false) if x + cost as u128 * p <= full => return Err(malformed("a denial of a cost that fits")),
+                (false, false) => Some(ceil_div(x + cost as u128 * p - full, n)),
                 _ => None,
             };
-            (limit, tolerance.saturating_sub(x) / p, ceil_div(x, n), retry)
+            (limit, full.saturating_sub(x) / p, ceil_div(x, n), retry)
         }
         AlgorithmKind::TokenBucket => {
             // x: the units held, after the call if allowed.
@@ -63,17 +65,6 @@ pub(crate) fn outcome((kind, [first, n, p]): PolicyScriptKey, reply: &[u8], cost
                 _ => None,
             };
             (first, x / p, ceil_div(full - x, n), retry)
-        }
-        AlgorithmKind::LeakyBucket => {
-            // x: the level, after the call if allowed.
-            let full = first as u128 * p;
-            let retry = match (allowed, cost > first) {
-                (true, _) if x > full => return Err(malformed("a level above the capacity")),
-                (false, false) if x + cost as u128 * p <= full => return Err(malformed("a denial of a cost that fits")),
-                (false, false) => Some(ceil_div(x + cost as u128 * p - full, n)),
-                _ => None,
-            };
-            (first, full.saturating_sub(x) / p, ceil_div(x, n), retry)
         }
         _ => return Err(malformed("not a script made per policy")),
     };
