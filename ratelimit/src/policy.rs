@@ -1,5 +1,6 @@
 //! [`Policy`]: an algorithm with its validated parameters.
 
+use crate::policy_scripts::ScriptSlot;
 use crate::Error;
 use ratelimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
 pub use ratelimit_grammar::{Rate, Strategy};
@@ -22,12 +23,16 @@ use std::fmt;
 /// let err = Policy::fixed_window("0/1s").unwrap_err();
 /// assert!(err.to_string().contains("a limit of 0 would deny every call"));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Policy {
     pub(crate) params: Params,
     /// A bucket's or GCRA's rate in lowest terms ([`Rate::reduced`]),
     /// computed once here rather than on every decision; `(1, 1)` for windows.
     pub(crate) reduced_rate: (u64, u64),
+    /// The Redis script made for this policy, once a call has needed it
+    /// (buckets, gcra and the fixed window counter): later calls find it
+    /// here, not by looking it up. Not part of what the policy is.
+    pub(crate) script: ScriptSlot,
 }
 
 /// The validated parameters of each algorithm. Bucket rates are kept as given;
@@ -48,7 +53,7 @@ impl Policy {
             Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } | Params::Gcra { rate, .. } => rate.reduced(),
             Params::FixedWindow { .. } | Params::SlidingWindow { .. } | Params::SlidingLog { .. } => (1, 1),
         };
-        Policy { params, reduced_rate }
+        Policy { params, reduced_rate, script: ScriptSlot::new() }
     }
 
     /// A fixed window per strategy, started by a key's first hit.
@@ -220,6 +225,12 @@ fn strategies_param(text: &str) -> Result<Vec<Strategy>, Error> {
 
 fn param_error(param: Param, error: ratelimit_grammar::GrammarError) -> Error {
     Error::InvalidPolicy(format!("`{}`: {error}", param.name()))
+}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy").field("params", &self.params).field("reduced_rate", &self.reduced_rate).finish()
+    }
 }
 
 impl fmt::Display for Policy {

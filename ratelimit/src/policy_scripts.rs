@@ -14,62 +14,53 @@ use arc_swap::ArcSwap;
 use once_cell::sync::Lazy;
 use ratelimit_grammar::AlgorithmKind;
 use redis::Script;
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// What tells two policies' scripts apart: the algorithm and its constants.
 pub(crate) type PolicyScriptKey = (AlgorithmKind, [u64; 3]);
 
-/// Every script made in this process: a lock-free read per call.
-static MADE: Lazy<ArcSwap<Scripts>> = Lazy::new(ArcSwap::default);
+/// Every script made in this process, by what tells it apart. Looked up
+/// only on a policy's first call: the policy keeps its script
+/// ([`ScriptSlot`]) for the calls after.
+static MADE: Lazy<ArcSwap<HashMap<PolicyScriptKey, Arc<Script>>>> = Lazy::new(ArcSwap::default);
 
-type Scripts = HashMap<PolicyScriptKey, Arc<Script>, BuildHasherDefault<KeyHasher>>;
+/// Where a [`Policy`] keeps the script made for it: set on the policy's
+/// first call, then read with one atomic load (a lookup by key, even in a
+/// per-thread map, cost a decision about 185 client instructions, issue 6).
+/// A cache, so it takes no part in comparing policies; a clone shares it.
+#[derive(Clone, Default)]
+pub(crate) struct ScriptSlot(OnceLock<Arc<Script>>);
 
-/// Hashes a [`PolicyScriptKey`] in a few instructions (SipHash took about
-/// 300 of a decision's client cost, issue 6). Its keys come from the
-/// policies in code and configuration, not from requests, so there is no
-/// flood of chosen keys to resist.
-#[derive(Default)]
-struct KeyHasher(u64);
+impl ScriptSlot {
+    pub(crate) const fn new() -> ScriptSlot {
+        ScriptSlot(OnceLock::new())
+    }
 
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
+    /// The script of the policy this slot belongs to, whose key is `key`:
+    /// made from `source()` if this process has none yet. The flag says
+    /// this call made it (Redis has not seen it: load it first).
+    pub(crate) fn get_or_make(&self, key: PolicyScriptKey, source: impl FnOnce() -> String) -> (&Script, bool) {
+        if let Some(script) = self.0.get() {
+            return (script, false);
         }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
+        let (script, made) = get_or_make(key, source);
+        (self.0.get_or_init(|| script), made)
     }
 }
 
+impl PartialEq for ScriptSlot {
+    fn eq(&self, _: &ScriptSlot) -> bool {
+        true
+    }
+}
+
+impl Eq for ScriptSlot {}
+
 /// The script for `key`, made from `source()` if this process has none yet;
-/// the flag says this call made it (Redis has not seen it: load it first).
-pub(crate) fn get_or_make(key: PolicyScriptKey, source: impl FnOnce() -> String) -> (Arc<Script>, bool) {
-    thread_local! {
-        /// The scripts this thread has looked up: a call reads no shared
-        /// state (an `ArcSwap` load took its slow path here, about 190
-        /// instructions, as the connection manager holds guards across
-        /// every request in flight). Scripts are never removed, so a copy
-        /// never goes stale.
-        static SEEN: RefCell<Scripts> = RefCell::default();
-    }
-    if let Ok(Some(script)) = SEEN.try_with(|seen| seen.borrow().get(&key).cloned()) {
-        return (script, false);
-    }
+/// the flag says this call made it.
+fn get_or_make(key: PolicyScriptKey, source: impl FnOnce() -> String) -> (Arc<Script>, bool) {
     if let Some(script) = MADE.load().get(&key) {
-        let _ = SEEN.try_with(|seen| seen.borrow_mut().insert(key, script.clone()));
         return (script.clone(), false);
     }
     let script = Arc::new(Script::new(&source()));
@@ -153,6 +144,22 @@ pub fn policy_script_source(policy: &Policy) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_policy_keeps_its_script_and_its_clones_share_it() {
+        let policy = Policy::gcra("7/3s", 2).unwrap();
+        let key = bucket_key(&policy).unwrap();
+        let (first, _) = policy.script.get_or_make(key, || bucket_source(key));
+        let hash = first.get_hash().to_owned();
+        let clone = policy.clone();
+        let (kept, made) = clone.script.get_or_make(key, || unreachable!("kept by the policy"));
+        assert_eq!((kept.get_hash(), made), (&hash[..], false));
+        // Another policy with the same constants finds the same script, not a new one.
+        let same = Policy::gcra("7/3s", 2).unwrap();
+        let (found, made) = same.script.get_or_make(key, || unreachable!("made once per process"));
+        assert_eq!((found.get_hash(), made), (&hash[..], false));
+        assert_eq!(policy, Policy::gcra("7/3s", 2).unwrap(), "whether the slot is set takes no part in equality");
+    }
 
     #[test]
     fn one_script_per_policy_made_once() {

@@ -26,8 +26,8 @@ use super::Outcome;
 use crate::policy::Params;
 use crate::{Error, Policy};
 use ratelimit_grammar::AlgorithmKind;
+use crate::policy_scripts::ScriptSlot;
 use redis::Script;
-use std::sync::Arc;
 
 /// The largest integer a Lua number (a double) holds exactly.
 const EXACT_IN_DOUBLE: u128 = 1 << 53;
@@ -55,10 +55,10 @@ impl Counter {
         format!("local limit, window, window_text = {limit}, {window}, '{window}'\n{}", crate::scripts::FIXED_WINDOW_COUNTER)
     }
 
-    /// This policy's script, and whether this call made it (then Redis
-    /// has not seen it yet: load it before the first `EVALSHA`).
-    pub(crate) fn script(&self) -> (Arc<Script>, bool) {
-        crate::policy_scripts::get_or_make((AlgorithmKind::FixedWindow, [self.limit, self.window_ms, 0]), || self.source())
+    /// This policy's script, kept in its `slot`, and whether this call made
+    /// it (then Redis has not seen it yet: load it before the first `EVALSHA`).
+    pub(crate) fn script<'p>(&self, slot: &'p ScriptSlot) -> (&'p Script, bool) {
+        slot.get_or_make((AlgorithmKind::FixedWindow, [self.limit, self.window_ms, 0]), || self.source())
     }
 
     /// Reads the script's one integer (`count × (W + 2) + t`, negated as
@@ -134,7 +134,8 @@ mod script_tests {
     fn each_policy_has_its_own_script() {
         let a = Counter { limit: 7, window_ms: 1500 };
         assert!(a.source().starts_with("local limit, window, window_text = 7, 1500, '1500'\n"));
-        assert_eq!(a.script().0.get_hash(), a.script().0.get_hash());
-        assert_ne!(Counter { limit: 8, window_ms: 1500 }.script().0.get_hash(), a.script().0.get_hash());
+        let (one, two) = (ScriptSlot::new(), ScriptSlot::new());
+        assert_eq!(a.script(&one).0.get_hash(), a.script(&two).0.get_hash());
+        assert_ne!(Counter { limit: 8, window_ms: 1500 }.script(&ScriptSlot::new()).0.get_hash(), a.script(&one).0.get_hash());
     }
 }

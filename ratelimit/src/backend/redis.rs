@@ -127,8 +127,8 @@ impl RedisBackend {
             }
         }
         if let Some(key) = policy_scripts::bucket_key(request.policy) {
-            let script = self.loaded(policy_scripts::get_or_make(key, || policy_scripts::bucket_source(key))).await;
-            let reply: Vec<u8> = self.send(&policy_invocation(&script, &request)).await?;
+            let script = self.loaded(request.policy.script.get_or_make(key, || policy_scripts::bucket_source(key))).await;
+            let reply: Vec<u8> = self.send(&policy_invocation(script, &request)).await?;
             return super::policy_reply::outcome(key, &reply, request.cost);
         }
         let script = match &request.policy.params {
@@ -171,8 +171,8 @@ impl RedisBackend {
     /// A fixed window of one strategy on the server's clock: the policy's
     /// counter script, two ARGV at most and one integer back.
     async fn count_by_ttl(&self, counter: Counter, request: Request<'_>) -> Result<Outcome, Error> {
-        let script = self.loaded(counter.script()).await;
-        let reply: i64 = self.send(&policy_invocation(&script, &request)).await?;
+        let script = self.loaded(counter.script(&request.policy.script)).await;
+        let reply: i64 = self.send(&policy_invocation(script, &request)).await?;
         // The script reads no clock: the decision is dated by this process's
         // (the clock the deny cache dates it by, and a third of the cost of
         // reading the system's).
@@ -182,11 +182,11 @@ impl RedisBackend {
     /// A script made per policy; loaded first when this call made it (its
     /// policy's first call in this process), on every node of a cluster.
     /// Should that fail, its `EVALSHA` meets NOSCRIPT and reloads.
-    async fn loaded(&self, (script, made): (Arc<redis::Script>, bool)) -> Arc<redis::Script> {
+    async fn loaded<'s>(&self, (script, made): (&'s redis::Script, bool)) -> &'s redis::Script {
         if made {
             // Boxed: a policy's first call alone waits for it, and every
             // decision's future would otherwise carry its state.
-            Box::pin(self.load(&script)).await;
+            Box::pin(self.load(script)).await;
         }
         script
     }
