@@ -13,6 +13,7 @@ pub use std::string::String;
 
 use crate::config::named::NamedLimiter;
 use crate::{runtime, Limiter};
+use futures_util::future::Either;
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
@@ -112,11 +113,20 @@ impl Site {
     ///
     /// The denial is boxed: every call moves this `Result` out of its
     /// futures, and a boxed one is two words.
-    pub async fn check(&'static self, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
-        // The common call: a site whose limiter is built and whose denials are returned.
-        if let (SitePolicy::Fixed(_), OnLimit::Error, Some(limiter)) = (&self.policy, self.on_limit, self.limiter.get()) {
-            return limiter.pass(key.as_bytes(), cost).await;
+    ///
+    /// The common call (a site whose limiter is built and whose denials are
+    /// returned) gets the limiter's own future: no future of this function
+    /// wraps it, to be built and polled on every call.
+    pub fn check<'k>(&'static self, key: &'k str, cost: u64) -> impl Future<Output = Result<(), Box<RateLimited>>> + Send + 'k {
+        match (&self.policy, self.on_limit, self.limiter.get()) {
+            (SitePolicy::Fixed(_), OnLimit::Error, Some(limiter)) => Either::Left(limiter.pass(key.as_bytes(), cost)),
+            _ => Either::Right(self.check_otherwise(key, cost)),
         }
+    }
+
+    /// Every other call of [`check`](Self::check): a site's first, one
+    /// that waits out denials, or one whose policy is named.
+    async fn check_otherwise(&'static self, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
         match &self.policy {
             SitePolicy::Fixed(policy) => {
                 let limiter = match self.limiter(policy).await {
