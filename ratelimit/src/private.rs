@@ -154,7 +154,9 @@ impl Site {
     async fn decide(&self, limiter: &Limiter, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
         match self.on_limit {
             OnLimit::Error => limiter.pass(key.as_bytes(), cost).await,
-            OnLimit::Wait(max) => limiter.wait(key, cost, max).await.map(drop).map_err(Box::new),
+            // Boxed: a waiting call sleeps anyway, and its sleep would
+            // otherwise size the future every call of `check` moves.
+            OnLimit::Wait(max) => Box::pin(limiter.wait(key, cost, max)).await.map(drop).map_err(Box::new),
         }
     }
 

@@ -8,7 +8,8 @@ use super::endpoint::{self, redact};
 use super::watchdog::Watchdog;
 use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::policy::Params;
-use crate::{policy_scripts, scripts, Error};
+use crate::policy_scripts::{self, PolicyScriptKey};
+use crate::{scripts, Error};
 use redis::{ErrorKind, ServerErrorKind};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -107,38 +108,26 @@ impl RedisBackend {
         matches!(self.connection, Connection::Cluster(_))
     }
 
-    async fn eval(&self, request: Request<'_>) -> Result<Outcome, Error> {
-        if let Some(failure) = self.breaker.open() {
-            return Err(Error::Unavailable(failure));
+    /// A token bucket, leaky bucket or gcra: the policy's own script, the
+    /// ARGV its prelude reads and 16 bytes back (`policy_reply`).
+    async fn by_policy_script(&self, key: PolicyScriptKey, request: Request<'_>) -> Result<Outcome, Error> {
+        let (script, made) = request.policy.script.get_or_make(key, || policy_scripts::bucket_source(key));
+        if made {
+            self.load_first(script).await;
         }
-        let result = self.eval_on_redis(request).await;
-        if let Err(error) = &result {
-            if error.is_unavailable() {
-                self.breaker.trip(error, self.options.retry_interval);
-            }
-        }
-        result
+        let reply: Vec<u8> = self.send(&policy_invocation(script, &request)).await?;
+        super::policy_reply::outcome(key, &reply, request.cost)
     }
 
-    async fn eval_on_redis(&self, request: Request<'_>) -> Result<Outcome, Error> {
-        if request.now_us.is_none() {
-            if let Some(counter) = Counter::of(request.policy) {
-                return self.count_by_ttl(counter, request).await;
-            }
-        }
-        if let Some(key) = policy_scripts::bucket_key(request.policy) {
-            let script = self.loaded(request.policy.script.get_or_make(key, || policy_scripts::bucket_source(key))).await;
-            let reply: Vec<u8> = self.send(&policy_invocation(script, &request)).await?;
-            return super::policy_reply::outcome(key, &reply, request.cost);
-        }
+    /// A window algorithm: its algorithm's script, with the policy as ARGV.
+    async fn by_window_script(&self, request: Request<'_>) -> Result<Outcome, Error> {
         let script = match &request.policy.params {
             // Many sub-windows: the layout whose cost does not grow with them.
             Params::SlidingWindow { strategies, precision_us } if widest_span(strategies, *precision_us) >= scripts::TOTALS_FROM_SUB_WINDOWS => scripts::sliding_window_totals(),
             _ => scripts::script(request.policy.algorithm()),
         };
-        // The window algorithms. Sized once for EVALSHA, the hash, 1, the
-        // key, 4 fixed ARGV and the parameters (at most 2 + 2 per strategy),
-        // each number under 20 digits.
+        // Sized once for EVALSHA, the hash, 1, the key, 4 fixed ARGV and the
+        // parameters (at most 2 + 2 per strategy), each number under 20 digits.
         let arguments = 8 + 2 + 2 * request.policy.strategies().len();
         let mut invocation = Reused::take_or(|| redis::Cmd::with_capacity(arguments, 64 + request.key.len() + 20 * arguments));
         invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
@@ -160,7 +149,7 @@ impl RedisBackend {
                     invocation.arg(s.limit).arg(s.window_us);
                 }
             }
-            Params::TokenBucket { .. } | Params::LeakyBucket { .. } | Params::Gcra { .. } => unreachable!("decided by their policy's own script, above"),
+            Params::TokenBucket { .. } | Params::LeakyBucket { .. } | Params::Gcra { .. } => unreachable!("decided by their policy's own script"),
         }
         let reply: Vec<i64> = self.send(&invocation).await?;
         // Window scripts append a (remaining, reset) pair per strategy when there are several.
@@ -171,7 +160,10 @@ impl RedisBackend {
     /// A fixed window of one strategy on the server's clock: the policy's
     /// counter script, two ARGV at most and one integer back.
     async fn count_by_ttl(&self, counter: Counter, request: Request<'_>) -> Result<Outcome, Error> {
-        let script = self.loaded(counter.script(&request.policy.script)).await;
+        let (script, made) = counter.script(&request.policy.script);
+        if made {
+            self.load_first(script).await;
+        }
         let reply: i64 = self.send(&policy_invocation(script, &request)).await?;
         // The script reads no clock: the decision is dated by this process's
         // (the clock the deny cache dates it by, and a third of the cost of
@@ -179,16 +171,12 @@ impl RedisBackend {
         counter.outcome(reply, request.cost, crate::clock::process_now_us())
     }
 
-    /// A script made per policy; loaded first when this call made it (its
-    /// policy's first call in this process), on every node of a cluster.
-    /// Should that fail, its `EVALSHA` meets NOSCRIPT and reloads.
-    async fn loaded<'s>(&self, (script, made): (&'s redis::Script, bool)) -> &'s redis::Script {
-        if made {
-            // Boxed: a policy's first call alone waits for it, and every
-            // decision's future would otherwise carry its state.
-            Box::pin(self.load(script)).await;
-        }
-        script
+    /// Loads a script made per policy ahead of its first `EVALSHA` (on
+    /// every node of a cluster); should that fail, the `EVALSHA` meets
+    /// NOSCRIPT and reloads. Boxed: a policy's first call alone waits for
+    /// it, and every decision's future would otherwise carry its state.
+    fn load_first<'s>(&'s self, script: &'s redis::Script) -> BoxFuture<'s, ()> {
+        Box::pin(self.load(script))
     }
 
     async fn load(&self, script: &redis::Script) {
@@ -201,14 +189,24 @@ impl RedisBackend {
     }
 
     /// Sends one `EVALSHA`, bounded by the response timeout (a wait for a
-    /// reconnect or a script reload included).
+    /// reconnect or a script reload included), unless the breaker is open;
+    /// a failure to reach Redis opens it.
     async fn send<T: redis::FromRedisValue>(&self, invocation: &redis::Cmd) -> Result<T, Error> {
-        match self.watchdog.bound(self.eval_reloading(invocation)).await {
+        if let Some(failure) = self.breaker.open() {
+            return Err(Error::Unavailable(failure));
+        }
+        let result = match self.watchdog.bound(self.eval_reloading(invocation)).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) if e.is_timeout() => Err(Error::Timeout(self.options.response_timeout)),
             Ok(Err(e)) => Err(e.into()),
             Err(_) => Err(Error::Timeout(self.options.response_timeout)),
+        };
+        if let Err(error) = &result {
+            if error.is_unavailable() {
+                self.breaker.trip(error, self.options.retry_interval);
+            }
         }
+        result
     }
 }
 
@@ -273,8 +271,20 @@ fn outcome(reply: &[i64], quotas: usize) -> Result<Outcome, Error> {
 }
 
 impl Backend for RedisBackend {
+    /// One boxed future per decision, of the path the policy takes (no
+    /// future of a dispatcher around it, to be moved and polled on every
+    /// call). Each path sends one `EVALSHA` through [`send`](Self::send),
+    /// which keeps the breaker.
     fn decide<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Outcome, Error>> {
-        Box::pin(self.eval(request))
+        if request.now_us.is_none() {
+            if let Some(counter) = Counter::of(request.policy) {
+                return Box::pin(self.count_by_ttl(counter, request));
+            }
+        }
+        match policy_scripts::bucket_key(request.policy) {
+            Some(key) => Box::pin(self.by_policy_script(key, request)),
+            None => Box::pin(self.by_window_script(request)),
+        }
     }
 
     fn reset<'a>(&'a self, key: &'a [u8]) -> BoxFuture<'a, Result<(), Error>> {
