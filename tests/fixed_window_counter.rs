@@ -63,6 +63,18 @@ async fn admits_exactly_the_limit_and_a_denial_takes_nothing() {
 }
 
 #[tokio::test]
+async fn a_cost_above_the_room_left_is_denied_and_takes_nothing() {
+    let mut s = setup().await;
+    let limiter = Limiter::new("api", Policy::fixed_window("5/1h").unwrap(), &s.store).with_deny_cache(false);
+    assert_eq!(limiter.check("k", 4).await.unwrap().remaining, 1);
+    let denied = limiter.check("k", 2).await.unwrap();
+    assert_eq!((denied.allowed, denied.remaining), (false, 1), "the count as it stands, not as the denied cost left it");
+    assert!(denied.retry_after.is_some(), "a cost the window can hold passes when it ends");
+    assert_eq!(get(&mut s.admin, &counter_key("api", "k")).await, Some(4), "the denied cost was given back");
+    assert_eq!(limiter.check("k", 1).await.unwrap().remaining, 0, "the one permit left is still there");
+}
+
+#[tokio::test]
 async fn obeying_retry_after_outlasts_the_window() {
     let mut s = setup().await;
     let limiter = Limiter::new("api", Policy::fixed_window("2/1m").unwrap(), &s.store).with_deny_cache(false);

@@ -11,7 +11,9 @@
 -- (the limit L, and the window W in whole ms as a number and as the text
 -- PEXPIRE is given), so the common call sends no ARGV at all: each ARGV
 -- costs Redis about 1 500 instructions, and reading a number from one 800
--- more; the constants took a call from 27 000 to 22 600 (issue 6).
+-- more; the constants took a call from 27 000 to 22 600 instructions, and
+-- the common call's own short path (below) to 22 200 (issue 6; 19 500 for
+-- the bare INCR + PEXPIRE, measured alike).
 --
 -- KEYS[1]  the counter (a string holding an integer).
 -- ARGV     the first two of policy_prelude.lua's, both optional (the
@@ -32,40 +34,43 @@
 --
 -- A denied call takes nothing: its increment is undone with DECRBY in the same
 -- script. Peeks, cost 0 and a cost above L (never admitted) only read.
-local key = KEYS[1]
-local cost = 1
-if ARGV[1] then cost = ARGV[1] + 0 end
-local radix = window + 2
-
-if ARGV[2] == '1' or cost == 0 or cost > limit then
-  local count = tonumber(redis.call('GET', key) or 0)
-  local t = 0
-  if count > 0 then
-    t = redis.call('PTTL', key) + 1
-    -- No TTL (-1, never written so by this script): as a window starting now.
-    if t < 1 then t = window + 1 end
+-- The common call (cost 1, a check) reads no ARGV and runs INCR, then PTTL
+-- (or PEXPIRE when it started the window): laid out so that it meets as few
+-- tests and table lookups as possible (that saved 1 000 instructions).
+local key, call = KEYS[1], redis.call
+local cost, count = 1, nil
+if ARGV[1] then
+  cost = ARGV[1] + 0
+  if ARGV[2] == '1' or cost == 0 or cost > limit then
+    count = tonumber(call('GET', key) or 0)
+    local t = 0
+    if count > 0 then
+      t = call('PTTL', key) + 1
+      -- No TTL (-1, never written so by this script): as a window starting now.
+      if t < 1 then t = window + 1 end
+    end
+    if count + cost > limit then return -1 - (math.min(count, limit) * (window + 2) + t) end
+    if cost > 0 and t == 0 then t = window + 1 end
+    return (count + cost) * (window + 2) + t
   end
-  if count + cost > limit then return -1 - (math.min(count, limit) * radix + t) end
-  if cost > 0 and t == 0 then t = window + 1 end
-  return (count + cost) * radix + t
+  count = call('INCRBY', key, cost)
+else
+  count = call('INCR', key)
 end
-
-local count
-if ARGV[1] then count = redis.call('INCRBY', key, ARGV[1]) else count = redis.call('INCR', key) end
 local t
 if count == cost then
   -- The key was absent (every key holds at least one permit): a window starts.
-  redis.call('PEXPIRE', key, window_text)
+  call('PEXPIRE', key, window_text)
   t = window + 1
 else
-  t = redis.call('PTTL', key) + 1
+  t = call('PTTL', key) + 1
   if t < 1 then
-    redis.call('PEXPIRE', key, window_text)
+    call('PEXPIRE', key, window_text)
     t = window + 1
   end
 end
 if count > limit then
-  redis.call('DECRBY', key, ARGV[1] or '1')
-  return -1 - (math.min(count - cost, limit) * radix + t)
+  call('DECRBY', key, cost)
+  return -1 - (math.min(count - cost, limit) * (window + 2) + t)
 end
-return count * radix + t
+return count * (window + 2) + t
