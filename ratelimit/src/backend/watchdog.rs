@@ -10,6 +10,10 @@
 //! it ends. No clock is read per call, and a call answered at its first
 //! poll takes no slot at all.
 //!
+//! With no call waiting, the thread parks instead of ticking: an idle
+//! connection costs no wake-ups. The first call to wait after that reads
+//! the clock itself (the tick is stale) and unparks the thread.
+//!
 //! A call fails between the response timeout and one tick after it (later
 //! only when the machine does not run the watchdog thread in time, earlier
 //! by at most what the thread was late when the call began). When more
@@ -19,8 +23,9 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::thread::Thread;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -43,8 +48,16 @@ pub(crate) struct Watchdog {
 pub(crate) struct Elapsed;
 
 struct Shared {
-    /// Ticks since the watchdog started, as its thread last counted them.
+    /// When tick 0 began, and how long a tick lasts.
+    origin: Instant,
+    resolution: Duration,
+    /// Ticks since the watchdog started, as its thread (or, after the
+    /// thread was idle, a call) last counted them.
     tick: AtomicU64,
+    /// The thread is parked, or about to park: no call was waiting.
+    idle: AtomicBool,
+    /// The thread, to unpark (`None` if it could not be started).
+    thread: OnceLock<Thread>,
     /// Ticks a call may wait (the response timeout, rounded up).
     ticks: u64,
     /// Which slots calls hold, a word per group, each on its own cache
@@ -79,19 +92,28 @@ impl Watchdog {
         let resolution = (timeout / TICKS_PER_TIMEOUT).clamp(Duration::from_millis(1), Duration::from_secs(1));
         let ticks = u64::try_from(timeout.as_nanos().div_ceil(resolution.as_nanos())).unwrap_or(u64::MAX / 2);
         let shared = Arc::new(Shared {
+            origin: Instant::now(),
+            resolution,
             tick: AtomicU64::new(0),
+            idle: AtomicBool::new(false),
+            thread: OnceLock::new(),
             ticks,
             taken: Default::default(),
             slots: (0..SLOTS).map(|_| Mutex::default()).collect(),
         });
         let weak = Arc::downgrade(&shared);
-        let spawned = std::thread::Builder::new().name("ratelimit-watchdog".into()).spawn(move || watch(weak, resolution));
-        if let Err(e) = spawned {
-            // Without its thread no slot ever expires: mark them all taken,
-            // so every call that waits falls back to a timer of its own.
-            tracing::warn!(target: "ratelimit", "cannot start the Redis response watchdog ({e}); every call uses its own timer");
-            for group in &shared.taken {
-                group.0.store(u64::MAX, Ordering::Relaxed);
+        let spawned = std::thread::Builder::new().name("ratelimit-watchdog".into()).spawn(move || watch(weak));
+        match spawned {
+            Ok(handle) => {
+                let _ = shared.thread.set(handle.thread().clone());
+            }
+            Err(e) => {
+                // Without its thread no slot ever expires: mark them all taken,
+                // so every call that waits falls back to a timer of its own.
+                tracing::warn!(target: "ratelimit", "cannot start the Redis response watchdog ({e}); every call uses its own timer");
+                for group in &shared.taken {
+                    group.0.store(u64::MAX, Ordering::Relaxed);
+                }
             }
         }
         Watchdog { shared, timeout }
@@ -109,21 +131,67 @@ impl Watchdog {
     }
 }
 
-/// The thread: every `resolution`, the tick, then a wake for each call past its deadline.
-fn watch(shared: Weak<Shared>, resolution: Duration) {
-    let origin = Instant::now();
+impl Drop for Watchdog {
+    /// Unparks the thread, so that an idle one sees the watchdog gone and ends.
+    fn drop(&mut self) {
+        if let Some(thread) = self.shared.thread.get() {
+            thread.unpark();
+        }
+    }
+}
+
+/// The thread: every tick, the tick, then a wake for each call past its
+/// deadline; parked while no call waits.
+fn watch(weak_shared: Weak<Shared>) {
     loop {
+        let Some(resolution) = weak_shared.upgrade().map(|shared| shared.resolution) else { return };
         std::thread::sleep(resolution);
-        let Some(shared) = shared.upgrade() else { return };
-        let tick = u64::try_from(origin.elapsed().as_nanos() / resolution.as_nanos()).unwrap_or(u64::MAX / 2);
-        shared.tick.store(tick, Ordering::Release);
-        for (group, taken) in shared.taken.iter().enumerate() {
+        let Some(shared) = weak_shared.upgrade() else { return };
+        let tick = shared.now_tick();
+        shared.tick.fetch_max(tick, Ordering::AcqRel);
+        if shared.wake_late(tick) {
+            continue;
+        }
+        // No call waits: park, unless one took a slot meanwhile. A call
+        // takes its slot, then looks at `idle`; this sets `idle`, then
+        // looks at the slots: one of the two sees the other (SeqCst).
+        shared.idle.store(true, Ordering::SeqCst);
+        if shared.taken.iter().any(|group| group.0.load(Ordering::SeqCst) != 0) {
+            shared.idle.store(false, Ordering::SeqCst);
+            continue;
+        }
+        // Not holding the watchdog while parked: dropping it unparks this.
+        drop(shared);
+        // Until a call clears `idle` (a wake-up may come without one).
+        loop {
+            std::thread::park();
+            match weak_shared.upgrade().map(|shared| shared.idle.load(Ordering::SeqCst)) {
+                None => return,
+                Some(true) => continue,
+                Some(false) => break,
+            }
+        }
+    }
+}
+
+
+impl Shared {
+    /// Ticks since `origin`, by the clock.
+    fn now_tick(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos() / self.resolution.as_nanos()).unwrap_or(u64::MAX / 2)
+    }
+
+    /// Wakes every call past its deadline at `tick`; whether any call holds a slot.
+    fn wake_late(&self, tick: u64) -> bool {
+        let mut waiting = false;
+        for (group, taken) in self.taken.iter().enumerate() {
             let mut bits = taken.0.load(Ordering::Acquire);
+            waiting |= bits != 0;
             while bits != 0 {
                 let slot = group * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
                 let waker = {
-                    let mut slot = shared.slots[slot].lock().unwrap_or_else(PoisonError::into_inner);
+                    let mut slot = self.slots[slot].lock().unwrap_or_else(PoisonError::into_inner);
                     // A slot given back (or taken again) since the bits were
                     // read has no waker, or a deadline ahead.
                     if slot.deadline <= tick {
@@ -137,10 +205,23 @@ fn watch(shared: Weak<Shared>, resolution: Duration) {
                 }
             }
         }
+        waiting
     }
-}
 
-impl Shared {
+    /// After a call took a slot: if the thread is idle, its tick is stale,
+    /// so bring the tick up to the clock, then unpark the thread. (The tick
+    /// first: a call that sees `idle` cleared sees the fresh tick too.)
+    fn wake_if_idle(&self) {
+        if self.idle.load(Ordering::SeqCst) {
+            self.tick.fetch_max(self.now_tick(), Ordering::AcqRel);
+            if self.idle.swap(false, Ordering::SeqCst) {
+                if let Some(thread) = self.thread.get() {
+                    thread.unpark();
+                }
+            }
+        }
+    }
+
     /// Takes a free slot, looking first in this thread's own group.
     fn take_slot(&self) -> Option<usize> {
         thread_local! {
@@ -158,7 +239,7 @@ impl Shared {
             let mut bits = taken.load(Ordering::Relaxed);
             while bits != u64::MAX {
                 let bit = (!bits).trailing_zeros();
-                match taken.compare_exchange_weak(bits, bits | 1 << bit, Ordering::Acquire, Ordering::Relaxed) {
+                match taken.compare_exchange_weak(bits, bits | 1 << bit, Ordering::SeqCst, Ordering::Relaxed) {
                     Ok(_) => return Some(group * 64 + bit as usize),
                     Err(now) => bits = now,
                 }
@@ -205,6 +286,7 @@ impl Wait<'_> {
                     return poll;
                 };
                 self.slot = Some(index);
+                shared.wake_if_idle();
                 let mut slot = shared.slots[index].lock().unwrap_or_else(PoisonError::into_inner);
                 // One tick more than the timeout: the tick read here may be
                 // nearly one old. Always ahead of the tick, so the watchdog,
@@ -300,6 +382,28 @@ mod tests {
             assert_eq!(result, Err(Elapsed));
         }
         assert_eq!(free_slots(&watchdog), SLOTS);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_watchdog_stops_ticking_and_the_next_call_still_gets_its_whole_timeout() {
+        let timeout = Duration::from_millis(50);
+        let watchdog = Watchdog::new(timeout);
+        assert_eq!(watchdog.bound(PendingOnce(false)).await, Ok(7));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !watchdog.shared.idle.load(Ordering::SeqCst) {
+            assert!(Instant::now() < deadline, "the watchdog never went idle");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let parked_at = watchdog.shared.tick.load(Ordering::Acquire);
+        // Twenty ticks' worth of time: a ticking thread would have counted them.
+        std::thread::sleep(timeout * 2);
+        assert_eq!(watchdog.shared.tick.load(Ordering::Acquire), parked_at, "an idle watchdog woke up to tick");
+
+        // The stale tick must not shorten the next call's bound.
+        let started = Instant::now();
+        let result = tokio::time::timeout(Duration::from_secs(10), watchdog.bound(std::future::pending::<()>())).await;
+        assert_eq!(result, Ok(Err(Elapsed)), "the unparked watchdog woke the call");
+        assert!(started.elapsed() >= timeout - timeout / TICKS_PER_TIMEOUT, "failed after {:?}", started.elapsed());
     }
 
     fn futures_poll_once<F: Future>(future: Pin<&mut F>) -> Poll<F::Output> {
