@@ -13,6 +13,20 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::Instrument;
 
+/// Asks a store that answers through a future (Redis) and times its
+/// answer; the caller settles the outcome. A macro, not an `async fn`, so
+/// that each caller awaits the store's own future: a call builds and polls
+/// no future of its own around it (an `async fn` measurably did).
+macro_rules! ask_store {
+    ($limiter:expr, $storage_key:expr, $cost:expr, $peek:expr, $now_us:expr) => {{
+        let started = $limiter.store_started();
+        // The request is built in the call, so the future does not keep a copy.
+        let outcome = $limiter.inner.store.backend.decide(Request { key: $storage_key, policy: &$limiter.inner.policy, cost: $cost, now_us: $now_us, peek: $peek }).await;
+        $limiter.store_answered(started);
+        outcome
+    }};
+}
+
 /// A named policy on a store. Cheap to clone; clones share everything.
 ///
 /// Two limiters with the same name, algorithm and store share their counts.
@@ -249,10 +263,7 @@ impl Limiter {
             }
             Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
         };
-        // `ask_store`, written out: one future less to build and poll on every call.
-        let started = self.store_started();
-        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
-        self.store_answered(started);
+        let outcome = ask_store!(self, &storage_key, cost, peek, now_us);
         drop(storage_key);
         let result = outcome.map(|outcome| self.settle(key, cost, peek, local_now_us, outcome));
         self.count(&result, peek);
@@ -276,10 +287,7 @@ impl Limiter {
             }
             Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
         };
-        // `ask_store`, written out: one future less to build and poll on every call.
-        let started = self.store_started();
-        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek: false }).await;
-        self.store_answered(started);
+        let outcome = ask_store!(self, &storage_key, cost, false, now_us);
         drop(storage_key);
         match outcome {
             Ok(outcome) if outcome.allowed => {
@@ -352,7 +360,7 @@ impl Limiter {
         match self.begin(key, cost, peek) {
             Begun::Decided(decision) => Ok(decision),
             Begun::AskStore { storage_key, now_us, local_now_us } => {
-                let outcome = self.ask_store(storage_key, cost, peek, now_us).await?;
+                let outcome = ask_store!(self, &storage_key, cost, peek, now_us)?;
                 Ok(self.settle(key, cost, peek, local_now_us, outcome))
             }
         }
@@ -380,22 +388,13 @@ impl Limiter {
             return Begun::Decided(decision);
         }
         // Any other store gets the full key, built once: a store that
-        // answers at once takes it here, and a remote one in `ask_store`.
+        // answers at once takes it here, and a remote one in `ask_store!`.
         let storage_key = self.storage_key(key);
         let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek };
         match self.inner.store.backend.decide_at_once(&request, local_now_us) {
             Some(outcome) => Begun::Decided(self.settle(key, cost, peek, local_now_us, outcome)),
             None => Begun::AskStore { storage_key, now_us, local_now_us },
         }
-    }
-
-    /// Asks a store that answers through a future (Redis); the caller settles its outcome.
-    async fn ask_store(&self, storage_key: StorageKey, cost: u64, peek: bool, now_us: Option<u64>) -> Result<Outcome, Error> {
-        let started = self.store_started();
-        // The request is built in the call, so the future does not keep a copy.
-        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
-        self.store_answered(started);
-        outcome
     }
 
     /// When a remote store is asked: the start of the time it took.
