@@ -13,6 +13,20 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tracing::Instrument;
 
+/// Asks a store that answers through a future (Redis) and times its
+/// answer; the caller settles the outcome. A macro, not an `async fn`, so
+/// that each caller awaits the store's own future: a call builds and polls
+/// no future of its own around it (an `async fn` measurably did).
+macro_rules! ask_store {
+    ($limiter:expr, $storage_key:expr, $cost:expr, $peek:expr, $now_us:expr) => {{
+        let started = $limiter.store_started();
+        // The request is built in the call, so the future does not keep a copy.
+        let outcome = $limiter.inner.store.backend.decide(Request { key: $storage_key, policy: &$limiter.inner.policy, cost: $cost, now_us: $now_us, peek: $peek }).await;
+        $limiter.store_answered(started);
+        outcome
+    }};
+}
+
 /// A named policy on a store. Cheap to clone; clones share everything.
 ///
 /// Two limiters with the same name, algorithm and store share their counts.
@@ -234,19 +248,22 @@ impl Limiter {
             // that takes DEBUG events pays for the span and the allocation.
             return Box::pin(self.in_span(key, cost, peek)).await;
         }
-        // A store in this process answers here, without polling another future.
-        // (`begin`'s answer is gone before the await: it is not kept in the future.)
-        let (storage_key, now_us, local_now_us) = match self.begin(key, cost, peek) {
+        // The memory store decides here, its decision written once, as this
+        // future's output.
+        if let Some(decision) = self.memory_decision(key, cost, peek) {
+            self.count_decision(&decision, peek);
+            return Ok(decision);
+        }
+        // Another store in this process answers here, without polling another future.
+        // (`begin_elsewhere`'s answer is gone before the await: it is not kept in the future.)
+        let (storage_key, now_us, local_now_us) = match self.begin_elsewhere(key, cost, peek) {
             Begun::Decided(decision) => {
                 self.count_decision(&decision, peek);
                 return Ok(decision);
             }
             Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
         };
-        // `ask_store`, written out: one future less to build and poll on every call.
-        let started = self.store_started();
-        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
-        self.store_answered(started);
+        let outcome = ask_store!(self, &storage_key, cost, peek, now_us);
         drop(storage_key);
         let result = outcome.map(|outcome| self.settle(key, cost, peek, local_now_us, outcome));
         self.count(&result, peek);
@@ -270,10 +287,7 @@ impl Limiter {
             }
             Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
         };
-        // `ask_store`, written out: one future less to build and poll on every call.
-        let started = self.store_started();
-        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek: false }).await;
-        self.store_answered(started);
+        let outcome = ask_store!(self, &storage_key, cost, false, now_us);
         drop(storage_key);
         match outcome {
             Ok(outcome) if outcome.allowed => {
@@ -346,7 +360,7 @@ impl Limiter {
         match self.begin(key, cost, peek) {
             Begun::Decided(decision) => Ok(decision),
             Begun::AskStore { storage_key, now_us, local_now_us } => {
-                let outcome = self.ask_store(storage_key, cost, peek, now_us).await?;
+                let outcome = ask_store!(self, &storage_key, cost, peek, now_us)?;
                 Ok(self.settle(key, cost, peek, local_now_us, outcome))
             }
         }
@@ -356,6 +370,15 @@ impl Limiter {
     /// look in the deny cache, and let a store in this process decide.
     #[inline]
     fn begin(&self, key: &[u8], cost: u64, peek: bool) -> Begun {
+        match self.memory_decision(key, cost, peek) {
+            Some(decision) => Begun::Decided(decision),
+            None => self.begin_elsewhere(key, cost, peek),
+        }
+    }
+
+    /// [`begin`](Self::begin) for a call the memory store does not decide by parts.
+    #[inline]
+    fn begin_elsewhere(&self, key: &[u8], cost: u64, peek: bool) -> Begun {
         let now_us = self.inner.store.clock.now_us();
         // The time of this call here: it dates a remembered denial and is the
         // clock of a store in this process, so one read serves both.
@@ -364,26 +387,14 @@ impl Limiter {
         if let Some(decision) = self.deny_cache(cost, peek).and_then(|cache| cache.get(key, cost, local_now_us)) {
             return Begun::Decided(decision);
         }
-        if let Some(outcome) = self.decide_in_memory(key, cost, now_us, local_now_us, peek) {
-            return Begun::Decided(self.settle(key, cost, peek, local_now_us, outcome));
-        }
         // Any other store gets the full key, built once: a store that
-        // answers at once takes it here, and a remote one in `ask_store`.
+        // answers at once takes it here, and a remote one in `ask_store!`.
         let storage_key = self.storage_key(key);
         let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek };
         match self.inner.store.backend.decide_at_once(&request, local_now_us) {
             Some(outcome) => Begun::Decided(self.settle(key, cost, peek, local_now_us, outcome)),
             None => Begun::AskStore { storage_key, now_us, local_now_us },
         }
-    }
-
-    /// Asks a store that answers through a future (Redis); the caller settles its outcome.
-    async fn ask_store(&self, storage_key: StorageKey, cost: u64, peek: bool, now_us: Option<u64>) -> Result<Outcome, Error> {
-        let started = self.store_started();
-        // The request is built in the call, so the future does not keep a copy.
-        let outcome = self.inner.store.backend.decide(Request { key: &storage_key, policy: &self.inner.policy, cost, now_us, peek }).await;
-        self.store_answered(started);
-        outcome
     }
 
     /// When a remote store is asked: the start of the time it took.
@@ -424,19 +435,24 @@ impl Limiter {
         decision
     }
 
-    /// The answer of the memory store, by the limiter's hashed prefix and
+    /// The decision of the memory store, by the limiter's hashed prefix and
     /// the user's key (no key built), for all but a long key (stored by its
-    /// digest). `None` for any other store.
-    #[inline]
-    fn decide_in_memory(&self, key: &[u8], cost: u64, now_us: Option<u64>, local_now_us: u64, peek: bool) -> Option<Outcome> {
+    /// digest, through [`begin_elsewhere`](Self::begin_elsewhere)). `None`
+    /// for any other store, found before the clock is read. The deny cache
+    /// takes no part (see [`deny_cache`](Self::deny_cache)).
+    #[inline(always)]
+    fn memory_decision(&self, key: &[u8], cost: u64, peek: bool) -> Option<Decision> {
         let (Some(prefix), Some(memory)) = (&self.inner.memory_prefix, self.inner.store.backend.as_memory()) else { return None };
         if key.len() > crate::key::MAX_RAW_KEY_LEN {
             return None;
         }
+        let now_us = self.inner.store.clock.now_us();
+        let local_now_us = now_us.unwrap_or_else(crate::clock::process_now_us);
         let call = Call { policy: &self.inner.policy, cost, now_us, peek };
-        Some(memory.decide_parts(prefix, key, call, local_now_us))
+        Some(self.decision(memory.decide_parts(prefix, key, call, local_now_us)))
     }
 
+    #[inline(always)]
     fn decision(&self, outcome: Outcome) -> Decision {
         let Outcome { allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us, quotas } = outcome;
         // Most decisions violate nothing and carry no quotas: nothing to look up.

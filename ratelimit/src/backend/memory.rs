@@ -222,6 +222,7 @@ impl MemoryBackend {
     /// Decides for the key `prefix` + `key` (`prefix` made by
     /// [`key_prefix`](Self::key_prefix) on this store) at `call.now_us`, or
     /// at `own_now_us` when it has none.
+    #[inline]
     pub(crate) fn decide_parts(&self, prefix: &KeyPrefix, key: &[u8], call: Call<'_>, own_now_us: u64) -> Outcome {
         self.decide_key(Key::Parts(prefix, key), call, own_now_us)
     }
