@@ -10,15 +10,19 @@
 # --count <case>`, which starts its own redis-server on a free loopback
 # port); only the counted calls are collected. CALLS (default 12800) sets
 # how many, BENCH to use another build of the bench.
+#
+# memory/governor, memory/backend and memory/limiter count the memory
+# section's gcra check instead (no Redis, one call at a time):
+#   CALLS=100000 examples/bench/client_instructions.sh memory/governor memory/backend memory/limiter
 set -euo pipefail
 calls="${CALLS:-12800}"
 bench="${BENCH:-target/release/examples/bench}"
 for case in "$@"; do
   out="$(mktemp -d)"
-  valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*counted_calls*' \
+  valgrind --tool=callgrind --collect-atstart=no --toggle-collect='*counted_calls*' --toggle-collect='*counted_memory_calls*' \
     --callgrind-out-file="$out/cg" "$bench" --count "$case" --calls "$calls" >/dev/null 2>"$out/log" \
     || { tail -5 "$out/log"; rm -rf "$out"; exit 1; }
   total="$(grep -E '^(summary|totals):' "$out/cg" | tail -1 | awk '{print $2}')"
-  echo "$case: $((total / calls)) client instructions per decision ($calls calls)"
+  echo "$case: $((total / calls)) instructions per decision ($calls calls)"
   rm -rf "$out"
 done

@@ -9,9 +9,18 @@
 //! runtime so that every instruction of a call runs on the thread callgrind
 //! counts. Only [`counted_calls`] is counted; the set-up and a warm-up of
 //! 20 calls per task are not.
+//!
+//! `memory/<governor|backend|limiter>` counts the memory section's gcra
+//! workload instead (`local.rs`: 10 000 keys, one call at a time, no
+//! Redis): governor's keyed check, `MemoryBackend::decide_now`, and
+//! `Limiter::check` on `Store::memory()`.
 
 use crate::{cases, load, raw_connection, raw_keys, RawCall};
-use ratelimit::{Limiter, RedisOptions, Store};
+use governor::{Quota, RateLimiter};
+use ratelimit::backend::Request;
+use ratelimit::{Limiter, MemoryBackend, Policy, RedisOptions, Store};
+use std::hint::black_box;
+use std::num::NonZeroU32;
 use ratelimit_examples::redis_server::RedisServer;
 use std::future::Future;
 use std::sync::Arc;
@@ -34,6 +43,11 @@ pub fn requested() -> Option<(String, u64)> {
 /// against a redis-server of its own, after a warm-up.
 pub fn run(case: &str, calls: u64) {
     let (name, path) = case.split_once('/').expect("a case is <algorithm>/<path>");
+    if name == "memory" {
+        memory(path, calls);
+        eprintln!("{case}: {calls} calls made");
+        return;
+    }
     let algo = cases::algorithms().into_iter().find(|a| a.kind.name() == name).unwrap_or_else(|| panic!("no algorithm {name:?}"));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     let server = RedisServer::start();
@@ -70,6 +84,66 @@ pub fn run(case: &str, calls: u64) {
         other => panic!("no path {other:?}: use script, limiter or macro"),
     }
     eprintln!("{case}: {calls} calls made");
+}
+
+/// The memory section's gcra workload, one call at a time.
+fn memory(path: &str, calls: u64) {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a tokio runtime");
+    let keys: Vec<String> = (0..10_000).map(|u| format!("user:{u}")).collect();
+    let key = |i: u64| &keys[(i % 10_000) as usize];
+    let gcra = Policy::gcra("1000000/1s", 999_999).expect("a valid policy");
+    match path {
+        "governor" => {
+            let governor = RateLimiter::keyed(Quota::per_second(NonZeroU32::new(1_000_000).expect("not zero")));
+            one_at_a_time(&runtime, calls, |i| {
+                black_box(governor.check_key(key(i))).ok();
+                async {}
+            });
+        }
+        "backend" => {
+            let backend = MemoryBackend::new();
+            let storage_keys: Vec<Vec<u8>> = keys.iter().map(|k| format!("ratelimit:gcra:12:bench.memory:{k}").into_bytes()).collect();
+            one_at_a_time(&runtime, calls, |i| {
+                let request = Request { key: &storage_keys[(i % 10_000) as usize], policy: &gcra, cost: 1, now_us: None, peek: false };
+                black_box(backend.decide_now(&request));
+                async {}
+            });
+        }
+        "limiter" => {
+            let limiter = Limiter::new("bench.memory", gcra.clone(), &Store::memory());
+            one_at_a_time(&runtime, calls, |i| {
+                let (limiter, key) = (&limiter, key(i));
+                async move {
+                    black_box(limiter.check(key, 1).await.expect("the memory store always answers"));
+                }
+            });
+        }
+        other => panic!("no memory path {other:?}: use governor, backend or limiter"),
+    }
+}
+
+/// A warm-up of 20 000 calls, then `calls` counted ones, each awaited before the next.
+fn one_at_a_time<F: FnMut(u64) -> Fut, Fut: Future<Output = ()>>(runtime: &Runtime, calls: u64, mut call: F) {
+    // Two halves, so this is never the same machine code as the counted
+    // loop (identical functions may be merged, and the warm-up counted).
+    for half in 0..2u64 {
+        runtime.block_on(async {
+            for i in half * 10_000..(half + 1) * 10_000 {
+                call(i).await;
+            }
+        });
+    }
+    counted_memory_calls(runtime, calls, call);
+}
+
+/// The part callgrind counts for a memory case (`--toggle-collect=*counted_*`).
+#[inline(never)]
+fn counted_memory_calls<F: FnMut(u64) -> Fut, Fut: Future<Output = ()>>(runtime: &Runtime, calls: u64, mut call: F) {
+    runtime.block_on(async {
+        for i in 0..calls {
+            call(i).await;
+        }
+    });
 }
 
 fn warm_then_count<F, Fut>(runtime: &Runtime, calls: u64, call: F)
