@@ -10,9 +10,10 @@
 //! counts. Only [`counted_calls`] is counted; the set-up and a warm-up of
 //! 20 calls per task are not.
 //!
-//! `memory/<governor|backend|limiter>` counts the memory section's gcra
-//! workload instead (`local.rs`: 10 000 keys, one call at a time, no
-//! Redis): governor's keyed check, `MemoryBackend::decide_now`, and
+//! `memory/<governor|backend|backend_same_keys|limiter>` counts the memory
+//! section's gcra workload instead (`local.rs`: 10 000 keys, one call at a
+//! time, no Redis): governor's keyed check, `MemoryBackend::decide_now` on
+//! the limiter's storage keys and on governor's own keys, and
 //! `Limiter::check` on `Store::memory()`.
 
 use crate::{cases, load, raw_connection, raw_keys, RawCall};
@@ -118,7 +119,18 @@ fn memory(path: &str, calls: u64) {
                 }
             });
         }
-        other => panic!("no memory path {other:?}: use governor, backend or limiter"),
+        // The store given governor's own keys: the same bytes hashed and
+        // compared, where `backend` hashes the limiter's whole storage key
+        // (`Limiter` itself hashes only the user's part, from a prefix hashed once).
+        "backend_same_keys" => {
+            let backend = MemoryBackend::new();
+            one_at_a_time(&runtime, calls, |i| {
+                let request = Request { key: key(i).as_bytes(), policy: &gcra, cost: 1, now_us: None, peek: false };
+                black_box(backend.decide_now(&request));
+                async {}
+            });
+        }
+        other => panic!("no memory path {other:?}: use governor, backend, backend_same_keys or limiter"),
     }
 }
 
