@@ -137,34 +137,8 @@ pub fn push_key_integer<T: KeyInteger + ?Sized>(key: &mut String, value: &T) {
     if negative {
         key.push_str("%2D");
     }
-    // Two digits at a time from the right, then pushed as chars: no `fmt`,
-    // and no UTF-8 check of the digits.
-    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-        2021222324252627282930313233343536373839\
-        4041424344454647484950515253545556575859\
-        6061626364656667686970717273747576777879\
-        8081828384858687888990919293949596979899";
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = magnitude;
-    while rest >= 100 {
-        let pair = (rest % 100) as usize * 2;
-        rest /= 100;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    }
-    if rest >= 10 {
-        let pair = rest as usize * 2;
-        at -= 2;
-        digits[at..at + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
-    } else {
-        at -= 1;
-        digits[at] = b'0' + rest as u8;
-    }
-    key.reserve(digits.len() - at);
-    for &digit in &digits[at..] {
-        key.push(char::from(digit));
-    }
+    // Digits never need escaping: written as they are, without `fmt`.
+    key.push_str(itoa::Buffer::new().format(magnitude));
 }
 
 /// An integer a key can hold (every primitive up to 64 bits, and references to one).

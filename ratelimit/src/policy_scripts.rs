@@ -29,7 +29,7 @@ static MADE: Lazy<ArcSwap<HashMap<PolicyScriptKey, Arc<Script>>>> = Lazy::new(Ar
 /// first call, then read with one atomic load (a lookup by key, even in a
 /// per-thread map, cost a decision about 185 client instructions, issue 6).
 /// A cache, so it takes no part in comparing policies; a clone shares it.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct ScriptSlot(OnceLock<Arc<Script>>);
 
 impl ScriptSlot {
