@@ -3,7 +3,7 @@
 use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
 use crate::clock::process_now_us;
-use crate::{Error, Policy};
+use crate::{Decision, Error, Policy};
 use hashbrown::HashTable;
 use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::hash::{BuildHasher, Hasher};
@@ -95,6 +95,7 @@ impl StoredKey {
         StoredKey::Inline { len: len as u8, bytes }
     }
 
+    #[inline(always)]
     fn as_bytes(&self) -> &[u8] {
         match self {
             StoredKey::Inline { len, bytes } => &bytes[..*len as usize],
@@ -223,7 +224,14 @@ impl MemoryBackend {
     /// [`key_prefix`](Self::key_prefix) on this store) at `call.now_us`, or
     /// at `own_now_us` when it has none.
     #[inline]
-    pub(crate) fn decide_parts(&self, prefix: &KeyPrefix, key: &[u8], call: Call<'_>, own_now_us: u64) -> Outcome {
+    pub(crate) fn decide_parts(&self, prefix: &KeyPrefix, key: &[u8], call: Call<'_>, own_now_us: u64) -> Decision {
+        Decision::from_outcome(self.decide_key(Key::Parts(prefix, key), call, own_now_us), call.policy)
+    }
+
+    /// [`decide_parts`](Self::decide_parts)'s outcome, for a caller that
+    /// mostly needs only to know whether the call passed.
+    #[inline]
+    pub(crate) fn outcome_parts(&self, prefix: &KeyPrefix, key: &[u8], call: Call<'_>, own_now_us: u64) -> Outcome {
         self.decide_key(Key::Parts(prefix, key), call, own_now_us)
     }
 
