@@ -22,7 +22,8 @@
 //!
 //! then, on one thread, denials per second for a flooding client (the deny
 //! cache), the memory backend's ns per check next to governor's keyed
-//! limiter, the per-call cost of `sliding_window` as sub-windows grow (hash
+//! limiter (in a process of its own, with `Store::memory()` as the global
+//! store, so its `#[rate_limit]` row runs in memory), the per-call cost of `sliding_window` as sub-windows grow (hash
 //! and totals layouts) and `sliding_log` memory per key. Each case prints one
 //! line `bench case=<algo>/<path> ...`; BENCHMARKS.md records a run and
 //! which targets it met.
@@ -129,6 +130,7 @@ fn main() {
 
 async fn run(options: Options) {
     if options.only_memory {
+        ratelimit::init(Store::memory()).expect("the global store is set once");
         local::memory_backend(options).await;
         return;
     }
@@ -237,7 +239,7 @@ async fn run(options: Options) {
     }
 
     local::flood(&store, &mut admin).await;
-    local::memory_backend(options).await;
+    local::memory_backend_in_own_process(options);
     growth::sliding_window(&mut admin, &load_connection, options).await;
     growth::sliding_log_memory(&mut admin, &load_connection).await;
     drop(server);

@@ -95,6 +95,14 @@ pub async fn call_macro(kind: AlgorithmKind, user: u64) -> bool {
     }
 }
 
+/// The memory section's gcra (`local.rs`) through the attribute: governor's
+/// rate and burst, on the global store, which the memory section makes
+/// `Store::memory()` (it runs in a process of its own).
+#[rate_limit(algo = "gcra", rate = "1000000/1s", burst = 999_999, key = "user:<user>", name = "bench.memory.macro")]
+pub async fn memory_gcra(user: u64) -> Result<(), RateLimited> {
+    Ok(())
+}
+
 /// A function whose every call after the first is denied for an hour: the
 /// flood case of the deny cache, through the attribute.
 #[rate_limit(algo = "gcra", rate = "1/1h", burst = 0, name = "bench.macro.flood")]

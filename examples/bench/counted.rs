@@ -10,11 +10,11 @@
 //! counts. Only [`counted_calls`] is counted; the set-up and a warm-up of
 //! 20 calls per task are not.
 //!
-//! `memory/<governor|backend|backend_same_keys|limiter>` counts the memory
+//! `memory/<governor|backend|backend_same_keys|limiter|macro>` counts the memory
 //! section's gcra workload instead (`local.rs`: 10 000 keys, one call at a
 //! time, no Redis): governor's keyed check, `MemoryBackend::decide_now` on
-//! the limiter's storage keys and on governor's own keys, and
-//! `Limiter::check` on `Store::memory()`.
+//! the limiter's storage keys and on governor's own keys, `Limiter::check`
+//! on `Store::memory()`, and a `#[rate_limit]` fn on it as the global store.
 
 use crate::{cases, load, raw_connection, raw_keys, RawCall};
 use governor::{Quota, RateLimiter};
@@ -130,7 +130,14 @@ fn memory(path: &str, calls: u64) {
                 async {}
             });
         }
-        other => panic!("no memory path {other:?}: use governor, backend, backend_same_keys or limiter"),
+        // The attribute, on the global store made `Store::memory()`.
+        "macro" => {
+            ratelimit::init(Store::memory()).expect("the global store is set once");
+            one_at_a_time(&runtime, calls, |i| async move {
+                assert!(black_box(cases::memory_gcra(i % 10_000).await).is_ok());
+            });
+        }
+        other => panic!("no memory path {other:?}: use governor, backend, backend_same_keys, limiter or macro"),
     }
 }
 

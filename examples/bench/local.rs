@@ -97,8 +97,24 @@ pub async fn flood(store: &Store, admin: &mut MultiplexedConnection) {
     println!("  target >= 5 000 000 denials/s on one thread (Limiter::check): {verdict}");
 }
 
+/// The memory section, run by a process of its own (`bench --only memory`,
+/// with this run's `--secs` and `--rounds`), its output passed through.
+/// Alone, it measures only itself: none of the Redis sections' connection
+/// tasks or server is left running beside it, and the global store the
+/// `#[rate_limit]` row needs is `Store::memory()`.
+pub fn memory_backend_in_own_process(options: Options) {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let secs = (options.window.as_secs_f64()).to_string();
+    let status = std::process::Command::new(exe)
+        .args(["--only", "memory", "--secs", &secs, "--rounds", &options.rounds.to_string()])
+        .status()
+        .expect("run the memory section");
+    assert!(status.success(), "the memory section failed: {status}");
+}
+
 /// ns per check of the memory backend for every algorithm, and of
-/// governor's keyed GCRA on the same keys, in the same run.
+/// governor's keyed GCRA on the same keys, in the same run. A
+/// `#[rate_limit]` row is measured when the global store is in memory.
 pub async fn memory_backend(options: Options) {
     println!("\nmemory backend, one thread, 10 000 keys, nearly every call admitted");
     let window = options.run().window.min(Duration::from_secs(1));
@@ -167,6 +183,8 @@ pub async fn memory_backend(options: Options) {
     // The store given governor's own keys (`user:<n>`): the same bytes
     // hashed and compared. Its own store, so the two key sets do not share a table.
     let same_keys_backend = MemoryBackend::new();
+    let global_in_memory = ratelimit::global().await.is_ok_and(|store| store.backend().kind() == "memory");
+    let (mut macro_ns, mut macro_ratios) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         // The store itself: the memory backend's public synchronous call,
         // given the whole storage key (the limiter's name and the user key).
@@ -200,6 +218,14 @@ pub async fn memory_backend(options: Options) {
         })
         .await;
         let ns_theirs = 1e9 / rate;
+        if global_in_memory {
+            let rate = per_second(window / 3, |i| async move {
+                assert!(black_box(crate::cases::memory_gcra(i % 10_000).await).is_ok());
+            })
+            .await;
+            macro_ns.push(1e9 / rate);
+            macro_ratios.push(1e9 / rate / ns_theirs);
+        }
         ours.push(ns_ours);
         theirs.push(ns_theirs);
         ratios.push(ns_ours / ns_theirs);
@@ -222,6 +248,12 @@ pub async fn memory_backend(options: Options) {
     let verdict = |r: f64| if r <= 1.5 { "met" } else { "MISSED" };
     println!("  gcra ÷ governor, the memory backend: {backend_ratio:.2} given the limiter's storage keys, {same_keys_ratio:.2} given governor's keys (medians of the rounds' ratios; target <= 1.5): {}, {}", verdict(backend_ratio), verdict(same_keys_ratio));
     println!("  gcra ÷ governor, through Limiter::check: {ratio:.2} (target <= 1.5): {}", verdict(ratio));
+    if global_in_memory {
+        let (ns_macro, macro_ratio) = (median(&mut macro_ns), median(&mut macro_ratios));
+        println!("  {:<15} {ns_macro:>8.0} ns/check  (#[rate_limit] fn on Store::memory(), in turn with governor; median of {rounds} rounds)", "gcra");
+        println!("bench case=gcra/memory_macro_in_turn ns_per_check={ns_macro:.0} ratio_to_governor={macro_ratio:.2}");
+        println!("  gcra ÷ governor, through a #[rate_limit] fn: {macro_ratio:.2} (target <= 1.5): {}", verdict(macro_ratio));
+    }
 }
 
 /// The middle value (sorts `values`).
