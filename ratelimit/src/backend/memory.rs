@@ -222,7 +222,9 @@ impl MemoryBackend {
 
     /// Decides for the key `prefix` + `key` (`prefix` made by
     /// [`key_prefix`](Self::key_prefix) on this store) at `call.now_us`, or
-    /// at `own_now_us` when it has none.
+    /// at `own_now_us` when it has none, and makes the outcome the
+    /// limiter's `Decision` here, so it is built once, where the caller
+    /// keeps it.
     #[inline]
     pub(crate) fn decide_parts(&self, prefix: &KeyPrefix, key: &[u8], call: Call<'_>, own_now_us: u64) -> Decision {
         Decision::from_outcome(self.decide_key(Key::Parts(prefix, key), call, own_now_us), call.policy)
