@@ -91,7 +91,14 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
 ///         push_key_integer(&mut key, &user_id);
 ///         key
 ///     };
-///     match __RATELIMIT_SITE.check(&key, 1u64).await {
+///     let cost = 1u64;
+///     // Decided at once when the store is in this process (no future is
+///     // built), else through the site's future.
+///     let decided = match __RATELIMIT_SITE.check_at_once(&key, cost) {
+///         Some(decided) => decided,
+///         None => __RATELIMIT_SITE.check(&key, cost).await,
+///     };
+///     match decided {
 ///         Ok(()) => {}
 ///         // on_limit = "error": spanned at the return type, so a type that
 ///         // cannot hold a denial is reported there.
@@ -113,6 +120,7 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
     let key = Ident::new("__ratelimit_key", Span::mixed_site());
     let buf = Ident::new("__ratelimit_buf", Span::mixed_site());
     let denied = Ident::new("__ratelimit_denied", Span::mixed_site());
+    let cost_value = Ident::new("__ratelimit_cost", Span::mixed_site());
 
     let (name, named_by_default) = match &config.name {
         Some(name) => (quote!(#name), quote!()),
@@ -181,6 +189,14 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
         }
     };
 
+    // The call's answer: at once when the store decides in this process,
+    // else through the site's future (`Site::check_at_once`).
+    let decided = quote! {
+        match #site.check_at_once(&#key, #cost_value) {
+            ::core::option::Option::Some(decided) => decided,
+            ::core::option::Option::None => #site.check(&#key, #cost_value).await,
+        }
+    };
     let decide = match (&config.fallback, config.returns_denial) {
         (Some(fallback), _) => {
             let (passed, types): (Vec<_>, Vec<_>) = args
@@ -199,7 +215,7 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
             // and the call is located at the fallback's name.
             let call = respan(quote!(#p::Fallback::<(#(#types,)*)>::call(#fallback, (#(#passed,)*)).await), fallback.span());
             quote! {
-                match #site.check(&#key, #cost).await {
+                match #decided {
                     ::core::result::Result::Ok(()) => {}
                     ::core::result::Result::Err(_) => return #call,
                 }
@@ -212,19 +228,20 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
             };
             let convert = respan(quote!(#p::IntoDenial::from_denial(#denied)), ret_span);
             quote! {
-                match #site.check(&#key, #cost).await {
+                match #decided {
                     ::core::result::Result::Ok(()) => {}
                     ::core::result::Result::Err(#denied) => return #convert,
                 }
             }
         }
-        (None, false) => quote!(#site.admit(&#key, #cost).await;),
+        (None, false) => quote!(#site.admit(&#key, #cost_value).await;),
     };
 
     quote! {
         {
             static #site: #p::Site = #constructor #named_by_default;
             let #key = #key_value;
+            let #cost_value: u64 = #cost;
             #decide
         }
     }

@@ -230,13 +230,6 @@ impl MemoryBackend {
         Decision::from_outcome(self.decide_key(Key::Parts(prefix, key), call, own_now_us), call.policy)
     }
 
-    /// [`decide_parts`](Self::decide_parts)'s outcome, for a caller that
-    /// mostly needs only to know whether the call passed.
-    #[inline]
-    pub(crate) fn outcome_parts(&self, prefix: &KeyPrefix, key: &[u8], call: Call<'_>, own_now_us: u64) -> Outcome {
-        self.decide_key(Key::Parts(prefix, key), call, own_now_us)
-    }
-
     /// Decides at `call.now_us`, or at `own_now_us` (this store's own clock) when it has none.
     #[inline]
     fn decide_key(&self, key: Key<'_>, call: Call<'_>, own_now_us: u64) -> Outcome {
