@@ -92,11 +92,11 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
 ///         key
 ///     };
 ///     let cost = 1u64;
-///     // Decided at once when the store is in this process (no future is
-///     // built), else through the site's future.
+///     // Decided at once on the memory store or by a remembered denial (no
+///     // future is built), else through the site's future.
 ///     let decided = match __RATELIMIT_SITE.check_at_once(&key, cost) {
-///         Some(decided) => decided,
-///         None => __RATELIMIT_SITE.check(&key, cost).await,
+///         Ok(decided) => decided,
+///         Err(pending) => __RATELIMIT_SITE.check_pending(&key, cost, pending).await,
 ///     };
 ///     match decided {
 ///         Ok(()) => {}
@@ -189,12 +189,12 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
         }
     };
 
-    // The call's answer: at once when the store decides in this process,
-    // else through the site's future (`Site::check_at_once`).
+    // The call's answer: at once on the memory store or by a remembered
+    // denial, else through the site's future (`Site::check_at_once`).
     let decided = quote! {
         match #site.check_at_once(&#key, #cost_value) {
-            ::core::option::Option::Some(decided) => decided,
-            ::core::option::Option::None => #site.check(&#key, #cost_value).await,
+            ::core::result::Result::Ok(decided) => decided,
+            ::core::result::Result::Err(pending) => #site.check_pending(&#key, #cost_value, pending).await,
         }
     };
     let decide = match (&config.fallback, config.returns_denial) {

@@ -278,19 +278,56 @@ impl Limiter {
     /// is not turned into a [`Decision`] nobody reads, and a denial is boxed, so
     /// the `Result` every call moves through the futures is two words.
     pub(crate) async fn pass(&self, key: &[u8], cost: u64) -> Result<(), Box<RateLimited>> {
-        if let Some(decided) = self.pass_at_once(key, cost) {
-            return decided;
+        match self.pass_at_once(key, cost) {
+            Ok(decided) => decided,
+            Err(clocked) => self.pass_clocked(key, cost, clocked).await,
         }
+    }
+
+    /// [`pass`](Self::pass) without a future, when it can be decided here:
+    /// by the memory store (deciding by parts), or by a denial the deny
+    /// cache remembers. Else `Err` with the times read for the call, for
+    /// [`pass_clocked`](Self::pass_clocked). Never decides while a tracing
+    /// span is wanted, so every decision gets its span.
+    ///
+    /// A caller that tries this first builds no future for such a call: on
+    /// the memory store, copying the future into the caller's took a fifth
+    /// of an annotated call's time, and a flooding client's denials went
+    /// half as fast as through [`check`](Self::check) (issue 6). The memory
+    /// store's answer is the same `Decision` as `check`'s: a second way into
+    /// the store made the compiler move the key's hash out of line in both,
+    /// which cost `check` 75 instructions.
+    #[inline]
+    pub(crate) fn pass_at_once(&self, key: &[u8], cost: u64) -> Result<Result<(), Box<RateLimited>>, Clocked> {
         if observe::decision_span_wanted() {
+            return Err(Clocked::Unread);
+        }
+        if let Some((prefix, memory)) = self.memory_by_parts(key) {
+            let decision = self.decide_in_memory(memory, prefix, key, cost, false);
+            self.count_decision(&decision, false);
+            return Ok(self.passed(key, decision));
+        }
+        match self.remembered(key, cost, false) {
+            Ok(decision) => {
+                self.count_decision(&decision, false);
+                Ok(self.passed(key, decision))
+            }
+            Err((now_us, local_now_us)) => Err(Clocked::Read { now_us, local_now_us }),
+        }
+    }
+
+    /// The rest of [`pass`](Self::pass), after [`pass_at_once`](Self::pass_at_once).
+    pub(crate) async fn pass_clocked(&self, key: &[u8], cost: u64, clocked: Clocked) -> Result<(), Box<RateLimited>> {
+        let Clocked::Read { now_us, local_now_us } = clocked else {
             // Boxed, as in `observed`: only a program taking DEBUG events pays.
             return Box::pin(self.limit(key, cost)).await.map(drop).map_err(Box::new);
-        }
-        let (storage_key, now_us, local_now_us) = match self.begin_elsewhere(key, cost, false) {
+        };
+        let storage_key = match self.begin_clocked(key, cost, false, now_us, local_now_us) {
             Begun::Decided(decision) => {
                 self.count_decision(&decision, false);
                 return self.passed(key, decision);
             }
-            Begun::AskStore { storage_key, now_us, local_now_us } => (storage_key, now_us, local_now_us),
+            Begun::AskStore { storage_key, .. } => storage_key,
         };
         let outcome = ask_store!(self, &storage_key, cost, false, now_us);
         drop(storage_key);
@@ -305,25 +342,6 @@ impl Limiter {
             }
             outcome => self.refused(key, cost, local_now_us, outcome),
         }
-    }
-
-    /// [`pass`](Self::pass) without a future, when the memory store decides
-    /// the call by parts (and no tracing span is wanted); `None` when the
-    /// call must go through `pass`. A caller that tries this first builds
-    /// no future at all for such a call: on the memory store, copying the
-    /// future into the caller's took a fifth of an annotated call's time
-    /// (issue 6). It takes the same `Decision` as [`check`](Self::check):
-    /// a second way into the store made the compiler move the key's hash
-    /// out of line in both, which cost `check` 75 instructions.
-    #[inline]
-    pub(crate) fn pass_at_once(&self, key: &[u8], cost: u64) -> Option<Result<(), Box<RateLimited>>> {
-        let (prefix, memory) = self.memory_by_parts(key)?;
-        if observe::decision_span_wanted() {
-            return None;
-        }
-        let decision = self.decide_in_memory(memory, prefix, key, cost, false);
-        self.count_decision(&decision, false);
-        Some(self.passed(key, decision))
     }
 
     /// The rest of [`pass`](Self::pass): a denial, or a store failure settled by [`OnError`].
@@ -403,14 +421,27 @@ impl Limiter {
     /// [`begin`](Self::begin) for a call the memory store does not decide by parts.
     #[inline]
     fn begin_elsewhere(&self, key: &[u8], cost: u64, peek: bool) -> Begun {
+        match self.remembered(key, cost, peek) {
+            Ok(decision) => Begun::Decided(decision),
+            Err((now_us, local_now_us)) => self.begin_clocked(key, cost, peek, now_us, local_now_us),
+        }
+    }
+
+    /// Reads the call's time and looks for a denial the deny cache
+    /// remembers for it (not a peek, not cost 0); `Err` with the times
+    /// read: the limiter's clock's (`None`: the store's own), and this process's.
+    #[inline]
+    fn remembered(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, (Option<u64>, u64)> {
         let now_us = self.inner.store.clock.now_us();
         // The time of this call here: it dates a remembered denial and is the
         // clock of a store in this process, so one read serves both.
         let local_now_us = now_us.unwrap_or_else(crate::clock::process_now_us);
-        // A denial remembered from the store answers a repeated check (not a peek, not cost 0).
-        if let Some(decision) = self.deny_cache(cost, peek).and_then(|cache| cache.get(key, cost, local_now_us)) {
-            return Begun::Decided(decision);
-        }
+        self.deny_cache(cost, peek).and_then(|cache| cache.get(key, cost, local_now_us)).ok_or((now_us, local_now_us))
+    }
+
+    /// [`begin_elsewhere`](Self::begin_elsewhere) once the deny cache had no answer.
+    #[inline]
+    fn begin_clocked(&self, key: &[u8], cost: u64, peek: bool, now_us: Option<u64>, local_now_us: u64) -> Begun {
         // Any other store gets the full key, built once: a store that
         // answers at once takes it here, and a remote one in `ask_store!`.
         let storage_key = self.storage_key(key);
@@ -538,6 +569,17 @@ impl Limiter {
 }
 
 /// How far [`Limiter::begin`] got without waiting.
+/// What [`Limiter::pass_at_once`] leaves for [`Limiter::pass_clocked`]
+/// when it did not decide. Not a public API (the macro's `Site` holds it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Clocked {
+    /// The times read for the call: the limiter's clock's (`None`: the
+    /// store's own), and this process's.
+    Read { now_us: Option<u64>, local_now_us: u64 },
+    /// A tracing span is wanted: the call is decided in it, from the start.
+    Unread,
+}
+
 enum Begun {
     Decided(Decision),
     /// The store answers through a future; the key to ask for, and the

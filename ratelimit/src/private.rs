@@ -12,6 +12,7 @@ pub use ratelimit_grammar::{Rate, Strategy};
 pub use std::string::String;
 
 use crate::config::named::NamedLimiter;
+use crate::limiter::Clocked;
 use crate::{runtime, Limiter};
 use futures_util::future::Either;
 use std::borrow::Cow;
@@ -103,46 +104,58 @@ impl Site {
         init.await
     }
 
-    /// Decides one call: `Ok(())` to run the body, `Err` to return the denial
-    /// (or call the fallback). Under `OnLimit::Wait` this sleeps until the
-    /// call passes or the maximum wait would be exceeded.
+    /// Decides one call at once when it can be: `Ok(Ok(()))` to run the
+    /// body, `Ok(Err(..))` to return the denial (or call the fallback).
+    /// That is a site whose limiter is built and whose denials are returned,
+    /// deciding on the memory store or by a denial its deny cache
+    /// remembers. Otherwise `Err`, and the call goes on through
+    /// [`check_pending`](Self::check_pending). Generated code:
+    ///
+    /// ```text
+    /// let decided = match SITE.check_at_once(&key, cost) {
+    ///     Ok(decided) => decided,
+    ///     Err(pending) => SITE.check_pending(&key, cost, pending).await,
+    /// };
+    /// ```
+    ///
+    /// A call decided at once builds no future: on the memory store,
+    /// building and moving one cost more than the decision itself.
+    ///
+    /// The denial is boxed: every call moves this `Result` out of its
+    /// futures, and a boxed one is two words.
+    #[inline]
+    pub fn check_at_once(&'static self, key: &str, cost: u64) -> Result<Result<(), Box<RateLimited>>, Pending> {
+        match (&self.policy, self.on_limit, self.limiter.get()) {
+            (SitePolicy::Fixed(_), OnLimit::Error, Some(limiter)) => {
+                limiter.pass_at_once(key.as_bytes(), cost).map_err(|clocked| Pending(Rest::Limiter(limiter, clocked)))
+            }
+            _ => Err(Pending(Rest::Otherwise)),
+        }
+    }
+
+    /// The call [`check_at_once`](Self::check_at_once) did not decide.
+    /// Under `OnLimit::Wait` this sleeps until the call passes or the
+    /// maximum wait would be exceeded.
     ///
     /// When the global store cannot even be built, or a named policy is not
     /// configured, the site's `on_error` decides, as for any other store
     /// failure (never a panic).
     ///
-    /// The denial is boxed: every call moves this `Result` out of its
-    /// futures, and a boxed one is two words.
-    ///
     /// The common call (a site whose limiter is built and whose denials are
-    /// returned) gets the limiter's own future: no future of this function
-    /// wraps it, to be built and polled on every call.
-    pub fn check<'k>(&'static self, key: &'k str, cost: u64) -> impl Future<Output = Result<(), Box<RateLimited>>> + Send + 'k {
-        match (&self.policy, self.on_limit, self.limiter.get()) {
-            (SitePolicy::Fixed(_), OnLimit::Error, Some(limiter)) => Either::Left(limiter.pass(key.as_bytes(), cost)),
+    /// returned, asking Redis) gets the limiter's own future: no future of
+    /// this function wraps it, to be built and polled on every call.
+    pub fn check_pending<'k>(&'static self, key: &'k str, cost: u64, pending: Pending) -> impl Future<Output = Result<(), Box<RateLimited>>> + Send + 'k {
+        match pending.0 {
+            Rest::Limiter(limiter, clocked) => Either::Left(limiter.pass_clocked(key.as_bytes(), cost, clocked)),
             // Boxed: unboxed, its 280 bytes sized the future of every call
             // (the common one's is 136), and every await copied them. A site
             // with a named policy pays the allocation on each call.
-            _ => Either::Right(Box::pin(self.check_otherwise(key, cost))),
+            Rest::Otherwise => Either::Right(Box::pin(self.check_otherwise(key, cost))),
         }
     }
 
-    /// [`check`](Self::check)'s answer without a future, when the store
-    /// decides in this process (the memory store) and the site returns its
-    /// denials; `None` otherwise, and the call goes through `check`.
-    ///
-    /// Generated code asks this first: on the memory store, building and
-    /// moving `check`'s future cost more than the decision itself.
-    #[inline]
-    pub fn check_at_once(&'static self, key: &str, cost: u64) -> Option<Result<(), Box<RateLimited>>> {
-        match (&self.policy, self.on_limit, self.limiter.get()) {
-            (SitePolicy::Fixed(_), OnLimit::Error, Some(limiter)) => limiter.pass_at_once(key.as_bytes(), cost),
-            _ => None,
-        }
-    }
-
-    /// Every other call of [`check`](Self::check): a site's first, one
-    /// that waits out denials, or one whose policy is named.
+    /// Every other call: a site's first, one that waits out denials, or one
+    /// whose policy is named.
     async fn check_otherwise(&'static self, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
         match &self.policy {
             SitePolicy::Fixed(policy) => {
@@ -201,16 +214,30 @@ impl Site {
         Ok(())
     }
 
-    /// [`check`](Self::check) for a function that has no way to return a
+    /// [`check_pending`](Self::check_pending) for a function that has no way to return a
     /// denial: `on_limit = "wait"` with no maximum, a literal cost the policy
     /// admits and `on_error` other than `"deny"`. The macro only emits it when
     /// those hold, so every denial is waited out; should one still come back,
     /// the call goes ahead (fail open, as `on_error = "allow"` does) with a warning.
     pub async fn admit(&'static self, key: &str, cost: u64) {
-        if let Err(denied) = self.check(key, cost).await {
+        // Boxed, as in `check_pending`: this site's calls all take this path.
+        if let Err(denied) = Box::pin(self.check_otherwise(key, cost)).await {
             tracing::warn!(target: "ratelimit", limiter = %self.name, %denied, "denial could not be waited out; call allowed");
         }
     }
+}
+
+/// What [`Site::check_at_once`] leaves for [`Site::check_pending`] when it
+/// did not decide the call.
+#[derive(Debug)]
+pub struct Pending(Rest);
+
+#[derive(Debug)]
+enum Rest {
+    /// The site's limiter goes on with the times it read for the call.
+    Limiter(&'static Limiter, Clocked),
+    /// Any other call: see [`Site::check_otherwise`].
+    Otherwise,
 }
 
 /// Warns once per site when another site already uses the same default name.
