@@ -445,7 +445,8 @@ mod tests {
     use quote::quote;
 
     /// The expansion stays small: one static site with a constant policy,
-    /// the key, one call into `__private`, a branch, then the body.
+    /// the key, the call that decides at once and the future for the rest
+    /// (one each), a branch, then the body.
     #[test]
     fn expansion_is_one_site_one_call_one_branch() {
         let out = super::rate_limit_impl(
@@ -457,7 +458,7 @@ mod tests {
             println!("{out}");
         }
         assert_eq!(out.matches("Site :: new").count(), 1, "{out}");
-        assert_eq!(out.matches(". check (").count(), 1, "{out}");
+        assert_eq!((out.matches(". check_at_once (").count(), out.matches(". check_pending (").count()), (1, 1), "{out}");
         assert!(out.contains("Policy :: __sliding_window (& [:: ratelimit :: __private :: Strategy { limit : 10u64 , window_us : 1000000u64 } , :: ratelimit :: __private :: Strategy { limit : 100u64 , window_us : 60000000u64 }] , 100000u64)"), "{out}");
         assert!(!out.contains("compile_error"), "{out}");
     }
@@ -481,7 +482,7 @@ mod tests {
         let out = super::rate_limit_impl(quote!(policy = "search", key = "user:<id>"), quote!(async fn get(id: u64) -> Result<u64, E> { Ok(id) })).to_string();
         assert!(out.contains("Site :: configured (:: core :: concat ! (:: core :: module_path ! () , \"::\" , \"get\") , \"search\" ,"), "{out}");
         assert!(!out.contains("Policy ::"), "{out}");
-        assert_eq!(out.matches(". check (").count(), 1, "{out}");
+        assert_eq!((out.matches(". check_at_once (").count(), out.matches(". check_pending (").count()), (1, 1), "{out}");
     }
 
     /// On any error the function is emitted unchanged, followed by the errors.
