@@ -20,9 +20,8 @@ impl RedisCluster {
     pub fn start() -> RedisCluster {
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
-                let port = free_cluster_port();
-                RedisServer::start_with(
-                    port,
+                RedisServer::start_on(
+                    free_cluster_port,
                     &["--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0"],
                     None,
                 )

@@ -36,27 +36,43 @@ impl RedisServer {
     /// When `redis-server` is not installed or does not come up within 10 s:
     /// a test cannot run without it, and says how to fix that.
     pub fn start() -> RedisServer {
-        Self::start_with(free_port(), &["--appendonly", "no"], None)
+        Self::start_on(free_port, &["--appendonly", "no"], None)
     }
 
     /// Starts a server that writes every change to its append-only file
     /// before answering (`appendfsync always`), so [`restart`](Self::restart)
     /// keeps the data, even after SIGKILL.
     pub fn start_persistent() -> RedisServer {
-        Self::start_with(free_port(), &["--appendonly", "yes", "--appendfsync", "always"], None)
+        Self::start_on(free_port, &["--appendonly", "yes", "--appendfsync", "always"], None)
     }
 
     /// Starts a server on `port` with extra `redis-server` arguments. For a
     /// server that only speaks TLS, `tls_cli` gives the `redis-cli` options
     /// (`--tls --cacert ...`) used to see that it is up.
     pub fn start_with(port: u16, args: &[&str], tls_cli: Option<Vec<String>>) -> RedisServer {
+        let mut server = RedisServer::on(port, args, tls_cli);
+        server.spawn().unwrap_or_else(|why| panic!("{why}"));
+        server
+    }
+
+    /// [`start_with`](Self::start_with) on a port `choose` picks, and on
+    /// another if the server could not listen there: a port found free can
+    /// be taken before `redis-server` binds it (by another test's outgoing
+    /// connection, whose local port comes from the same range).
+    pub fn start_on(choose: fn() -> u16, args: &[&str], tls_cli: Option<Vec<String>>) -> RedisServer {
+        retry_taken_port(|| {
+            let mut server = RedisServer::on(choose(), args, tls_cli.clone());
+            server.spawn().map(|()| server)
+        })
+    }
+
+    /// A server on `port`, not started yet.
+    fn on(port: u16, args: &[&str], tls_cli: Option<Vec<String>>) -> RedisServer {
         let dir = std::env::temp_dir().join(format!("ratelimit-redis-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create a directory for redis-server");
         let args = args.iter().map(|a| a.to_string()).collect();
-        let mut server = RedisServer { child: None, port, dir, args, config: None, tls_cli };
-        server.spawn();
-        server
+        RedisServer { child: None, port, dir, args, config: None, tls_cli }
     }
 
     /// Starts a Sentinel on a free port watching the master on
@@ -69,22 +85,22 @@ impl RedisServer {
     /// configuration after the `sentinel monitor` line (TLS towards the
     /// master, `sentinel auth-user`, ...).
     pub fn start_sentinel_with(master_name: &str, master_port: u16, extra_config: &str) -> RedisServer {
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!("ratelimit-redis-{}-{port}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create a directory for redis-sentinel");
         let config = format!(
             "sentinel monitor {master_name} 127.0.0.1 {master_port} 1\n\
              sentinel down-after-milliseconds {master_name} 1000\n\
              sentinel failover-timeout {master_name} 5000\n\
              {extra_config}"
         );
-        let mut server = RedisServer { child: None, port, dir, args: vec!["--sentinel".into()], config: Some(config), tls_cli: None };
-        server.spawn();
-        server
+        retry_taken_port(|| {
+            let mut server = RedisServer::on(free_port(), &["--sentinel"], None);
+            server.config = Some(config.clone());
+            server.spawn().map(|()| server)
+        })
     }
 
-    fn spawn(&mut self) {
+    /// Starts the process and waits until it answers; `Err` if it exited
+    /// first (it could not listen on its port, for one).
+    fn spawn(&mut self) -> Result<(), String> {
         let port_flag = if self.tls_cli.is_some() { "--tls-port" } else { "--port" };
         let mut command = Command::new("redis-server");
         if let Some(config) = &self.config {
@@ -105,14 +121,20 @@ impl RedisServer {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start redis-server ({e}); install it with `apt-get install redis-server`"));
         self.child = Some(child);
-        self.wait_ready();
+        self.wait_ready()
     }
 
-    fn wait_ready(&self) {
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if self.answers() {
-                return;
+            // Whatever answered, it was not this server if it has exited.
+            let answered = self.answers();
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                self.child = None;
+                return Err(format!("redis-server on port {} exited before it answered ({status})", self.port));
+            }
+            if answered {
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -166,8 +188,21 @@ impl RedisServer {
     /// its data for a [`start_persistent`](Self::start_persistent) server.
     pub fn restart(&mut self) {
         self.kill();
-        self.spawn();
+        self.spawn().unwrap_or_else(|why| panic!("{why}"));
     }
+}
+
+/// `start` again, up to five times, while the server exits before it
+/// answers; each attempt picks its own port.
+fn retry_taken_port(mut start: impl FnMut() -> Result<RedisServer, String>) -> RedisServer {
+    let mut why = String::new();
+    for _ in 0..5 {
+        match start() {
+            Ok(server) => return server,
+            Err(exited) => why = exited,
+        }
+    }
+    panic!("{why}, five times on different ports");
 }
 
 impl Drop for RedisServer {
@@ -190,5 +225,33 @@ pub fn free_cluster_port() -> u16 {
         if port <= 55_535 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
             return port;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{free_port, RedisServer};
+    use std::net::TcpListener;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::OnceLock;
+
+    static TAKEN: OnceLock<TcpListener> = OnceLock::new();
+    static CHOSEN: AtomicUsize = AtomicUsize::new(0);
+
+    /// The port another socket listens on, then free ones.
+    fn taken_then_free() -> u16 {
+        match CHOSEN.fetch_add(1, Ordering::SeqCst) {
+            0 => TAKEN.get().unwrap().local_addr().unwrap().port(),
+            _ => free_port(),
+        }
+    }
+
+    #[test]
+    fn a_server_whose_port_was_taken_starts_on_another() {
+        let taken = TAKEN.get_or_init(|| TcpListener::bind(("127.0.0.1", 0)).unwrap()).local_addr().unwrap().port();
+        let server = RedisServer::start_on(taken_then_free, &["--appendonly", "no"], None);
+        assert_eq!(CHOSEN.load(Ordering::SeqCst), 2, "the taken port was tried first, then one other");
+        assert_ne!(server.port(), taken);
+        assert!(server.pid().is_some());
     }
 }
