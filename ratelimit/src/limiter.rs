@@ -568,7 +568,6 @@ impl Limiter {
     }
 }
 
-/// How far [`Limiter::begin`] got without waiting.
 /// What [`Limiter::pass_at_once`] leaves for [`Limiter::pass_clocked`]
 /// when it did not decide. Not a public API (the macro's `Site` holds it).
 #[derive(Debug, Clone, Copy)]
@@ -580,6 +579,7 @@ pub(crate) enum Clocked {
     Unread,
 }
 
+/// How far [`Limiter::begin`] got without waiting.
 enum Begun {
     Decided(Decision),
     /// The store answers through a future; the key to ask for, and the
