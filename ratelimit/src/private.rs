@@ -11,7 +11,7 @@ pub use crate::{OnError, RateLimited};
 pub use ratelimit_grammar::{Rate, Strategy};
 pub use std::string::String;
 
-use crate::config::named::NamedLimiter;
+use crate::config::named::{Configured, NamedLimiter};
 use crate::limiter::Clocked;
 use crate::{runtime, Limiter};
 use futures_util::future::Either;
@@ -106,9 +106,11 @@ impl Site {
 
     /// Decides one call at once when it can be: `Ok(Ok(()))` to run the
     /// body, `Ok(Err(..))` to return the denial (or call the fallback).
-    /// That is a site whose limiter is built and whose denials are returned,
-    /// deciding on the memory store or by a denial its deny cache
-    /// remembers. Otherwise `Err`, and the call goes on through
+    /// That is a site whose denials are returned and whose limiter is built
+    /// (for a named policy: for the policy set in use), deciding on the
+    /// memory store or by a denial its deny cache remembers; and a named
+    /// policy that is not configured, settled by `on_error`. Otherwise
+    /// `Err`, and the call goes on through
     /// [`check_pending`](Self::check_pending). Generated code:
     ///
     /// ```text
@@ -129,8 +131,20 @@ impl Site {
             (SitePolicy::Fixed(_), OnLimit::Error, Some(limiter)) => {
                 limiter.pass_at_once(key.as_bytes(), cost).map_err(|clocked| Pending(Rest::Limiter(limiter, clocked)))
             }
+            (SitePolicy::Named(named), OnLimit::Error, _) => self.named_at_once(named, key, cost),
             _ => Err(Pending(Rest::Otherwise)),
         }
+    }
+
+    /// [`check_at_once`](Self::check_at_once) for a site whose named policy
+    /// already has its limiter for the policy set in use.
+    fn named_at_once(&'static self, named: &NamedLimiter, key: &str, cost: u64) -> Result<Result<(), Box<RateLimited>>, Pending> {
+        let Some(configured) = named.cached() else { return Err(Pending(Rest::Otherwise)) };
+        let at_once = match &configured.limiter {
+            Ok(limiter) => limiter.pass_at_once(key.as_bytes(), cost),
+            Err(why) => return Ok(self.without_policy(named.policy(), why, key)),
+        };
+        at_once.map_err(|clocked| Pending(Rest::Named(configured, clocked)))
     }
 
     /// The call [`check_at_once`](Self::check_at_once) did not decide.
@@ -147,10 +161,19 @@ impl Site {
     pub fn check_pending<'k>(&'static self, key: &'k str, cost: u64, pending: Pending) -> impl Future<Output = Result<(), Box<RateLimited>>> + Send + 'k {
         match pending.0 {
             Rest::Limiter(limiter, clocked) => Either::Left(limiter.pass_clocked(key.as_bytes(), cost, clocked)),
+            // Boxed, as the others: a named policy's limiter is shared with
+            // reloads, so its call owns the `Arc`. Such a call that asks
+            // Redis pays the allocation (one decided at once does not).
+            Rest::Named(configured, clocked) => Either::Right(Box::pin(async move {
+                match &configured.limiter {
+                    Ok(limiter) => limiter.pass_clocked(key.as_bytes(), cost, clocked).await,
+                    // Not made by `named_at_once`, which settles these itself.
+                    Err(_) => self.check_otherwise(key, cost).await,
+                }
+            }) as Boxed<'k>),
             // Boxed: unboxed, its 280 bytes sized the future of every call
-            // (the common one's is 136), and every await copied them. A site
-            // with a named policy pays the allocation on each call.
-            Rest::Otherwise => Either::Right(Box::pin(self.check_otherwise(key, cost))),
+            // (the common one's is 136), and every await copied them.
+            Rest::Otherwise => Either::Right(Box::pin(self.check_otherwise(key, cost)) as Boxed<'k>),
         }
     }
 
@@ -227,6 +250,9 @@ impl Site {
     }
 }
 
+/// A call's future in [`Site::check_pending`] other than the common one's.
+type Boxed<'k> = Pin<Box<dyn Future<Output = Result<(), Box<RateLimited>>> + Send + 'k>>;
+
 /// What [`Site::check_at_once`] leaves for [`Site::check_pending`] when it
 /// did not decide the call.
 #[derive(Debug)]
@@ -236,6 +262,8 @@ pub struct Pending(Rest);
 enum Rest {
     /// The site's limiter goes on with the times it read for the call.
     Limiter(&'static Limiter, Clocked),
+    /// So does the limiter of the site's named policy.
+    Named(Arc<Configured>, Clocked),
     /// Any other call: see [`Site::check_otherwise`].
     Otherwise,
 }

@@ -41,18 +41,25 @@ impl NamedLimiter {
         &self.policy
     }
 
+    /// [`current`](Self::current)'s common path, without a future: the
+    /// limiter already built for the policy set in use (on a working store),
+    /// if there is one.
+    #[inline]
+    pub(crate) fn cached(&self) -> Option<Arc<Configured>> {
+        let cached = self.configured.load_full()?;
+        (cached.generation == registry::current().generation && !cached.degraded).then_some(cached)
+    }
+
     /// The limiter for the policy set in use, and whether it is the first
     /// one built on a working store. The common path is two atomic loads
     /// (the set's snapshot, this limiter's) and a compare of generations:
     /// no lock, no allocation.
     pub(crate) async fn current(&self) -> (Arc<Configured>, bool) {
+        if let Some(cached) = self.cached() {
+            return (cached, false);
+        }
         let loaded = registry::current();
         let cached = self.configured.load_full();
-        if let Some(cached) = &cached {
-            if cached.generation == loaded.generation && !cached.degraded {
-                return (cached.clone(), false);
-            }
-        }
         let mut first = false;
         let fresh = match loaded.set.get(&self.policy) {
             None => Configured { generation: loaded.generation, degraded: false, limiter: Err(missing(&self.policy, &loaded).into()) },
