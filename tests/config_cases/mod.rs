@@ -108,6 +108,9 @@ pub async fn run(backend: &str) {
     assert!(refused.store_unavailable);
     assert_eq!(refused.policy, None);
     assert_eq!(refused.to_string(), "rate limited by `cfg.later`: its named policy is not configured");
+    // Again, now that each site knows the set in use (`Site::check_at_once`).
+    assert_eq!(later_allow().await.unwrap(), 7);
+    assert!(denied(later_deny().await).store_unavailable);
     let text = logs.text();
     let expected = format!("policy \"later\" is not configured in {} (it has: feed, search); call allowed (on_error = allow)", file.0.display());
     assert!(text.contains(&expected), "{text}");
