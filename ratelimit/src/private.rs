@@ -177,8 +177,9 @@ impl Site {
         }
     }
 
-    /// Every other call: a site's first, one that waits out denials, or one
-    /// whose policy is named.
+    /// Every other call: a site's first, one that waits out denials, or,
+    /// for a named policy, the first after a reload or while the store is
+    /// down.
     async fn check_otherwise(&'static self, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
         match &self.policy {
             SitePolicy::Fixed(policy) => {
