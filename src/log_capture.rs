@@ -1,7 +1,10 @@
 //! [`LogCapture`]: collect what `tracing` writes, to assert on log lines.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use tracing::level_filters::LevelFilter;
+use tracing::subscriber::{Interest, Subscriber};
+use tracing::{span, Dispatch, Event, Metadata};
 
 /// A `tracing` writer that keeps everything written to it; clones share it.
 ///
@@ -17,6 +20,7 @@ pub struct LogCapture(Arc<Mutex<Vec<u8>>>);
 impl LogCapture {
     /// Makes this the current thread's subscriber until the guard drops.
     pub fn install(&self) -> tracing::subscriber::DefaultGuard {
+        keep_a_bystander_registered();
         let writer = self.clone();
         let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
         tracing::subscriber::set_default(subscriber)
@@ -25,6 +29,7 @@ impl LogCapture {
     /// Like [`install`](Self::install), but down to DEBUG and with a line
     /// for every span when it closes, carrying the fields recorded in it.
     pub fn install_debug(&self) -> tracing::subscriber::DefaultGuard {
+        keep_a_bystander_registered();
         let writer = self.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_writer(move || writer.clone())
@@ -49,5 +54,72 @@ impl Write for LogCapture {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+/// Registers, once per process, a dispatcher that wants nothing and lives
+/// as long as the process, so that `tracing` always sees two or more.
+///
+/// With only one dispatcher registered, `tracing-core` works out a
+/// callsite's interest from the *registering thread's* default alone. A
+/// test on another thread (with no subscriber of its own) that reaches a
+/// callsite first then caches `never` for it, and the thread whose capture
+/// is installed loses every line from that callsite: the decision span
+/// test failed that way in about one run in 150. With two, every callsite
+/// is asked of every live dispatcher, the capture's included.
+fn keep_a_bystander_registered() {
+    static BYSTANDER: OnceLock<Dispatch> = OnceLock::new();
+    BYSTANDER.get_or_init(|| Dispatch::new(Bystander));
+}
+
+/// A subscriber that is never interested and says so in its level hint,
+/// so it neither enables a callsite nor raises the global max level.
+struct Bystander;
+
+impl Subscriber for Bystander {
+    fn register_callsite(&self, _: &'static Metadata<'static>) -> Interest {
+        Interest::never()
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::OFF)
+    }
+
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        false
+    }
+
+    fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
+        span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+
+    fn event(&self, _: &Event<'_>) {}
+
+    fn enter(&self, _: &span::Id) {}
+
+    fn exit(&self, _: &span::Id) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LogCapture;
+
+    fn emit() {
+        tracing::debug!("from a shared callsite");
+    }
+
+    /// Fails without the bystander: the other thread registers the callsite
+    /// first, with no subscriber of its own, and `never` is cached for it.
+    #[test]
+    fn a_callsite_first_reached_on_another_thread_is_still_captured() {
+        let logs = LogCapture::default();
+        let _guard = logs.install_debug();
+        std::thread::spawn(emit).join().unwrap();
+        emit();
+        assert_eq!(logs.text().matches("from a shared callsite").count(), 1, "{}", logs.text());
     }
 }
