@@ -2,7 +2,8 @@
 //! returns within its timeout plus a margin, `on_error` decides while the
 //! store is away, and decisions flow through Redis again by themselves.
 
-use ratelimit::{Limiter, OnError, Policy, RedisOptions, Store};
+use ratelimit::{Error, Limiter, OnError, Policy, RedisOptions, Store};
+use ratelimit_examples::log_capture::LogCapture;
 use ratelimit_examples::redis_server::RedisServer;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -168,4 +169,36 @@ async fn script_flush_under_load_is_invisible_to_callers() {
     flusher.await.unwrap();
     assert!(calls > 100, "only {calls} calls");
     println!("{calls} calls across 10 SCRIPT FLUSHes, no error");
+}
+
+/// A policy's first call while the breaker is open fails at once, as every
+/// other call does: it does not first spend the response timeout trying to
+/// load its script into a Redis that is not answering. The script is not
+/// lost: once the breaker closes, the call's `EVALSHA` meets NOSCRIPT and
+/// loads it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_new_policys_first_call_while_the_breaker_is_open_does_not_load_its_script() {
+    let logs = LogCapture::default();
+    let _guard = logs.install_debug();
+    let server = RedisServer::start();
+    // Open for a second: far longer than the two calls below take.
+    let options = RedisOptions { response_timeout: TIMEOUT, retry_interval: Duration::from_secs(1), ..RedisOptions::default() };
+    let store = Store::redis_with(&server.url(), options).await.unwrap();
+    let known = Limiter::new("breaker-known", Policy::fixed_window("5/1h").unwrap(), &store);
+    known.check("k", 1).await.unwrap();
+
+    signal(&server, "-STOP");
+    let timed_out = known.check("k", 1).await.unwrap_err();
+    // A rate no other test uses: its script is made by this call.
+    let new = Limiter::new("breaker-new", Policy::gcra("7/13s", 3).unwrap(), &store);
+    let first = new.check("k", 1).await.unwrap_err();
+    signal(&server, "-CONT");
+    assert!(matches!(timed_out, Error::Timeout(_)), "{timed_out:?}: the frozen server opens the breaker");
+    assert!(matches!(first, Error::Unavailable(_)), "{first:?}: the breaker's fast failure");
+    let text = logs.text();
+    assert!(!text.contains("could not load a policy's script"), "the first call tried to load it: {text}");
+
+    recovery(&new).await;
+    let decision = new.check("k", 1).await.unwrap();
+    assert!(decision.allowed && decision.remaining == 3, "the script decides on Redis: {decision:?}");
 }

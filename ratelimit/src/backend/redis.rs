@@ -172,14 +172,20 @@ impl RedisBackend {
     }
 
     /// Loads a script made per policy ahead of its first `EVALSHA` (on
-    /// every node of a cluster); should that fail, the `EVALSHA` meets
-    /// NOSCRIPT and reloads. Boxed: a policy's first call alone waits for
+    /// every node of a cluster), unless the breaker is open; should that
+    /// fail or be skipped, the `EVALSHA` meets NOSCRIPT and reloads. Boxed: a policy's first call alone waits for
     /// it, and every decision's future would otherwise carry its state.
     fn load_first<'s>(&'s self, script: &'s redis::Script) -> BoxFuture<'s, ()> {
         Box::pin(self.load(script))
     }
 
     async fn load(&self, script: &redis::Script) {
+        // While the breaker is open the call fails at once, as every other
+        // does, rather than wait out the response timeout here; the
+        // `EVALSHA`'s NOSCRIPT reload loads the script once Redis answers.
+        if self.breaker.open().is_some() {
+            return;
+        }
         let mut connection = self.connection.clone();
         let invocation = script.prepare_invoke();
         let load = invocation.load_async(&mut connection);
