@@ -313,7 +313,8 @@ impl crate::Backend for Unavailable {
     note = "return `Result<_, E>` where `E: From<ratelimit::RateLimited>`, or choose `on_limit = \"wait\"` (no `max_wait`) or `fallback = path::to::fn`"
 )]
 pub trait IntoDenial: Sized {
-    /// The value a denied call returns, from the denial [`Site::check`] gave.
+    /// The value a denied call returns, from the denial [`Site::check_at_once`]
+    /// or [`Site::check_pending`] gave.
     fn from_denial(denied: Box<RateLimited>) -> Self;
 }
 

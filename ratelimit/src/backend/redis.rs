@@ -173,8 +173,9 @@ impl RedisBackend {
 
     /// Loads a script made per policy ahead of its first `EVALSHA` (on
     /// every node of a cluster), unless the breaker is open; should that
-    /// fail or be skipped, the `EVALSHA` meets NOSCRIPT and reloads. Boxed: a policy's first call alone waits for
-    /// it, and every decision's future would otherwise carry its state.
+    /// fail or be skipped, the `EVALSHA` meets NOSCRIPT and reloads.
+    /// Boxed: a policy's first call alone waits for it, and every
+    /// decision's future would otherwise carry its state.
     fn load_first<'s>(&'s self, script: &'s redis::Script) -> BoxFuture<'s, ()> {
         Box::pin(self.load(script))
     }
