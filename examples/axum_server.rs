@@ -66,7 +66,8 @@ async fn search() -> &'static str {
 }
 
 fn app(proxies: TrustedProxies) -> Result<Router, ratelimit::Error> {
-    let hello_limit = RateLimitLayer::new("axum_server.hello", Policy::fixed_window("5/1h")?).key(KeyBy::client_ip(proxies));
+    let hello_limit =
+        RateLimitLayer::new("axum_server.hello", Policy::fixed_window("5/1h")?).key(KeyBy::client_ip(proxies));
     let search_limit = RateLimitLayer::new("axum_server.search", Policy::token_bucket(3, "1/1h")?)
         .key(KeyBy::header("x-api-key")?)
         .header_style(HeaderStyle::DraftAndLegacy);

@@ -82,16 +82,32 @@ fn options() -> Options {
         match arg.as_str() {
             "--long" => secs = 10.0,
             "--secs" => secs = iter.next().and_then(|s| s.parse().ok()).expect("--secs takes a number of seconds"),
-            "--rounds" => rounds = iter.next().and_then(|s| s.parse().ok()).filter(|&n| n > 0).expect("--rounds takes a number of runs"),
+            "--rounds" => {
+                rounds = iter
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .filter(|&n| n > 0)
+                    .expect("--rounds takes a number of runs")
+            }
             "--only" => match iter.next().map(String::as_str) {
                 Some("memory") => only_memory = true,
-                Some(name) if AlgorithmKind::ALL.iter().any(|k| k.name() == name) => only_algorithm = AlgorithmKind::ALL.into_iter().find(|k| k.name() == name),
+                Some(name) if AlgorithmKind::ALL.iter().any(|k| k.name() == name) => {
+                    only_algorithm = AlgorithmKind::ALL.into_iter().find(|k| k.name() == name)
+                }
                 other => panic!("--only takes `memory` or an algorithm's name, not {other:?}"),
             },
-            other => panic!("unknown argument {other:?}; use --long, --secs N, --rounds N, --only memory or --only <algorithm>"),
+            other => panic!(
+                "unknown argument {other:?}; use --long, --secs N, --rounds N, --only memory or --only <algorithm>"
+            ),
         }
     }
-    Options { warmup: Duration::from_millis(200), window: Duration::from_secs_f64(secs), rounds, only_memory, only_algorithm }
+    Options {
+        warmup: Duration::from_millis(200),
+        window: Duration::from_secs_f64(secs),
+        rounds,
+        only_memory,
+        only_algorithm,
+    }
 }
 
 impl Options {
@@ -104,7 +120,11 @@ impl Options {
 /// A plain multiplexed redis-rs connection, with TCP_NODELAY as the runtime sets it.
 pub async fn raw_connection(url: &str) -> MultiplexedConnection {
     let info = url.into_connection_info().unwrap().set_tcp_settings(TcpSettings::default().set_nodelay(true));
-    redis::Client::open(info).unwrap().get_multiplexed_async_connection().await.expect("connect to the bench's redis-server")
+    redis::Client::open(info)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect to the bench's redis-server")
 }
 
 /// One measured row.
@@ -149,7 +169,8 @@ async fn run(options: Options) {
 
     // A generous response timeout: on a shared, overloaded machine a call
     // can wait longer than the default 250 ms, which would end the run.
-    let redis_options = ratelimit::RedisOptions { response_timeout: Duration::from_secs(5), ..ratelimit::RedisOptions::default() };
+    let redis_options =
+        ratelimit::RedisOptions { response_timeout: Duration::from_secs(5), ..ratelimit::RedisOptions::default() };
     let store = Store::redis_with(&server.url(), redis_options).await.expect("connect the runtime");
     ratelimit::init(store.clone()).expect("the global store is set once");
 
@@ -185,14 +206,25 @@ async fn run(options: Options) {
         let (limiter_ratio, attribute_ratio) = (median_ratio(&limiter, &script), median_ratio(&attribute, &script));
         let to_ceiling = |runs: &[Measured]| Some(median_ratio(runs, &ceilings));
         let (script_c, limiter_c, attribute_c) = (to_ceiling(&script), to_ceiling(&limiter), to_ceiling(&attribute));
-        let (script, limiter, attribute) = (Measured::mean(&script), Measured::mean(&limiter), Measured::mean(&attribute));
+        let (script, limiter, attribute) =
+            (Measured::mean(&script), Measured::mean(&limiter), Measured::mean(&attribute));
         println!(
             "{name:<15} script {:>8.0}/s  limiter {:>8.0}/s  #[rate_limit] {:>8.0}/s  server {:.2} µs/call",
             script.ops_per_s, limiter.ops_per_s, attribute.ops_per_s, script.server_us_per_call
         );
         rows.push(Row { case: format!("{name}/script"), m: script, same_script: Some(1.0), same_ceiling: script_c });
-        rows.push(Row { case: format!("{name}/limiter"), m: limiter, same_script: Some(limiter_ratio), same_ceiling: limiter_c });
-        rows.push(Row { case: format!("{name}/macro"), m: attribute, same_script: Some(attribute_ratio), same_ceiling: attribute_c });
+        rows.push(Row {
+            case: format!("{name}/limiter"),
+            m: limiter,
+            same_script: Some(limiter_ratio),
+            same_ceiling: limiter_c,
+        });
+        rows.push(Row {
+            case: format!("{name}/macro"),
+            m: attribute,
+            same_script: Some(attribute_ratio),
+            same_ceiling: attribute_c,
+        });
     }
 
     if options.only_algorithm.is_some() {
@@ -213,21 +245,41 @@ async fn run(options: Options) {
         })
         .await
     };
-    rows.push(Row { case: "fixed_window_3_strategies/limiter".into(), m: three, same_script: None, same_ceiling: None });
+    rows.push(Row {
+        case: "fixed_window_3_strategies/limiter".into(),
+        m: three,
+        same_script: None,
+        same_ceiling: None,
+    });
 
     // What TIME costs inside a script: the same scripts with the client's clock.
-    for algo in cases::algorithms().into_iter().filter(|a| matches!(a.kind, AlgorithmKind::Gcra | AlgorithmKind::TokenBucket | AlgorithmKind::FixedWindow)) {
+    for algo in cases::algorithms()
+        .into_iter()
+        .filter(|a| matches!(a.kind, AlgorithmKind::Gcra | AlgorithmKind::TokenBucket | AlgorithmKind::FixedWindow))
+    {
         let m = measure_script_clock(&algo, &mut admin, &load_connection, options.run(), true).await;
-        rows.push(Row { case: format!("{}/script_client_clock", algo.kind.name()), m, same_script: None, same_ceiling: None });
+        rows.push(Row {
+            case: format!("{}/script_client_clock", algo.kind.name()),
+            m,
+            same_script: None,
+            same_ceiling: None,
+        });
     }
 
     // The server-time targets as ratios: our scripts against the naive forms
     // the issue measured them by, in turn in this run.
     let mut naive_ratios = Vec::new();
-    for (algo, source, target) in [(AlgorithmKind::Gcra, naive::NAIVE_GCRA, 4.5 / 5.7), (AlgorithmKind::TokenBucket, naive::NAIVE_TOKEN_BUCKET, 4.5 / 8.0)] {
+    for (algo, source, target) in [
+        (AlgorithmKind::Gcra, naive::NAIVE_GCRA, 4.5 / 5.7),
+        (AlgorithmKind::TokenBucket, naive::NAIVE_TOKEN_BUCKET, 4.5 / 8.0),
+    ] {
         let algo = cases::algorithms().into_iter().find(|a| a.kind == algo).expect("every algorithm has a case");
         let (ours, theirs) = naive::server_times(&algo, source, &mut admin, &load_connection, options).await;
-        println!("bench case={}/naive_form server_us_per_call={theirs:.2} ours={ours:.2} ratio={:.3}", algo.kind.name(), ours / theirs);
+        println!(
+            "bench case={}/naive_form server_us_per_call={theirs:.2} ours={ours:.2} ratio={:.3}",
+            algo.kind.name(),
+            ours / theirs
+        );
         naive_ratios.push((algo.kind, ours, theirs, target));
     }
 
@@ -254,7 +306,12 @@ async fn measure_ceiling(admin: &mut MultiplexedConnection, con: &MultiplexedCon
     drive(admin, options.warmup, options.window, move |task, n| {
         let (script, keys, mut con) = (script.clone(), keys.clone(), con.clone());
         async move {
-            let _: i64 = script.key(&keys[load::user(task, n) as usize]).arg(1000).invoke_async(&mut con).await.expect("ceiling EVALSHA");
+            let _: i64 = script
+                .key(&keys[load::user(task, n) as usize])
+                .arg(1000)
+                .invoke_async(&mut con)
+                .await
+                .expect("ceiling EVALSHA");
         }
     })
     .await
@@ -285,7 +342,8 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
             let reply: Vec<u8> = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
             let v = f64::from_le_bytes(reply[..8].try_into().expect("16 bytes"));
             let (limit, p) = (decision.limit, algo.params[2]);
-            let left = if algo.kind == ratelimit::AlgorithmKind::TokenBucket { v as u64 / p } else { limit - v as u64 / p };
+            let left =
+                if algo.kind == ratelimit::AlgorithmKind::TokenBucket { v as u64 / p } else { limit - v as u64 / p };
             (v >= 0.0, limit, left)
         }
         None => {
@@ -293,7 +351,12 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
             (reply[0] == 1, reply[1] as u64, reply[2] as u64)
         }
     };
-    assert_eq!((allowed, limit, remaining), (decision.allowed, decision.limit, decision.remaining), "{}: the raw arguments do not match the runtime's", algo.policy);
+    assert_eq!(
+        (allowed, limit, remaining),
+        (decision.allowed, decision.limit, decision.remaining),
+        "{}: the raw arguments do not match the runtime's",
+        algo.policy
+    );
 }
 
 /// One algorithm's script and ARGV exactly as the Redis backend sends them.
@@ -323,7 +386,10 @@ impl RawCall {
     /// `Store::with_clock(SystemClock)` sends it), so the script skips `TIME`.
     fn new(algo: &cases::Algo, client_clock: bool) -> RawCall {
         let (source, arguments) = match (algo.counter, ratelimit::policy_script_source(&algo.policy)) {
-            (Some(_), _) if !client_clock => (ratelimit::fixed_window_counter_source(&algo.policy).expect("a fixed window of one strategy"), Arguments::Counter),
+            (Some(_), _) if !client_clock => (
+                ratelimit::fixed_window_counter_source(&algo.policy).expect("a fixed window of one strategy"),
+                Arguments::Counter,
+            ),
             (_, Some(source)) => (source, Arguments::PerPolicy { client_clock }),
             _ => (ratelimit::script_source(algo.kind).to_string(), Arguments::Window { client_clock }),
         };
@@ -374,7 +440,12 @@ impl RawCall {
     }
 }
 
-async fn measure_script(algo: &cases::Algo, admin: &mut MultiplexedConnection, con: &MultiplexedConnection, options: Options) -> Measured {
+async fn measure_script(
+    algo: &cases::Algo,
+    admin: &mut MultiplexedConnection,
+    con: &MultiplexedConnection,
+    options: Options,
+) -> Measured {
     measure_script_clock(algo, admin, con, options, false).await
 }
 
@@ -402,7 +473,12 @@ fn raw_keys(algo: &cases::Algo, client_clock: bool) -> Vec<String> {
     (0..load::USERS).map(|u| algo.storage_key("bench.script", &format!("user:{u}"), client_clock)).collect()
 }
 
-async fn measure_limiter(algo: &cases::Algo, admin: &mut MultiplexedConnection, store: &Store, options: Options) -> Measured {
+async fn measure_limiter(
+    algo: &cases::Algo,
+    admin: &mut MultiplexedConnection,
+    store: &Store,
+    options: Options,
+) -> Measured {
     let limiter = Limiter::new(format!("bench.limiter.{}", algo.kind.name()), algo.policy.clone(), store);
     let keys = Arc::new((0..load::USERS).map(|u| format!("user:{u}")).collect::<Vec<_>>());
     flush(admin).await;
@@ -453,7 +529,10 @@ impl Measured {
 }
 
 fn print_table(rows: &[Row], ceiling: f64) {
-    println!("\n{:<36} {:>10} {:>8} {:>8} {:>12} {:>12} {:>8} {:>8}", "case", "ops/s", "p50 µs", "p99 µs", "client µs/op", "server µs", "÷script", "÷ceiling");
+    println!(
+        "\n{:<36} {:>10} {:>8} {:>8} {:>12} {:>12} {:>8} {:>8}",
+        "case", "ops/s", "p50 µs", "p99 µs", "client µs/op", "server µs", "÷script", "÷ceiling"
+    );
     for row in rows {
         let m = &row.m;
         let same = row.same_script.map_or("-".to_string(), |r| format!("{r:.3}"));
@@ -486,12 +565,20 @@ fn print_table(rows: &[Row], ceiling: f64) {
 }
 
 fn print_targets(rows: &[Row], ceiling: f64) {
-    let find = |case: &str| rows.iter().find(|r| r.case == case).map(|r| (r.m, r.same_script.unwrap_or(1.0), r.same_ceiling.unwrap_or(r.m.ops_per_s / ceiling)));
+    let find = |case: &str| {
+        rows.iter()
+            .find(|r| r.case == case)
+            .map(|r| (r.m, r.same_script.unwrap_or(1.0), r.same_ceiling.unwrap_or(r.m.ops_per_s / ceiling)))
+    };
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
     println!("\ntargets");
     for kind in AlgorithmKind::ALL {
         if let Some((_, ratio, _)) = find(&format!("{}/macro", kind.name())) {
-            println!("  {:<15} #[rate_limit] ÷ same script {ratio:.3} (>= 0.95): {}", kind.name(), verdict(ratio >= 0.95));
+            println!(
+                "  {:<15} #[rate_limit] ÷ same script {ratio:.3} (>= 0.95): {}",
+                kind.name(),
+                verdict(ratio >= 0.95)
+            );
         }
     }
     if let Some((_, _, ratio)) = find("fixed_window/macro") {
@@ -499,10 +586,19 @@ fn print_targets(rows: &[Row], ceiling: f64) {
     }
     for kind in [AlgorithmKind::Gcra, AlgorithmKind::TokenBucket] {
         if let Some((m, _, _)) = find(&format!("{}/script", kind.name())) {
-            println!("  {:<15} server time {:.2} µs per call (<= 4.5): {}", kind.name(), m.server_us_per_call, verdict(m.server_us_per_call <= 4.5));
+            println!(
+                "  {:<15} server time {:.2} µs per call (<= 4.5): {}",
+                kind.name(),
+                m.server_us_per_call,
+                verdict(m.server_us_per_call <= 4.5)
+            );
         }
     }
     if let Some((m, _, _)) = find("fixed_window_3_strategies/limiter") {
-        println!("  three strategies: {:.3} EVALSHA per decision (one round trip): {}", m.evalsha_per_op, verdict((m.evalsha_per_op - 1.0).abs() < 0.01));
+        println!(
+            "  three strategies: {:.3} EVALSHA per decision (one round trip): {}",
+            m.evalsha_per_op,
+            verdict((m.evalsha_per_op - 1.0).abs() < 0.01)
+        );
     }
 }

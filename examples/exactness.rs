@@ -116,7 +116,17 @@ fn run(url: &str, algo: &str, processes: u64, tasks: u64, millis: u64) -> Outcom
     let children: Vec<_> = (0..processes)
         .map(|_| {
             Command::new(&exe)
-                .args(["--worker", "--url", url, "--algo", algo, "--tasks", &tasks.to_string(), "--millis", &millis.to_string()])
+                .args([
+                    "--worker",
+                    "--url",
+                    url,
+                    "--algo",
+                    algo,
+                    "--tasks",
+                    &tasks.to_string(),
+                    "--millis",
+                    &millis.to_string(),
+                ])
                 .stdout(Stdio::piped())
                 .spawn()
                 .expect("start a worker process")
@@ -162,7 +172,10 @@ async fn main() -> ExitCode {
         (Some(s), None, url)
     };
     let topology = if cluster { "cluster" } else { "single" };
-    println!("{processes} processes x {tasks} tasks, {KEYS} shared keys, {} ms per algorithm, on a {topology} Redis", millis);
+    println!(
+        "{processes} processes x {tasks} tasks, {KEYS} shared keys, {} ms per algorithm, on a {topology} Redis",
+        millis
+    );
     println!("{:<16}{:>10}{:>10}{:>16}", "algorithm", "decisions", "admitted", "over-admitted");
     let (mut decisions, mut over) = (0, 0);
     for algo in ["fixed_window", "sliding_window", "sliding_log", "token_bucket", "leaky_bucket", "gcra"] {

@@ -96,6 +96,9 @@ async fn round(start: Instant, calls: usize) {
 fn describe(result: Result<usize, RateLimited>) -> String {
     match result {
         Ok(_) => "passed".into(),
-        Err(denied) => format!("denied, violated {:?}: {denied}", denied.decision.violated.iter().map(ToString::to_string).collect::<Vec<_>>()),
+        Err(denied) => format!(
+            "denied, violated {:?}: {denied}",
+            denied.decision.violated.iter().map(ToString::to_string).collect::<Vec<_>>()
+        ),
     }
 }

@@ -46,9 +46,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let gap = at.saturating_sub(previous);
         previous = *at;
         let column = (at.as_millis() / 50) as usize; // one column per 50 ms
-        println!("#{:>2} (message {message:>2}) started at {:>6.3}s  +{:>4}ms  |{}*", order + 1, at.as_secs_f64(), gap.as_millis(), " ".repeat(column));
+        println!(
+            "#{:>2} (message {message:>2}) started at {:>6.3}s  +{:>4}ms  |{}*",
+            order + 1,
+            at.as_secs_f64(),
+            gap.as_millis(),
+            " ".repeat(column)
+        );
     }
     let span = started.last().map(|(_, at)| *at).unwrap_or_default();
-    println!("\n20 calls in {:.2}s: {:.1} calls/s after the first 3", span.as_secs_f64(), 17.0 / span.as_secs_f64().max(0.001));
+    println!(
+        "\n20 calls in {:.2}s: {:.1} calls/s after the first 3",
+        span.as_secs_f64(),
+        17.0 / span.as_secs_f64().max(0.001)
+    );
     Ok(())
 }

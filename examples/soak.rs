@@ -58,7 +58,10 @@ fn flag(name: &str) -> bool {
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map_or(default, |v| v.parse().expect("a whole number of seconds"))
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .map_or(default, |v| v.parse().expect("a whole number of seconds"))
 }
 
 /// Certain over-admissions of one key: groups of LIMIT + 1 admitted calls
@@ -84,7 +87,8 @@ async fn main() -> ExitCode {
     let store = Store::redis_with(&server.url(), RedisOptions::default()).await.expect("connect to the private Redis");
     // Every decision goes to Redis: the deny cache would answer denials in
     // process and bunch admissions into bursts that hide lost state.
-    let limiter = Limiter::new("soak", Policy::sliding_log(&format!("{LIMIT}/1s")).unwrap(), &store).with_deny_cache(false);
+    let limiter =
+        Limiter::new("soak", Policy::sliding_log(&format!("{LIMIT}/1s")).unwrap(), &store).with_deny_cache(false);
     let stop = Arc::new(AtomicBool::new(false));
 
     let workers: Vec<_> = (0..TASKS)
@@ -124,7 +128,8 @@ async fn main() -> ExitCode {
         // bursts as the window slides past the previous burst (at whole
         // seconds from the start), so mid-window every log is full and a
         // restart that loses it is certain to let a second burst in early.
-        let next = (Duration::from_secs(restart_every * (restarts + 1)) + Duration::from_micros(WINDOW_US / 2)).min(Duration::from_secs(seconds));
+        let next = (Duration::from_secs(restart_every * (restarts + 1)) + Duration::from_micros(WINDOW_US / 2))
+            .min(Duration::from_secs(seconds));
         tokio::time::sleep(next.saturating_sub(started.elapsed())).await;
         if started.elapsed() + Duration::from_millis(100) < Duration::from_secs(seconds) {
             let down = Instant::now();
@@ -151,7 +156,12 @@ async fn main() -> ExitCode {
     let over: usize = total.admitted.into_iter().map(over_admissions).sum();
     let decisions = total.allowed + total.denied;
     println!("soak: {seconds} s, {restarts} restarts, policy sliding_log {LIMIT}/1s on {KEYS} keys, {TASKS} tasks");
-    println!("decisions        {decisions} ({:.0}/s): {} allowed, {} denied", decisions as f64 / seconds as f64, total.allowed, total.denied);
+    println!(
+        "decisions        {decisions} ({:.0}/s): {} allowed, {} denied",
+        decisions as f64 / seconds as f64,
+        total.allowed,
+        total.denied
+    );
     println!("errors           {}", total.errors.values().sum::<u64>());
     for (kind, n) in &total.errors {
         println!("  {kind:<28}{n}");

@@ -22,7 +22,18 @@ impl RedisCluster {
             .map(|_| {
                 RedisServer::start_on(
                     free_cluster_port,
-                    &["--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0"],
+                    &[
+                        "--appendonly",
+                        "no",
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "1000",
+                        "--cluster-replica-validity-factor",
+                        "0",
+                    ],
                     None,
                 )
             })
@@ -34,7 +45,11 @@ impl RedisCluster {
             .args(["--cluster-replicas", "1", "--cluster-yes"])
             .output()
             .expect("run redis-cli --cluster create");
-        assert!(status.status.success(), "redis-cli --cluster create failed: {}", String::from_utf8_lossy(&status.stdout));
+        assert!(
+            status.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&status.stdout)
+        );
         let cluster = RedisCluster { nodes };
         cluster.wait_ok();
         cluster
@@ -65,7 +80,9 @@ impl RedisCluster {
 
     /// Indexes (into `nodes`) of the nodes that are masters now.
     pub fn masters(&self) -> Vec<usize> {
-        (0..self.nodes.len()).filter(|&i| self.nodes[i].pid().is_some() && info(self.nodes[i].port(), "ROLE", "").starts_with("master")).collect()
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].pid().is_some() && info(self.nodes[i].port(), "ROLE", "").starts_with("master"))
+            .collect()
     }
 
     /// The `CLUSTER NODES` view of a live node.

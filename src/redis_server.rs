@@ -119,7 +119,9 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start redis-server ({e}); install it with `apt-get install redis-server`"));
+            .unwrap_or_else(|e| {
+                panic!("cannot start redis-server ({e}); install it with `apt-get install redis-server`")
+            });
         self.child = Some(child);
         self.wait_ready()
     }
@@ -150,7 +152,9 @@ impl RedisServer {
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else { return false };
         let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
         let mut first = [0u8; 1];
-        stream.write_all(b"PING\r\n").is_ok() && stream.read_exact(&mut first).is_ok() && (first[0] == b'+' || first[0] == b'-')
+        stream.write_all(b"PING\r\n").is_ok()
+            && stream.read_exact(&mut first).is_ok()
+            && (first[0] == b'+' || first[0] == b'-')
     }
 
     /// `redis://127.0.0.1:<port>`.
@@ -168,7 +172,9 @@ impl RedisServer {
     pub async fn evalsha_calls(&self) -> u64 {
         let mut con = redis::Client::open(self.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
         let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut con).await.unwrap();
-        info.lines().find_map(|line| line.strip_prefix("cmdstat_evalsha:calls=")).map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+        info.lines()
+            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
     }
 
     /// The server's process id (to freeze it with SIGSTOP, for example).

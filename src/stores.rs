@@ -21,7 +21,8 @@ impl BothStores {
     pub async fn start() -> BothStores {
         let server = RedisServer::start();
         let clock = ManualClock::new();
-        let redis = Store::redis(&server.url()).await.expect("connect to the private redis-server").with_clock(clock.clone());
+        let redis =
+            Store::redis(&server.url()).await.expect("connect to the private redis-server").with_clock(clock.clone());
         let memory = Store::memory().with_clock(clock.clone());
         BothStores { server, clock, memory, redis }
     }

@@ -22,7 +22,8 @@ impl Clock for SkewedClock {
 /// times; returns how many of B's calls passed.
 async fn second_client_admits(url: &str, a: impl Clock, b: impl Clock, name: &str) -> usize {
     let policy = Policy::fixed_window("5/10s").unwrap();
-    let on_a = Limiter::new(name, policy.clone(), &Store::redis(url).await.unwrap().with_clock(a)).with_deny_cache(false);
+    let on_a =
+        Limiter::new(name, policy.clone(), &Store::redis(url).await.unwrap().with_clock(a)).with_deny_cache(false);
     let on_b = Limiter::new(name, policy, &Store::redis(url).await.unwrap().with_clock(b)).with_deny_cache(false);
     for _ in 0..5 {
         assert!(on_a.check("shared", 1).await.unwrap().allowed);
@@ -42,5 +43,9 @@ async fn skewed_clients_agree_exactly_on_server_time() {
     assert_eq!(second_client_admits(&url, ServerClock, ServerClock, "server-time").await, 0);
     // Client time with B's clock 11 s ahead: to B, A's 10 s window has
     // already ended, so B admits a second full window at once.
-    assert_eq!(second_client_admits(&url, SkewedClock { offset_us: 0 }, SkewedClock { offset_us: 11_000_000 }, "client-time").await, 5);
+    assert_eq!(
+        second_client_admits(&url, SkewedClock { offset_us: 0 }, SkewedClock { offset_us: 11_000_000 }, "client-time")
+            .await,
+        5
+    );
 }

@@ -13,11 +13,15 @@ use std::time::{Duration, Instant};
 /// gcra's are made per policy, with its first call).
 fn script_hashes() -> Vec<String> {
     use ratelimit::AlgorithmKind::{FixedWindow, SlidingLog, SlidingWindow};
-    [FixedWindow, SlidingWindow, SlidingLog].iter().map(|k| redis::Script::new(ratelimit::script_source(*k)).get_hash().to_string()).collect()
+    [FixedWindow, SlidingWindow, SlidingLog]
+        .iter()
+        .map(|k| redis::Script::new(ratelimit::script_source(*k)).get_hash().to_string())
+        .collect()
 }
 
 fn exists_on(port: u16, hashes: &[String]) -> usize {
-    let exists = cli(port, &[&["SCRIPT", "EXISTS"][..], &hashes.iter().map(String::as_str).collect::<Vec<_>>()].concat());
+    let exists =
+        cli(port, &[&["SCRIPT", "EXISTS"][..], &hashes.iter().map(String::as_str).collect::<Vec<_>>()].concat());
     exists.lines().filter(|l| l.trim() == "1").count()
 }
 
@@ -45,7 +49,9 @@ async fn every_behaviour_holds_on_a_cluster() {
     behaviour::all(&[("memory", &memory), ("cluster", &on_cluster)], &clock).await;
 
     // A policy's own script was loaded on every master with its first call.
-    let own = [redis::Script::new(&ratelimit::policy_script_source(&Policy::gcra("3/1s", 2).unwrap()).unwrap()).get_hash().to_string()];
+    let own = [redis::Script::new(&ratelimit::policy_script_source(&Policy::gcra("3/1s", 2).unwrap()).unwrap())
+        .get_hash()
+        .to_string()];
     for &m in &cluster.masters() {
         assert_eq!(exists_on(cluster.nodes[m].port(), &own), 1, "node {}", cluster.nodes[m].port());
     }
@@ -81,9 +87,14 @@ async fn every_behaviour_holds_on_a_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn decisions_resume_after_a_master_fails_over() {
     let mut cluster = RedisCluster::start();
-    let options = RedisOptions { response_timeout: Duration::from_millis(200), retry_interval: Duration::from_millis(100), ..RedisOptions::default() };
+    let options = RedisOptions {
+        response_timeout: Duration::from_millis(200),
+        retry_interval: Duration::from_millis(100),
+        ..RedisOptions::default()
+    };
     let store = Store::redis_with(&cluster.url(), options).await.unwrap();
-    let limiter = Limiter::new("failover", Policy::token_bucket(1_000_000, "1000/1s").unwrap(), &store).with_on_error(OnError::Deny);
+    let limiter = Limiter::new("failover", Policy::token_bucket(1_000_000, "1000/1s").unwrap(), &store)
+        .with_on_error(OnError::Deny);
 
     // Steady load over keys on every master; then kill one master.
     let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
@@ -116,7 +127,11 @@ async fn decisions_resume_after_a_master_fails_over() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let gap = last_failure.duration_since(killed_at);
-    println!("failover gap {gap:?}, longest call {longest_call:?}, {} store errors\n{}", limiter.store_errors(), cluster.describe());
+    println!(
+        "failover gap {gap:?}, longest call {longest_call:?}, {} store errors\n{}",
+        limiter.store_errors(),
+        cluster.describe()
+    );
     assert!(limiter.store_errors() > 0, "the kill was not noticed");
     assert!(gap < Duration::from_secs(8), "decisions resumed only after {gap:?}");
     assert!(longest_call < Duration::from_secs(2), "a call took {longest_call:?}");

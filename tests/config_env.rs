@@ -35,7 +35,13 @@ async fn the_environment_supplies_the_policies() {
     std::env::remove_var(POLICIES_VAR);
     std::fs::write(&path, "[policies.api]\nalgo = \"sliding_log\"\nstrategies = \"3/1h\"\nrate = \"1/1s\"\n").unwrap();
     let err = policies::reload().unwrap_err();
-    assert_eq!(err.to_string(), format!("{}:4: policy \"api\": rate \"1/1s\": `sliding_log` does not take `rate`; it takes `strategies`", path.display()));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:4: policy \"api\": rate \"1/1s\": `sliding_log` does not take `rate`; it takes `strategies`",
+            path.display()
+        )
+    );
     std::fs::write(&path, "[policies.api]\nalgo = \"sliding_log\"\nstrategies = \"3/1h\"\n").unwrap();
     assert_eq!(policies::reload().unwrap(), 1);
     api(1).await.unwrap();

@@ -36,8 +36,17 @@ async fn a_bad_file_is_reported_once_and_calls_follow_on_error() {
     let text = logs.text();
     let problem = format!("{}:4:", path.display());
     assert_eq!(text.matches("ERROR").count(), 1, "{text}");
-    assert!(text.contains(&format!("rate limit policies could not be loaded; calls naming a policy are settled by their on_error:\n{problem}")), "{text}");
-    assert_eq!(text.matches("policy \"api\" is not configured: the policies could not be loaded: ").count(), 3, "{text}");
+    assert!(
+        text.contains(&format!(
+            "rate limit policies could not be loaded; calls naming a policy are settled by their on_error:\n{problem}"
+        )),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("policy \"api\" is not configured: the policies could not be loaded: ").count(),
+        3,
+        "{text}"
+    );
     assert_eq!(text.matches("call allowed (on_error = allow)").count(), 2, "{text}");
     assert!(text.contains("call denied (on_error = deny)"), "{text}");
 }

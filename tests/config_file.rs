@@ -55,7 +55,11 @@ fn every_algorithm_reads_as_the_attribute_would() {
     assert_eq!(set.get("log"), Some(&Policy::sliding_log("5/3s").unwrap()));
     assert_eq!(set.get("tokens"), Some(&Policy::token_bucket(10, "1/3s").unwrap()));
     assert_eq!(set.get("leaky"), Some(&Policy::leaky_bucket(4, "2/1s").unwrap()));
-    assert_eq!(set.get("cell"), Some(&Policy::gcra("10/1s", 9).unwrap()), "burst defaults to count - 1, as in the attribute");
+    assert_eq!(
+        set.get("cell"),
+        Some(&Policy::gcra("10/1s", 9).unwrap()),
+        "burst defaults to count - 1, as in the attribute"
+    );
     assert_eq!(set.get("cell-burst_2"), Some(&Policy::gcra("1/1s", 4).unwrap()));
     assert_eq!(set.get("nope"), None);
     assert_eq!(set.origin(), "policies.toml");
@@ -71,7 +75,10 @@ fn inline_tables_and_an_empty_document_are_fine() {
 #[test]
 fn a_zero_limit_names_the_file_the_line_and_the_policy() {
     let text = "[policies.search]\nalgo = \"sliding_log\"\nstrategies = \"0/1s\"\n";
-    assert_eq!(problems(text), ["policies.toml:3: policy \"search\": strategies \"0/1s\": a limit of 0 would deny every call; use at least 1"]);
+    assert_eq!(
+        problems(text),
+        ["policies.toml:3: policy \"search\": strategies \"0/1s\": a limit of 0 would deny every call; use at least 1"]
+    );
 }
 
 #[test]
@@ -91,7 +98,11 @@ limit = "10/1s"
     let found = problems(text);
     assert_eq!(found.len(), 3, "{found:#?}");
     assert!(found[0].starts_with("policies.toml:5: policy \"search\": precision \"300ms\": precision 300ms does not divide the window of `10/1s`"), "{}", found[0]);
-    assert!(found[1].starts_with("policies.toml:9: policy \"upload\": capacity 0: capacity of 0 would deny every call"), "{}", found[1]);
+    assert!(
+        found[1].starts_with("policies.toml:9: policy \"upload\": capacity 0: capacity of 0 would deny every call"),
+        "{}",
+        found[1]
+    );
     assert!(found[2].starts_with("policies.toml:11: policy \"upload\": unknown option `limit`: a policy takes `algo`, `strategies`, `precision`, `capacity`, `rate`, `burst`"), "{}", found[2]);
     // Display: one problem per line, so a log or a terminal shows them all.
     let shown = PolicySet::parse("policies.toml", text).unwrap_err().to_string();
@@ -102,13 +113,20 @@ limit = "10/1s"
 fn unknown_and_misplaced_options() {
     let found = problems("[policies.api]\nalgo = \"gcra\"\nrate = \"1/1s\"\nkey = \"user:<id>\"\nwindow = \"1s\"\n");
     assert_eq!(found.len(), 2, "{found:#?}");
-    assert!(found[0].starts_with("policies.toml:4: policy \"api\": `key` is an option of the `#[rate_limit]` attribute, not of a policy"), "{}", found[0]);
+    assert!(
+        found[0].starts_with(
+            "policies.toml:4: policy \"api\": `key` is an option of the `#[rate_limit]` attribute, not of a policy"
+        ),
+        "{}",
+        found[0]
+    );
     assert!(found[1].starts_with("policies.toml:5: policy \"api\": unknown option `window`"), "{}", found[1]);
 }
 
 #[test]
 fn a_parameter_the_algorithm_does_not_take() {
-    let found = problems("[policies.api]\nalgo = \"token_bucket\"\ncapacity = 5\nrate = \"1/1s\"\nstrategies = \"10/1s\"\n");
+    let found =
+        problems("[policies.api]\nalgo = \"token_bucket\"\ncapacity = 5\nrate = \"1/1s\"\nstrategies = \"10/1s\"\n");
     assert_eq!(found, ["policies.toml:5: policy \"api\": strategies \"10/1s\": `token_bucket` does not take `strategies`; it takes `capacity`, `rate`"]);
 }
 
@@ -138,7 +156,11 @@ fn names_algorithms_and_layout() {
     assert_eq!(found.len(), 4, "{found:#?}");
     assert!(found[0].starts_with("policies.toml:1: unknown top-level key \"top\""), "{}", found[0]);
     assert!(found[1].contains("policy \"two words\": policy name \"two words\" contains ' '"), "{}", found[1]);
-    assert!(found[2].starts_with("policies.toml:6: policy \"x\": algo \"fixed\": unknown algorithm `fixed`"), "{}", found[2]);
+    assert!(
+        found[2].starts_with("policies.toml:6: policy \"x\": algo \"fixed\": unknown algorithm `fixed`"),
+        "{}",
+        found[2]
+    );
     assert!(found[3].starts_with("policies.toml:7: policy \"y\": missing `algo`"), "{}", found[3]);
     assert!(problems("policies = 3\n")[0].contains("`policies` must be a table"));
 }

@@ -29,15 +29,31 @@ async fn a_larger_limit_keeps_the_count_and_a_smaller_one_denies() {
     let both = BothStores::start().await;
     // (10 allowed, then 20, then 5): 7 used stays 7 used.
     let cases = [
-        ("algo = \"fixed_window\"\nstrategies = \"10/1h\"", "algo = \"fixed_window\"\nstrategies = \"20/1h\"", "algo = \"fixed_window\"\nstrategies = \"5/1h\""),
+        (
+            "algo = \"fixed_window\"\nstrategies = \"10/1h\"",
+            "algo = \"fixed_window\"\nstrategies = \"20/1h\"",
+            "algo = \"fixed_window\"\nstrategies = \"5/1h\"",
+        ),
         (
             "algo = \"sliding_window\"\nstrategies = \"10/1h\"\nprecision = \"1m\"",
             "algo = \"sliding_window\"\nstrategies = \"20/1h\"\nprecision = \"1m\"",
             "algo = \"sliding_window\"\nstrategies = \"5/1h\"\nprecision = \"1m\"",
         ),
-        ("algo = \"sliding_log\"\nstrategies = \"10/1h\"", "algo = \"sliding_log\"\nstrategies = \"20/1h\"", "algo = \"sliding_log\"\nstrategies = \"5/1h\""),
-        ("algo = \"leaky_bucket\"\ncapacity = 10\nrate = \"1/1h\"", "algo = \"leaky_bucket\"\ncapacity = 20\nrate = \"1/1h\"", "algo = \"leaky_bucket\"\ncapacity = 5\nrate = \"1/1h\""),
-        ("algo = \"gcra\"\nrate = \"1/1h\"\nburst = 9", "algo = \"gcra\"\nrate = \"1/1h\"\nburst = 19", "algo = \"gcra\"\nrate = \"1/1h\"\nburst = 4"),
+        (
+            "algo = \"sliding_log\"\nstrategies = \"10/1h\"",
+            "algo = \"sliding_log\"\nstrategies = \"20/1h\"",
+            "algo = \"sliding_log\"\nstrategies = \"5/1h\"",
+        ),
+        (
+            "algo = \"leaky_bucket\"\ncapacity = 10\nrate = \"1/1h\"",
+            "algo = \"leaky_bucket\"\ncapacity = 20\nrate = \"1/1h\"",
+            "algo = \"leaky_bucket\"\ncapacity = 5\nrate = \"1/1h\"",
+        ),
+        (
+            "algo = \"gcra\"\nrate = \"1/1h\"\nburst = 9",
+            "algo = \"gcra\"\nrate = \"1/1h\"\nburst = 19",
+            "algo = \"gcra\"\nrate = \"1/1h\"\nburst = 4",
+        ),
     ];
     for (backend, store) in both.each() {
         for (ten, twenty, five) in cases {
@@ -85,12 +101,32 @@ async fn a_changed_layout_starts_fresh_and_leaves_the_old_state_alone() {
     let changes = [
         // precision 10m -> 1m: the old indexes would read as sub-windows long
         // gone, be deleted by the next write, and the 7 used forgotten
-        (Policy::sliding_window("10/1h", "10m").unwrap(), Policy::sliding_window("10/1h", "1m").unwrap(), "ratelimit:sliding_window/10m:6:reload:k", "ratelimit:sliding_window/1m:6:reload:k"),
+        (
+            Policy::sliding_window("10/1h", "10m").unwrap(),
+            Policy::sliding_window("10/1h", "1m").unwrap(),
+            "ratelimit:sliding_window/10m:6:reload:k",
+            "ratelimit:sliding_window/1m:6:reload:k",
+        ),
         // one token = 1h of refill -> 30m: the stored units would read as twice the tokens
-        (Policy::token_bucket(10, "1/1h").unwrap(), Policy::token_bucket(10, "2/1h").unwrap(), "ratelimit:token_bucket/1h:6:reload:k", "ratelimit:token_bucket/30m:6:reload:k"),
-        (Policy::leaky_bucket(10, "1/1h").unwrap(), Policy::leaky_bucket(10, "1/2h").unwrap(), "ratelimit:leaky_bucket/1h:6:reload:k", "ratelimit:leaky_bucket/2h:6:reload:k"),
+        (
+            Policy::token_bucket(10, "1/1h").unwrap(),
+            Policy::token_bucket(10, "2/1h").unwrap(),
+            "ratelimit:token_bucket/1h:6:reload:k",
+            "ratelimit:token_bucket/30m:6:reload:k",
+        ),
+        (
+            Policy::leaky_bucket(10, "1/1h").unwrap(),
+            Policy::leaky_bucket(10, "1/2h").unwrap(),
+            "ratelimit:leaky_bucket/1h:6:reload:k",
+            "ratelimit:leaky_bucket/2h:6:reload:k",
+        ),
         // another algorithm
-        (Policy::fixed_window("10/1h").unwrap(), Policy::sliding_log("10/1h").unwrap(), "ratelimit:fixed_window:6:reload:k", "ratelimit:sliding_log:6:reload:k"),
+        (
+            Policy::fixed_window("10/1h").unwrap(),
+            Policy::sliding_log("10/1h").unwrap(),
+            "ratelimit:fixed_window:6:reload:k",
+            "ratelimit:sliding_log:6:reload:k",
+        ),
     ];
     let mut redis = redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     for (backend, store) in both.each() {

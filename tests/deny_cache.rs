@@ -67,7 +67,11 @@ async fn a_remembered_denial_counts_down_and_ends_at_the_time_the_store_said() {
             assert!(!later.allowed, "{backend} {policy}");
             assert_eq!(later.retry_after, Some(wait - wait / 2), "{backend} {policy}");
             assert_eq!(later.reset_after, first.reset_after - wait / 2, "{backend} {policy}");
-            assert_eq!((later.limit, later.remaining, &later.violated), (first.limit, first.remaining, &first.violated), "{backend} {policy}");
+            assert_eq!(
+                (later.limit, later.remaining, &later.violated),
+                (first.limit, first.remaining, &first.violated),
+                "{backend} {policy}"
+            );
             assert_eq!(both.server.evalsha_calls().await, before, "{backend} {policy}");
 
             // At the time the store named, the store decides again, and admits.
@@ -194,8 +198,11 @@ async fn with_the_server_clock_a_denial_is_remembered_no_longer_than_the_store_s
 async fn an_admitted_call_forgets_the_keys_remembered_denials() {
     let clock = ratelimit::ManualClock::new();
     let store = ratelimit::Store::memory().with_clock(clock.clone());
-    let limiter = ratelimit::Limiter::new("forget-on-admit", ratelimit::Policy::token_bucket(3, "1/1s").unwrap(), &store);
-    let uncached = ratelimit::Limiter::new("forget-on-admit", ratelimit::Policy::token_bucket(3, "1/1s").unwrap(), &store).with_deny_cache(false);
+    let limiter =
+        ratelimit::Limiter::new("forget-on-admit", ratelimit::Policy::token_bucket(3, "1/1s").unwrap(), &store);
+    let uncached =
+        ratelimit::Limiter::new("forget-on-admit", ratelimit::Policy::token_bucket(3, "1/1s").unwrap(), &store)
+            .with_deny_cache(false);
     assert!(limiter.check("k", 2).await.unwrap().allowed);
     assert!(!limiter.check("k", 3).await.unwrap().allowed, "remembered: 1 token left, 3 asked");
     assert!(limiter.check("k", 1).await.unwrap().allowed, "a smaller cost still passes");

@@ -17,7 +17,8 @@ fn run(args: &[&str]) -> (u64, u64) {
     println!("{stdout}");
     assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     let total = stdout.lines().last().and_then(|l| l.strip_prefix("total: ")).expect("a total line");
-    let numbers: Vec<u64> = total.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
+    let numbers: Vec<u64> =
+        total.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty()).map(|s| s.parse().unwrap()).collect();
     (numbers[0], numbers[1])
 }
 

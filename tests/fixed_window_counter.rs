@@ -56,7 +56,11 @@ async fn admits_exactly_the_limit_and_a_denial_takes_nothing() {
         let denied = limiter.check("k", 1).await.unwrap();
         assert!(!denied.allowed);
         assert_eq!((denied.remaining, denied.violated.len()), (0, 1));
-        assert_eq!(denied.retry_after, Some(denied.reset_after + Duration::from_millis(1)), "the ms Redis may keep the key");
+        assert_eq!(
+            denied.retry_after,
+            Some(denied.reset_after + Duration::from_millis(1)),
+            "the ms Redis may keep the key"
+        );
     }
     assert_eq!(get(&mut s.admin, &key).await, Some(5), "denials took nothing");
     assert!(pttl(&mut s.admin, &key).await <= ttl, "denials did not extend the window");
@@ -68,7 +72,11 @@ async fn a_cost_above_the_room_left_is_denied_and_takes_nothing() {
     let limiter = Limiter::new("api", Policy::fixed_window("5/1h").unwrap(), &s.store).with_deny_cache(false);
     assert_eq!(limiter.check("k", 4).await.unwrap().remaining, 1);
     let denied = limiter.check("k", 2).await.unwrap();
-    assert_eq!((denied.allowed, denied.remaining), (false, 1), "the count as it stands, not as the denied cost left it");
+    assert_eq!(
+        (denied.allowed, denied.remaining),
+        (false, 1),
+        "the count as it stands, not as the denied cost left it"
+    );
     assert!(denied.retry_after.is_some(), "a cost the window can hold passes when it ends");
     assert_eq!(get(&mut s.admin, &counter_key("api", "k")).await, Some(4), "the denied cost was given back");
     assert_eq!(limiter.check("k", 1).await.unwrap().remaining, 0, "the one permit left is still there");
@@ -84,7 +92,10 @@ async fn obeying_retry_after_outlasts_the_window() {
     // Redis drops it 1 ms after its PTTL reaches 0.
     let ttl_after = pttl(&mut s.admin, &counter_key("api", "k")).await;
     let retry = denied.retry_after.expect("a cost the window can hold passes when it ends");
-    assert!(retry >= Duration::from_millis(ttl_after as u64 + 1), "retry {retry:?} before the key goes (PTTL {ttl_after} ms)");
+    assert!(
+        retry >= Duration::from_millis(ttl_after as u64 + 1),
+        "retry {retry:?} before the key goes (PTTL {ttl_after} ms)"
+    );
     assert!(retry <= Duration::from_millis(60_001));
 }
 
@@ -121,7 +132,10 @@ async fn peeks_cost_zero_and_costs_above_the_limit_only_read() {
     let fits = limiter.peek("k", 2).await.unwrap();
     assert_eq!((fits.allowed, fits.remaining), (true, 0));
     let over = limiter.peek("k", 3).await.unwrap();
-    assert_eq!((over.allowed, over.remaining, over.retry_after), (false, 2, Some(over.reset_after + Duration::from_millis(1))));
+    assert_eq!(
+        (over.allowed, over.remaining, over.retry_after),
+        (false, 2, Some(over.reset_after + Duration::from_millis(1)))
+    );
     let state = limiter.check("k", 0).await.unwrap();
     assert_eq!(state.remaining, 2);
     assert!(state.reset_after > Duration::ZERO);

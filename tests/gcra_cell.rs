@@ -18,7 +18,14 @@ struct Row {
     reset_after_us: u64,
 }
 
-const fn row(at_ms: u64, quantity: u64, limited: bool, remaining: u64, retry_after_ms: i64, reset_after_ms: u64) -> Row {
+const fn row(
+    at_ms: u64,
+    quantity: u64,
+    limited: bool,
+    remaining: u64,
+    retry_after_ms: i64,
+    reset_after_ms: u64,
+) -> Row {
     Row {
         at_us: at_ms * 1000,
         quantity,
@@ -66,7 +73,13 @@ async fn replay(both: &BothStores, name: &str, policy: Policy, rows: &[Row]) {
         for (i, r) in rows.iter().enumerate() {
             both.clock.set_us(start + r.at_us);
             let d = limiter.check("cell", r.quantity).await.unwrap();
-            let got = (!d.allowed, d.limit, d.remaining, d.retry_after.map(|t| t.as_micros() as u64), d.reset_after.as_micros() as u64);
+            let got = (
+                !d.allowed,
+                d.limit,
+                d.remaining,
+                d.retry_after.map(|t| t.as_micros() as u64),
+                d.reset_after.as_micros() as u64,
+            );
             let want = (r.limited, policy_limit(&policy), r.remaining, r.retry_after_us, r.reset_after_us);
             assert_eq!(got, want, "{backend} {policy} row {i}");
         }

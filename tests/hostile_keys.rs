@@ -32,11 +32,19 @@ fn hostile_keys() -> Vec<Vec<u8>> {
 async fn hostile_keys_work_and_each_has_its_own_limit() {
     let both = BothStores::start().await;
     for (backend, store) in both.each() {
-        for policy in [Policy::sliding_log("1/1h").unwrap(), Policy::gcra("1/1h", 0).unwrap(), Policy::fixed_window("1/1h").unwrap()] {
+        for policy in [
+            Policy::sliding_log("1/1h").unwrap(),
+            Policy::gcra("1/1h", 0).unwrap(),
+            Policy::fixed_window("1/1h").unwrap(),
+        ] {
             let limiter = Limiter::new("hostile", policy.clone(), store);
             for key in hostile_keys() {
                 let first = limiter.check(&key, 1).await.unwrap_or_else(|e| panic!("{backend} {policy}: {e}"));
-                assert!(first.allowed, "{backend} {policy}: key {:?} shared a limit with another", String::from_utf8_lossy(&key[..key.len().min(20)]));
+                assert!(
+                    first.allowed,
+                    "{backend} {policy}: key {:?} shared a limit with another",
+                    String::from_utf8_lossy(&key[..key.len().min(20)])
+                );
             }
             for key in hostile_keys() {
                 assert!(!limiter.check(&key, 1).await.unwrap().allowed, "{backend} {policy}: key lost its state");

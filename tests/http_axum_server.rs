@@ -36,7 +36,10 @@ fn build_example() -> PathBuf {
         .expect("run cargo build");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout.lines().find(|l| l.contains(r#""name":"axum_server""#) && l.contains(r#""executable":""#)).expect("cargo names the example's executable");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains(r#""name":"axum_server""#) && l.contains(r#""executable":""#))
+        .expect("cargo names the example's executable");
     let start = line.find(r#""executable":""#).unwrap() + r#""executable":""#.len();
     PathBuf::from(&line[start..start + line[start..].find('"').unwrap()])
 }
@@ -53,7 +56,11 @@ fn start(exe: &PathBuf, redis_url: &str) -> Instance {
         .expect("start axum_server");
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let url = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}")).to_owned();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
     Instance { child, url }
 }
 
@@ -139,7 +146,10 @@ async fn two_instances_on_one_redis_share_limits_and_answer_with_standard_header
     assert_eq!(header(&headers, "ratelimit-policy"), r#""3/1h";q=3;w=3600, "10/1d";q=10;w=86400"#);
     assert_counting_down(header(&headers, "retry-after"), 3600);
     let items: Vec<_> = header(&headers, "ratelimit").split(", ").map(state).collect();
-    assert_eq!(items.iter().map(|(name, r, _)| (name.as_str(), *r)).collect::<Vec<_>>(), [(r#""3/1h""#, 0), (r#""10/1d""#, 7)]);
+    assert_eq!(
+        items.iter().map(|(name, r, _)| (name.as_str(), *r)).collect::<Vec<_>>(),
+        [(r#""3/1h""#, 0), (r#""10/1d""#, 7)]
+    );
     assert_counting_down(&items[0].2, 3600);
     assert_counting_down(&items[1].2, 86_400);
     assert!(body.contains("rate limited by `axum_server.user` (3/1h exceeded)"), "{body}");

@@ -62,13 +62,18 @@ async fn client_ips_behind_a_trusted_proxy_are_limited_apart_on_both_stores() {
         assert_eq!(header(&denied, "ratelimit").unwrap(), r#""2/10s";r=0;t=10, "3/1m";r=1;t=60"#, "{store_name}");
         assert_eq!(
             body(denied).await,
-            format!(r#"{{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limited by `by_ip_{store_name}` (2/10s exceeded); retry after 10s","retry_after":10}}"#)
+            format!(
+                r#"{{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limited by `by_ip_{store_name}` (2/10s exceeded); retry after 10s","retry_after":10}}"#
+            )
         );
 
         // The proxy's own address and a direct client are other keys; a
         // direct client's X-Forwarded-For is ignored.
         assert_eq!(send(&mut app, from("10.0.0.1:40000", &[])).await.status(), 200);
-        assert_eq!(send(&mut app, from("203.0.113.9:5000", &[("x-forwarded-for", "198.51.100.7")])).await.status(), 200);
+        assert_eq!(
+            send(&mut app, from("203.0.113.9:5000", &[("x-forwarded-for", "198.51.100.7")])).await.status(),
+            200
+        );
         assert_eq!(send(&mut app, from("[2001:db8::1]:443", &[])).await.status(), 200);
     }
 }
@@ -78,23 +83,34 @@ async fn header_keys_function_keys_and_requests_without_a_key() {
     let stores = BothStores::start().await;
     for (store_name, store) in stores.each() {
         let limiter = Limiter::new(format!("by_header_{store_name}"), Policy::gcra("1/1m", 1).unwrap(), store);
-        let mut app = app(RateLimitLayer::from_limiter(limiter.clone()).key(KeyBy::header("x-api-key").unwrap()).header_style(HeaderStyle::DraftAndLegacy));
+        let mut app = app(RateLimitLayer::from_limiter(limiter.clone())
+            .key(KeyBy::header("x-api-key").unwrap())
+            .header_style(HeaderStyle::DraftAndLegacy));
         let key = |k: &str| from("127.0.0.1:1", &[("x-api-key", k)]);
         let ok = send(&mut app, key("a")).await;
         assert_eq!(header(&ok, "ratelimit-policy").unwrap(), r#""gcra 1/1m burst 1";q=2;w=120"#);
         assert_eq!(header(&ok, "ratelimit").unwrap(), r#""gcra 1/1m burst 1";r=1;t=60"#);
-        assert_eq!((header(&ok, "x-ratelimit-limit").unwrap(), header(&ok, "x-ratelimit-remaining").unwrap()), ("2".into(), "1".into()));
+        assert_eq!(
+            (header(&ok, "x-ratelimit-limit").unwrap(), header(&ok, "x-ratelimit-remaining").unwrap()),
+            ("2".into(), "1".into())
+        );
         assert_eq!(header(&ok, "x-ratelimit-reset").unwrap(), "60");
         assert_eq!(send(&mut app, key("a")).await.status(), 200);
         let denied = send(&mut app, key("a")).await;
-        assert_eq!((denied.status().as_u16(), header(&denied, "retry-after").as_deref()), (429, Some("60")), "{store_name}");
+        assert_eq!(
+            (denied.status().as_u16(), header(&denied, "retry-after").as_deref()),
+            (429, Some("60")),
+            "{store_name}"
+        );
         assert_eq!(send(&mut app, key("b")).await.status(), 200);
 
         // No header: 400 by default, never counted.
         let missing = send(&mut app, from("127.0.0.1:1", &[])).await;
         assert_eq!(missing.status(), 400);
         assert_eq!(header(&missing, "content-type").unwrap(), "application/problem+json");
-        assert!(body(missing).await.contains(&format!("rate limited by `by_header_{store_name}` per header `x-api-key`, and the request has none")));
+        assert!(body(missing).await.contains(&format!(
+            "rate limited by `by_header_{store_name}` per header `x-api-key`, and the request has none"
+        )));
 
         // A function key; `MissingKey::Allow` lets key-less requests through uncounted, without headers.
         let layer = RateLimitLayer::from_limiter(limiter.clone())
@@ -158,7 +174,11 @@ async fn a_store_that_is_down_is_a_503_under_deny_and_passes_under_allow() {
 
 #[tokio::test]
 async fn a_cost_the_policy_can_never_admit_is_a_429_without_retry_after() {
-    let limiter = Limiter::new("too_big", Policy::fixed_window("2/1m").unwrap(), &Store::memory().with_clock(ratelimit::ManualClock::new()));
+    let limiter = Limiter::new(
+        "too_big",
+        Policy::fixed_window("2/1m").unwrap(),
+        &Store::memory().with_clock(ratelimit::ManualClock::new()),
+    );
     let mut app = app(RateLimitLayer::from_limiter(limiter).cost(3));
     let response = send(&mut app, from("192.0.2.1:1", &[])).await;
     assert_eq!((response.status().as_u16(), header(&response, "retry-after")), (429, None));

@@ -30,7 +30,8 @@ async fn the_global_store_is_resolved_at_the_first_request() {
     assert_eq!(other.call(request("/other")).await.unwrap().headers()["ratelimit"], r#""2/1s";r=0;t=1"#);
     assert_eq!(app.call(request("/")).await.unwrap().status(), 429);
     // The count is in the global store, under the layer's name and the client IP.
-    let limiter = Limiter::new("global_layer", Policy::fixed_window("2/1s").unwrap(), ratelimit::global().await.unwrap());
+    let limiter =
+        Limiter::new("global_layer", Policy::fixed_window("2/1s").unwrap(), ratelimit::global().await.unwrap());
     assert_eq!(limiter.peek("192.0.2.7", 0).await.unwrap().remaining, 0);
     clock.advance(Duration::from_secs(1));
     assert_eq!(app.call(request("/")).await.unwrap().status(), 200);

@@ -35,7 +35,10 @@ async fn a_named_layer_follows_reloads_and_a_missing_policy_is_settled_by_on_err
     let dir = std::env::temp_dir().join(format!("ratelimit-http-named-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("policies.toml");
-    let write = |strategies: &str| std::fs::write(&file, format!("[policies.api]\nalgo = \"sliding_log\"\nstrategies = \"{strategies}\"\n")).unwrap();
+    let write = |strategies: &str| {
+        std::fs::write(&file, format!("[policies.api]\nalgo = \"sliding_log\"\nstrategies = \"{strategies}\"\n"))
+            .unwrap()
+    };
     write("3/1m");
     policies::load(&file).unwrap();
 
@@ -71,14 +74,20 @@ async fn a_named_layer_follows_reloads_and_a_missing_policy_is_settled_by_on_err
     let passed = get_as(&mut missing, "k1").await;
     assert_eq!(passed.status(), 200);
     assert_eq!(header(&passed, "ratelimit"), None, "no decision, no header fields");
-    let mut strict = app(RateLimitLayer::named("http.strict", "nope").key(KeyBy::header("x-api-key").unwrap()).on_error(OnError::Deny));
+    let mut strict = app(RateLimitLayer::named("http.strict", "nope")
+        .key(KeyBy::header("x-api-key").unwrap())
+        .on_error(OnError::Deny));
     let refused = get_as(&mut strict, "k1").await;
     assert_eq!(refused.status(), 503);
     let body = String::from_utf8(to_bytes(refused.into_body(), 4096).await.unwrap().to_vec()).unwrap();
     assert!(body.contains("rate limited by `http.strict`: its named policy is not configured"), "{body}");
 
     let text = logs.text();
-    assert!(text.contains(r#"policy "nope" is not configured in"#) && text.contains("request allowed uncounted (on_error = allow)"), "{text}");
+    assert!(
+        text.contains(r#"policy "nope" is not configured in"#)
+            && text.contains("request allowed uncounted (on_error = allow)"),
+        "{text}"
+    );
     assert!(text.contains("request denied (on_error = deny)"), "{text}");
     assert!(!text.contains("k1"), "a raw key was logged: {text}");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -12,16 +12,24 @@ use ratelimit_examples::redis_server::RedisServer;
 use std::time::{Duration, Instant};
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "<k>")]
-async fn by_default(k: &str) -> Result<(), RateLimited> { Ok(()) }
+async fn by_default(k: &str) -> Result<(), RateLimited> {
+    Ok(())
+}
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "<k>", on_error = "allow")]
-async fn allow(k: &str) -> Result<(), RateLimited> { Ok(()) }
+async fn allow(k: &str) -> Result<(), RateLimited> {
+    Ok(())
+}
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "<k>", on_error = "deny")]
-async fn deny(k: &str) -> Result<(), RateLimited> { Ok(()) }
+async fn deny(k: &str) -> Result<(), RateLimited> {
+    Ok(())
+}
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "<k>", on_error = "local")]
-async fn local(k: &str) -> Result<(), RateLimited> { Ok(()) }
+async fn local(k: &str) -> Result<(), RateLimited> {
+    Ok(())
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_error_decides_while_the_store_is_down() {
@@ -49,7 +57,10 @@ async fn on_error_decides_while_the_store_is_down() {
     // "deny": refused, and the denial says why.
     let refused = deny("down").await.unwrap_err();
     assert!(refused.store_unavailable);
-    assert_eq!(refused.to_string(), format!("rate limited by `{}::deny`: the rate limit store is unavailable", module_path!()));
+    assert_eq!(
+        refused.to_string(),
+        format!("rate limited by `{}::deny`: the rate limit store is unavailable", module_path!())
+    );
 
     // "local": limited in memory with the same policy (its state starts empty).
     local("down").await.unwrap();

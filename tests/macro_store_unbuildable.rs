@@ -8,16 +8,24 @@ use ratelimit::{rate_limit, RateLimited};
 use std::time::{Duration, Instant};
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h")]
-async fn allow() -> Result<(), RateLimited> { Ok(()) }
+async fn allow() -> Result<(), RateLimited> {
+    Ok(())
+}
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", on_error = "deny")]
-async fn deny() -> Result<(), RateLimited> { Ok(()) }
+async fn deny() -> Result<(), RateLimited> {
+    Ok(())
+}
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", on_error = "local")]
-async fn local() -> Result<(), RateLimited> { Ok(()) }
+async fn local() -> Result<(), RateLimited> {
+    Ok(())
+}
 
 #[rate_limit(algo = "gcra", rate = "1/200ms", burst = 0, on_error = "local", on_limit = "wait")]
-async fn local_wait() -> Instant { Instant::now() }
+async fn local_wait() -> Instant {
+    Instant::now()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_error_settles_calls_while_the_store_cannot_be_built() {

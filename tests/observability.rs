@@ -91,7 +91,10 @@ async fn store_errors_are_counted_by_kind_and_warned_with_the_verdict() {
     assert!(local.limit("secret-user-key", 1).await.is_err(), "and denies the second, 1/1s");
     assert!(allow.check("secret-user-key", 1).await.is_err(), "check reports the failure itself");
     assert_eq!(counter("ratelimit_store_errors_total", &[]) - before, 5);
-    let by_kind: u64 = ["connection", "unavailable", "timeout"].into_iter().map(|kind| counter("ratelimit_store_errors_total", &[("kind", kind)])).sum();
+    let by_kind: u64 = ["connection", "unavailable", "timeout"]
+        .into_iter()
+        .map(|kind| counter("ratelimit_store_errors_total", &[("kind", kind)]))
+        .sum();
     assert_eq!(by_kind - before, 5, "a killed server is a connection failure, then the breaker's fast failures");
 
     // on_error decisions count as decisions; check's bare failure does not.
@@ -119,13 +122,17 @@ async fn every_decision_is_a_debug_span_with_its_outcome_and_never_the_key() {
     }
 
     let text = logs.text();
-    let closes: Vec<&str> = text.lines().filter(|l| l.contains("ratelimit.decision{") && l.contains(": close")).collect();
+    let closes: Vec<&str> =
+        text.lines().filter(|l| l.contains("ratelimit.decision{") && l.contains(": close")).collect();
     assert_eq!(closes.len(), 3, "{text}");
     for (line, (outcome, remaining)) in closes.iter().zip([("allowed", 1), ("allowed", 0), ("denied", 0)]) {
         assert!(line.contains("DEBUG"), "{line}");
         assert!(line.contains("limiter=\"traced\"") || line.contains("limiter=traced"), "{line}");
         assert!(line.contains("algo=\"sliding_log\"") || line.contains("algo=sliding_log"), "{line}");
-        assert!(line.contains(&format!("outcome=\"{outcome}\"")) || line.contains(&format!("outcome={outcome}")), "{line}");
+        assert!(
+            line.contains(&format!("outcome=\"{outcome}\"")) || line.contains(&format!("outcome={outcome}")),
+            "{line}"
+        );
         assert!(line.contains(&format!("remaining={remaining}")), "{line}");
     }
     assert!(!text.contains("secret-user-key"), "a raw key was logged: {text}");

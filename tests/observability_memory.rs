@@ -47,7 +47,10 @@ async fn annotated_calls_on_the_memory_store_are_counted_and_their_denials_compl
     let labels = |outcome| [("limiter", name.as_str()), ("algo", "gcra"), ("outcome", outcome)];
     assert_eq!(counter("ratelimit_decisions_total", &labels("allowed")), 4);
     assert_eq!(counter("ratelimit_decisions_total", &labels("denied")), 1);
-    assert!(histogram_samples("ratelimit_store_duration_seconds", &name).is_empty(), "the memory store's time is not a metric");
+    assert!(
+        histogram_samples("ratelimit_store_duration_seconds", &name).is_empty(),
+        "the memory store's time is not a metric"
+    );
 }
 
 #[rate_limit(algo = "sliding_log", strategies = "2/1h", key = "<k>", name = "traced.annotated")]
@@ -67,11 +70,15 @@ async fn a_program_taking_debug_events_gets_a_span_for_every_annotated_call() {
     traced("secret-user-key").await.unwrap_err();
 
     let text = logs.text();
-    let closes: Vec<&str> = text.lines().filter(|l| l.contains("ratelimit.decision{") && l.contains(": close")).collect();
+    let closes: Vec<&str> =
+        text.lines().filter(|l| l.contains("ratelimit.decision{") && l.contains(": close")).collect();
     assert_eq!(closes.len(), 2, "{text}");
     for (line, outcome) in closes.iter().zip(["allowed", "denied"]) {
         assert!(line.contains("limiter=\"traced.annotated\"") || line.contains("limiter=traced.annotated"), "{line}");
-        assert!(line.contains(&format!("outcome=\"{outcome}\"")) || line.contains(&format!("outcome={outcome}")), "{line}");
+        assert!(
+            line.contains(&format!("outcome=\"{outcome}\"")) || line.contains(&format!("outcome={outcome}")),
+            "{line}"
+        );
     }
     assert!(!text.contains("secret-user-key"), "a raw key was logged: {text}");
 }

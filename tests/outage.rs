@@ -80,18 +80,29 @@ fn assert_policy(on_error: OnError, outage: &Load, what: &str) {
         OnError::Allow => assert_eq!(outage.allowed, calls, "{what}: {outage:?}"),
         OnError::Deny => assert_eq!(outage.denied_store_unavailable, calls, "{what}: {outage:?}"),
         // The in-memory stand-in applies the same policy: 5 per task key.
-        OnError::Local => assert_eq!((outage.allowed, outage.denied), (TASKS * 5, calls - TASKS * 5), "{what}: {outage:?}"),
+        OnError::Local => {
+            assert_eq!((outage.allowed, outage.denied), (TASKS * 5, calls - TASKS * 5), "{what}: {outage:?}")
+        }
     }
 }
 
 async fn outage_cycle(on_error: OnError) {
     let mut server = RedisServer::start();
-    let options = RedisOptions { response_timeout: TIMEOUT, retry_interval: Duration::from_millis(100), ..RedisOptions::default() };
+    let options = RedisOptions {
+        response_timeout: TIMEOUT,
+        retry_interval: Duration::from_millis(100),
+        ..RedisOptions::default()
+    };
     let store = Store::redis_with(&server.url(), options).await.unwrap();
-    let limiter = Limiter::new(format!("outage-{on_error:?}"), Policy::fixed_window("5/1h").unwrap(), &store).with_on_error(on_error);
+    let limiter = Limiter::new(format!("outage-{on_error:?}"), Policy::fixed_window("5/1h").unwrap(), &store)
+        .with_on_error(on_error);
 
     let healthy = load(&limiter, "healthy", Duration::from_millis(200)).await;
-    assert_eq!((healthy.allowed, healthy.denied_store_unavailable), (TASKS * 5, 0), "{on_error:?} healthy: {healthy:?}");
+    assert_eq!(
+        (healthy.allowed, healthy.denied_store_unavailable),
+        (TASKS * 5, 0),
+        "{on_error:?} healthy: {healthy:?}"
+    );
 
     // Killed: the state on Redis is gone with it.
     server.kill();
@@ -101,7 +112,8 @@ async fn outage_cycle(on_error: OnError) {
     let back_after_restart = recovery(&limiter).await;
 
     // Frozen: connections stay open, nothing answers.
-    let limiter = Limiter::new(format!("frozen-{on_error:?}"), Policy::fixed_window("5/1h").unwrap(), &store).with_on_error(on_error);
+    let limiter = Limiter::new(format!("frozen-{on_error:?}"), Policy::fixed_window("5/1h").unwrap(), &store)
+        .with_on_error(on_error);
     signal(&server, "-STOP");
     let frozen = load(&limiter, "frozen", Duration::from_millis(800)).await;
     signal(&server, "-CONT");
@@ -114,7 +126,10 @@ async fn outage_cycle(on_error: OnError) {
         limiter.store_errors()
     );
     assert!(longest <= TIMEOUT + MARGIN, "{on_error:?}: a call took {longest:?}");
-    assert!(back_after_restart < Duration::from_secs(1), "{on_error:?}: {back_after_restart:?} to recover from a restart");
+    assert!(
+        back_after_restart < Duration::from_secs(1),
+        "{on_error:?}: {back_after_restart:?} to recover from a restart"
+    );
     assert!(back_after_freeze < Duration::from_secs(1), "{on_error:?}: {back_after_freeze:?} to recover from a freeze");
 }
 
@@ -182,7 +197,8 @@ async fn a_new_policys_first_call_while_the_breaker_is_open_does_not_load_its_sc
     let _guard = logs.install_debug();
     let server = RedisServer::start();
     // Open for a second: far longer than the two calls below take.
-    let options = RedisOptions { response_timeout: TIMEOUT, retry_interval: Duration::from_secs(1), ..RedisOptions::default() };
+    let options =
+        RedisOptions { response_timeout: TIMEOUT, retry_interval: Duration::from_secs(1), ..RedisOptions::default() };
     let store = Store::redis_with(&server.url(), options).await.unwrap();
     let known = Limiter::new("breaker-known", Policy::fixed_window("5/1h").unwrap(), &store);
     known.check("k", 1).await.unwrap();

@@ -105,6 +105,9 @@ async fn replay(steps_back: bool) {
         }
     }
     assert!(decisions > 10_000, "replayed only {decisions} decisions");
-    assert!(denied > decisions / 10 && denied < decisions * 9 / 10, "timelines too one-sided: {denied} of {decisions} denied");
+    assert!(
+        denied > decisions / 10 && denied < decisions * 9 / 10,
+        "timelines too one-sided: {denied} of {decisions} denied"
+    );
     println!("{decisions} decisions ({denied} denied) identical on both backends");
 }

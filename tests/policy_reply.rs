@@ -23,7 +23,11 @@ async fn on_the_server_clock_a_decision_is_dated_by_redis_time_to_the_microsecon
     let mut con = redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     // A fresh key's first admitted call writes the script's `now` into its
     // state: gcra's TAT is now + p µs (n = 1), a bucket's last time is now.
-    let policies = [(Policy::gcra("1000/1s", 4).unwrap(), 1000.0), (Policy::token_bucket(5, "1/1s").unwrap(), 0.0), (Policy::leaky_bucket(5, "1/1s").unwrap(), 0.0)];
+    let policies = [
+        (Policy::gcra("1000/1s", 4).unwrap(), 1000.0),
+        (Policy::token_bucket(5, "1/1s").unwrap(), 0.0),
+        (Policy::leaky_bucket(5, "1/1s").unwrap(), 0.0),
+    ];
     for (policy, after_now) in policies {
         let limiter = Limiter::new("dated", policy.clone(), &store).with_deny_cache(false);
         let decision = limiter.check("k", 1).await.unwrap();

@@ -55,7 +55,8 @@ async fn scripts_are_loaded_at_start_up_and_reloaded_after_a_flush() {
     // The window algorithms' scripts at start-up; the buckets' and gcra's
     // are made per policy, and loaded with its first call.
     let windows = [AlgorithmKind::FixedWindow, AlgorithmKind::SlidingWindow, AlgorithmKind::SlidingLog];
-    let hashes: Vec<String> = windows.iter().map(|k| redis::Script::new(ratelimit::script_source(*k)).get_hash().to_string()).collect();
+    let hashes: Vec<String> =
+        windows.iter().map(|k| redis::Script::new(ratelimit::script_source(*k)).get_hash().to_string()).collect();
     let loaded: Vec<bool> = redis::cmd("SCRIPT").arg("EXISTS").arg(&hashes).query_async(&mut con).await.unwrap();
     assert_eq!(loaded, vec![true; 3], "not every script was loaded at start-up");
 

@@ -23,13 +23,21 @@ fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_follow_the_master_after_a_sentinel_failover() {
     let master = RedisServer::start();
-    let replica = RedisServer::start_with(ratelimit_examples::redis_server::free_port(), &["--appendonly", "no", "--replicaof", "127.0.0.1", &master.port().to_string()], None);
+    let replica = RedisServer::start_with(
+        ratelimit_examples::redis_server::free_port(),
+        &["--appendonly", "no", "--replicaof", "127.0.0.1", &master.port().to_string()],
+        None,
+    );
     wait_for("the replica to sync", || cli(replica.port(), &["INFO", "replication"]).contains("master_link_status:up"));
     let sentinel = RedisServer::start_sentinel("ratelimit-test", master.port());
-    wait_for("the sentinel to see the replica", || cli(sentinel.port(), &["SENTINEL", "REPLICAS", "ratelimit-test"]).contains(&replica.port().to_string()));
+    wait_for("the sentinel to see the replica", || {
+        cli(sentinel.port(), &["SENTINEL", "REPLICAS", "ratelimit-test"]).contains(&replica.port().to_string())
+    });
 
     let options = RedisOptions { retry_interval: Duration::from_millis(50), ..RedisOptions::default() };
-    let store = Store::redis_with(&format!("redis+sentinel://127.0.0.1:{}/ratelimit-test", sentinel.port()), options).await.unwrap();
+    let store = Store::redis_with(&format!("redis+sentinel://127.0.0.1:{}/ratelimit-test", sentinel.port()), options)
+        .await
+        .unwrap();
     let limiter = Limiter::new("sentinel", Policy::fixed_window("5/1h").unwrap(), &store).with_deny_cache(false);
     for _ in 0..3 {
         assert!(limiter.check("k", 1).await.unwrap().allowed);

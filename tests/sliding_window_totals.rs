@@ -10,7 +10,8 @@ use ratelimit::AlgorithmKind;
 use ratelimit_examples::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
 
-const TOTALS: &str = concat!(include_str!("../ratelimit/lua/prelude.lua"), include_str!("../ratelimit/lua/sliding_window_totals.lua"));
+const TOTALS: &str =
+    concat!(include_str!("../ratelimit/lua/prelude.lua"), include_str!("../ratelimit/lua/sliding_window_totals.lua"));
 const START: u64 = 1_767_225_600_000_000;
 
 /// A policy as the script sees it: precision and (limit, window) pairs, in µs.
@@ -38,12 +39,23 @@ struct Scripts {
 
 impl Scripts {
     fn new() -> Self {
-        Scripts { hash: redis::Script::new(ratelimit::script_source(AlgorithmKind::SlidingWindow)), totals: redis::Script::new(TOTALS) }
+        Scripts {
+            hash: redis::Script::new(ratelimit::script_source(AlgorithmKind::SlidingWindow)),
+            totals: redis::Script::new(TOTALS),
+        }
     }
 }
 
 /// One call with the runtime's ARGV: now ("" = TIME), cost, peek, slack, precision, k, pairs.
-async fn call(con: &mut MultiplexedConnection, script: &redis::Script, key: &str, now: Option<u64>, cost: u64, peek: bool, policy: &Policy) -> Vec<i64> {
+async fn call(
+    con: &mut MultiplexedConnection,
+    script: &redis::Script,
+    key: &str,
+    now: Option<u64>,
+    cost: u64,
+    peek: bool,
+    policy: &Policy,
+) -> Vec<i64> {
     let mut invocation = script.key(key);
     match now {
         Some(now) => invocation.arg(now).arg(cost).arg(u8::from(peek)).arg(60_000),
@@ -116,7 +128,10 @@ async fn the_totals_layout_answers_as_the_hash_layout_on_random_timelines() {
             }
         }
     }
-    assert!(denied > decisions / 20 && denied < decisions * 9 / 10, "timelines too one-sided: {denied} of {decisions} denied");
+    assert!(
+        denied > decisions / 20 && denied < decisions * 9 / 10,
+        "timelines too one-sided: {denied} of {decisions} denied"
+    );
 }
 
 /// A policy moving between layouts (as the runtime may choose by its number
@@ -133,7 +148,8 @@ async fn the_layouts_can_follow_each_other_on_one_key() {
         for i in 0..400 {
             now += step(&mut rng, policy.precision, &last);
             let cost = rng.random_range(0..3);
-            let expected = call(&mut con, &scripts.hash, &format!("alone:{index}"), Some(now), cost, false, policy).await;
+            let expected =
+                call(&mut con, &scripts.hash, &format!("alone:{index}"), Some(now), cost, false, policy).await;
             let script = if rng.random_range(0..2) == 0 { &scripts.hash } else { &scripts.totals };
             let mixed = call(&mut con, script, &format!("mixed:{index}"), Some(now), cost, false, policy).await;
             assert_eq!(mixed, expected, "policy {index}, step {i}");
@@ -145,7 +161,9 @@ async fn the_layouts_can_follow_each_other_on_one_key() {
 /// `calls` of one command in `INFO commandstats`.
 async fn calls(con: &mut MultiplexedConnection, command: &str) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
-    info.lines().find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls="))).map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
 }
 
 #[tokio::test]

@@ -12,13 +12,58 @@ use std::process::Command;
 fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::create_dir_all(dir).unwrap();
     let run = |args: &[&str]| {
-        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl is installed (apt-get install openssl)");
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl is installed (apt-get install openssl)");
         assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
-    run(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=ratelimit test CA"]);
-    run(&["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"]);
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=ratelimit test CA",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
     std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n").unwrap();
-    run(&["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "san.ext"]);
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+    ]);
     (dir.join("ca.crt"), dir.join("server.crt"), dir.join("server.key"))
 }
 
@@ -34,7 +79,18 @@ async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
     let port = free_port();
     let cli = vec!["--tls".to_string(), "--cacert".to_string(), ca.to_string()];
     // On the command line each ACL rule is its own argument after `--user`.
-    let mut args = vec!["--appendonly", "no", "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"];
+    let mut args = vec![
+        "--appendonly",
+        "no",
+        "--tls-cert-file",
+        cert,
+        "--tls-key-file",
+        key,
+        "--tls-ca-cert-file",
+        ca,
+        "--tls-auth-clients",
+        "no",
+    ];
     args.extend(["--user", "default", "off", "--user"]);
     args.extend(LIMITER_ACL.split_whitespace());
     // Sentinel's own user on the master (it needs INFO, PUBLISH, ...).
@@ -59,12 +115,25 @@ async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
         assert!(limiter.check("k", 1).await.unwrap().allowed, "{policy}: reset");
     }
 
-    let wrong = Store::redis_with(&format!("rediss://limiter:wrong@127.0.0.1:{port}"), trusted.clone()).await.unwrap_err().to_string();
-    assert!(wrong.contains("cannot connect to Redis at rediss://limiter:***@127.0.0.1") && wrong.to_lowercase().contains("authentication failed"), "{wrong}");
+    let wrong = Store::redis_with(&format!("rediss://limiter:wrong@127.0.0.1:{port}"), trusted.clone())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        wrong.contains("cannot connect to Redis at rediss://limiter:***@127.0.0.1")
+            && wrong.to_lowercase().contains("authentication failed"),
+        "{wrong}"
+    );
     assert!(!wrong.contains("wrong@"), "the password leaked: {wrong}");
 
-    let untrusted = Store::redis_with(&format!("rediss://limiter:s3cret@127.0.0.1:{port}"), RedisOptions::default()).await.unwrap_err().to_string();
-    assert!(untrusted.contains("cannot connect to Redis") && untrusted.to_lowercase().contains("certificate"), "{untrusted}");
+    let untrusted = Store::redis_with(&format!("rediss://limiter:s3cret@127.0.0.1:{port}"), RedisOptions::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        untrusted.contains("cannot connect to Redis") && untrusted.to_lowercase().contains("certificate"),
+        "{untrusted}"
+    );
 
     // Through Sentinel: the sentinel is plain TCP, the master it names is
     // TLS-only and trusted through the same private CA.
@@ -78,7 +147,10 @@ async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
     let untrusted = Store::redis_with(&through_sentinel, RedisOptions::default()).await.unwrap_err().to_string();
     assert!(untrusted.contains("cannot connect to Redis"), "{untrusted}");
 
-    let plain = Store::redis_with(&format!("redis://limiter:s3cret@127.0.0.1:{port}"), RedisOptions::default()).await.unwrap_err().to_string();
+    let plain = Store::redis_with(&format!("redis://limiter:s3cret@127.0.0.1:{port}"), RedisOptions::default())
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(plain.contains("cannot connect to Redis"), "{plain}");
     let _ = std::fs::remove_dir_all(&dir);
 }

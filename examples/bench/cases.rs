@@ -25,7 +25,11 @@ impl Algo {
     /// The storage key the runtime uses for `name` and `user_key`
     /// (`ratelimit:<layout>:<name length>:<name>:<key>`), for the raw script cases.
     pub fn storage_key(&self, name: &str, user_key: &str, client_clock: bool) -> String {
-        let layout = if self.counter.is_some() && !client_clock { format!("{}/counter", self.kind.name()) } else { self.kind.name().to_string() };
+        let layout = if self.counter.is_some() && !client_clock {
+            format!("{}/counter", self.kind.name())
+        } else {
+            self.kind.name().to_string()
+        };
         format!("ratelimit:{layout}:{}:{name}:{user_key}", name.len())
     }
 }
@@ -38,12 +42,42 @@ fn reduced(count: u64, period_us: u64) -> (u64, u64) {
 pub fn algorithms() -> Vec<Algo> {
     let (n, p) = reduced(1000, 1_000_000);
     vec![
-        Algo { kind: AlgorithmKind::FixedWindow, policy: Policy::fixed_window("1000/1s").unwrap(), params: vec![1, 1000, 1_000_000], counter: Some((1000, 1000)) },
-        Algo { kind: AlgorithmKind::SlidingWindow, policy: Policy::sliding_window("1000/1s", "100ms").unwrap(), params: vec![100_000, 1, 1000, 1_000_000], counter: None },
-        Algo { kind: AlgorithmKind::SlidingLog, policy: Policy::sliding_log("1000/1s").unwrap(), params: vec![1, 1000, 1_000_000], counter: None },
-        Algo { kind: AlgorithmKind::TokenBucket, policy: Policy::token_bucket(1000, "1000/1s").unwrap(), params: vec![1000, n, p], counter: None },
-        Algo { kind: AlgorithmKind::LeakyBucket, policy: Policy::leaky_bucket(1000, "1000/1s").unwrap(), params: vec![1000, n, p], counter: None },
-        Algo { kind: AlgorithmKind::Gcra, policy: Policy::gcra("1000/1s", 999).unwrap(), params: vec![999, n, p], counter: None },
+        Algo {
+            kind: AlgorithmKind::FixedWindow,
+            policy: Policy::fixed_window("1000/1s").unwrap(),
+            params: vec![1, 1000, 1_000_000],
+            counter: Some((1000, 1000)),
+        },
+        Algo {
+            kind: AlgorithmKind::SlidingWindow,
+            policy: Policy::sliding_window("1000/1s", "100ms").unwrap(),
+            params: vec![100_000, 1, 1000, 1_000_000],
+            counter: None,
+        },
+        Algo {
+            kind: AlgorithmKind::SlidingLog,
+            policy: Policy::sliding_log("1000/1s").unwrap(),
+            params: vec![1, 1000, 1_000_000],
+            counter: None,
+        },
+        Algo {
+            kind: AlgorithmKind::TokenBucket,
+            policy: Policy::token_bucket(1000, "1000/1s").unwrap(),
+            params: vec![1000, n, p],
+            counter: None,
+        },
+        Algo {
+            kind: AlgorithmKind::LeakyBucket,
+            policy: Policy::leaky_bucket(1000, "1000/1s").unwrap(),
+            params: vec![1000, n, p],
+            counter: None,
+        },
+        Algo {
+            kind: AlgorithmKind::Gcra,
+            policy: Policy::gcra("1000/1s", 999).unwrap(),
+            params: vec![999, n, p],
+            counter: None,
+        },
     ]
 }
 
@@ -52,13 +86,18 @@ pub fn three_strategies() -> Policy {
     Policy::fixed_window("100000/1s,1000000/1m,10000000/1h").unwrap()
 }
 
-
 #[rate_limit(algo = "fixed_window", strategies = "1000/1s", key = "user:<user>", name = "bench.macro.fixed_window")]
 async fn fixed_window(user: u64) -> Result<(), RateLimited> {
     Ok(())
 }
 
-#[rate_limit(algo = "sliding_window", strategies = "1000/1s", precision = "100ms", key = "user:<user>", name = "bench.macro.sliding_window")]
+#[rate_limit(
+    algo = "sliding_window",
+    strategies = "1000/1s",
+    precision = "100ms",
+    key = "user:<user>",
+    name = "bench.macro.sliding_window"
+)]
 async fn sliding_window(user: u64) -> Result<(), RateLimited> {
     Ok(())
 }
@@ -68,12 +107,24 @@ async fn sliding_log(user: u64) -> Result<(), RateLimited> {
     Ok(())
 }
 
-#[rate_limit(algo = "token_bucket", capacity = 1000, rate = "1000/1s", key = "user:<user>", name = "bench.macro.token_bucket")]
+#[rate_limit(
+    algo = "token_bucket",
+    capacity = 1000,
+    rate = "1000/1s",
+    key = "user:<user>",
+    name = "bench.macro.token_bucket"
+)]
 async fn token_bucket(user: u64) -> Result<(), RateLimited> {
     Ok(())
 }
 
-#[rate_limit(algo = "leaky_bucket", capacity = 1000, rate = "1000/1s", key = "user:<user>", name = "bench.macro.leaky_bucket")]
+#[rate_limit(
+    algo = "leaky_bucket",
+    capacity = 1000,
+    rate = "1000/1s",
+    key = "user:<user>",
+    name = "bench.macro.leaky_bucket"
+)]
 async fn leaky_bucket(user: u64) -> Result<(), RateLimited> {
     Ok(())
 }

@@ -20,10 +20,10 @@ use crate::{cases, load, raw_connection, raw_keys, RawCall};
 use governor::{Quota, RateLimiter};
 use ratelimit::backend::Request;
 use ratelimit::{Limiter, MemoryBackend, Policy, RedisOptions, Store};
-use std::hint::black_box;
-use std::num::NonZeroU32;
 use ratelimit_examples::redis_server::RedisServer;
 use std::future::Future;
+use std::hint::black_box;
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::runtime::Runtime;
@@ -49,7 +49,10 @@ pub fn run(case: &str, calls: u64) {
         eprintln!("{case}: {calls} calls made");
         return;
     }
-    let algo = cases::algorithms().into_iter().find(|a| a.kind.name() == name).unwrap_or_else(|| panic!("no algorithm {name:?}"));
+    let algo = cases::algorithms()
+        .into_iter()
+        .find(|a| a.kind.name() == name)
+        .unwrap_or_else(|| panic!("no algorithm {name:?}"));
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     let server = RedisServer::start();
     let (store, con) = runtime.block_on(async {
@@ -103,9 +106,16 @@ fn memory(path: &str, calls: u64) {
         }
         "backend" => {
             let backend = MemoryBackend::new();
-            let storage_keys: Vec<Vec<u8>> = keys.iter().map(|k| format!("ratelimit:gcra:12:bench.memory:{k}").into_bytes()).collect();
+            let storage_keys: Vec<Vec<u8>> =
+                keys.iter().map(|k| format!("ratelimit:gcra:12:bench.memory:{k}").into_bytes()).collect();
             one_at_a_time(&runtime, calls, |i| {
-                let request = Request { key: &storage_keys[(i % 10_000) as usize], policy: &gcra, cost: 1, now_us: None, peek: false };
+                let request = Request {
+                    key: &storage_keys[(i % 10_000) as usize],
+                    policy: &gcra,
+                    cost: 1,
+                    now_us: None,
+                    peek: false,
+                };
                 black_box(backend.decide_now(&request));
                 async {}
             });

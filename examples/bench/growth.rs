@@ -11,7 +11,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const TOTALS_LAYOUT: &str = concat!(include_str!("../../ratelimit/lua/prelude.lua"), include_str!("../../ratelimit/lua/sliding_window_totals.lua"));
+const TOTALS_LAYOUT: &str = concat!(
+    include_str!("../../ratelimit/lua/prelude.lua"),
+    include_str!("../../ratelimit/lua/sliding_window_totals.lua")
+);
 /// Keys (one per task, each with its own time line) in flight.
 const KEYS: u64 = 8;
 /// A fixed client time (2026-01-01), so every run writes the same sub-windows.
@@ -124,8 +127,18 @@ pub async fn sliding_log_memory(admin: &mut MultiplexedConnection, con: &Multipl
                 .expect("sliding_log EVALSHA");
             assert_eq!(reply[0], 1);
         }
-        let bytes: u64 = redis::cmd("MEMORY").arg("USAGE").arg(&key).arg("SAMPLES").arg(0).query_async(admin).await.expect("MEMORY USAGE");
-        println!("  limit {limit:>6}: {bytes:>9} bytes per key, {:>6.1} bytes per admitted hit", bytes as f64 / limit as f64);
+        let bytes: u64 = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(&key)
+            .arg("SAMPLES")
+            .arg(0)
+            .query_async(admin)
+            .await
+            .expect("MEMORY USAGE");
+        println!(
+            "  limit {limit:>6}: {bytes:>9} bytes per key, {:>6.1} bytes per admitted hit",
+            bytes as f64 / limit as f64
+        );
         println!("bench case=sliding_log_memory/{limit} bytes_per_key={bytes}");
     }
 }

@@ -131,6 +131,7 @@ pub async fn reset_stats(admin: &mut MultiplexedConnection) {
 pub async fn evalsha_stats(admin: &mut MultiplexedConnection) -> (f64, u64) {
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(admin).await.expect("INFO commandstats");
     let Some(line) = info.lines().find(|l| l.starts_with("cmdstat_evalsha:")) else { return (0.0, 0) };
-    let field = |name: &str| line.split(&[':', ','][..]).find_map(|kv| kv.strip_prefix(name)).unwrap_or("0").to_string();
+    let field =
+        |name: &str| line.split(&[':', ','][..]).find_map(|kv| kv.strip_prefix(name)).unwrap_or("0").to_string();
     (field("usec_per_call=").parse().unwrap_or(0.0), field("calls=").parse().unwrap_or(0))
 }

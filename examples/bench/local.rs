@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 /// The machine, the server and the date, as BENCHMARKS.md records them.
 pub async fn print_machine(admin: &mut MultiplexedConnection) {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo.lines().find_map(|l| l.strip_prefix("model name")).map_or("unknown", |m| m.trim_start_matches([' ', '\t', ':']));
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map_or("unknown", |m| m.trim_start_matches([' ', '\t', ':']));
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let info: String = redis::cmd("INFO").arg("server").query_async(admin).await.expect("INFO server");
     let version = info.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("unknown").trim().to_string();
@@ -30,7 +33,9 @@ pub async fn print_machine(admin: &mut MultiplexedConnection) {
 
 /// `/proc/loadavg`'s first three fields: how busy the machine was.
 pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_default()
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 /// Calls `f` in a loop on this thread for `window`; calls per second.
@@ -164,10 +169,15 @@ pub async fn memory_backend(options: Options) {
         }
     })
     .await;
-    println!("  {:<15} {:>8.0} ns/check  (Limiter::check on a backend that answers at once: the limiter's own cost)", "-", 1e9 / rate);
+    println!(
+        "  {:<15} {:>8.0} ns/check  (Limiter::check on a backend that answers at once: the limiter's own cost)",
+        "-",
+        1e9 / rate
+    );
     println!("bench case=limiter_overhead/instant_backend ns_per_check={:.0}", 1e9 / rate);
     let backend = MemoryBackend::new();
-    let storage_keys: Vec<Vec<u8>> = keys.iter().map(|k| format!("ratelimit:gcra:12:bench.memory:{k}").into_bytes()).collect();
+    let storage_keys: Vec<Vec<u8>> =
+        keys.iter().map(|k| format!("ratelimit:gcra:12:bench.memory:{k}").into_bytes()).collect();
 
     // gcra and governor head to head: the same keys and the same rate
     // (1 000 000/s, burst 1 000 000), measured in turn for several rounds so
@@ -189,14 +199,26 @@ pub async fn memory_backend(options: Options) {
         // The store itself: the memory backend's public synchronous call,
         // given the whole storage key (the limiter's name and the user key).
         let rate = per_second(window / 3, |i| {
-            let request = Request { key: &storage_keys[(i % 10_000) as usize], policy: &gcra, cost: 1, now_us: None, peek: false };
+            let request = Request {
+                key: &storage_keys[(i % 10_000) as usize],
+                policy: &gcra,
+                cost: 1,
+                now_us: None,
+                peek: false,
+            };
             black_box(backend.decide_now(&request));
             async {}
         })
         .await;
         let ns_backend = 1e9 / rate;
         let rate = per_second(window / 3, |i| {
-            let request = Request { key: keys[(i % 10_000) as usize].as_bytes(), policy: &gcra, cost: 1, now_us: None, peek: false };
+            let request = Request {
+                key: keys[(i % 10_000) as usize].as_bytes(),
+                policy: &gcra,
+                cost: 1,
+                now_us: None,
+                peek: false,
+            };
             black_box(same_keys_backend.decide_now(&request));
             async {}
         })
@@ -237,12 +259,20 @@ pub async fn memory_backend(options: Options) {
     let (ns_gcra_turns, ns_governor, ratio) = (median(&mut ours), median(&mut theirs), median(&mut ratios));
     let (ns_backend, backend_ratio) = (median(&mut backend_ns), median(&mut backend_ratios));
     let (ns_same_keys, same_keys_ratio) = (median(&mut same_keys_ns), median(&mut same_keys_ratios));
-    println!("  {:<15} {ns_governor:>8.0} ns/check  (governor keyed GCRA, same keys; median of {rounds} rounds)", "governor");
-    println!("  {:<15} {ns_gcra_turns:>8.0} ns/check  (Limiter::check, in turn with governor; median of {rounds} rounds)", "gcra");
+    println!(
+        "  {:<15} {ns_governor:>8.0} ns/check  (governor keyed GCRA, same keys; median of {rounds} rounds)",
+        "governor"
+    );
+    println!(
+        "  {:<15} {ns_gcra_turns:>8.0} ns/check  (Limiter::check, in turn with governor; median of {rounds} rounds)",
+        "gcra"
+    );
     println!("bench case=governor/keyed ns_per_check={ns_governor:.0}");
     println!("bench case=gcra/memory_in_turn ns_per_check={ns_gcra_turns:.0} ratio_to_governor={ratio:.2}");
     println!("  {:<15} {ns_backend:>8.0} ns/check  (MemoryBackend::decide_now, in turn with governor; median of {rounds} rounds)", "gcra");
-    println!("bench case=gcra/memory_backend_in_turn ns_per_check={ns_backend:.0} ratio_to_governor={backend_ratio:.2}");
+    println!(
+        "bench case=gcra/memory_backend_in_turn ns_per_check={ns_backend:.0} ratio_to_governor={backend_ratio:.2}"
+    );
     println!("  {:<15} {ns_same_keys:>8.0} ns/check  (MemoryBackend::decide_now on governor's keys, in turn with governor; median of {rounds} rounds)", "gcra");
     println!("bench case=gcra/memory_backend_same_keys_in_turn ns_per_check={ns_same_keys:.0} ratio_to_governor={same_keys_ratio:.2}");
     let verdict = |r: f64| if r <= 1.5 { "met" } else { "MISSED" };
@@ -252,7 +282,10 @@ pub async fn memory_backend(options: Options) {
         let (ns_macro, macro_ratio) = (median(&mut macro_ns), median(&mut macro_ratios));
         println!("  {:<15} {ns_macro:>8.0} ns/check  (#[rate_limit] fn on Store::memory(), in turn with governor; median of {rounds} rounds)", "gcra");
         println!("bench case=gcra/memory_macro_in_turn ns_per_check={ns_macro:.0} ratio_to_governor={macro_ratio:.2}");
-        println!("  gcra ÷ governor, through a #[rate_limit] fn: {macro_ratio:.2} (target <= 1.5): {}", verdict(macro_ratio));
+        println!(
+            "  gcra ÷ governor, through a #[rate_limit] fn: {macro_ratio:.2} (target <= 1.5): {}",
+            verdict(macro_ratio)
+        );
     }
 }
 
@@ -268,7 +301,16 @@ struct AnswersAtOnce;
 
 impl Backend for AnswersAtOnce {
     fn decide<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Outcome, Error>> {
-        let outcome = Outcome { allowed: true, limit: 1000, remaining: 999, reset_after_us: 1000, retry_after_us: None, violated: 0, now_us: 0, quotas: Vec::new() };
+        let outcome = Outcome {
+            allowed: true,
+            limit: 1000,
+            remaining: 999,
+            reset_after_us: 1000,
+            retry_after_us: None,
+            violated: 0,
+            now_us: 0,
+            quotas: Vec::new(),
+        };
         black_box(request);
         Box::pin(async move { Ok(outcome) })
     }

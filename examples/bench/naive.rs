@@ -44,7 +44,13 @@ return {allowed and 1 or 0, math.floor(tokens)}
 ";
 
 /// Raw EVALSHA of `source` with `params` after `"", cost 1, peek 0, slack 0`.
-pub async fn measure(source: &'static str, params: &[u64], admin: &mut MultiplexedConnection, con: &MultiplexedConnection, options: Options) -> Measured {
+pub async fn measure(
+    source: &'static str,
+    params: &[u64],
+    admin: &mut MultiplexedConnection,
+    con: &MultiplexedConnection,
+    options: Options,
+) -> Measured {
     let script = Arc::new(redis::Script::new(source));
     let keys = Arc::new((0..load::USERS).map(|u| format!("naive:user:{u}")).collect::<Vec<_>>());
     let params: Arc<[u64]> = params.into();
@@ -66,7 +72,13 @@ pub async fn measure(source: &'static str, params: &[u64], admin: &mut Multiplex
 
 /// Our script and the naive form of `algo`, in turn for `options.rounds`
 /// runs: the median server µs per call of each.
-pub async fn server_times(algo: &crate::cases::Algo, naive: &'static str, admin: &mut MultiplexedConnection, con: &MultiplexedConnection, options: Options) -> (f64, f64) {
+pub async fn server_times(
+    algo: &crate::cases::Algo,
+    naive: &'static str,
+    admin: &mut MultiplexedConnection,
+    con: &MultiplexedConnection,
+    options: Options,
+) -> (f64, f64) {
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for _ in 0..options.rounds {
         ours.push(crate::measure_script(algo, admin, con, options.run()).await.server_us_per_call);

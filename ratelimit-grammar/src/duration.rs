@@ -8,14 +8,8 @@ use crate::GrammarError;
 /// `now + window` must stay far below 2^53.
 pub const MAX_DURATION_US: u64 = 366 * 86_400 * 1_000_000;
 
-const UNITS: &[(&str, u64)] = &[
-    ("us", 1),
-    ("ms", 1_000),
-    ("s", 1_000_000),
-    ("m", 60_000_000),
-    ("h", 3_600_000_000),
-    ("d", 86_400_000_000),
-];
+const UNITS: &[(&str, u64)] =
+    &[("us", 1), ("ms", 1_000), ("s", 1_000_000), ("m", 60_000_000), ("h", 3_600_000_000), ("d", 86_400_000_000)];
 
 /// Parses `500ms`, `1s`, `2m`, `1h`, `1d` or `250us` into microseconds.
 ///
@@ -42,9 +36,9 @@ pub fn parse_duration(text: &str) -> Result<u64, GrammarError> {
     let count: u64 = if number.is_empty() {
         1
     } else {
-        number.parse().map_err(|_| {
-            GrammarError::new(format!("duration `{text}` is too large: the longest allowed is 366d"))
-        })?
+        number
+            .parse()
+            .map_err(|_| GrammarError::new(format!("duration `{text}` is too large: the longest allowed is 366d")))?
     };
     if count == 0 {
         return Err(GrammarError::new(format!(
@@ -53,9 +47,7 @@ pub fn parse_duration(text: &str) -> Result<u64, GrammarError> {
     }
     match count.checked_mul(scale) {
         Some(us) if us <= MAX_DURATION_US => Ok(us),
-        _ => Err(GrammarError::new(format!(
-            "duration `{text}` is too long: the longest allowed is 366d"
-        ))),
+        _ => Err(GrammarError::new(format!("duration `{text}` is too long: the longest allowed is 366d"))),
     }
 }
 
@@ -66,12 +58,7 @@ pub fn parse_duration(text: &str) -> Result<u64, GrammarError> {
 /// assert_eq!(ratelimit_grammar::format_duration(1_500_000), "1500ms");
 /// ```
 pub fn format_duration(us: u64) -> String {
-    let (name, scale) = UNITS
-        .iter()
-        .rev()
-        .find(|(_, scale)| us % scale == 0)
-        .copied()
-        .unwrap_or(("us", 1));
+    let (name, scale) = UNITS.iter().rev().find(|(_, scale)| us % scale == 0).copied().unwrap_or(("us", 1));
     format!("{}{name}", us / scale)
 }
 
@@ -104,7 +91,10 @@ mod tests {
     #[test]
     fn formats_round_trip() {
         for text in ["1s", "500ms", "1m", "1h", "1d", "7us", "90s"] {
-            assert_eq!(parse_duration(&format_duration(parse_duration(text).unwrap())).unwrap(), parse_duration(text).unwrap());
+            assert_eq!(
+                parse_duration(&format_duration(parse_duration(text).unwrap())).unwrap(),
+                parse_duration(text).unwrap()
+            );
         }
         assert_eq!(format_duration(90_000_000), "90s");
     }

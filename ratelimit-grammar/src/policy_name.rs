@@ -20,7 +20,10 @@ pub fn check_policy_name(name: &str) -> Result<(), GrammarError> {
         return Err(GrammarError::new("empty policy name: write the name of a configured policy, like \"search\""));
     }
     if name.len() > MAX_POLICY_NAME_LEN {
-        return Err(GrammarError::new(format!("policy name is {} bytes long; at most {MAX_POLICY_NAME_LEN} are allowed", name.len())));
+        return Err(GrammarError::new(format!(
+            "policy name is {} bytes long; at most {MAX_POLICY_NAME_LEN} are allowed",
+            name.len()
+        )));
     }
     if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')) {
         return Err(GrammarError::new(format!(

@@ -188,7 +188,11 @@ impl PolicySpec {
     /// whole, else the divisor itself.
     pub fn default_precision(strategies: &[Strategy]) -> u64 {
         let g = strategies.iter().fold(0, |g, s| gcd(g, s.window_us));
-        if g % 10 == 0 { g / 10 } else { g.max(1) }
+        if g % 10 == 0 {
+            g / 10
+        } else {
+            g.max(1)
+        }
     }
 
     /// The burst GCRA uses when none is given: `count - 1`, so `rate = "10/1s"`
@@ -233,13 +237,23 @@ impl PolicySpec {
             if let Some(rate) = self.rate {
                 let burst = self.burst.unwrap_or_else(|| Self::default_burst(rate));
                 if burst >= MAX_LIMIT {
-                    errors.push((Some(Param::Burst), GrammarError::new(format!("burst {burst} is too large; the largest allowed is {}", MAX_LIMIT - 1))));
+                    errors.push((
+                        Some(Param::Burst),
+                        GrammarError::new(format!(
+                            "burst {burst} is too large; the largest allowed is {}",
+                            MAX_LIMIT - 1
+                        )),
+                    ));
                 } else {
                     check_bucket(burst + 1, rate, Param::Burst, "burst + 1", &mut errors);
                 }
             }
         }
-        if errors.is_empty() { Ok(()) } else { Err(errors) }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
     }
 
     fn check_strategies(&self, strategies: &[Strategy], errors: &mut Vec<(Option<Param>, GrammarError)>) {
@@ -249,7 +263,10 @@ impl PolicySpec {
             return;
         }
         if strategies.len() > MAX_STRATEGIES {
-            errors.push(strategies_error(format!("{} strategies given; at most {MAX_STRATEGIES} are allowed", strategies.len())));
+            errors.push(strategies_error(format!(
+                "{} strategies given; at most {MAX_STRATEGIES} are allowed",
+                strategies.len()
+            )));
         }
         if self.kind == AlgorithmKind::SlidingLog {
             if let Some(s) = strategies.iter().find(|s| s.limit > MAX_LOG_LIMIT) {
@@ -301,7 +318,10 @@ fn check_bucket(size: u64, rate: Rate, param: Param, what: &str, errors: &mut Ve
         return;
     }
     if size > MAX_LIMIT {
-        errors.push((Some(param), GrammarError::new(format!("{what} {size} is too large; the largest allowed is {MAX_LIMIT}"))));
+        errors.push((
+            Some(param),
+            GrammarError::new(format!("{what} {size} is too large; the largest allowed is {MAX_LIMIT}")),
+        ));
         return;
     }
     let (count, period) = rate.reduced();

@@ -80,9 +80,7 @@ fn parse_fraction(text: &str, what: &str) -> Result<(u64, u64), GrammarError> {
     };
     let count = count.trim();
     if count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(GrammarError::new(format!(
-            "`{text}`: the {what} `{count}` must be a whole number, like `10/1s`"
-        )));
+        return Err(GrammarError::new(format!("`{text}`: the {what} `{count}` must be a whole number, like `10/1s`")));
     }
     let count: u64 = match count.parse() {
         Ok(n) if n <= MAX_LIMIT => n,
@@ -93,9 +91,7 @@ fn parse_fraction(text: &str, what: &str) -> Result<(u64, u64), GrammarError> {
         }
     };
     if count == 0 {
-        return Err(GrammarError::new(format!(
-            "`{text}`: a {what} of 0 would deny every call; use at least 1"
-        )));
+        return Err(GrammarError::new(format!("`{text}`: a {what} of 0 would deny every call; use at least 1")));
     }
     let window = parse_duration(duration).map_err(|e| GrammarError::new(format!("`{text}`: {e}")))?;
     Ok((count, window))
@@ -116,7 +112,8 @@ pub fn parse_strategies(text: &str) -> Result<Vec<Strategy>, GrammarError> {
     }
     let items: Vec<&str> = text.split(',').collect();
     if let Some(i) = items.iter().position(|item| item.trim().is_empty()) {
-        let place = if i == 0 { "before the first `,`".to_string() } else { format!("after `{}`", items[i - 1].trim()) };
+        let place =
+            if i == 0 { "before the first `,`".to_string() } else { format!("after `{}`", items[i - 1].trim()) };
         return Err(GrammarError::new(format!("empty strategy {place} in `{}`: remove the extra comma", text.trim())));
     }
     items.into_iter().map(parse_strategy).collect()
@@ -135,7 +132,10 @@ mod tests {
     #[test]
     fn parses_lists_in_declared_order() {
         let s = parse_strategies("10/1s, 100/1m").unwrap();
-        assert_eq!(s, vec![Strategy { limit: 10, window_us: 1_000_000 }, Strategy { limit: 100, window_us: 60_000_000 }]);
+        assert_eq!(
+            s,
+            vec![Strategy { limit: 10, window_us: 1_000_000 }, Strategy { limit: 100, window_us: 60_000_000 }]
+        );
     }
 
     #[test]

@@ -66,7 +66,7 @@ struct RawOption {
 }
 
 impl Parse for RawOption {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         // `parse_any` accepts the keyword `crate` as an option name.
         let name = Ident::parse_any(input)?;
         if !input.peek(Token![=]) {
@@ -123,7 +123,8 @@ impl Options {
         let mut seen: Vec<String> = Vec::new();
         for RawOption { name, value } in raw {
             let text = name.to_string();
-            options.mentioned_algo |= ["algo", "policy"].iter().any(|o| text == *o || RENAMES.contains(&(text.as_str(), *o)));
+            options.mentioned_algo |=
+                ["algo", "policy"].iter().any(|o| text == *o || RENAMES.contains(&(text.as_str(), *o)));
             if !OPTIONS.contains(&text.as_str()) {
                 errors.push(syn::Error::new(name.span(), unknown_option(&text)));
                 continue;
@@ -187,10 +188,9 @@ fn string(name: &Ident, value: Expr, example: &str) -> syn::Result<LitStr> {
 fn integer(name: &Ident, value: Expr, example: &str) -> syn::Result<LitInt> {
     match value {
         Expr::Lit(ExprLit { lit: Lit::Int(lit), .. }) => Ok(lit),
-        Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => Err(syn::Error::new(
-            lit.span(),
-            format!("`{name}` takes an integer, not a string: write `{example}`"),
-        )),
+        Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => {
+            Err(syn::Error::new(lit.span(), format!("`{name}` takes an integer, not a string: write `{example}`")))
+        }
         other => Err(syn::Error::new(other.span(), format!("`{name}` takes an integer literal: write `{example}`"))),
     }
 }
@@ -199,9 +199,9 @@ fn integer(name: &Ident, value: Expr, example: &str) -> syn::Result<LitInt> {
 fn path(name: &Ident, value: Expr, example: &str) -> syn::Result<Path> {
     match value {
         Expr::Path(p) if p.qself.is_none() => Ok(p.path),
-        Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => lit
-            .parse::<Path>()
-            .map_err(|_| syn::Error::new(lit.span(), format!("`{name}` takes a path to an async fn: write `{example}`"))),
+        Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => lit.parse::<Path>().map_err(|_| {
+            syn::Error::new(lit.span(), format!("`{name}` takes a path to an async fn: write `{example}`"))
+        }),
         other => Err(syn::Error::new(other.span(), format!("`{name}` takes a path to an async fn: write `{example}`"))),
     }
 }

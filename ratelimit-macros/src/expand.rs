@@ -153,7 +153,8 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
     let key_value = match &config.key {
         None => quote!(""),
         Some(parts) if parts.iter().all(|part| matches!(part, Part::Literal(_))) => {
-            let text: String = parts.iter().map(|part| if let Part::Literal(l) = part { l.as_str() } else { "" }).collect();
+            let text: String =
+                parts.iter().map(|part| if let Part::Literal(l) = part { l.as_str() } else { "" }).collect();
             quote!(#text)
         }
         Some(parts) => {
@@ -213,7 +214,8 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
             // The argument types are spelled out so a fallback with another
             // signature fails `Fallback<(these types)>` (one readable error),
             // and the call is located at the fallback's name.
-            let call = respan(quote!(#p::Fallback::<(#(#types,)*)>::call(#fallback, (#(#passed,)*)).await), fallback.span());
+            let call =
+                respan(quote!(#p::Fallback::<(#(#types,)*)>::call(#fallback, (#(#passed,)*)).await), fallback.span());
             quote! {
                 match #decided {
                     ::core::result::Result::Ok(()) => {}

@@ -18,7 +18,7 @@ pub(crate) struct Function {
 }
 
 impl Parse for Function {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let attrs = input.call(Attribute::parse_outer)?;
         let vis = input.parse()?;
         let sig: Signature = input.parse()?;

@@ -50,13 +50,24 @@ impl Access {
     /// written without `fmt` (`push_key_integer`), the same text faster.
     pub(crate) fn is_integer_argument(&self, args: &Arguments) -> bool {
         let Root::Binding(ident) = &self.root else { return false };
-        self.fields.is_empty() && args.list.iter().any(|arg| matches!(arg, Argument::Named(name, ty) if name == ident && is_integer_type(ty)))
+        self.fields.is_empty()
+            && args
+                .list
+                .iter()
+                .any(|arg| matches!(arg, Argument::Named(name, ty) if name == ident && is_integer_type(ty)))
     }
 
     /// Parses `text` (a placeholder without its brackets, or a `cost` path)
     /// and checks its root against the signature. `shown` is how messages
     /// quote it (`<user.id>` in a key, `user.id` for `cost`).
-    pub(crate) fn parse(text: &str, shown: &str, span: Span, args: &Arguments, fn_name: &Ident, option: &str) -> Result<Access, String> {
+    pub(crate) fn parse(
+        text: &str,
+        shown: &str,
+        span: Span,
+        args: &Arguments,
+        fn_name: &Ident,
+        option: &str,
+    ) -> Result<Access, String> {
         let mut segments = text.split('.');
         let root_text = segments.next().unwrap_or_default();
         let root = if root_text == "self" {
@@ -69,14 +80,19 @@ impl Access {
             Root::SelfValue
         } else {
             if !is_identifier(root_text) {
-                return Err(format!("`{shown}` in `{option}` must start with an argument name, like `user_id` or `user.id`"));
+                return Err(format!(
+                    "`{shown}` in `{option}` must start with an argument name, like `user_id` or `user.id`"
+                ));
             }
             match args.binding(root_text) {
                 // The template's span resolves to the argument (both come from
                 // the user's code) and makes type errors point at the template.
                 Some(_) => Root::Binding(Ident::new(root_text, span)),
                 None if shown.trim_matches(['<', '>']) == root_text => {
-                    return Err(format!("`{shown}` in `{option}` is not an argument of `{fn_name}`; {}", args.describe()))
+                    return Err(format!(
+                        "`{shown}` in `{option}` is not an argument of `{fn_name}`; {}",
+                        args.describe()
+                    ))
                 }
                 None => {
                     return Err(format!(
@@ -93,7 +109,9 @@ impl Access {
             } else if let Ok(index) = segment.parse::<u32>() {
                 fields.push(Member::Unnamed(Index { index, span }));
             } else {
-                return Err(format!("`{shown}` in `{option}`: `{segment}` is not a field name; write `arg.field` or `arg.0`"));
+                return Err(format!(
+                    "`{shown}` in `{option}`: `{segment}` is not a field name; write `arg.field` or `arg.0`"
+                ));
             }
         }
         Ok(Access { root, fields, span })
@@ -107,7 +125,10 @@ fn is_integer_type(ty: &Type) -> bool {
         Type::Group(group) => is_integer_type(&group.elem),
         Type::Paren(paren) => is_integer_type(&paren.elem),
         Type::Path(path) if path.qself.is_none() => path.path.get_ident().is_some_and(|ident| {
-            matches!(ident.to_string().as_str(), "u8" | "u16" | "u32" | "u64" | "usize" | "i8" | "i16" | "i32" | "i64" | "isize")
+            matches!(
+                ident.to_string().as_str(),
+                "u8" | "u16" | "u32" | "u64" | "usize" | "i8" | "i16" | "i32" | "i64" | "isize"
+            )
         }),
         _ => false,
     }
@@ -121,7 +142,12 @@ fn is_identifier(text: &str) -> bool {
 }
 
 /// Parses the template; every mistake goes to `errors`, all at the literal.
-pub(crate) fn parse_template(lit: &LitStr, args: &Arguments, fn_name: &Ident, errors: &mut Errors) -> Option<Vec<Part>> {
+pub(crate) fn parse_template(
+    lit: &LitStr,
+    args: &Arguments,
+    fn_name: &Ident,
+    errors: &mut Errors,
+) -> Option<Vec<Part>> {
     let span = lit.span();
     let text = lit.value();
     let before = errors.count();

@@ -365,7 +365,10 @@ fn rate_limit_impl(args: TokenStream2, item: TokenStream2) -> TokenStream2 {
             let error = if error.to_string().starts_with("#[rate_limit]") {
                 error
             } else {
-                syn::Error::new(Span::call_site(), "#[rate_limit] applies to an `async fn`: a free function, a method, or a method of a trait impl")
+                syn::Error::new(
+                    Span::call_site(),
+                    "#[rate_limit] applies to an `async fn`: a free function, a method, or a method of a trait impl",
+                )
             };
             errors.push(error);
             return fallback::emit(item, errors);
@@ -451,14 +454,22 @@ mod tests {
     fn expansion_is_one_site_one_call_one_branch() {
         let out = super::rate_limit_impl(
             quote!(algo = "sliding_window", strategies = "10/1s,100/1m", key = "user:<id>"),
-            quote!(async fn get(id: u64) -> Result<u64, E> { Ok(id) }),
+            quote!(
+                async fn get(id: u64) -> Result<u64, E> {
+                    Ok(id)
+                }
+            ),
         )
         .to_string();
         if std::env::var_os("SHOW_EXPANSION").is_some() {
             println!("{out}");
         }
         assert_eq!(out.matches("Site :: new").count(), 1, "{out}");
-        assert_eq!((out.matches(". check_at_once (").count(), out.matches(". check_pending (").count()), (1, 1), "{out}");
+        assert_eq!(
+            (out.matches(". check_at_once (").count(), out.matches(". check_pending (").count()),
+            (1, 1),
+            "{out}"
+        );
         assert!(out.contains("Policy :: __sliding_window (& [:: ratelimit :: __private :: Strategy { limit : 10u64 , window_us : 1000000u64 } , :: ratelimit :: __private :: Strategy { limit : 100u64 , window_us : 60000000u64 }] , 100000u64)"), "{out}");
         assert!(!out.contains("compile_error"), "{out}");
     }
@@ -468,27 +479,59 @@ mod tests {
     #[test]
     fn integer_arguments_skip_fmt() {
         let expand = |signature: TokenStream2| {
-            super::rate_limit_impl(quote!(algo = "gcra", rate = "1/1s", key = "<id>:<user.id>"), quote!(async #signature -> Result<(), E> { Ok(()) })).to_string()
+            super::rate_limit_impl(
+                quote!(algo = "gcra", rate = "1/1s", key = "<id>:<user.id>"),
+                quote!(async #signature -> Result<(), E> { Ok(()) }),
+            )
+            .to_string()
         };
         let integer = expand(quote!(fn get(id: &i32, user: User)));
-        assert_eq!((integer.matches("push_key_integer").count(), integer.matches("push_key_value").count()), (1, 1), "{integer}");
+        assert_eq!(
+            (integer.matches("push_key_integer").count(), integer.matches("push_key_value").count()),
+            (1, 1),
+            "{integer}"
+        );
         let text = expand(quote!(fn get(id: &str, user: User)));
-        assert_eq!((text.matches("push_key_integer").count(), text.matches("push_key_value").count()), (0, 2), "{text}");
+        assert_eq!(
+            (text.matches("push_key_integer").count(), text.matches("push_key_value").count()),
+            (0, 2),
+            "{text}"
+        );
     }
 
     /// A named policy is a name in the site, looked up at run time: no constant policy.
     #[test]
     fn a_named_policy_expands_to_a_configured_site() {
-        let out = super::rate_limit_impl(quote!(policy = "search", key = "user:<id>"), quote!(async fn get(id: u64) -> Result<u64, E> { Ok(id) })).to_string();
+        let out = super::rate_limit_impl(
+            quote!(policy = "search", key = "user:<id>"),
+            quote!(
+                async fn get(id: u64) -> Result<u64, E> {
+                    Ok(id)
+                }
+            ),
+        )
+        .to_string();
         assert!(out.contains("Site :: configured (:: core :: concat ! (:: core :: module_path ! () , \"::\" , \"get\") , \"search\" ,"), "{out}");
         assert!(!out.contains("Policy ::"), "{out}");
-        assert_eq!((out.matches(". check_at_once (").count(), out.matches(". check_pending (").count()), (1, 1), "{out}");
+        assert_eq!(
+            (out.matches(". check_at_once (").count(), out.matches(". check_pending (").count()),
+            (1, 1),
+            "{out}"
+        );
     }
 
     /// On any error the function is emitted unchanged, followed by the errors.
     #[test]
     fn errors_keep_the_original_function() {
-        let out = super::rate_limit_impl(quote!(algo = "nope", colour = 1), quote!(async fn get(id: u64) -> u64 { id })).to_string();
+        let out = super::rate_limit_impl(
+            quote!(algo = "nope", colour = 1),
+            quote!(
+                async fn get(id: u64) -> u64 {
+                    id
+                }
+            ),
+        )
+        .to_string();
         assert!(out.starts_with("async fn get (id : u64) -> u64 { id }"), "{out}");
         assert_eq!(out.matches("compile_error").count(), 2, "{out}");
     }

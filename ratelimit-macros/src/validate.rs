@@ -84,7 +84,8 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
             errors.push(syn::Error::new(name.span(), "empty `name`: remove it to use the module path and function name, or write one, like `name = \"profile\"`"));
         }
     }
-    let cost = options.cost.as_ref().map(|expr| cost(expr, args, fn_name, policy.as_ref().and_then(SitePolicy::spec), errors));
+    let cost =
+        options.cost.as_ref().map(|expr| cost(expr, args, fn_name, policy.as_ref().and_then(SitePolicy::spec), errors));
 
     let (on_limit, explicit_error) = on_limit(&options, errors);
     if let Some(fallback) = &options.fallback {
@@ -139,12 +140,18 @@ fn on_limit(options: &Options, errors: &mut Errors) -> (OnLimit, bool) {
     let max_wait = options.max_wait.as_ref().and_then(|lit| match parse_duration(&lit.value()) {
         Ok(us) => Some(us),
         Err(e) => {
-            errors.push(syn::Error::new(lit.span(), format!("`max_wait` must be a duration, like \"2s\" or \"500ms\": {e}")));
+            errors.push(syn::Error::new(
+                lit.span(),
+                format!("`max_wait` must be a duration, like \"2s\" or \"500ms\": {e}"),
+            ));
             None
         }
     });
     if let (Some(lit), false) = (&options.max_wait, wait == Some(true)) {
-        errors.push(syn::Error::new(lit.span(), "`max_wait` bounds `on_limit = \"wait\"`: add `on_limit = \"wait\"`, or remove `max_wait`"));
+        errors.push(syn::Error::new(
+            lit.span(),
+            "`max_wait` bounds `on_limit = \"wait\"`: add `on_limit = \"wait\"`, or remove `max_wait`",
+        ));
     }
     match wait {
         Some(true) => (OnLimit::Wait(max_wait), false),
@@ -197,7 +204,13 @@ fn on_error(options: &Options, errors: &mut Errors) -> OnError {
 
 /// A denial can reach the caller but the function returns `()`: say which
 /// option makes that so, and how to fix it.
-fn unit_return_error(options: &Options, on_limit: OnLimit, on_error: OnError, sig: &syn::Signature, errors: &mut Errors) {
+fn unit_return_error(
+    options: &Options,
+    on_limit: OnLimit,
+    on_error: OnError,
+    sig: &syn::Signature,
+    errors: &mut Errors,
+) {
     let why = match on_limit {
         OnLimit::Error if options.on_limit.is_none() => "`on_limit = \"error\"` (the default) returns a denial as `Err(..)`",
         OnLimit::Error => "`on_limit = \"error\"` returns a denial as `Err(..)`",
@@ -321,7 +334,8 @@ fn policy(options: &Options, attr_span: Span, errors: &mut Errors) -> Option<Pol
                 Some(param) if malformed.contains(&param) => continue,
                 Some(param) => errors.push(syn::Error::new(span_of(param), problem.message())),
                 // A missing parameter: point at the algorithm that needs it.
-                None => errors.push(syn::Error::new(options.algo.as_ref().map_or(attr_span, LitStr::span), problem.message())),
+                None => errors
+                    .push(syn::Error::new(options.algo.as_ref().map_or(attr_span, LitStr::span), problem.message())),
             }
             valid = false;
         }
@@ -354,7 +368,13 @@ fn max_cost(spec: &PolicySpec) -> u64 {
     }
 }
 
-fn cost(expr: &Expr, args: &Arguments, fn_name: &syn::Ident, policy: Option<&PolicySpec>, errors: &mut Errors) -> Option<Cost> {
+fn cost(
+    expr: &Expr,
+    args: &Arguments,
+    fn_name: &syn::Ident,
+    policy: Option<&PolicySpec>,
+    errors: &mut Errors,
+) -> Option<Cost> {
     match expr {
         Expr::Lit(ExprLit { lit: Lit::Int(lit), .. }) => {
             let cost = match whole(lit) {

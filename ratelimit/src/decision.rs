@@ -118,7 +118,11 @@ fn violated_and_quotas(policy: &Policy, violated: u32, quotas: &[(u64, u64)]) ->
     let quotas = quotas
         .iter()
         .zip(strategies)
-        .map(|(&(remaining, reset_after_us), &strategy)| Quota { strategy, remaining, reset_after: Duration::from_micros(reset_after_us) })
+        .map(|(&(remaining, reset_after_us), &strategy)| Quota {
+            strategy,
+            remaining,
+            reset_after: Duration::from_micros(reset_after_us),
+        })
         .collect();
     (violated, quotas)
 }

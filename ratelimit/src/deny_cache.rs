@@ -211,7 +211,10 @@ mod tests {
         let cache = DenyCache::new();
         cache.remember(b"k", 1, 1_000, &denial(500, 800));
         let later = cache.get(b"k", 1, 1_200).expect("remembered");
-        assert_eq!((later.retry_after, later.reset_after), (Some(Duration::from_micros(300)), Duration::from_micros(600)));
+        assert_eq!(
+            (later.retry_after, later.reset_after),
+            (Some(Duration::from_micros(300)), Duration::from_micros(600))
+        );
         assert!(cache.get(b"k", 1, 1_499).is_some());
         assert!(cache.get(b"k", 1, 1_500).is_none(), "served at the time the store said it passes");
         assert_eq!(cache.len(), 0);

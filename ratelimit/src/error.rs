@@ -43,7 +43,9 @@ impl Error {
     pub fn is_unavailable(&self) -> bool {
         match self {
             Error::Timeout(_) | Error::Unavailable(_) => true,
-            Error::Store(e) => e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout(),
+            Error::Store(e) => {
+                e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
+            }
             _ => false,
         }
     }

@@ -45,7 +45,9 @@ pub(crate) fn layout(policy: &Policy, remote_server_clock: bool) -> String {
     }
     match &policy.params {
         Params::SlidingWindow { precision_us, .. } => format!("{algo}/{}", format_duration(*precision_us)),
-        Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } => format!("{algo}/{}", format_duration(rate.reduced().1)),
+        Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } => {
+            format!("{algo}/{}", format_duration(rate.reduced().1))
+        }
         Params::FixedWindow { .. } | Params::SlidingLog { .. } | Params::Gcra { .. } => algo.to_string(),
     }
 }

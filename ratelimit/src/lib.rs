@@ -55,8 +55,8 @@ pub mod __private;
 pub use ratelimit_macros::rate_limit;
 
 pub use backend::{Backend, MemoryBackend, RedisBackend, RedisOptions};
-pub use config::policies;
 pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
+pub use config::policies;
 pub use decision::{Decision, Quota};
 pub use error::{Error, RateLimited};
 pub use limiter::Limiter;

@@ -21,7 +21,18 @@ macro_rules! ask_store {
     ($limiter:expr, $storage_key:expr, $cost:expr, $peek:expr, $now_us:expr) => {{
         let started = $limiter.store_started();
         // The request is built in the call, so the future does not keep a copy.
-        let outcome = $limiter.inner.store.backend.decide(Request { key: $storage_key, policy: &$limiter.inner.policy, cost: $cost, now_us: $now_us, peek: $peek }).await;
+        let outcome = $limiter
+            .inner
+            .store
+            .backend
+            .decide(Request {
+                key: $storage_key,
+                policy: &$limiter.inner.policy,
+                cost: $cost,
+                now_us: $now_us,
+                peek: $peek,
+            })
+            .await;
         $limiter.store_answered(started);
         outcome
     }};
@@ -76,8 +87,10 @@ impl Limiter {
     pub fn new(name: impl Into<Arc<str>>, policy: Policy, store: &Store) -> Limiter {
         let name = name.into();
         let remote = store.backend.kind() != "memory";
-        let key_prefix = crate::key::key_prefix(&store.prefix, &policy, &name, remote && store.clock.now_us().is_none());
-        let memory_prefix = store.backend.as_memory().map(|memory| memory.key_prefix(&[&key_prefix[..], b":"].concat()));
+        let key_prefix =
+            crate::key::key_prefix(&store.prefix, &policy, &name, remote && store.clock.now_us().is_none());
+        let memory_prefix =
+            store.backend.as_memory().map(|memory| memory.key_prefix(&[&key_prefix[..], b":"].concat()));
         Limiter {
             inner: Arc::new(Inner {
                 name,
@@ -169,12 +182,20 @@ impl Limiter {
     /// As with an `async fn`, nothing happens until the future is awaited;
     /// it is written as a function returning the decision's future only so
     /// the future holds the key once (a smaller future is cheaper to move).
-    pub fn check<K: AsRef<[u8]>>(&self, key: K, cost: u64) -> impl Future<Output = Result<Decision, Error>> + use<'_, K> {
+    pub fn check<K: AsRef<[u8]>>(
+        &self,
+        key: K,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + use<'_, K> {
         self.observed(key, cost, false)
     }
 
     /// The answer [`check`](Self::check) would give, without taking anything.
-    pub fn peek<K: AsRef<[u8]>>(&self, key: K, cost: u64) -> impl Future<Output = Result<Decision, Error>> + use<'_, K> {
+    pub fn peek<K: AsRef<[u8]>>(
+        &self,
+        key: K,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + use<'_, K> {
         self.observed(key, cost, true)
     }
 
@@ -218,7 +239,12 @@ impl Limiter {
     /// Like [`limit`](Self::limit), but a denial that can pass later sleeps
     /// until `retry_after` and tries again, for at most `max_wait` in total
     /// (`None`: no bound). This is how a leaky bucket shapes traffic.
-    pub async fn wait(&self, key: impl AsRef<[u8]>, cost: u64, max_wait: Option<Duration>) -> Result<Decision, RateLimited> {
+    pub async fn wait(
+        &self,
+        key: impl AsRef<[u8]>,
+        cost: u64,
+        max_wait: Option<Duration>,
+    ) -> Result<Decision, RateLimited> {
         let key = key.as_ref();
         let mut waited = Duration::ZERO;
         loop {
@@ -346,7 +372,13 @@ impl Limiter {
 
     /// The rest of [`pass`](Self::pass): a denial, or a store failure settled by [`OnError`].
     #[cold]
-    fn refused(&self, key: &[u8], cost: u64, local_now_us: u64, outcome: Result<Outcome, Error>) -> Result<(), Box<RateLimited>> {
+    fn refused(
+        &self,
+        key: &[u8],
+        cost: u64,
+        local_now_us: u64,
+        outcome: Result<Outcome, Error>,
+    ) -> Result<(), Box<RateLimited>> {
         let result = outcome.map(|outcome| self.settle(key, cost, false, local_now_us, outcome));
         self.count(&result, false);
         let decision = match result {
@@ -395,7 +427,9 @@ impl Limiter {
     }
 
     fn metrics(&self) -> &LimiterMetrics {
-        self.inner.metrics.get_or_init(|| LimiterMetrics::register(&self.inner.name, self.inner.policy.algorithm().name()))
+        self.inner
+            .metrics
+            .get_or_init(|| LimiterMetrics::register(&self.inner.name, self.inner.policy.algorithm().name()))
     }
 
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
@@ -497,13 +531,22 @@ impl Limiter {
     /// cache takes no part (see [`deny_cache`](Self::deny_cache)).
     #[inline(always)]
     fn memory_by_parts(&self, key: &[u8]) -> Option<(&KeyPrefix, &MemoryBackend)> {
-        let (Some(prefix), Some(memory)) = (&self.inner.memory_prefix, self.inner.store.backend.as_memory()) else { return None };
+        let (Some(prefix), Some(memory)) = (&self.inner.memory_prefix, self.inner.store.backend.as_memory()) else {
+            return None;
+        };
         (key.len() <= crate::key::MAX_RAW_KEY_LEN).then_some((prefix, memory))
     }
 
     /// The memory store's decision for the limiter's `prefix` and the user's `key`.
     #[inline(always)]
-    fn decide_in_memory(&self, memory: &MemoryBackend, prefix: &KeyPrefix, key: &[u8], cost: u64, peek: bool) -> Decision {
+    fn decide_in_memory(
+        &self,
+        memory: &MemoryBackend,
+        prefix: &KeyPrefix,
+        key: &[u8],
+        cost: u64,
+        peek: bool,
+    ) -> Decision {
         let (call, local_now_us) = self.memory_call(cost, peek);
         memory.decide_parts(prefix, key, call, local_now_us)
     }
@@ -547,17 +590,41 @@ impl Limiter {
             OnError::Allow => {
                 tracing::warn!(target: "ratelimit", limiter = %self.inner.name, kind, %error, "rate limit store unavailable; call allowed (on_error = allow)");
                 self.metrics().decided(true);
-                Ok(Decision { allowed: true, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now(), quotas: Vec::new() })
+                Ok(Decision {
+                    allowed: true,
+                    limit,
+                    remaining: 0,
+                    reset_after: Duration::ZERO,
+                    retry_after: None,
+                    violated: Vec::new(),
+                    decided_at: self.local_now(),
+                    quotas: Vec::new(),
+                })
             }
             OnError::Deny => {
                 tracing::warn!(target: "ratelimit", limiter = %self.inner.name, kind, %error, "rate limit store unavailable; call denied (on_error = deny)");
                 self.metrics().decided(false);
-                let decision = Decision { allowed: false, limit, remaining: 0, reset_after: Duration::ZERO, retry_after: None, violated: Vec::new(), decided_at: self.local_now(), quotas: Vec::new() };
+                let decision = Decision {
+                    allowed: false,
+                    limit,
+                    remaining: 0,
+                    reset_after: Duration::ZERO,
+                    retry_after: None,
+                    violated: Vec::new(),
+                    decided_at: self.local_now(),
+                    quotas: Vec::new(),
+                };
                 Err(self.denial(key, decision, true))
             }
             OnError::Local => {
                 let storage_key = self.storage_key(key);
-                let request = Request { key: &storage_key, policy: &self.inner.policy, cost, now_us: self.inner.store.clock.now_us(), peek: false };
+                let request = Request {
+                    key: &storage_key,
+                    policy: &self.inner.policy,
+                    cost,
+                    now_us: self.inner.store.clock.now_us(),
+                    peek: false,
+                };
                 let decision = self.decision(self.inner.local.decide_now(&request));
                 let verdict = if decision.allowed { "call allowed" } else { "call denied" };
                 tracing::warn!(target: "ratelimit", limiter = %self.inner.name, kind, %error, "rate limit store unavailable; {verdict} by the in-memory limiter (on_error = local)");
@@ -584,11 +651,19 @@ enum Begun {
     Decided(Decision),
     /// The store answers through a future; the key to ask for, and the
     /// times read for this call.
-    AskStore { storage_key: StorageKey, now_us: Option<u64>, local_now_us: u64 },
+    AskStore {
+        storage_key: StorageKey,
+        now_us: Option<u64>,
+        local_now_us: u64,
+    },
 }
 
 impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Limiter").field("name", &self.inner.name).field("policy", &self.inner.policy.to_string()).field("store", &self.inner.store).finish()
+        f.debug_struct("Limiter")
+            .field("name", &self.inner.name)
+            .field("policy", &self.inner.policy.to_string())
+            .field("store", &self.inner.store)
+            .finish()
     }
 }

@@ -69,9 +69,19 @@ impl LimiterMetrics {
 fn describe() {
     static DESCRIBED: std::sync::Once = std::sync::Once::new();
     DESCRIBED.call_once(|| {
-        metrics::describe_counter!(DECISIONS_TOTAL, "Rate limit decisions, by limiter, algorithm and outcome (allowed or denied).");
-        metrics::describe_counter!(STORE_ERRORS_TOTAL, "Rate limit calls the store could not decide, by kind of failure.");
-        metrics::describe_histogram!(STORE_DURATION_SECONDS, metrics::Unit::Seconds, "Time the remote rate limit store took to answer one call.");
+        metrics::describe_counter!(
+            DECISIONS_TOTAL,
+            "Rate limit decisions, by limiter, algorithm and outcome (allowed or denied)."
+        );
+        metrics::describe_counter!(
+            STORE_ERRORS_TOTAL,
+            "Rate limit calls the store could not decide, by kind of failure."
+        );
+        metrics::describe_histogram!(
+            STORE_DURATION_SECONDS,
+            metrics::Unit::Seconds,
+            "Time the remote rate limit store took to answer one call."
+        );
     });
 }
 
@@ -85,7 +95,11 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
     match error {
         Error::Timeout(_) => "timeout",
         Error::Unavailable(_) => "unavailable",
-        Error::Store(e) if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() => "connection",
+        Error::Store(e)
+            if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() =>
+        {
+            "connection"
+        }
         Error::Store(_) => "redis",
         Error::Protocol(_) => "protocol",
         Error::InvalidPolicy(_) | Error::InvalidConfig(_) | Error::AlreadyInitialized => "config",

@@ -50,7 +50,9 @@ pub(crate) enum Params {
 impl Policy {
     const fn new(params: Params) -> Policy {
         let reduced_rate = match &params {
-            Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } | Params::Gcra { rate, .. } => rate.reduced(),
+            Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } | Params::Gcra { rate, .. } => {
+                rate.reduced()
+            }
             Params::FixedWindow { .. } | Params::SlidingWindow { .. } | Params::SlidingLog { .. } => (1, 1),
         };
         Policy { params, reduced_rate, script: ScriptSlot::new() }
@@ -98,7 +100,8 @@ impl Policy {
     pub fn sliding_window(strategies: &str, precision: &str) -> Result<Policy, Error> {
         let mut spec = PolicySpec::new(AlgorithmKind::SlidingWindow);
         spec.strategies = Some(strategies_param(strategies)?);
-        spec.precision = Some(ratelimit_grammar::parse_duration(precision).map_err(|e| param_error(Param::Precision, e))?);
+        spec.precision =
+            Some(ratelimit_grammar::parse_duration(precision).map_err(|e| param_error(Param::Precision, e))?);
         Policy::from_spec(spec)
     }
 
@@ -149,11 +152,17 @@ impl Policy {
             AlgorithmKind::FixedWindow => Params::FixedWindow { strategies: strategies() },
             AlgorithmKind::SlidingLog => Params::SlidingLog { strategies: strategies() },
             AlgorithmKind::SlidingWindow => Params::SlidingWindow {
-                precision_us: spec.precision.unwrap_or_else(|| PolicySpec::default_precision(spec.strategies.as_deref().unwrap_or(&[]))),
+                precision_us: spec
+                    .precision
+                    .unwrap_or_else(|| PolicySpec::default_precision(spec.strategies.as_deref().unwrap_or(&[]))),
                 strategies: strategies(),
             },
-            AlgorithmKind::TokenBucket => Params::TokenBucket { capacity: spec.capacity.unwrap_or(0), rate: spec.rate.expect("validated") },
-            AlgorithmKind::LeakyBucket => Params::LeakyBucket { capacity: spec.capacity.unwrap_or(0), rate: spec.rate.expect("validated") },
+            AlgorithmKind::TokenBucket => {
+                Params::TokenBucket { capacity: spec.capacity.unwrap_or(0), rate: spec.rate.expect("validated") }
+            }
+            AlgorithmKind::LeakyBucket => {
+                Params::LeakyBucket { capacity: spec.capacity.unwrap_or(0), rate: spec.rate.expect("validated") }
+            }
             AlgorithmKind::Gcra => {
                 let rate = spec.rate.expect("validated");
                 Params::Gcra { rate, burst: spec.burst.unwrap_or_else(|| PolicySpec::default_burst(rate)) }
@@ -177,7 +186,9 @@ impl Policy {
     /// The strategies of a window algorithm in declared order (empty for buckets and GCRA).
     pub fn strategies(&self) -> &[Strategy] {
         match &self.params {
-            Params::FixedWindow { strategies } | Params::SlidingLog { strategies } | Params::SlidingWindow { strategies, .. } => strategies,
+            Params::FixedWindow { strategies }
+            | Params::SlidingLog { strategies }
+            | Params::SlidingWindow { strategies, .. } => strategies,
             _ => &[],
         }
     }

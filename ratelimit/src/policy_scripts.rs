@@ -85,7 +85,9 @@ pub(crate) fn bucket_key(policy: &Policy) -> Option<PolicyScriptKey> {
     // The rate as the policy reduced it once (a gcd per call cost ~60 instructions).
     let (n, p) = policy.reduced_rate;
     match &policy.params {
-        Params::TokenBucket { capacity, .. } | Params::LeakyBucket { capacity, .. } => Some((policy.algorithm(), [*capacity, n, p])),
+        Params::TokenBucket { capacity, .. } | Params::LeakyBucket { capacity, .. } => {
+            Some((policy.algorithm(), [*capacity, n, p]))
+        }
         Params::Gcra { burst, .. } => Some((AlgorithmKind::Gcra, [*burst, n, p])),
         _ => None,
     }
@@ -104,7 +106,11 @@ pub(crate) fn bucket_source((kind, [first, n, p]): PolicyScriptKey) -> String {
 pub(crate) fn arguments(invocation: &mut redis::Cmd, request: &Request<'_>) {
     match request.now_us {
         Some(now) => {
-            invocation.arg(request.cost).arg(u8::from(request.peek)).arg(now).arg(crate::backend::CLIENT_CLOCK_SLACK_US / 1000);
+            invocation
+                .arg(request.cost)
+                .arg(u8::from(request.peek))
+                .arg(now)
+                .arg(crate::backend::CLIENT_CLOCK_SLACK_US / 1000);
         }
         None if request.peek => {
             invocation.arg(request.cost).arg(1);

@@ -62,7 +62,12 @@ impl Site {
     /// A site whose policy is the one named `policy` in the configured set
     /// (`#[rate_limit(policy = "search")]`), followed across reloads.
     pub const fn configured(name: &'static str, policy: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
-        Site::with(name, SitePolicy::Named(NamedLimiter::new(Cow::Borrowed(name), Cow::Borrowed(policy), on_error)), on_limit, on_error)
+        Site::with(
+            name,
+            SitePolicy::Named(NamedLimiter::new(Cow::Borrowed(name), Cow::Borrowed(policy), on_error)),
+            on_limit,
+            on_error,
+        )
     }
 
     const fn with(name: &'static str, policy: SitePolicy, on_limit: OnLimit, on_error: OnError) -> Site {
@@ -138,7 +143,12 @@ impl Site {
 
     /// [`check_at_once`](Self::check_at_once) for a site whose named policy
     /// already has its limiter for the policy set in use.
-    fn named_at_once(&'static self, named: &NamedLimiter, key: &str, cost: u64) -> Result<Result<(), Box<RateLimited>>, Pending> {
+    fn named_at_once(
+        &'static self,
+        named: &NamedLimiter,
+        key: &str,
+        cost: u64,
+    ) -> Result<Result<(), Box<RateLimited>>, Pending> {
         let Some(configured) = named.cached() else { return Err(Pending(Rest::Otherwise)) };
         let at_once = match &configured.limiter {
             Ok(limiter) => limiter.pass_at_once(key.as_bytes(), cost),
@@ -158,7 +168,12 @@ impl Site {
     /// The common call (a site whose limiter is built and whose denials are
     /// returned, asking Redis) gets the limiter's own future: no future of
     /// this function wraps it, to be built and polled on every call.
-    pub fn check_pending<'k>(&'static self, key: &'k str, cost: u64, pending: Pending) -> impl Future<Output = Result<(), Box<RateLimited>>> + Send + 'k {
+    pub fn check_pending<'k>(
+        &'static self,
+        key: &'k str,
+        cost: u64,
+        pending: Pending,
+    ) -> impl Future<Output = Result<(), Box<RateLimited>>> + Send + 'k {
         match pending.0 {
             Rest::Limiter(limiter, clocked) => Either::Left(limiter.pass_clocked(key.as_bytes(), cost, clocked)),
             // Boxed, as the others: a named policy's limiter is shared with
@@ -231,7 +246,13 @@ impl Site {
                 decided_at: std::time::SystemTime::now(),
                 quotas: Vec::new(),
             };
-            return Err(Box::new(RateLimited { limiter: self.name.into(), key: key.to_string(), policy: None, decision, store_unavailable: true }));
+            return Err(Box::new(RateLimited {
+                limiter: self.name.into(),
+                key: key.to_string(),
+                policy: None,
+                decision,
+                store_unavailable: true,
+            }));
         }
         let on_error = if matches!(self.on_error, OnError::Local) { "local" } else { "allow" };
         tracing::warn!(target: "ratelimit", limiter = %self.name, policy, "{why}; call allowed (on_error = {on_error})");
@@ -292,7 +313,10 @@ fn warn_if_default_name_shared(site: &'static Site) {
 pub(crate) struct Unavailable(pub(crate) crate::Error);
 
 impl crate::Backend for Unavailable {
-    fn decide<'a>(&'a self, _: crate::backend::Request<'a>) -> crate::backend::BoxFuture<'a, Result<crate::backend::Outcome, crate::Error>> {
+    fn decide<'a>(
+        &'a self,
+        _: crate::backend::Request<'a>,
+    ) -> crate::backend::BoxFuture<'a, Result<crate::backend::Outcome, crate::Error>> {
         Box::pin(async move { Err(self.0.clone()) })
     }
     fn reset<'a>(&'a self, _: &'a [u8]) -> crate::backend::BoxFuture<'a, Result<(), crate::Error>> {

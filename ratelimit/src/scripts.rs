@@ -15,15 +15,30 @@ const SOURCES: [&str; 6] = [
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/fixed_window.lua")),
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_window.lua")),
     concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_log.lua")),
-    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/token_bucket.lua"), include_str!("../lua/bucket_state.lua"), include_str!("../lua/set_state.lua")),
-    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/leaky_bucket.lua"), include_str!("../lua/bucket_state.lua"), include_str!("../lua/set_state.lua")),
-    concat!(include_str!("../lua/policy_prelude.lua"), include_str!("../lua/gcra.lua"), include_str!("../lua/set_state.lua")),
+    concat!(
+        include_str!("../lua/policy_prelude.lua"),
+        include_str!("../lua/token_bucket.lua"),
+        include_str!("../lua/bucket_state.lua"),
+        include_str!("../lua/set_state.lua")
+    ),
+    concat!(
+        include_str!("../lua/policy_prelude.lua"),
+        include_str!("../lua/leaky_bucket.lua"),
+        include_str!("../lua/bucket_state.lua"),
+        include_str!("../lua/set_state.lua")
+    ),
+    concat!(
+        include_str!("../lua/policy_prelude.lua"),
+        include_str!("../lua/gcra.lua"),
+        include_str!("../lua/set_state.lua")
+    ),
 ];
 
 /// The sliding window's totals layout (`lua/sliding_window_totals.lua`): the
 /// same KEYS, ARGV and answers as the hash layout, O(1) per call however
 /// many sub-windows a window holds.
-const SLIDING_WINDOW_TOTALS: &str = concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_window_totals.lua"));
+const SLIDING_WINDOW_TOTALS: &str =
+    concat!(include_str!("../lua/prelude.lua"), include_str!("../lua/sliding_window_totals.lua"));
 
 /// The fixed window of one strategy on the server's clock
 /// (`lua/fixed_window_counter.lua`): a counter whose TTL is the window,
@@ -43,7 +58,8 @@ pub(crate) const TOTALS_FROM_SUB_WINDOWS: u64 = 16;
 // `Script` hashes its source once; invocations send EVALSHA and reload on
 // NOSCRIPT. One per algorithm in [`AlgorithmKind::ALL`] order, then the
 // totals layout. The fixed window counters are made per policy, as used.
-static SCRIPTS: Lazy<Vec<Script>> = Lazy::new(|| SOURCES.iter().chain([&SLIDING_WINDOW_TOTALS]).map(|source| Script::new(source)).collect());
+static SCRIPTS: Lazy<Vec<Script>> =
+    Lazy::new(|| SOURCES.iter().chain([&SLIDING_WINDOW_TOTALS]).map(|source| Script::new(source)).collect());
 
 /// The script that decides `kind`.
 pub(crate) fn script(kind: AlgorithmKind) -> &'static Script {

@@ -75,6 +75,10 @@ impl Store {
 
 impl fmt::Debug for Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Store").field("backend", &self.backend.kind()).field("clock", &self.clock).field("prefix", &self.prefix).finish()
+        f.debug_struct("Store")
+            .field("backend", &self.backend.kind())
+            .field("clock", &self.clock)
+            .field("prefix", &self.prefix)
+            .finish()
     }
 }

@@ -45,10 +45,11 @@ pub async fn remaining_counts_down_after_each_request(stores: &Stores<'_>, _cloc
     for &(backend, store) in stores {
         for policy in three_permit_policies() {
             let l = limiter(store, "remaining", &policy);
-            let left: Vec<u64> = [l.check("k", 1).await.unwrap(), l.check("k", 1).await.unwrap(), l.check("k", 1).await.unwrap()]
-                .iter()
-                .map(|d| d.remaining)
-                .collect();
+            let left: Vec<u64> =
+                [l.check("k", 1).await.unwrap(), l.check("k", 1).await.unwrap(), l.check("k", 1).await.unwrap()]
+                    .iter()
+                    .map(|d| d.remaining)
+                    .collect();
             assert_eq!(left, vec![2, 1, 0], "{backend} {policy}");
             let denied = l.check("k", 1).await.unwrap();
             assert!(!denied.allowed, "{backend} {policy}");
@@ -85,7 +86,10 @@ pub async fn retry_after_is_rounded_up_and_obeying_it_succeeds(stores: &Stores<'
             let denied = l.check("k", 1).await.unwrap();
             let wait = denied.retry_after.unwrap_or_else(|| panic!("{backend} {policy}: no retry_after"));
             clock.advance(wait - US);
-            assert!(!l.check("k", 1).await.unwrap().allowed, "{backend} {policy}: passed 1 µs before retry_after {wait:?}");
+            assert!(
+                !l.check("k", 1).await.unwrap().allowed,
+                "{backend} {policy}: passed 1 µs before retry_after {wait:?}"
+            );
             clock.advance(US);
             assert!(l.check("k", 1).await.unwrap().allowed, "{backend} {policy}: obeying retry_after {wait:?} failed");
         }
@@ -112,7 +116,11 @@ pub async fn cost_zero_takes_nothing_and_reports_the_state(stores: &Stores<'_>, 
         for policy in three_permit_policies() {
             let l = limiter(store, "zero", &policy);
             let fresh = l.check("k", 0).await.unwrap();
-            assert_eq!((fresh.allowed, fresh.remaining, fresh.reset_after), (true, 3, Duration::ZERO), "{backend} {policy}");
+            assert_eq!(
+                (fresh.allowed, fresh.remaining, fresh.reset_after),
+                (true, 3, Duration::ZERO),
+                "{backend} {policy}"
+            );
             l.check("k", 2).await.unwrap();
             let state = l.check("k", 0).await.unwrap();
             assert_eq!((state.allowed, state.remaining), (true, 1), "{backend} {policy}");
@@ -135,14 +143,21 @@ pub async fn peek_gives_the_check_answer_without_taking_it(stores: &Stores<'_>, 
 
 pub async fn windows_are_half_open(stores: &Stores<'_>, clock: &ManualClock) {
     for &(backend, store) in stores {
-        for policy in [Policy::fixed_window("1/1s").unwrap(), Policy::sliding_log("1/1s").unwrap(), Policy::sliding_window("1/1s", "1s").unwrap()] {
+        for policy in [
+            Policy::fixed_window("1/1s").unwrap(),
+            Policy::sliding_log("1/1s").unwrap(),
+            Policy::sliding_window("1/1s", "1s").unwrap(),
+        ] {
             let l = limiter(store, "half-open", &policy);
             // Align to the sub-window grid so the sliding window's boundary is at +1 s too.
             let now = ratelimit::Clock::now_us(clock).unwrap();
             clock.advance(Duration::from_micros(1_000_000 - now % 1_000_000));
             assert!(l.check("k", 1).await.unwrap().allowed);
             clock.advance(Duration::from_secs(1) - US);
-            assert!(!l.check("k", 1).await.unwrap().allowed, "{backend} {policy}: hit no longer counted at s + W - 1µs");
+            assert!(
+                !l.check("k", 1).await.unwrap().allowed,
+                "{backend} {policy}: hit no longer counted at s + W - 1µs"
+            );
             clock.advance(US);
             assert!(l.check("k", 1).await.unwrap().allowed, "{backend} {policy}: hit still counted at s + W");
         }
@@ -151,7 +166,11 @@ pub async fn windows_are_half_open(stores: &Stores<'_>, clock: &ManualClock) {
 
 pub async fn rates_are_exact(stores: &Stores<'_>, clock: &ManualClock) {
     for &(backend, store) in stores {
-        for policy in [Policy::token_bucket(1, "1/3s").unwrap(), Policy::leaky_bucket(1, "1/3s").unwrap(), Policy::gcra("1/3s", 0).unwrap()] {
+        for policy in [
+            Policy::token_bucket(1, "1/3s").unwrap(),
+            Policy::leaky_bucket(1, "1/3s").unwrap(),
+            Policy::gcra("1/3s", 0).unwrap(),
+        ] {
             let l = limiter(store, "exact", &policy);
             assert!(l.check("k", 1).await.unwrap().allowed);
             let denied = l.check("k", 1).await.unwrap();
@@ -189,15 +208,26 @@ pub async fn multi_strategy_is_all_or_nothing_and_names_every_violation(stores: 
             }
             // Had those three denials been recorded by the 10 s rule, it would now deny.
             clock.advance(Duration::from_secs(1));
-            assert!(l.check("k", 1).await.unwrap().allowed, "{backend} {policy}: a denial by the 1 s rule was counted elsewhere");
+            assert!(
+                l.check("k", 1).await.unwrap().allowed,
+                "{backend} {policy}: a denial by the 1 s rule was counted elsewhere"
+            );
             let by_ten = l.check("k", 1).await.unwrap();
             assert_eq!(names(&by_ten), vec!["3/10s"], "{backend} {policy}");
             let three = l.check("k", 3).await.unwrap();
-            assert_eq!(names(&three), vec!["2/1s", "3/10s", "5/1m"], "{backend} {policy}: every violation, in declared order");
+            assert_eq!(
+                names(&three),
+                vec!["2/1s", "3/10s", "5/1m"],
+                "{backend} {policy}: every violation, in declared order"
+            );
             assert!(three.can_never_pass(), "{backend} {policy}: 3 exceeds the 2/1s rule forever");
             clock.advance(Duration::from_secs(10));
             let after = l.check("k", 1).await.unwrap();
-            assert_eq!((after.allowed, after.limit, after.remaining), (true, 2, 1), "{backend} {policy}: 1 s and 1 min rules both have 1 left; the first declared wins the tie");
+            assert_eq!(
+                (after.allowed, after.limit, after.remaining),
+                (true, 2, 1),
+                "{backend} {policy}: 1 s and 1 min rules both have 1 left; the first declared wins the tie"
+            );
         }
     }
 }

@@ -112,7 +112,10 @@ pub async fn run(backend: &str) {
     assert_eq!(later_allow().await.unwrap(), 7);
     assert!(denied(later_deny().await).store_unavailable);
     let text = logs.text();
-    let expected = format!("policy \"later\" is not configured in {} (it has: feed, search); call allowed (on_error = allow)", file.0.display());
+    let expected = format!(
+        "policy \"later\" is not configured in {} (it has: feed, search); call allowed (on_error = allow)",
+        file.0.display()
+    );
     assert!(text.contains(&expected), "{text}");
     assert!(text.contains("call denied (on_error = deny)"), "{text}");
     assert!(text.contains("WARN"), "{text}");

@@ -13,17 +13,29 @@ pub const CASES: &[Case] = &[
 ];
 
 #[rate_limit(algo = "fixed_window", strategies = "3/1h")]
-async fn fixed() -> Result<(), RateLimited> { Ok(()) }
+async fn fixed() -> Result<(), RateLimited> {
+    Ok(())
+}
 #[rate_limit(algo = "sliding_window", strategies = "3/1h", precision = "1m")]
-async fn sliding() -> Result<(), RateLimited> { Ok(()) }
+async fn sliding() -> Result<(), RateLimited> {
+    Ok(())
+}
 #[rate_limit(algo = "sliding_log", strategies = "3/1h")]
-async fn log() -> Result<(), RateLimited> { Ok(()) }
+async fn log() -> Result<(), RateLimited> {
+    Ok(())
+}
 #[rate_limit(algo = "token_bucket", capacity = 3, rate = "1/1h")]
-async fn token() -> Result<(), RateLimited> { Ok(()) }
+async fn token() -> Result<(), RateLimited> {
+    Ok(())
+}
 #[rate_limit(algo = "leaky_bucket", capacity = 3, rate = "1/1h")]
-async fn leaky() -> Result<(), RateLimited> { Ok(()) }
+async fn leaky() -> Result<(), RateLimited> {
+    Ok(())
+}
 #[rate_limit(algo = "gcra", rate = "1/1h", burst = 2)]
-async fn gcra() -> Result<(), RateLimited> { Ok(()) }
+async fn gcra() -> Result<(), RateLimited> {
+    Ok(())
+}
 
 async fn every_algorithm_admits_its_limit() {
     macro_rules! three_then_denied {
@@ -48,14 +60,21 @@ async fn every_algorithm_admits_its_limit() {
 }
 
 #[rate_limit(algo = "sliding_window", strategies = "1/1s,1/1m")]
-async fn default_precision() -> Result<(), RateLimited> { Ok(()) }
+async fn default_precision() -> Result<(), RateLimited> {
+    Ok(())
+}
 #[rate_limit(algo = "gcra", rate = "2/1h")]
-async fn default_burst() -> Result<(), RateLimited> { Ok(()) }
+async fn default_burst() -> Result<(), RateLimited> {
+    Ok(())
+}
 
 async fn defaults_match_the_runtime_builder() {
     default_precision().await.unwrap();
     // Precision defaults to a tenth of the windows' gcd, as `Policy` documents.
-    assert_eq!(denied(default_precision().await).policy.unwrap().to_string(), "sliding_window 1/1s,1/1m precision 100ms");
+    assert_eq!(
+        denied(default_precision().await).policy.unwrap().to_string(),
+        "sliding_window 1/1s,1/1m precision 100ms"
+    );
     // Burst defaults to count - 1: `rate = "2/1h"` admits two at once.
     default_burst().await.unwrap();
     default_burst().await.unwrap();
@@ -63,7 +82,9 @@ async fn defaults_match_the_runtime_builder() {
 }
 
 #[rate_limit(algo = "fixed_window", strategies = "5/1h,2/1d", name = "algo.multi")]
-async fn multi() -> Result<(), RateLimited> { Ok(()) }
+async fn multi() -> Result<(), RateLimited> {
+    Ok(())
+}
 
 async fn multi_strategy_denial_names_the_violated_strategy() {
     multi().await.unwrap();

@@ -6,7 +6,9 @@ use ratelimit::{rate_limit, RateLimited};
 pub const CASES: &[Case] = &[case!(a_literal_cost), case!(a_cost_from_an_argument)];
 
 #[rate_limit(algo = "token_bucket", capacity = 5, rate = "1/1h", cost = 2)]
-async fn heavy() -> Result<(), RateLimited> { Ok(()) }
+async fn heavy() -> Result<(), RateLimited> {
+    Ok(())
+}
 
 async fn a_literal_cost() {
     heavy().await.unwrap();
@@ -20,10 +22,14 @@ pub struct Upload {
 }
 
 #[rate_limit(algo = "token_bucket", capacity = 10, rate = "1/1h", key = "<user>", cost = upload.bytes)]
-async fn upload(user: u8, upload: Upload) -> Result<u16, RateLimited> { Ok(upload.bytes) }
+async fn upload(user: u8, upload: Upload) -> Result<u16, RateLimited> {
+    Ok(upload.bytes)
+}
 
 #[rate_limit(algo = "token_bucket", capacity = 10, rate = "1/1h", key = "<user>", cost = n)]
-async fn take(user: u8, n: usize) -> Result<usize, RateLimited> { Ok(n) }
+async fn take(user: u8, n: usize) -> Result<usize, RateLimited> {
+    Ok(n)
+}
 
 async fn a_cost_from_an_argument() {
     assert_eq!(upload(1, Upload { bytes: 7 }).await.unwrap(), 7);

@@ -9,7 +9,9 @@ mod facade {
 }
 
 #[ratelimit::rate_limit(crate = "self::facade::limits", algo = "gcra", rate = "1/1h", name = "crate_path")]
-async fn via_facade() -> Result<(), facade::limits::RateLimited> { Ok(()) }
+async fn via_facade() -> Result<(), facade::limits::RateLimited> {
+    Ok(())
+}
 
 async fn a_reexported_runtime_works() {
     via_facade().await.unwrap();

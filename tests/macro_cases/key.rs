@@ -13,7 +13,9 @@ pub const CASES: &[Case] = &[
 ];
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "user:<user_id>")]
-async fn per_user(user_id: u64) -> Result<u64, RateLimited> { Ok(user_id) }
+async fn per_user(user_id: u64) -> Result<u64, RateLimited> {
+    Ok(user_id)
+}
 
 async fn each_key_has_its_own_limit() {
     assert_eq!(per_user(1).await.unwrap(), 1);
@@ -23,7 +25,9 @@ async fn each_key_has_its_own_limit() {
 }
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "<a>:<b>")]
-async fn pair(a: &str, b: &str) -> Result<(), RateLimited> { Ok(()) }
+async fn pair(a: &str, b: &str) -> Result<(), RateLimited> {
+    Ok(())
+}
 
 async fn two_arguments_cannot_collide() {
     pair("x:y", "z").await.unwrap();
@@ -65,7 +69,9 @@ async fn fields_and_self_fields() {
 }
 
 #[rate_limit(algo = "fixed_window", strategies = "2/1h")]
-async fn whole_function(_user_id: u64) -> Result<(), RateLimited> { Ok(()) }
+async fn whole_function(_user_id: u64) -> Result<(), RateLimited> {
+    Ok(())
+}
 
 async fn no_key_is_one_limit_for_the_function() {
     whole_function(1).await.unwrap();
@@ -74,7 +80,9 @@ async fn no_key_is_one_limit_for_the_function() {
 }
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "<offset>:<count>:<id>")]
-async fn integers(offset: i64, count: &u16, id: usize) -> Result<(), RateLimited> { Ok(()) }
+async fn integers(offset: i64, count: &u16, id: usize) -> Result<(), RateLimited> {
+    Ok(())
+}
 
 /// Integer arguments skip `fmt`, but their keys are what `Display` and the
 /// escaping give (a minus sign is `%2D`), as for any other argument.

@@ -29,7 +29,17 @@ pub(crate) use case;
 
 /// Runs every case concurrently; panics once, naming every case that failed.
 pub async fn run_all() {
-    let cases: Vec<Case> = [algo::CASES, cost::CASES, crate_path::CASES, fallback::CASES, key::CASES, name::CASES, on_limit::CASES, stacked::CASES].concat();
+    let cases: Vec<Case> = [
+        algo::CASES,
+        cost::CASES,
+        crate_path::CASES,
+        fallback::CASES,
+        key::CASES,
+        name::CASES,
+        on_limit::CASES,
+        stacked::CASES,
+    ]
+    .concat();
     let started = std::time::Instant::now();
     let handles: Vec<_> = cases.iter().map(|(name, case)| (*name, tokio::spawn(case()))).collect();
     let mut failed = Vec::new();
@@ -38,7 +48,13 @@ pub async fn run_all() {
             failed.push(format!("{name}: {error}"));
         }
     }
-    assert!(failed.is_empty(), "{} of {} cases failed (see the panics above):\n{}", failed.len(), cases.len(), failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} of {} cases failed (see the panics above):\n{}",
+        failed.len(),
+        cases.len(),
+        failed.join("\n")
+    );
     eprintln!("{} cases passed in {:?}", cases.len(), started.elapsed());
 }
 

@@ -11,10 +11,14 @@ pub const CASES: &[Case] = &[
 ];
 
 #[rate_limit(algo = "sliding_log", strategies = "3/1h", key = "<user>", name = "name.shared")]
-async fn read(user: u32) -> Result<&'static str, RateLimited> { Ok("read") }
+async fn read(user: u32) -> Result<&'static str, RateLimited> {
+    Ok("read")
+}
 
 #[rate_limit(algo = "sliding_log", strategies = "3/1h", key = "<user>", name = "name.shared")]
-async fn write(user: u32) -> Result<&'static str, RateLimited> { Ok("write") }
+async fn write(user: u32) -> Result<&'static str, RateLimited> {
+    Ok("write")
+}
 
 async fn one_name_is_one_limit() {
     read(1).await.unwrap();
@@ -28,12 +32,16 @@ async fn one_name_is_one_limit() {
 
 mod a {
     #[ratelimit::rate_limit(algo = "fixed_window", strategies = "1/1h")]
-    pub async fn same() -> Result<(), ratelimit::RateLimited> { Ok(()) }
+    pub async fn same() -> Result<(), ratelimit::RateLimited> {
+        Ok(())
+    }
 }
 
 mod b {
     #[ratelimit::rate_limit(algo = "fixed_window", strategies = "1/1h")]
-    pub async fn same() -> Result<(), ratelimit::RateLimited> { Ok(()) }
+    pub async fn same() -> Result<(), ratelimit::RateLimited> {
+        Ok(())
+    }
 }
 
 async fn the_default_is_module_path_and_function() {
@@ -49,12 +57,16 @@ mod handlers {
 
     impl Cats {
         #[ratelimit::rate_limit(algo = "fixed_window", strategies = "2/1h")]
-        pub async fn list(&self) -> Result<&'static str, ratelimit::RateLimited> { Ok("cats") }
+        pub async fn list(&self) -> Result<&'static str, ratelimit::RateLimited> {
+            Ok("cats")
+        }
     }
 
     impl Dogs {
         #[ratelimit::rate_limit(algo = "fixed_window", strategies = "2/1h")]
-        pub async fn list(&self) -> Result<&'static str, ratelimit::RateLimited> { Ok("dogs") }
+        pub async fn list(&self) -> Result<&'static str, ratelimit::RateLimited> {
+            Ok("dogs")
+        }
     }
 }
 

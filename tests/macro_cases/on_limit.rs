@@ -16,7 +16,9 @@ pub const CASES: &[Case] = &[
 ];
 
 #[rate_limit(algo = "gcra", rate = "1/1h", burst = 0, on_limit = "error")]
-async fn strict() -> Result<(), RateLimited> { Ok(()) }
+async fn strict() -> Result<(), RateLimited> {
+    Ok(())
+}
 
 async fn error_returns_the_denial() {
     strict().await.unwrap();
@@ -28,7 +30,9 @@ async fn error_returns_the_denial() {
 }
 
 #[rate_limit(algo = "gcra", rate = "1/300ms", burst = 0, on_limit = "wait")]
-async fn paced() -> Result<Instant, RateLimited> { Ok(Instant::now()) }
+async fn paced() -> Result<Instant, RateLimited> {
+    Ok(Instant::now())
+}
 
 async fn wait_sleeps_retry_after_then_passes() {
     let started = Instant::now();
@@ -41,7 +45,9 @@ async fn wait_sleeps_retry_after_then_passes() {
 
 // No denial can reach the caller, so the function need not return a Result.
 #[rate_limit(algo = "gcra", rate = "1/200ms", burst = 0, on_limit = "wait")]
-async fn paced_plain(x: u32) -> u32 { x }
+async fn paced_plain(x: u32) -> u32 {
+    x
+}
 
 async fn wait_with_any_return_type() {
     let started = Instant::now();
@@ -50,7 +56,9 @@ async fn wait_with_any_return_type() {
 }
 
 #[rate_limit(algo = "gcra", rate = "1/10s", burst = 0, on_limit = "wait", max_wait = "100ms")]
-async fn impatient() -> Result<(), RateLimited> { Ok(()) }
+async fn impatient() -> Result<(), RateLimited> {
+    Ok(())
+}
 
 async fn max_wait_returns_the_denial_without_sleeping() {
     impatient().await.unwrap();
@@ -61,7 +69,9 @@ async fn max_wait_returns_the_denial_without_sleeping() {
 }
 
 #[rate_limit(algo = "gcra", rate = "1/200ms", burst = 0, on_limit = "wait", max_wait = "2s")]
-async fn patient() -> Result<Instant, RateLimited> { Ok(Instant::now()) }
+async fn patient() -> Result<Instant, RateLimited> {
+    Ok(Instant::now())
+}
 
 async fn max_wait_long_enough_passes() {
     let started = Instant::now();
@@ -71,7 +81,9 @@ async fn max_wait_long_enough_passes() {
 }
 
 #[rate_limit(algo = "leaky_bucket", capacity = 1, rate = "1/100ms", on_limit = "wait")]
-async fn shaped() -> Instant { Instant::now() }
+async fn shaped() -> Instant {
+    Instant::now()
+}
 
 async fn a_leaky_bucket_spaces_a_burst() {
     let burst: Vec<_> = (0..5).map(|_| tokio::spawn(shaped())).collect();

@@ -8,7 +8,9 @@ pub const CASES: &[Case] = &[case!(per_user_then_global)];
 
 #[rate_limit(algo = "sliding_log", strategies = "1/1h", key = "user:<user>", name = "stacked.user")]
 #[rate_limit(algo = "sliding_log", strategies = "3/1h", name = "stacked.global")]
-async fn search(user: &str) -> Result<&str, RateLimited> { Ok(user) }
+async fn search(user: &str) -> Result<&str, RateLimited> {
+    Ok(user)
+}
 
 async fn per_user_then_global() {
     assert_eq!(search("ann").await.unwrap(), "ann");

@@ -36,10 +36,12 @@ pub fn recorded() -> MutexGuard<'static, Recorded> {
         let name = key.name().to_string();
         let labels: Labels = key.labels().map(|l| (l.key().to_string(), l.value().to_string())).collect();
         match (kind, value) {
-            (MetricKind::Counter, DebugValue::Counter(n)) => match recorded.counters.iter_mut().find(|(n2, l2, _)| *n2 == name && *l2 == labels) {
-                Some(entry) => entry.2 += n,
-                None => recorded.counters.push((name, labels, n)),
-            },
+            (MetricKind::Counter, DebugValue::Counter(n)) => {
+                match recorded.counters.iter_mut().find(|(n2, l2, _)| *n2 == name && *l2 == labels) {
+                    Some(entry) => entry.2 += n,
+                    None => recorded.counters.push((name, labels, n)),
+                }
+            }
             (MetricKind::Histogram, DebugValue::Histogram(values)) => {
                 let values = values.into_iter().map(|v| v.into_inner());
                 match recorded.histograms.iter_mut().find(|(n2, l2, _)| *n2 == name && *l2 == labels) {
@@ -65,5 +67,10 @@ pub fn counter(name: &str, labels: &[(&str, &str)]) -> u64 {
 /// Every sample of the histogram `name` recorded for `limiter`.
 pub fn histogram_samples(name: &str, limiter: &str) -> Vec<f64> {
     let recorded = recorded();
-    recorded.histograms.iter().filter(|(n, l, _)| n == name && has_labels(l, &[("limiter", limiter)])).flat_map(|(_, _, v)| v.clone()).collect()
+    recorded
+        .histograms
+        .iter()
+        .filter(|(n, l, _)| n == name && has_labels(l, &[("limiter", limiter)]))
+        .flat_map(|(_, _, v)| v.clone())
+        .collect()
 }

@@ -22,7 +22,10 @@ fn covers(start: u64, window: u64, now: u64) -> bool {
 pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Windows>, now: u64, cost: u64, peek: bool) -> Outcome {
     let slots: Vec<Option<(u64, u64)>> = (0..strategies.len())
         .map(|i| {
-            state.as_ref().and_then(|w| w.slots.get(i).copied().flatten()).filter(|&(start, _)| covers(start, strategies[i].window_us, now))
+            state
+                .as_ref()
+                .and_then(|w| w.slots.get(i).copied().flatten())
+                .filter(|&(start, _)| covers(start, strategies[i].window_us, now))
         })
         .collect();
     let counts: Vec<u64> = slots.iter().map(|s| s.map_or(0, |(_, c)| c)).collect();
@@ -68,5 +71,14 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Windows>, now: 
     if verdict.allowed && cost > 0 && !peek {
         *state = Some(Windows { slots: after });
     }
-    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated }, now_us: now, quotas }
+    Outcome {
+        allowed: verdict.allowed,
+        limit,
+        remaining,
+        reset_after_us,
+        retry_after_us,
+        violated: if verdict.allowed { 0 } else { verdict.violated },
+        now_us: now,
+        quotas,
+    }
 }

@@ -16,7 +16,14 @@ pub(crate) struct Tat {
 }
 
 #[inline]
-pub(crate) fn decide(burst: u64, (n, p): (u64, u64), state: &mut Option<Tat>, now: u64, cost: u64, peek: bool) -> Outcome {
+pub(crate) fn decide(
+    burst: u64,
+    (n, p): (u64, u64),
+    state: &mut Option<Tat>,
+    now: u64,
+    cost: u64,
+    peek: bool,
+) -> Outcome {
     let limit = burst + 1;
     let tolerance = limit * p;
     // How far the TAT is ahead of now, in units (redis-cell's `ttl`).
@@ -28,7 +35,8 @@ pub(crate) fn decide(burst: u64, (n, p): (u64, u64), state: &mut Option<Tat>, no
     let increment = if never { 0 } else { cost * p };
     let allowed = !never && debt.saturating_add(increment) <= tolerance;
     let ttl = if allowed { debt + increment } else { debt };
-    let retry_after_us = (!allowed && !never).then(|| ceil_div((debt.saturating_add(increment) - tolerance) as u128, n as u128) as u64);
+    let retry_after_us =
+        (!allowed && !never).then(|| ceil_div((debt.saturating_add(increment) - tolerance) as u128, n as u128) as u64);
     // One division gives both the new TAT and `reset_after` (ttl / n, rounded up).
     let (whole_us, rem) = (ttl / n, ttl % n);
     if allowed && cost > 0 && !peek {

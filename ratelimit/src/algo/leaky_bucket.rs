@@ -15,7 +15,14 @@ pub(crate) struct Bucket {
 }
 
 #[inline]
-pub(crate) fn decide(capacity: u64, (n, p): (u64, u64), state: &mut Option<Bucket>, now: u64, cost: u64, peek: bool) -> Outcome {
+pub(crate) fn decide(
+    capacity: u64,
+    (n, p): (u64, u64),
+    state: &mut Option<Bucket>,
+    now: u64,
+    cost: u64,
+    peek: bool,
+) -> Outcome {
     let full = capacity * p;
     let (mut level, last) = state.as_ref().map_or((0, now), |b| (b.level, b.last));
     let drained = (now.saturating_sub(last) as u128) * n as u128;

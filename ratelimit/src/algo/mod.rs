@@ -66,7 +66,9 @@ pub(crate) fn decide(policy: &Policy, state: &mut Option<State>, now: u64, cost:
     let rate = policy.reduced_rate;
     match &policy.params {
         Params::FixedWindow { strategies } => run!(fixed_window, FixedWindow, strategies),
-        Params::SlidingWindow { strategies, precision_us } => run!(sliding_window, SlidingWindow, strategies, *precision_us),
+        Params::SlidingWindow { strategies, precision_us } => {
+            run!(sliding_window, SlidingWindow, strategies, *precision_us)
+        }
         Params::SlidingLog { strategies } => run!(sliding_log, SlidingLog, strategies),
         Params::TokenBucket { capacity, .. } => run_copied!(token_bucket, TokenBucket, *capacity, rate),
         Params::LeakyBucket { capacity, .. } => run_copied!(leaky_bucket, LeakyBucket, *capacity, rate),

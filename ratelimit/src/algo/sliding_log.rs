@@ -67,5 +67,14 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Log>, now: u64,
         log.hits.extend(later);
         *state = Some(log);
     }
-    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated }, now_us: now, quotas }
+    Outcome {
+        allowed: verdict.allowed,
+        limit,
+        remaining,
+        reset_after_us,
+        retry_after_us,
+        violated: if verdict.allowed { 0 } else { verdict.violated },
+        now_us: now,
+        quotas,
+    }
 }

@@ -16,7 +16,14 @@ pub(crate) struct SubWindows {
 // Kept out of line: a window's code would otherwise weigh on the integer
 // algorithms decided beside it (`algo::decide` inlines those).
 #[inline(never)]
-pub(crate) fn decide(strategies: &[Strategy], precision: u64, state: &mut Option<SubWindows>, now: u64, cost: u64, peek: bool) -> Outcome {
+pub(crate) fn decide(
+    strategies: &[Strategy],
+    precision: u64,
+    state: &mut Option<SubWindows>,
+    now: u64,
+    cost: u64,
+    peek: bool,
+) -> Outcome {
     let current = now / precision;
     let span = |s: &Strategy| s.window_us / precision;
     let widest = strategies.iter().map(span).max().unwrap_or(1);
@@ -67,7 +74,9 @@ pub(crate) fn decide(strategies: &[Strategy], precision: u64, state: &mut Option
         _ => strategies
             .iter()
             .zip(&counts_after)
-            .map(|(s, &c)| (s.limit.saturating_sub(c), newest.map_or(0, |k| ((k + span(s)) * precision).saturating_sub(now))))
+            .map(|(s, &c)| {
+                (s.limit.saturating_sub(c), newest.map_or(0, |k| ((k + span(s)) * precision).saturating_sub(now)))
+            })
             .collect(),
     };
 
@@ -78,5 +87,14 @@ pub(crate) fn decide(strategies: &[Strategy], precision: u64, state: &mut Option
         *subs.counts.entry(current).or_insert(0) += taken;
         *state = Some(subs);
     }
-    Outcome { allowed: verdict.allowed, limit, remaining, reset_after_us, retry_after_us, violated: if verdict.allowed { 0 } else { verdict.violated }, now_us: now, quotas }
+    Outcome {
+        allowed: verdict.allowed,
+        limit,
+        remaining,
+        reset_after_us,
+        retry_after_us,
+        violated: if verdict.allowed { 0 } else { verdict.violated },
+        now_us: now,
+        quotas,
+    }
 }

@@ -15,7 +15,14 @@ pub(crate) struct Bucket {
 }
 
 #[inline]
-pub(crate) fn decide(capacity: u64, (n, p): (u64, u64), state: &mut Option<Bucket>, now: u64, cost: u64, peek: bool) -> Outcome {
+pub(crate) fn decide(
+    capacity: u64,
+    (n, p): (u64, u64),
+    state: &mut Option<Bucket>,
+    now: u64,
+    cost: u64,
+    peek: bool,
+) -> Outcome {
     let full = capacity * p;
     let (mut units, last) = state.as_ref().map_or((full, now), |b| (b.units.min(full), b.last));
     let gained = (now.saturating_sub(last) as u128) * n as u128;

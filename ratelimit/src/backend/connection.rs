@@ -68,7 +68,9 @@ impl Connection {
     /// Connects to `endpoint` and loads every script (on every node of a cluster).
     pub(crate) async fn connect(endpoint: Endpoint, options: &RedisOptions) -> RedisResult<Connection> {
         let mut connection = match endpoint {
-            Endpoint::Single(info) => Connection::Single(ConnectionManager::new_with_config(client(info, options)?, manager_config(options)).await?),
+            Endpoint::Single(info) => Connection::Single(
+                ConnectionManager::new_with_config(client(info, options)?, manager_config(options)).await?,
+            ),
             Endpoint::Cluster { nodes } => {
                 let nodes: Vec<ConnectionInfo> = nodes.into_iter().map(|n| n.set_tcp_settings(tcp())).collect();
                 #[allow(unused_mut)]
@@ -85,7 +87,9 @@ impl Connection {
                 }
                 Connection::Cluster(builder.build()?.get_async_connection().await?)
             }
-            Endpoint::Sentinel { sentinels, master, node, tls } => Connection::Sentinel(Arc::new(SentinelMaster::connect(sentinels, master, node, tls, options).await?)),
+            Endpoint::Sentinel { sentinels, master, node, tls } => {
+                Connection::Sentinel(Arc::new(SentinelMaster::connect(sentinels, master, node, tls, options).await?))
+            }
         };
         load_scripts(&mut connection).await?;
         Ok(connection)
@@ -101,7 +105,12 @@ impl ConnectionLike for Connection {
         }
     }
 
-    fn req_packed_commands<'a>(&'a mut self, pipeline: &'a Pipeline, offset: usize, count: usize) -> RedisFuture<'a, Vec<Value>> {
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
             Connection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
@@ -133,8 +142,16 @@ pub(crate) struct SentinelMaster {
 }
 
 impl SentinelMaster {
-    async fn connect(sentinels: Vec<ConnectionInfo>, master: String, node: ConnectionInfo, tls: bool, options: &RedisOptions) -> RedisResult<SentinelMaster> {
-        let mut node_info = SentinelNodeConnectionInfo::default().set_redis_connection_info(node.redis_settings().clone()).set_tcp_settings(tcp());
+    async fn connect(
+        sentinels: Vec<ConnectionInfo>,
+        master: String,
+        node: ConnectionInfo,
+        tls: bool,
+        options: &RedisOptions,
+    ) -> RedisResult<SentinelMaster> {
+        let mut node_info = SentinelNodeConnectionInfo::default()
+            .set_redis_connection_info(node.redis_settings().clone())
+            .set_tcp_settings(tcp());
         if tls {
             node_info = node_info.set_tls_mode(redis::TlsMode::Secure);
         }
@@ -150,7 +167,12 @@ impl SentinelMaster {
     async fn finish(mut sentinel: SentinelClient, options: &RedisOptions) -> RedisResult<SentinelMaster> {
         let config = manager_config(options);
         let current = ConnectionManager::new_with_config(sentinel.async_get_client().await?, config.clone()).await?;
-        Ok(SentinelMaster { sentinel: tokio::sync::Mutex::new(sentinel), current: RwLock::new(current), generation: AtomicU64::new(0), config })
+        Ok(SentinelMaster {
+            sentinel: tokio::sync::Mutex::new(sentinel),
+            current: RwLock::new(current),
+            generation: AtomicU64::new(0),
+            config,
+        })
     }
 
     fn current(&self) -> (u64, ConnectionManager) {
@@ -165,7 +187,8 @@ impl SentinelMaster {
         if self.generation.load(Ordering::Acquire) != seen {
             return Ok(());
         }
-        let mut fresh = ConnectionManager::new_with_config(sentinel.async_get_client().await?, self.config.clone()).await?;
+        let mut fresh =
+            ConnectionManager::new_with_config(sentinel.async_get_client().await?, self.config.clone()).await?;
         load_scripts(&mut fresh).await?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         self.generation.fetch_add(1, Ordering::AcqRel);
@@ -196,15 +219,24 @@ impl SentinelMaster {
 /// redis-rs takes custom certificates for Sentinel only through its builder.
 /// The sentinels themselves are reached over plain TCP, as without one.
 #[cfg(feature = "tls")]
-fn sentinel_with_root_cert(sentinels: &[ConnectionInfo], master: &str, node: &ConnectionInfo, root: &[u8]) -> RedisResult<SentinelClient> {
+fn sentinel_with_root_cert(
+    sentinels: &[ConnectionInfo],
+    master: &str,
+    node: &ConnectionInfo,
+    root: &[u8],
+) -> RedisResult<SentinelClient> {
     crate::tls::install_crypto_provider();
     let settings = node.redis_settings();
-    let mut builder = redis::sentinel::SentinelClientBuilder::new(sentinels.iter().map(|s| s.addr().clone()), master, SentinelServerType::Master)?
-        .set_client_to_sentinel_tcp_settings(tcp())
-        .set_client_to_redis_tcp_settings(tcp())
-        .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
-        .set_client_to_redis_certificates(redis::TlsCertificates { client_tls: None, root_cert: Some(root.to_vec()) })
-        .set_client_to_redis_db(settings.db());
+    let mut builder = redis::sentinel::SentinelClientBuilder::new(
+        sentinels.iter().map(|s| s.addr().clone()),
+        master,
+        SentinelServerType::Master,
+    )?
+    .set_client_to_sentinel_tcp_settings(tcp())
+    .set_client_to_redis_tcp_settings(tcp())
+    .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
+    .set_client_to_redis_certificates(redis::TlsCertificates { client_tls: None, root_cert: Some(root.to_vec()) })
+    .set_client_to_redis_db(settings.db());
     if let Some(username) = settings.username() {
         builder = builder.set_client_to_redis_username(username);
     }

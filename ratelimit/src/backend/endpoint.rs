@@ -20,7 +20,8 @@ pub(crate) enum Endpoint {
     Sentinel { sentinels: Vec<ConnectionInfo>, master: String, node: ConnectionInfo, tls: bool },
 }
 
-const SCHEMES: &str = "redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel:// or rediss+sentinel://";
+const SCHEMES: &str =
+    "redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel:// or rediss+sentinel://";
 
 fn invalid(url: &str, problem: impl std::fmt::Display) -> Error {
     Error::InvalidConfig(format!("invalid Redis URL {}: {problem}", redact(url)))
@@ -67,7 +68,11 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
             }
             let sentinels = host_list(url, hosts, 26379)?
                 .iter()
-                .map(|host| format!("redis://{host}").into_connection_info().map_err(|e| invalid(url, format!("sentinel `{host}`: {e}"))))
+                .map(|host| {
+                    format!("redis://{host}")
+                        .into_connection_info()
+                        .map_err(|e| invalid(url, format!("sentinel `{host}`: {e}")))
+                })
                 .collect::<Result<_, _>>()?;
             // The master's address comes from the sentinels; this carries the rest.
             let node = node_info(url, tls, credentials, "master.invalid:6379", db)?;
@@ -100,7 +105,11 @@ fn host_list(url: &str, hosts: &str, default: u16) -> Result<Vec<String>, Error>
             if name.is_empty() {
                 return Err(invalid(url, format!("empty host in `{hosts}`")));
             }
-            let port = if port.is_empty() { default } else { port.parse().map_err(|_| invalid(url, format!("invalid port `{port}` in `{host}`")))? };
+            let port = if port.is_empty() {
+                default
+            } else {
+                port.parse().map_err(|_| invalid(url, format!("invalid port `{port}` in `{host}`")))?
+            };
             Ok(format!("{name}:{port}"))
         })
         .collect()
@@ -109,7 +118,9 @@ fn host_list(url: &str, hosts: &str, default: u16) -> Result<Vec<String>, Error>
 fn node_info(url: &str, tls: bool, credentials: &str, host: &str, db: &str) -> Result<ConnectionInfo, Error> {
     let scheme = if tls { "rediss" } else { "redis" };
     let db = if db.is_empty() { String::new() } else { format!("/{db}") };
-    format!("{scheme}://{credentials}{host}{db}").into_connection_info().map_err(|e| invalid(url, format!("node `{host}`: {e}")))
+    format!("{scheme}://{credentials}{host}{db}")
+        .into_connection_info()
+        .map_err(|e| invalid(url, format!("node `{host}`: {e}")))
 }
 
 /// The URL without its password, for messages.

@@ -24,9 +24,9 @@
 
 use super::Outcome;
 use crate::policy::Params;
+use crate::policy_scripts::ScriptSlot;
 use crate::{Error, Policy};
 use ratelimit_grammar::AlgorithmKind;
-use crate::policy_scripts::ScriptSlot;
 use redis::Script;
 
 /// The largest integer a Lua number (a double) holds exactly.
@@ -52,7 +52,10 @@ impl Counter {
     /// The script's full source: the policy's constants, then the file.
     pub(crate) fn source(&self) -> String {
         let (limit, window) = (self.limit, self.window_ms);
-        format!("local limit, window, window_text = {limit}, {window}, '{window}'\n{}", crate::scripts::FIXED_WINDOW_COUNTER)
+        format!(
+            "local limit, window, window_text = {limit}, {window}, '{window}'\n{}",
+            crate::scripts::FIXED_WINDOW_COUNTER
+        )
     }
 
     /// This policy's script, kept in its `slot`, and whether this call made
@@ -70,7 +73,10 @@ impl Counter {
         let radix = self.window_ms + 2;
         let (count, t_ms) = (packed / radix, packed % radix);
         if count > self.limit {
-            return Err(Error::Protocol(format!("fixed window counter replied {reply}: a count of {count} above the limit {}", self.limit)));
+            return Err(Error::Protocol(format!(
+                "fixed window counter replied {reply}: a count of {count} above the limit {}",
+                self.limit
+            )));
         }
         // t = PTTL + 1 while a window runs, 0 when none does.
         let reset_after_us = t_ms.saturating_sub(1) * 1000;
@@ -89,7 +95,6 @@ impl Counter {
         })
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -111,10 +116,16 @@ mod tests {
         let counter = Counter { limit: 10, window_ms: 1000 };
         // 3 taken, PTTL 399 ms.
         let allowed = counter.outcome(3 * 1002 + 400, 1, 7).unwrap();
-        assert_eq!((allowed.allowed, allowed.remaining, allowed.reset_after_us, allowed.retry_after_us), (true, 7, 399_000, None));
+        assert_eq!(
+            (allowed.allowed, allowed.remaining, allowed.reset_after_us, allowed.retry_after_us),
+            (true, 7, 399_000, None)
+        );
         assert_eq!((allowed.violated, allowed.now_us, allowed.limit), (0, 7, 10));
         let denied = counter.outcome(-1 - (10 * 1002 + 250), 1, 7).unwrap();
-        assert_eq!((denied.allowed, denied.remaining, denied.retry_after_us, denied.violated), (false, 0, Some(250_000), 1));
+        assert_eq!(
+            (denied.allowed, denied.remaining, denied.retry_after_us, denied.violated),
+            (false, 0, Some(250_000), 1)
+        );
         assert_eq!(denied.reset_after_us, 249_000, "PTTL, where retry adds the ms Redis may keep the key");
         // A cost above the limit never passes: no retry time.
         let never = counter.outcome(-1 - (2 * 1002 + 250), 11, 7).unwrap();
@@ -136,6 +147,9 @@ mod script_tests {
         assert!(a.source().starts_with("local limit, window, window_text = 7, 1500, '1500'\n"));
         let (one, two) = (ScriptSlot::new(), ScriptSlot::new());
         assert_eq!(a.script(&one).0.get_hash(), a.script(&two).0.get_hash());
-        assert_ne!(Counter { limit: 8, window_ms: 1500 }.script(&ScriptSlot::new()).0.get_hash(), a.script(&one).0.get_hash());
+        assert_ne!(
+            Counter { limit: 8, window_ms: 1500 }.script(&ScriptSlot::new()).0.get_hash(),
+            a.script(&one).0.get_hash()
+        );
     }
 }

@@ -178,7 +178,10 @@ impl Shard {
 impl MemoryBackend {
     /// An empty store.
     pub fn new() -> Self {
-        MemoryBackend { shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(), hasher: RandomState::new() }
+        MemoryBackend {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            hasher: RandomState::new(),
+        }
     }
 
     /// `prefix` with this store's hash run over it, for [`decide_parts`](Self::decide_parts).
@@ -240,7 +243,9 @@ impl MemoryBackend {
         }
         // As on Redis, only a write moves the expiry; other calls leave the entry as it was.
         let slack = if call.now_us.is_some() { CLIENT_CLOCK_SLACK_US } else { 0 };
-        let expiry = |outcome: &Outcome| (outcome.allowed && call.cost > 0 && !call.peek).then(|| now + outcome.reset_after_us + slack);
+        let expiry = |outcome: &Outcome| {
+            (outcome.allowed && call.cost > 0 && !call.peek).then(|| now + outcome.reset_after_us + slack)
+        };
         if let Ok(mut found) = shard.entries.find_entry(hash, |e| e.hash == hash && key.is(e.key.as_bytes())) {
             // Decided in place; an expired state counts as untouched.
             let entry = found.get_mut();
@@ -358,7 +363,11 @@ mod tests {
         for key in [&b"user:1"[..], &long] {
             let whole = [&b"ratelimit:gcra:3:api:"[..], key].concat();
             assert_eq!(memory.decide_parts(&prefix, key, call, 0).remaining, 1);
-            assert_eq!(memory.decide_now(&request(&whole, &policy, Some(T0), false)).remaining, 0, "the whole key sees the call by parts");
+            assert_eq!(
+                memory.decide_now(&request(&whole, &policy, Some(T0), false)).remaining,
+                0,
+                "the whole key sees the call by parts"
+            );
             assert!(!memory.decide_parts(&prefix, key, call, 0).allowed);
             memory.reset(&whole).await.unwrap();
             assert_eq!(memory.decide_parts(&prefix, key, call, 0).remaining, 1, "reset by the whole key found it");

@@ -4,14 +4,14 @@ mod breaker;
 mod connection;
 mod endpoint;
 mod fixed_window_counter;
-mod policy_reply;
 pub(crate) mod memory;
+mod policy_reply;
 mod redis;
 mod watchdog;
 
+pub(crate) use self::fixed_window_counter::Counter;
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
-pub(crate) use self::fixed_window_counter::Counter;
 
 use crate::{Error, Policy};
 use std::future::Future;

@@ -47,7 +47,9 @@ pub(crate) fn outcome((kind, [first, n, p]): PolicyScriptKey, reply: &[u8], cost
             let full = limit as u128 * p;
             let retry = match (allowed, cost > limit) {
                 (true, _) if x > full => return Err(malformed("more than the policy holds")),
-                (false, false) if x + cost as u128 * p <= full => return Err(malformed("a denial of a cost that fits")),
+                (false, false) if x + cost as u128 * p <= full => {
+                    return Err(malformed("a denial of a cost that fits"))
+                }
                 (false, false) => Some(ceil_div(x + cost as u128 * p - full, n)),
                 _ => None,
             };
@@ -100,10 +102,17 @@ mod tests {
         let key = (AlgorithmKind::Gcra, [2, 3, 1_000_000]);
         let allowed = outcome(key, &reply(2_000_001, 7), 1).unwrap();
         assert_eq!((allowed.allowed, allowed.limit, allowed.remaining, allowed.retry_after_us), (true, 3, 0, None));
-        assert_eq!((allowed.reset_after_us, allowed.now_us, allowed.violated), (666_667, 7, 0), "ceil(2 000 001 / 3) µs");
+        assert_eq!(
+            (allowed.reset_after_us, allowed.now_us, allowed.violated),
+            (666_667, 7, 0),
+            "ceil(2 000 001 / 3) µs"
+        );
         // Denied with a debt of 2.5 emissions: the next permit in ceil(0.5p / 3) µs.
         let denied = outcome(key, &reply(-1 - 2_500_000, 7), 1).unwrap();
-        assert_eq!((denied.allowed, denied.remaining, denied.reset_after_us, denied.retry_after_us), (false, 0, 833_334, Some(166_667)));
+        assert_eq!(
+            (denied.allowed, denied.remaining, denied.reset_after_us, denied.retry_after_us),
+            (false, 0, 833_334, Some(166_667))
+        );
         // A cost above the limit never passes: no retry.
         let never = outcome(key, &reply(-1, 7), 4).unwrap();
         assert_eq!((never.allowed, never.remaining, never.reset_after_us, never.retry_after_us), (false, 3, 0, None));
@@ -116,9 +125,15 @@ mod tests {
         // Capacity 10, 2 per 6 s: n = 1, p = 3 000 000 units per token.
         let key = (AlgorithmKind::TokenBucket, [10, 1, 3_000_000]);
         let allowed = outcome(key, &reply(27_000_000, 5), 1).unwrap();
-        assert_eq!((allowed.allowed, allowed.limit, allowed.remaining, allowed.reset_after_us), (true, 10, 9, 3_000_000));
+        assert_eq!(
+            (allowed.allowed, allowed.limit, allowed.remaining, allowed.reset_after_us),
+            (true, 10, 9, 3_000_000)
+        );
         let denied = outcome(key, &reply(-1 - 4_000_000, 5), 2).unwrap();
-        assert_eq!((denied.allowed, denied.remaining, denied.retry_after_us, denied.reset_after_us), (false, 1, Some(2_000_000), 26_000_000));
+        assert_eq!(
+            (denied.allowed, denied.remaining, denied.retry_after_us, denied.reset_after_us),
+            (false, 1, Some(2_000_000), 26_000_000)
+        );
         assert_eq!(outcome(key, &reply(-1 - 4_000_000, 5), 11).unwrap().retry_after_us, None);
         assert!(outcome(key, &reply(30_000_001, 5), 0).is_err(), "more than full");
         assert!(outcome(key, &reply(-1 - 4_000_000, 5), 1).is_err(), "a denial of what fits");

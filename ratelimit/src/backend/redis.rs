@@ -1,14 +1,14 @@
 //! [`RedisBackend`]: one multiplexed, auto-reconnecting connection and the scripts.
 
 use super::breaker::Breaker;
-use crate::reused::Reused;
-use super::fixed_window_counter::Counter;
 use super::connection::Connection;
 use super::endpoint::{self, redact};
+use super::fixed_window_counter::Counter;
 use super::watchdog::Watchdog;
 use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::policy::Params;
 use crate::policy_scripts::{self, PolicyScriptKey};
+use crate::reused::Reused;
 use crate::{scripts, Error};
 use redis::{ErrorKind, ServerErrorKind};
 use std::fmt;
@@ -97,7 +97,12 @@ impl RedisBackend {
         let connection = match tokio::time::timeout(bound, connect).await {
             Ok(Ok(connection)) => connection,
             Ok(Err(e)) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: {e}", redact(url)))),
-            Err(_) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: no answer within {bound:?}", redact(url)))),
+            Err(_) => {
+                return Err(Error::InvalidConfig(format!(
+                    "cannot connect to Redis at {}: no answer within {bound:?}",
+                    redact(url)
+                )))
+            }
         };
         let watchdog = Arc::new(Watchdog::new(options.response_timeout));
         Ok(RedisBackend { connection, options, breaker: Arc::new(Breaker::new()), scripts: Arc::default(), watchdog })
@@ -123,17 +128,24 @@ impl RedisBackend {
     async fn by_window_script(&self, request: Request<'_>) -> Result<Outcome, Error> {
         let script = match &request.policy.params {
             // Many sub-windows: the layout whose cost does not grow with them.
-            Params::SlidingWindow { strategies, precision_us } if widest_span(strategies, *precision_us) >= scripts::TOTALS_FROM_SUB_WINDOWS => scripts::sliding_window_totals(),
+            Params::SlidingWindow { strategies, precision_us }
+                if widest_span(strategies, *precision_us) >= scripts::TOTALS_FROM_SUB_WINDOWS =>
+            {
+                scripts::sliding_window_totals()
+            }
             _ => scripts::script(request.policy.algorithm()),
         };
         // Sized once for EVALSHA, the hash, 1, the key, 4 fixed ARGV and the
         // parameters (at most 2 + 2 per strategy), each number under 20 digits.
         let arguments = 8 + 2 + 2 * request.policy.strategies().len();
-        let mut invocation = Reused::take_or(|| redis::Cmd::with_capacity(arguments, 64 + request.key.len() + 20 * arguments));
+        let mut invocation =
+            Reused::take_or(|| redis::Cmd::with_capacity(arguments, 64 + request.key.len() + 20 * arguments));
         invocation.arg("EVALSHA").arg(script.get_hash()).arg(1).arg(request.key);
         // ARGV: now ("" = server TIME), cost, peek, TTL slack, then parameters.
         match request.now_us {
-            Some(now) => invocation.arg(now).arg(request.cost).arg(u8::from(request.peek)).arg(CLIENT_CLOCK_SLACK_US / 1000),
+            Some(now) => {
+                invocation.arg(now).arg(request.cost).arg(u8::from(request.peek)).arg(CLIENT_CLOCK_SLACK_US / 1000)
+            }
             None => invocation.arg("").arg(request.cost).arg(u8::from(request.peek)).arg(0),
         };
         match &request.policy.params {
@@ -149,7 +161,9 @@ impl RedisBackend {
                     invocation.arg(s.limit).arg(s.window_us);
                 }
             }
-            Params::TokenBucket { .. } | Params::LeakyBucket { .. } | Params::Gcra { .. } => unreachable!("decided by their policy's own script"),
+            Params::TokenBucket { .. } | Params::LeakyBucket { .. } | Params::Gcra { .. } => {
+                unreachable!("decided by their policy's own script")
+            }
         }
         let reply: Vec<i64> = self.send(&invocation).await?;
         // Window scripts append a (remaining, reset) pair per strategy when there are several.
@@ -225,14 +239,21 @@ impl RedisBackend {
         let reloads_before = self.scripts.done.load(Ordering::Acquire);
         match evalsha.query_async(&mut connection).await {
             // Boxed: rare, and its state would otherwise be in every call's future.
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => Box::pin(self.reload_and_retry(evalsha, connection, reloads_before)).await,
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                Box::pin(self.reload_and_retry(evalsha, connection, reloads_before)).await
+            }
             result => result,
         }
     }
 
     /// Reloads every script, unless another call did since `reloads_before`,
     /// then sends `evalsha` again.
-    async fn reload_and_retry<T: redis::FromRedisValue>(&self, evalsha: &redis::Cmd, mut connection: Connection, reloads_before: u64) -> redis::RedisResult<T> {
+    async fn reload_and_retry<T: redis::FromRedisValue>(
+        &self,
+        evalsha: &redis::Cmd,
+        mut connection: Connection,
+        reloads_before: u64,
+    ) -> redis::RedisResult<T> {
         let running = self.scripts.running.lock().await;
         if self.scripts.done.load(Ordering::Acquire) == reloads_before {
             tracing::info!(target: "ratelimit", "Redis lost the rate limit scripts (restart, failover or SCRIPT FLUSH); loading them again");
@@ -260,11 +281,16 @@ fn widest_span(strategies: &[crate::Strategy], precision_us: u64) -> u64 {
 
 /// Reads a script's reply: 7 integers, then `quotas` pairs.
 fn outcome(reply: &[i64], quotas: usize) -> Result<Outcome, Error> {
-    let Some((&[allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us], pairs)) = reply.split_first_chunk::<7>().filter(|(_, rest)| rest.len() == 2 * quotas) else {
+    let Some((&[allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us], pairs)) =
+        reply.split_first_chunk::<7>().filter(|(_, rest)| rest.len() == 2 * quotas)
+    else {
         return Err(Error::Protocol(format!("expected {} integers, got {reply:?}", 7 + 2 * quotas)));
     };
     let non_negative = |v: i64| u64::try_from(v).map_err(|_| Error::Protocol(format!("negative field in {reply:?}")));
-    let quotas = pairs.chunks_exact(2).map(|pair| Ok((non_negative(pair[0])?, non_negative(pair[1])?))).collect::<Result<_, Error>>()?;
+    let quotas = pairs
+        .chunks_exact(2)
+        .map(|pair| Ok((non_negative(pair[0])?, non_negative(pair[1])?)))
+        .collect::<Result<_, Error>>()?;
     Ok(Outcome {
         allowed: allowed == 1,
         limit: non_negative(limit)?,

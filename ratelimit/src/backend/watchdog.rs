@@ -25,8 +25,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
-use std::thread::Thread;
 use std::task::{Context, Poll, Waker};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// Calls that can wait at once on one connection without a timer of their
@@ -173,7 +173,6 @@ fn watch(weak_shared: Weak<Shared>) {
         }
     }
 }
-
 
 impl Shared {
     /// Ticks since `origin`, by the clock.

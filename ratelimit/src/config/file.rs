@@ -2,7 +2,9 @@
 //! attribute's own option names, checked by the shared grammar.
 
 use crate::Policy;
-use ratelimit_grammar::{check_policy_name, parse_duration, parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
+use ratelimit_grammar::{
+    check_policy_name, parse_duration, parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec,
+};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use toml::de::{DeTable, DeValue};
@@ -12,7 +14,8 @@ use toml::Spanned;
 pub(crate) const POLICY_OPTIONS: &[&str] = &["algo", "strategies", "precision", "capacity", "rate", "burst"];
 
 /// Attribute options that belong to a call site, not to a policy.
-const SITE_OPTIONS: &[&str] = &["key", "name", "cost", "on_limit", "max_wait", "fallback", "on_error", "crate", "policy"];
+const SITE_OPTIONS: &[&str] =
+    &["key", "name", "cost", "on_limit", "max_wait", "fallback", "on_error", "crate", "policy"];
 
 /// Every problem of one document, each as `<origin>:<line>: ...`, in line order.
 struct Problems<'a> {
@@ -47,7 +50,13 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<BTreeMap<String, Policy>
     let mut policies = BTreeMap::new();
     for (key, value) in document.get_ref() {
         if key.get_ref() != "policies" {
-            problems.push(key.span(), format!("unknown top-level key \"{}\": policies are tables named `[policies.<name>]`", key.get_ref().escape_debug()));
+            problems.push(
+                key.span(),
+                format!(
+                    "unknown top-level key \"{}\": policies are tables named `[policies.<name>]`",
+                    key.get_ref().escape_debug()
+                ),
+            );
             continue;
         }
         let DeValue::Table(tables) = value.get_ref() else {
@@ -68,14 +77,24 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<BTreeMap<String, Policy>
 }
 
 /// One `[policies.<name>]` table; `None` when anything is wrong (all reported).
-fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>>, problems: &mut Problems<'_>) -> Option<Policy> {
+fn policy(
+    name: &Spanned<std::borrow::Cow<'_, str>>,
+    table: &Spanned<DeValue<'_>>,
+    problems: &mut Problems<'_>,
+) -> Option<Policy> {
     let before = problems.found.len();
     let label = format!("policy \"{}\"", name.get_ref().escape_debug());
     if let Err(e) = check_policy_name(name.get_ref()) {
         problems.push(name.span(), format!("{label}: {e}"));
     }
     let DeValue::Table(options) = table.get_ref() else {
-        problems.push(table.span(), format!("{label}: must be a table of options, like `[policies.{}]` followed by `algo = \"sliding_window\"`", name.get_ref()));
+        problems.push(
+            table.span(),
+            format!(
+                "{label}: must be a table of options, like `[policies.{}]` followed by `algo = \"sliding_window\"`",
+                name.get_ref()
+            ),
+        );
         return None;
     };
 
@@ -99,7 +118,9 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
                 }
                 continue;
             }
-            "strategies" => match string(value, "strategies = \"10/1s,100/1m\"").and_then(|s| parse_strategies(s).map_err(|e| format!("strategies {text}: {}", unquoted(s, e.message())))) {
+            "strategies" => match string(value, "strategies = \"10/1s,100/1m\"").and_then(|s| {
+                parse_strategies(s).map_err(|e| format!("strategies {text}: {}", unquoted(s, e.message())))
+            }) {
                 Ok(v) => {
                     spec.strategies = Some(v);
                     Param::Strategies
@@ -111,7 +132,9 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
                     continue;
                 }
             },
-            "precision" => match string(value, "precision = \"100ms\"").and_then(|s| parse_duration(s).map_err(|e| format!("precision {text}: {e}"))) {
+            "precision" => match string(value, "precision = \"100ms\"")
+                .and_then(|s| parse_duration(s).map_err(|e| format!("precision {text}: {e}")))
+            {
                 Ok(v) => {
                     spec.precision = Some(v);
                     Param::Precision
@@ -123,7 +146,9 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
                     continue;
                 }
             },
-            "rate" => match string(value, "rate = \"1/3s\"").and_then(|s| parse_rate(s).map_err(|e| format!("rate {text}: {e}"))) {
+            "rate" => match string(value, "rate = \"1/3s\"")
+                .and_then(|s| parse_rate(s).map_err(|e| format!("rate {text}: {e}")))
+            {
                 Ok(v) => {
                     spec.rate = Some(v);
                     Param::Rate
@@ -175,7 +200,10 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
     let Some(kind) = algo else {
         if !options.iter().any(|(option, _)| option.get_ref() == "algo") {
             let names = AlgorithmKind::ALL.map(|k| format!("`{k}`")).join(", ");
-            problems.push(name.span(), format!("{label}: missing `algo`: add e.g. `algo = \"sliding_window\"`; the algorithms are {names}"));
+            problems.push(
+                name.span(),
+                format!("{label}: missing `algo`: add e.g. `algo = \"sliding_window\"`; the algorithms are {names}"),
+            );
         }
         return None;
     };
@@ -186,7 +214,9 @@ fn policy(name: &Spanned<std::borrow::Cow<'_, str>>, table: &Spanned<DeValue<'_>
                 continue;
             }
             match param.and_then(|p| written.iter().find(|(w, ..)| *w == p)) {
-                Some((param, span, text)) => problems.push(span.clone(), format!("{label}: {} {text}: {error}", param.name())),
+                Some((param, span, text)) => {
+                    problems.push(span.clone(), format!("{label}: {} {text}: {error}", param.name()))
+                }
                 None => problems.push(name.span(), format!("{label}: {error}")),
             }
         }
@@ -223,14 +253,17 @@ fn raw(value: &Spanned<DeValue<'_>>) -> String {
 }
 
 fn string<'v>(value: &'v Spanned<DeValue<'_>>, example: &str) -> Result<&'v str, String> {
-    value.get_ref().as_str().ok_or_else(|| format!("`{}` takes a string, like `{example}`, not {}", example.split(' ').next().unwrap_or(""), raw(value)))
+    value.get_ref().as_str().ok_or_else(|| {
+        format!("`{}` takes a string, like `{example}`, not {}", example.split(' ').next().unwrap_or(""), raw(value))
+    })
 }
 
 fn whole(value: &Spanned<DeValue<'_>>, example: &str) -> Result<u64, String> {
     let option = example.split(' ').next().unwrap_or("");
     match value.get_ref() {
-        DeValue::Integer(i) => u64::from_str_radix(i.as_str(), i.radix())
-            .map_err(|_| format!("{option} {}: must be a whole number from 0 to {}, like `{example}`", raw(value), u64::MAX)),
+        DeValue::Integer(i) => u64::from_str_radix(i.as_str(), i.radix()).map_err(|_| {
+            format!("{option} {}: must be a whole number from 0 to {}, like `{example}`", raw(value), u64::MAX)
+        }),
         DeValue::String(_) => Err(format!("`{option}` takes an integer, not a string: write `{example}`")),
         _ => Err(format!("`{option}` takes an integer, like `{example}`, not {}", raw(value))),
     }

@@ -62,10 +62,18 @@ impl NamedLimiter {
         let cached = self.configured.load_full();
         let mut first = false;
         let fresh = match loaded.set.get(&self.policy) {
-            None => Configured { generation: loaded.generation, degraded: false, limiter: Err(missing(&self.policy, &loaded).into()) },
+            None => Configured {
+                generation: loaded.generation,
+                degraded: false,
+                limiter: Err(missing(&self.policy, &loaded).into()),
+            },
             // The same policy as before (a reload that changed other ones):
             // keep the limiter, and with it its deny cache and local state.
-            Some(p) if cached.as_ref().is_some_and(|c| !c.degraded && c.limiter.as_ref().is_ok_and(|l| l.policy() == p)) => {
+            Some(p)
+                if cached
+                    .as_ref()
+                    .is_some_and(|c| !c.degraded && c.limiter.as_ref().is_ok_and(|l| l.policy() == p)) =>
+            {
                 let limiter = cached.as_ref().and_then(|c| c.limiter.clone().ok()).expect("checked just above");
                 Configured { generation: loaded.generation, degraded: false, limiter: Ok(limiter) }
             }
@@ -75,19 +83,32 @@ impl NamedLimiter {
                 // lands meanwhile, the next call sees the mismatch and rebuilds.
                 drop(loaded);
                 // Boxed: building the store is a deep future (see `Site`).
-                let store: Pin<Box<dyn Future<Output = Result<&'static Store, crate::Error>> + Send>> = Box::pin(runtime::global());
+                let store: Pin<Box<dyn Future<Output = Result<&'static Store, crate::Error>> + Send>> =
+                    Box::pin(runtime::global());
                 match store.await {
                     Ok(store) => {
                         first = cached.is_none();
-                        Configured { generation, degraded: false, limiter: Ok(Limiter::new(self.name.as_ref(), p, store).with_on_error(self.on_error)) }
+                        Configured {
+                            generation,
+                            degraded: false,
+                            limiter: Ok(Limiter::new(self.name.as_ref(), p, store).with_on_error(self.on_error)),
+                        }
                     }
                     // Keep the degraded limiter of this generation (its local state) while the store stays down.
-                    Err(_) if cached.as_ref().is_some_and(|c| c.degraded && c.limiter.as_ref().is_ok_and(|l| *l.policy() == p)) => {
+                    Err(_)
+                        if cached
+                            .as_ref()
+                            .is_some_and(|c| c.degraded && c.limiter.as_ref().is_ok_and(|l| *l.policy() == p)) =>
+                    {
                         return (cached.expect("checked just above"), false);
                     }
                     Err(error) => {
                         let store = Store::from_backend(Arc::new(crate::__private::Unavailable(error)));
-                        Configured { generation, degraded: true, limiter: Ok(Limiter::new(self.name.as_ref(), p, &store).with_on_error(self.on_error)) }
+                        Configured {
+                            generation,
+                            degraded: true,
+                            limiter: Ok(Limiter::new(self.name.as_ref(), p, &store).with_on_error(self.on_error)),
+                        }
                     }
                 }
             }

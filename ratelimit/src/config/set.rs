@@ -36,7 +36,8 @@ impl PolicySet {
     pub fn read(path: impl AsRef<Path>) -> Result<PolicySet, LoadError> {
         let path = path.as_ref();
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| LoadError::new(vec![format!("{origin}: cannot read the policies file: {e}")]))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| LoadError::new(vec![format!("{origin}: cannot read the policies file: {e}")]))?;
         PolicySet::parse(&origin, &text)
     }
 

@@ -100,8 +100,13 @@ impl TrustedProxies {
 impl Network {
     fn contains(&self, ip: IpAddr) -> bool {
         match (self.addr, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => masked(u128::from(u32::from(net)), 32, self.prefix) == masked(u128::from(u32::from(ip)), 32, self.prefix),
-            (IpAddr::V6(net), IpAddr::V6(ip)) => masked(u128::from(net), 128, self.prefix) == masked(u128::from(ip), 128, self.prefix),
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                masked(u128::from(u32::from(net)), 32, self.prefix)
+                    == masked(u128::from(u32::from(ip)), 32, self.prefix)
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                masked(u128::from(net), 128, self.prefix) == masked(u128::from(ip), 128, self.prefix)
+            }
             _ => false,
         }
     }
@@ -117,7 +122,9 @@ fn masked(addr: u128, bits: u8, prefix: u8) -> u128 {
 }
 
 fn parse_network(text: &str) -> Result<Network, Error> {
-    let invalid = |why: &str| Error::InvalidConfig(format!("trusted proxy `{text}`: {why}; write an address (`10.0.0.1`, `::1`) or a network (`10.0.0.0/8`, `fd00::/8`)"));
+    let invalid = |why: &str| {
+        Error::InvalidConfig(format!("trusted proxy `{text}`: {why}; write an address (`10.0.0.1`, `::1`) or a network (`10.0.0.0/8`, `fd00::/8`)"))
+    };
     let (addr, prefix) = match text.trim().split_once('/') {
         Some((addr, prefix)) => (addr, Some(prefix)),
         None => (text.trim(), None),
@@ -201,7 +208,10 @@ mod tests {
         let trusted = &["10.0.0.0/8", "172.16.0.0/12"];
         assert_eq!(client(trusted, "10.0.0.3", &[b"6.6.6.6, 198.51.100.7, 172.16.4.4, 10.0.0.2"]), "198.51.100.7");
         // Several header lines are one list, in order.
-        assert_eq!(client(trusted, "10.0.0.3", &[b"6.6.6.6, 198.51.100.7", b"172.16.4.4", b"10.0.0.2"]), "198.51.100.7");
+        assert_eq!(
+            client(trusted, "10.0.0.3", &[b"6.6.6.6, 198.51.100.7", b"172.16.4.4", b"10.0.0.2"]),
+            "198.51.100.7"
+        );
         // Every hop trusted: the leftmost.
         assert_eq!(client(trusted, "10.0.0.3", &[b"10.1.1.1, 10.0.0.2"]), "10.1.1.1");
         // No header at all: the peer.
@@ -229,7 +239,20 @@ mod tests {
     #[test]
     fn garbage_stops_the_walk_at_the_proxy_that_wrote_it() {
         let trusted = &["10.0.0.0/8"];
-        for garbage in [&b"unknown"[..], b"", b"   ", b"1.2.3", b"1.2.3.4:99999", b"1.2.3.4:", b"[::1", b"[::1]x", b"::1]:80", b"\xff\xfe", b"_hidden", b"1.2.3.4 5.6.7.8"] {
+        for garbage in [
+            &b"unknown"[..],
+            b"",
+            b"   ",
+            b"1.2.3",
+            b"1.2.3.4:99999",
+            b"1.2.3.4:",
+            b"[::1",
+            b"[::1]x",
+            b"::1]:80",
+            b"\xff\xfe",
+            b"_hidden",
+            b"1.2.3.4 5.6.7.8",
+        ] {
             let mut xff = b"6.6.6.6, ".to_vec();
             xff.extend_from_slice(garbage);
             xff.extend_from_slice(b", 10.0.0.2");
@@ -257,7 +280,13 @@ mod tests {
 
     #[test]
     fn bad_networks_are_errors_that_name_them() {
-        for (bad, why) in [("10.0.0.0/33", "from 0 to 32"), ("::/129", "from 0 to 128"), ("10.0.0/8", "not an IP address"), ("", "not an IP address"), ("10.0.0.0/x", "from 0 to 32")] {
+        for (bad, why) in [
+            ("10.0.0.0/33", "from 0 to 32"),
+            ("::/129", "from 0 to 128"),
+            ("10.0.0/8", "not an IP address"),
+            ("", "not an IP address"),
+            ("10.0.0.0/x", "from 0 to 32"),
+        ] {
             let message = TrustedProxies::new([bad]).unwrap_err().to_string();
             assert!(message.contains(&format!("`{bad}`")) && message.contains(why), "{message}");
         }

@@ -100,7 +100,9 @@ impl KeyBy {
     pub fn ipv6_prefix(self, bits: u8) -> Result<KeyBy, crate::Error> {
         match self.0 {
             Source::ClientIp(proxies, _) if (1..=128).contains(&bits) => Ok(KeyBy(Source::ClientIp(proxies, bits))),
-            Source::ClientIp(..) => Err(crate::Error::InvalidConfig(format!("an IPv6 prefix of {bits} bits: give 1 to 128"))),
+            Source::ClientIp(..) => {
+                Err(crate::Error::InvalidConfig(format!("an IPv6 prefix of {bits} bits: give 1 to 128")))
+            }
             _ => Err(crate::Error::InvalidConfig("an IPv6 prefix only applies to `KeyBy::client_ip`".into())),
         }
     }
@@ -145,7 +147,9 @@ impl KeyBy {
 impl fmt::Debug for KeyBy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            Source::ClientIp(proxies, ipv6_prefix) => f.debug_tuple("ClientIp").field(proxies).field(ipv6_prefix).finish(),
+            Source::ClientIp(proxies, ipv6_prefix) => {
+                f.debug_tuple("ClientIp").field(proxies).field(ipv6_prefix).finish()
+            }
             Source::Header(name) => f.debug_tuple("Header").field(name).finish(),
             Source::Function(_) => f.write_str("Function"),
         }

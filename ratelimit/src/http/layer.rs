@@ -95,14 +95,24 @@ pub(super) enum Source {
         degraded: Arc<OnceLock<Limiter>>,
     },
     /// A configured policy, followed across [`reload`](crate::policies::reload)s.
-    Named { name: Arc<str>, named: Arc<NamedLimiter>, on_error: OnError },
+    Named {
+        name: Arc<str>,
+        named: Arc<NamedLimiter>,
+        on_error: OnError,
+    },
 }
 
 impl RateLimitLayer {
     /// A layer applying `policy` under the limiter name `name` on the global
     /// store, resolved at the first request. Keys by client IP, no trusted proxy.
     pub fn new(name: impl Into<Arc<str>>, policy: Policy) -> RateLimitLayer {
-        let source = Source::Global { name: name.into(), policy, on_error: OnError::default(), limiter: Arc::default(), degraded: Arc::default() };
+        let source = Source::Global {
+            name: name.into(),
+            policy,
+            on_error: OnError::default(),
+            limiter: Arc::default(),
+            degraded: Arc::default(),
+        };
         RateLimitLayer::with_source(source)
     }
 
@@ -192,7 +202,8 @@ impl RateLimitLayer {
         match &mut Arc::make_mut(&mut self.shared).source {
             Source::Global { on_error: slot, .. } => *slot = on_error,
             Source::Named { name, named, on_error: slot } => {
-                *named = Arc::new(NamedLimiter::new(name.to_string().into(), named.policy().to_string().into(), on_error));
+                *named =
+                    Arc::new(NamedLimiter::new(name.to_string().into(), named.policy().to_string().into(), on_error));
                 *slot = on_error;
             }
             Source::Limiter(_) => {}

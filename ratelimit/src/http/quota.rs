@@ -58,10 +58,11 @@ impl PolicyItem {
     /// One item per rule of `policy`, in declared order.
     pub fn of(policy: &Policy) -> Vec<PolicyItem> {
         match &policy.params {
-            Params::FixedWindow { strategies } | Params::SlidingLog { strategies } | Params::SlidingWindow { strategies, .. } => strategies
-                .iter()
-                .map(|s| PolicyItem::new(s.to_string(), s.limit, u128::from(s.window_us), 1))
-                .collect(),
+            Params::FixedWindow { strategies }
+            | Params::SlidingLog { strategies }
+            | Params::SlidingWindow { strategies, .. } => {
+                strategies.iter().map(|s| PolicyItem::new(s.to_string(), s.limit, u128::from(s.window_us), 1)).collect()
+            }
             Params::TokenBucket { capacity, rate } | Params::LeakyBucket { capacity, rate } => {
                 let (count, period_us) = rate.reduced();
                 let name = format!("{} {capacity} per {rate}", policy.algorithm());
@@ -115,7 +116,11 @@ pub(crate) fn item_states(policy: &Policy, decision: &Decision) -> Vec<ItemState
             .quotas
             .iter()
             .enumerate()
-            .map(|(i, q)| ItemState { index: strategies.iter().position(|s| *s == q.strategy).unwrap_or(i), remaining: q.remaining, reset_after: q.reset_after })
+            .map(|(i, q)| ItemState {
+                index: strategies.iter().position(|s| *s == q.strategy).unwrap_or(i),
+                remaining: q.remaining,
+                reset_after: q.reset_after,
+            })
             .collect();
     }
     // A decision that lists no quotas for several strategies (one settled

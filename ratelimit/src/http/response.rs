@@ -85,7 +85,9 @@ pub(crate) fn respond(denied: &RateLimited, policy: Option<&Policy>, style: Head
     let mut response = problem(status, &denied.to_string(), retry_after);
     let headers = response.headers_mut();
     match policy {
-        Some(policy) if !denied.store_unavailable => insert_rate_limit_headers(headers, policy, &denied.decision, style),
+        Some(policy) if !denied.store_unavailable => {
+            insert_rate_limit_headers(headers, policy, &denied.decision, style)
+        }
         _ => {
             if let Some(secs) = retry_after {
                 headers.insert(RETRY_AFTER, HeaderValue::from(secs));

@@ -51,7 +51,11 @@ impl Shared {
             Source::Limiter(limiter) => Ok(limiter.clone()),
             Source::Global { name, policy, on_error, limiter, degraded } => {
                 let built = limiter
-                    .get_or_try_init(|| async { Ok::<_, crate::Error>(Limiter::new(name.clone(), policy.clone(), crate::global().await?).with_on_error(*on_error)) })
+                    .get_or_try_init(|| async {
+                        Ok::<_, crate::Error>(
+                            Limiter::new(name.clone(), policy.clone(), crate::global().await?).with_on_error(*on_error),
+                        )
+                    })
                     .await;
                 Ok(match built {
                     Ok(limiter) => limiter.clone(),
@@ -75,15 +79,17 @@ impl Shared {
     fn key_of(&self, request: &Request) -> Result<Option<Vec<u8>>, (StatusCode, String)> {
         match self.key.key(request) {
             Ok(Some(key)) => Ok(Some(key)),
-            Ok(None) => {
-                match self.missing_key {
-                    MissingKey::Allow => Ok(None),
-                    MissingKey::Reject => {
-                        let detail = format!("this route is rate limited by `{}` per {}, and the request has none", self.name(), self.key.describe());
-                        Err((StatusCode::BAD_REQUEST, detail))
-                    }
+            Ok(None) => match self.missing_key {
+                MissingKey::Allow => Ok(None),
+                MissingKey::Reject => {
+                    let detail = format!(
+                        "this route is rate limited by `{}` per {}, and the request has none",
+                        self.name(),
+                        self.key.describe()
+                    );
+                    Err((StatusCode::BAD_REQUEST, detail))
                 }
-            }
+            },
             Err(missing) => {
                 if !self.told_missing_peer.swap(true, Ordering::Relaxed) {
                     tracing::error!(target: "ratelimit", limiter = %self.name(), "{missing}");
