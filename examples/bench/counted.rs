@@ -10,7 +10,7 @@
 //! counts. Only [`counted_calls`] is counted; the set-up and a warm-up of
 //! 20 calls per task are not.
 //!
-//! `memory/<governor|backend|backend_same_keys|limiter|macro>` counts the memory
+//! `memory/<governor|backend|limiter|macro>` counts the memory
 //! section's gcra workload instead (`local.rs`: 10 000 keys, one call at a
 //! time, no Redis): governor's keyed check, `MemoryBackend::decide_now` on
 //! the limiter's storage keys and on governor's own keys, `Limiter::check`
@@ -18,7 +18,8 @@
 
 use crate::{cases, load, raw_connection, raw_keys, RawCall};
 use governor::{Quota, RateLimiter};
-use ratelimit::backend::Request;
+use ratelimit::backend::{Binding, Call};
+use ratelimit::Backend;
 use ratelimit::{Limiter, MemoryBackend, Policy, RedisOptions, Store};
 use ratelimit_examples::redis_server::RedisServer;
 use std::future::Future;
@@ -105,18 +106,10 @@ fn memory(path: &str, calls: u64) {
             });
         }
         "backend" => {
-            let backend = MemoryBackend::new();
-            let storage_keys: Vec<Vec<u8>> =
-                keys.iter().map(|k| format!("ratelimit:gcra:12:bench.memory:{k}").into_bytes()).collect();
+            let binding = Binding { prefix: "ratelimit", name: "bench.memory", policy: &gcra, server_clock: true };
+            let bound = MemoryBackend::new().bind(binding);
             one_at_a_time(&runtime, calls, |i| {
-                let request = Request {
-                    key: &storage_keys[(i % 10_000) as usize],
-                    policy: &gcra,
-                    cost: 1,
-                    now_us: None,
-                    peek: false,
-                };
-                black_box(backend.decide_now(&request));
+                black_box(bound.decide(key(i).as_bytes(), Call { cost: 1, peek: false, now_us: None }));
                 async {}
             });
         }
@@ -129,17 +122,6 @@ fn memory(path: &str, calls: u64) {
                 }
             });
         }
-        // The store given governor's own keys: the same bytes hashed and
-        // compared, where `backend` hashes the limiter's whole storage key
-        // (`Limiter` itself hashes only the user's part, from a prefix hashed once).
-        "backend_same_keys" => {
-            let backend = MemoryBackend::new();
-            one_at_a_time(&runtime, calls, |i| {
-                let request = Request { key: key(i).as_bytes(), policy: &gcra, cost: 1, now_us: None, peek: false };
-                black_box(backend.decide_now(&request));
-                async {}
-            });
-        }
         // The attribute, on the global store made `Store::memory()`.
         "macro" => {
             ratelimit::init(Store::memory()).expect("the global store is set once");
@@ -147,7 +129,7 @@ fn memory(path: &str, calls: u64) {
                 assert!(black_box(cases::memory_gcra(i % 10_000).await).is_ok());
             });
         }
-        other => panic!("no memory path {other:?}: use governor, backend, backend_same_keys, limiter or macro"),
+        other => panic!("no memory path {other:?}: use governor, backend, limiter or macro"),
     }
 }
 

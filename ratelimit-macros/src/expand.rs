@@ -92,13 +92,7 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
 ///         key
 ///     };
 ///     let cost = 1u64;
-///     // Decided at once on the memory store or by a remembered denial (no
-///     // future is built), else through the site's future.
-///     let decided = match __RATELIMIT_SITE.check_at_once(&key, cost) {
-///         Ok(decided) => decided,
-///         Err(pending) => __RATELIMIT_SITE.check_pending(&key, cost, pending).await,
-///     };
-///     match decided {
+///     match __RATELIMIT_SITE.check(&key, cost).await {
 ///         Ok(()) => {}
 ///         // on_limit = "error": spanned at the return type, so a type that
 ///         // cannot hold a denial is reported there.
@@ -190,14 +184,8 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
         }
     };
 
-    // The call's answer: at once on the memory store or by a remembered
-    // denial, else through the site's future (`Site::check_at_once`).
-    let decided = quote! {
-        match #site.check_at_once(&#key, #cost_value) {
-            ::core::result::Result::Ok(decided) => decided,
-            ::core::result::Result::Err(pending) => #site.check_pending(&#key, #cost_value, pending).await,
-        }
-    };
+    // The call's answer: `Ok(())` to run the body, else the denial.
+    let decided = quote!(#site.check(&#key, #cost_value).await);
     let decide = match (&config.fallback, config.returns_denial) {
         (Some(fallback), _) => {
             let (passed, types): (Vec<_>, Vec<_>) = args

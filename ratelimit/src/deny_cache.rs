@@ -16,42 +16,25 @@
 //! and passes it in.
 
 use crate::key::MAX_RAW_KEY_LEN;
+use crate::sharded::{Expires, Sharded};
 use crate::Decision;
-use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 const SHARDS: usize = 16;
 /// At most this many keys per shard (65 536 per limiter): past it, new
 /// denials are simply not remembered until expired ones are swept.
 const PER_SHARD: usize = 4096;
-/// How often (in the cache's time) a shard is swept of expired denials.
+#[cfg(test)]
 const SWEEP_EVERY_US: u64 = 1_000_000;
 
-/// One limiter's remembered denials.
+/// One limiter's remembered denials, by user key.
 #[derive(Debug)]
 pub(crate) struct DenyCache {
-    shards: Box<[Mutex<Shard>]>,
-    hasher: RandomState,
-    /// Keys held in all shards: a limiter that denies nothing skips the lookup.
-    len: AtomicUsize,
-}
-
-/// Entries are found by the key's 64-bit keyed hash (computed once, also
-/// picking the shard); the entry keeps the key itself, so two keys sharing a
-/// hash only miss, never answer for each other.
-#[derive(Debug, Default)]
-struct Shard {
-    entries: HashMap<u64, Entry, BuildHasherDefault<Prehashed>>,
-    next_sweep_us: u64,
+    denials: Sharded<Entry>,
 }
 
 #[derive(Debug)]
 struct Entry {
-    key: Box<[u8]>,
     cost: u64,
     /// When the store decided (the cache's time).
     at: u64,
@@ -62,38 +45,30 @@ struct Entry {
     decision: Decision,
 }
 
+impl Expires for Entry {
+    fn expires_at_us(&self) -> u64 {
+        self.until
+    }
+}
+
 impl DenyCache {
     pub(crate) fn new() -> Self {
-        DenyCache {
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            hasher: RandomState::new(),
-            len: AtomicUsize::new(0),
-        }
+        DenyCache { denials: Sharded::new(SHARDS) }
     }
 
     /// The remembered denial of `key` at `cost`, as it stands at `now`.
-    // Inlined, so a limiter that denies nothing pays one load, not a call.
-    #[inline]
     pub(crate) fn get(&self, key: &[u8], cost: u64, now: u64) -> Option<Decision> {
-        if self.len.load(Ordering::Relaxed) == 0 {
+        // A limiter that denies nothing pays one load, not a lock.
+        if self.denials.len() == 0 {
             return None;
         }
-        self.get_held(key, cost, now)
-    }
-
-    fn get_held(&self, key: &[u8], cost: u64, now: u64) -> Option<Decision> {
-        let hash = self.hasher.hash_one(key);
-        let mut shard = self.shard(hash);
-        let entry = shard.entries.get(&hash)?;
-        if *entry.key != *key {
-            return None;
-        }
+        let mut found = self.denials.entry(key, now);
+        let entry = found.get_mut()?;
         if now >= entry.until {
-            shard.entries.remove(&hash);
-            self.len.fetch_sub(1, Ordering::Relaxed);
+            found.remove();
             return None;
         }
-        // A clock that stepped back before the denial: let the store decide.
+        // Another cost, or a clock that stepped back before the denial: let the store decide.
         if entry.cost != cost || now < entry.at {
             return None;
         }
@@ -114,78 +89,33 @@ impl DenyCache {
         if decision.allowed || cost == 0 || retry_after.is_zero() || key.len() > MAX_RAW_KEY_LEN {
             return;
         }
-        let hash = self.hasher.hash_one(key);
-        let mut shard = self.shard(hash);
-        // Sweeping is by time only, so a flood of new keys against a full
-        // shard costs no repeated scans: their denials are just not remembered.
-        if at >= shard.next_sweep_us {
-            let before = shard.entries.len();
-            shard.entries.retain(|_, e| e.until > at);
-            shard.next_sweep_us = at.saturating_add(SWEEP_EVERY_US);
-            self.len.fetch_sub(before - shard.entries.len(), Ordering::Relaxed);
-        }
-        if shard.entries.len() >= PER_SHARD && !shard.entries.contains_key(&hash) {
+        let mut slot = self.denials.entry(key, at);
+        // A flood of new keys against a full shard costs no scans: their
+        // denials are just not remembered until the next sweep.
+        if slot.shard_len() >= PER_SHARD && slot.get_mut().is_none() {
             return;
         }
-        let entry = Entry {
-            key: key.into(),
+        slot.insert(Entry {
             cost,
             at,
             until: at.saturating_add(retry_after.as_micros() as u64),
             reset_at: at.saturating_add(decision.reset_after.as_micros() as u64),
             decision: decision.clone(),
-        };
-        if shard.entries.insert(hash, entry).is_none() {
-            self.len.fetch_add(1, Ordering::Relaxed);
-        }
+        });
     }
 
     /// Forgets every denial of `key` (after a reset, or after a call of
     /// another cost was admitted and changed the key's state).
-    #[inline]
     pub(crate) fn forget(&self, key: &[u8]) {
-        if self.len.load(Ordering::Relaxed) != 0 {
-            self.forget_held(key);
-        }
-    }
-
-    fn forget_held(&self, key: &[u8]) {
-        let hash = self.hasher.hash_one(key);
-        let mut shard = self.shard(hash);
-        if shard.entries.get(&hash).is_some_and(|e| *e.key == *key) {
-            shard.entries.remove(&hash);
-            self.len.fetch_sub(1, Ordering::Relaxed);
+        if self.denials.len() != 0 {
+            self.denials.entry(key, 0).remove();
         }
     }
 
     /// Keys held (including expired ones not swept yet).
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
-    }
-
-    fn shard(&self, hash: u64) -> MutexGuard<'_, Shard> {
-        // The map uses the low bits of the hash and its top seven (as a tag
-        // within a group); pick the shard from bits in between.
-        let index = (hash >> 32) as usize % SHARDS;
-        // Entries are replaced whole, so a poisoned lock holds nothing half-written.
-        self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// The map's keys are already keyed hashes: use them as they are.
-#[derive(Debug, Default)]
-struct Prehashed(u64);
-
-impl Hasher for Prehashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("only u64 keys are hashed")
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
+        self.denials.len()
     }
 }
 

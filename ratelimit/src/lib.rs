@@ -35,21 +35,36 @@ mod error;
 #[cfg(feature = "axum")]
 pub mod http;
 mod key;
+mod lazy;
 mod limiter;
+mod macro_support;
 pub mod observe;
 mod on_error;
+mod pipeline;
 mod policy;
 mod policy_scripts;
 mod reused;
 mod runtime;
 mod scripts;
+mod sharded;
+mod site;
 mod store;
 #[cfg(feature = "tls")]
 mod tls;
 
+/// Everything `#[rate_limit]` output names. Not a public API: it changes
+/// with the macro, which is pinned to this crate. Generated code writes every
+/// path as `::ratelimit::__private::...` (or the `crate = "..."` override), so
+/// a user's `mod core {}`, `type Result` or `struct String` cannot change its meaning.
 #[doc(hidden)]
-#[path = "private.rs"]
-pub mod __private;
+pub mod __private {
+    pub use crate::key::{push_key_integer, push_key_value, KeyBuffer, KeyInteger};
+    pub use crate::macro_support::{Cost, DenialError, Fallback, IntoDenial};
+    pub use crate::site::{OnLimit, Site};
+    pub use crate::{OnError, Policy, RateLimited};
+    pub use ratelimit_grammar::{Rate, Strategy};
+    pub use std::string::String;
+}
 
 /// The attribute: see its own documentation for every option.
 pub use ratelimit_macros::rate_limit;

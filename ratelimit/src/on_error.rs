@@ -1,4 +1,11 @@
-//! [`OnError`]: what a call does when the store cannot answer.
+//! [`OnError`]: what a call does when the store cannot answer, and the one
+//! place that does it.
+
+use crate::backend::Call;
+use crate::observe::error_kind;
+use crate::{Decision, Error, Limiter, RateLimited};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What [`Limiter::limit`](crate::Limiter::limit) (and every annotated
 /// function) does when the store times out or cannot be reached.
@@ -15,4 +22,81 @@ pub enum OnError {
     /// Decide on an in-process limiter with the same policy until the store
     /// answers again.
     Local,
+}
+
+impl OnError {
+    fn name(self) -> &'static str {
+        match self {
+            OnError::Allow => "allow",
+            OnError::Deny => "deny",
+            OnError::Local => "local",
+        }
+    }
+
+    /// Settles a call `limiter` could not decide; a timed-out call may have
+    /// been counted by the store, so it is never treated as a permit taken.
+    #[allow(clippy::result_large_err)] // the Result of `Limiter::limit`, which returns it as is
+    pub(crate) fn settle(
+        self,
+        limiter: &Limiter,
+        key: &[u8],
+        cost: u64,
+        error: &Error,
+    ) -> Result<Decision, RateLimited> {
+        let inner = &limiter.inner;
+        inner.store_errors.fetch_add(1, Ordering::Relaxed);
+        let now_us = inner.store.clock.now_us();
+        let decision = match self {
+            OnError::Allow | OnError::Deny => {
+                let decided_at = UNIX_EPOCH + Duration::from_micros(now_us.unwrap_or_else(crate::clock::system_now_us));
+                unsettled(self == OnError::Allow, inner.policy.max_cost(), decided_at)
+            }
+            OnError::Local => {
+                let outcome = limiter.local().decide_now(key, Call { cost, peek: false, now_us });
+                Decision::from_outcome(outcome, &inner.policy)
+            }
+        };
+        let verdict = if decision.allowed { "call allowed" } else { "call denied" };
+        let by = if self == OnError::Local { " by the in-memory limiter" } else { "" };
+        tracing::warn!(target: "ratelimit", limiter = %inner.name, kind = error_kind(error), %error,
+            "rate limit store unavailable; {verdict}{by} (on_error = {})", self.name());
+        limiter.metrics().decided(decision.allowed);
+        match self {
+            OnError::Deny => Err(limiter.denial(key, decision, true)),
+            _ => Ok(decision),
+        }
+    }
+
+    /// Settles a call whose named policy is not configured, as a store
+    /// failure would be: `Deny` denies it, and `Allow` and `Local` (which has
+    /// no policy to apply in memory) let it through uncounted.
+    #[allow(clippy::result_large_err)] // the denial every caller returns as is
+    pub(crate) fn without_policy(self, limiter: &str, policy: &str, why: &str, key: &[u8]) -> Result<(), RateLimited> {
+        let verdict = if self == OnError::Deny { "call denied" } else { "call allowed" };
+        tracing::warn!(target: "ratelimit", limiter, policy, "{why}; {verdict} (on_error = {})", self.name());
+        if self != OnError::Deny {
+            return Ok(());
+        }
+        Err(RateLimited {
+            limiter: limiter.into(),
+            key: String::from_utf8_lossy(key).into_owned(),
+            policy: None,
+            decision: unsettled(false, 0, SystemTime::now()),
+            store_unavailable: true,
+        })
+    }
+}
+
+/// The decision of a call no store decided.
+fn unsettled(allowed: bool, limit: u64, decided_at: SystemTime) -> Decision {
+    Decision {
+        allowed,
+        limit,
+        remaining: 0,
+        reset_after: Duration::ZERO,
+        retry_after: None,
+        violated: Vec::new(),
+        decided_at,
+        quotas: Vec::new(),
+    }
 }

@@ -1,4 +1,5 @@
-//! [`Backend`]: the one trait both stores implement, and what crosses it.
+//! [`Backend`] and [`Bound`]: a store binds each limiter once, and the bound
+//! store decides that limiter's calls.
 
 mod breaker;
 mod connection;
@@ -7,15 +8,18 @@ mod fixed_window_counter;
 pub(crate) mod memory;
 mod policy_reply;
 mod redis;
+mod unavailable;
 mod watchdog;
 
 pub(crate) use self::fixed_window_counter::Counter;
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
+pub(crate) use self::unavailable::Unavailable;
 
 use crate::{Error, Policy};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// With a client-supplied clock, keys are kept this long past their reset:
 /// Redis expires keys by its own clock, so a client clock running behind (or
@@ -23,26 +27,68 @@ use std::pin::Pin;
 /// The memory backend keeps the same slack so both give the same answers.
 pub(crate) const CLIENT_CLOCK_SLACK_US: u64 = 60_000_000;
 
-/// A boxed, sendable future: what [`Backend`] methods return.
+/// A boxed, sendable future: what a [`Bound`] store answers through when it
+/// cannot answer at once.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// One decision to make.
-#[derive(Debug, Clone, Copy)]
-pub struct Request<'a> {
-    /// The full storage key (prefix, algorithm, limiter name and user key).
-    pub key: &'a [u8],
-    /// The policy to apply.
-    pub policy: &'a Policy,
-    /// Permits to take (0 reports the state).
-    pub cost: u64,
-    /// Microseconds since the epoch, or `None` for the store's own clock.
-    pub now_us: Option<u64>,
-    /// Answer without taking anything.
-    pub peek: bool,
+/// A store: it binds each limiter once, with everything that does not change
+/// between its calls worked out ahead (keys' prefix, script, reply reader).
+pub trait Backend: Send + Sync + 'static {
+    /// Binds one limiter's calls.
+    fn bind(&self, limiter: Binding<'_>) -> Arc<dyn Bound>;
+
+    /// A short name for logs and `Debug`: `"memory"` or `"redis"`.
+    fn kind(&self) -> &'static str;
 }
 
-/// A decision as the store computes it: integers only, exactly what the Lua
-/// scripts return. [`Limiter`](crate::Limiter) turns it into a [`Decision`](crate::Decision).
+/// What a [`Backend`] binds: one limiter.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding<'a> {
+    /// The store's key prefix ([`Store::with_prefix`](crate::Store::with_prefix)).
+    pub prefix: &'a str,
+    /// The limiter's name.
+    pub name: &'a str,
+    /// The limiter's policy.
+    pub policy: &'a Policy,
+    /// Calls carry no time: the store decides by its own clock.
+    pub server_clock: bool,
+}
+
+/// One limiter on one store: decides, peeks and resets its keys.
+pub trait Bound: Send + Sync + 'static {
+    /// Decides one call for the user's `key`: at once when the store is in
+    /// this process, else through a future.
+    fn decide<'a>(&'a self, key: &[u8], call: Call) -> Answer<'a>;
+
+    /// Forgets `key`: its next call sees an untouched state.
+    fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// The store is in another process: its answers are worth remembering
+    /// (the deny cache) and timing (a metric).
+    fn remote(&self) -> bool;
+}
+
+/// One call's parameters besides its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    /// Permits to take (0 reports the state).
+    pub cost: u64,
+    /// Answer without taking anything.
+    pub peek: bool,
+    /// Microseconds since the epoch, or `None` for the store's own clock.
+    pub now_us: Option<u64>,
+}
+
+/// A bound store's answer: now, or later.
+pub enum Answer<'a> {
+    /// Decided in this process.
+    Now(Result<Outcome, Error>),
+    /// Decided by a round trip.
+    Later(BoxFuture<'a, Result<Outcome, Error>>),
+}
+
+/// A decision as the store computes it: integers only, what the Lua scripts
+/// return. [`Limiter`](crate::Limiter) turns it into a [`Decision`](crate::Decision).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     /// The call passes.
@@ -58,7 +104,7 @@ pub struct Outcome {
     /// Bit `i` set: strategy `i` (declared order) is violated.
     pub violated: u32,
     /// The time the decision was made at, µs since the epoch (the store's
-    /// clock, or the one the request carried).
+    /// clock, or the one the call carried).
     pub now_us: u64,
     /// Per strategy (declared order), `(remaining, reset_after_us)`, for
     /// window policies with more than one strategy; empty otherwise (then
@@ -66,32 +112,12 @@ pub struct Outcome {
     pub quotas: Vec<(u64, u64)>,
 }
 
-/// A store that decides atomically: the in-process [`MemoryBackend`] and the
-/// [`RedisBackend`] give the same outcome for the same requests and clock.
-pub trait Backend: Send + Sync + 'static {
-    /// Decides one request atomically.
-    fn decide<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Outcome, Error>>;
-
-    /// Decides at once, without a future, if this backend can (a store in
-    /// this process); `None` (the default) means "use [`decide`](Self::decide)".
-    /// `local_now_us` is this process's time of the call, to decide at when
-    /// the request carries no time: the caller dates its own records (the
-    /// deny cache) with the same reading.
-    fn decide_at_once(&self, request: &Request<'_>, local_now_us: u64) -> Option<Outcome> {
-        let _ = (request, local_now_us);
-        None
-    }
-
-    /// The in-process store behind this backend, if it is one: a
-    /// [`Limiter`](crate::Limiter) then hashes only the user's part of each key.
-    #[doc(hidden)]
-    fn as_memory(&self) -> Option<&MemoryBackend> {
-        None
-    }
-
-    /// Forgets a key: its next call sees an untouched state.
-    fn reset<'a>(&'a self, key: &'a [u8]) -> BoxFuture<'a, Result<(), Error>>;
-
-    /// A short name for logs: `"memory"` or `"redis"`.
-    fn kind(&self) -> &'static str;
+/// TEMPORARY until the Redis side binds once: one decision as its scripts read it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request<'a> {
+    pub(crate) key: &'a [u8],
+    pub(crate) policy: &'a Policy,
+    pub(crate) cost: u64,
+    pub(crate) now_us: Option<u64>,
+    pub(crate) peek: bool,
 }

@@ -5,7 +5,7 @@ use super::connection::Connection;
 use super::endpoint::{self, redact};
 use super::fixed_window_counter::Counter;
 use super::watchdog::Watchdog;
-use super::{Backend, BoxFuture, Outcome, Request, CLIENT_CLOCK_SLACK_US};
+use super::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, Request, CLIENT_CLOCK_SLACK_US};
 use crate::policy::Params;
 use crate::policy_scripts::{self, PolicyScriptKey};
 use crate::reused::Reused;
@@ -304,6 +304,44 @@ fn outcome(reply: &[i64], quotas: usize) -> Result<Outcome, Error> {
 }
 
 impl Backend for RedisBackend {
+    fn bind(&self, limiter: Binding<'_>) -> Arc<dyn Bound> {
+        let prefix = crate::key::key_prefix(limiter.prefix, limiter.policy, limiter.name, limiter.server_clock);
+        Arc::new(TemporaryBound { backend: self.clone(), policy: limiter.policy.clone(), prefix })
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+}
+
+/// TEMPORARY until the Redis side binds once.
+struct TemporaryBound {
+    backend: RedisBackend,
+    policy: crate::Policy,
+    prefix: Vec<u8>,
+}
+
+impl Bound for TemporaryBound {
+    fn decide<'a>(&'a self, key: &[u8], call: Call) -> Answer<'a> {
+        let key = crate::key::storage_key(&self.prefix, key).to_vec();
+        Answer::Later(Box::pin(async move {
+            let request =
+                Request { key: &key, policy: &self.policy, cost: call.cost, now_us: call.now_us, peek: call.peek };
+            self.backend.decide(request).await
+        }))
+    }
+
+    fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>> {
+        let key = crate::key::storage_key(&self.prefix, key).to_vec();
+        Box::pin(async move { self.backend.reset(&key).await })
+    }
+
+    fn remote(&self) -> bool {
+        true
+    }
+}
+
+impl RedisBackend {
     /// One boxed future per decision, of the path the policy takes (no
     /// future of a dispatcher around it, to be moved and polled on every
     /// call). Each path sends one `EVALSHA` through [`send`](Self::send),
@@ -329,10 +367,6 @@ impl Backend for RedisBackend {
                 Err(_) => Err(Error::Timeout(self.options.response_timeout)),
             }
         })
-    }
-
-    fn kind(&self) -> &'static str {
-        "redis"
     }
 }
 

@@ -1,7 +1,6 @@
 //! [`NamedLimiter`]: a limiter whose policy is a named one from the
-//! configured set, rebuilt on the first call after a reload changes it.
-//! Annotated functions (`#[rate_limit(policy = "...")]`) and the HTTP layer
-//! (`RateLimitLayer::named`) both decide through one.
+//! configured set, rebuilt on the first call after a reload changes it
+//! (`LazyLimiter` holds one for a named policy).
 
 use super::registry::{self, Loaded};
 use crate::{runtime, Limiter, OnError, Store};
@@ -21,19 +20,17 @@ pub(crate) struct Configured {
     pub(crate) limiter: Result<Limiter, Arc<str>>,
 }
 
-/// A limiter named `name` applying the configured policy `policy` on the
-/// global store.
+/// A limiter applying the configured policy `policy` on the global store.
 #[derive(Debug)]
 pub(crate) struct NamedLimiter {
-    name: Cow<'static, str>,
     policy: Cow<'static, str>,
     on_error: OnError,
     configured: ArcSwapOption<Configured>,
 }
 
 impl NamedLimiter {
-    pub(crate) const fn new(name: Cow<'static, str>, policy: Cow<'static, str>, on_error: OnError) -> NamedLimiter {
-        NamedLimiter { name, policy, on_error, configured: ArcSwapOption::const_empty() }
+    pub(crate) const fn new(policy: Cow<'static, str>, on_error: OnError) -> NamedLimiter {
+        NamedLimiter { policy, on_error, configured: ArcSwapOption::const_empty() }
     }
 
     /// The configured policy's name.
@@ -54,7 +51,7 @@ impl NamedLimiter {
     /// one built on a working store. The common path is two atomic loads
     /// (the set's snapshot, this limiter's) and a compare of generations:
     /// no lock, no allocation.
-    pub(crate) async fn current(&self) -> (Arc<Configured>, bool) {
+    pub(crate) async fn current(&self, name: &str) -> (Arc<Configured>, bool) {
         if let Some(cached) = self.cached() {
             return (cached, false);
         }
@@ -91,7 +88,7 @@ impl NamedLimiter {
                         Configured {
                             generation,
                             degraded: false,
-                            limiter: Ok(Limiter::new(self.name.as_ref(), p, store).with_on_error(self.on_error)),
+                            limiter: Ok(Limiter::new(name, p, store).with_on_error(self.on_error)),
                         }
                     }
                     // Keep the degraded limiter of this generation (its local state) while the store stays down.
@@ -103,12 +100,8 @@ impl NamedLimiter {
                         return (cached.expect("checked just above"), false);
                     }
                     Err(error) => {
-                        let store = Store::from_backend(Arc::new(crate::__private::Unavailable(error)));
-                        Configured {
-                            generation,
-                            degraded: true,
-                            limiter: Ok(Limiter::new(self.name.as_ref(), p, &store).with_on_error(self.on_error)),
-                        }
+                        let limiter = Limiter::unavailable(name, &p, error, self.on_error);
+                        Configured { generation, degraded: true, limiter: Ok(limiter) }
                     }
                 }
             }

@@ -7,6 +7,18 @@ use std::fmt;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
+/// What the layer does with a request whose [`KeyBy`] finds no key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MissingKey {
+    /// Answer `400 Bad Request` (problem+json) without calling the route: a
+    /// client cannot escape the limit by leaving its key out.
+    #[default]
+    Reject,
+    /// Let the request through, not counted (for example when anonymous
+    /// requests are limited by another layer).
+    Allow,
+}
+
 /// How [`RateLimitLayer`](super::RateLimitLayer) finds a request's key.
 ///
 /// The key is handed to the limiter as it is; the limiter escapes (or

@@ -2,26 +2,13 @@
 //! (its options and where its limiter comes from; `service.rs` decides).
 
 use super::headers::HeaderStyle;
-use super::key::KeyBy;
-use super::service::RateLimitService;
+use super::key::{KeyBy, MissingKey};
+use super::service::{RateLimitService, Shared, Source};
 use super::TrustedProxies;
-use crate::config::named::NamedLimiter;
+use crate::lazy::LazyLimiter;
 use crate::{Limiter, OnError, Policy};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, OnceLock};
-use tokio::sync::OnceCell;
-
-/// What the layer does with a request whose [`KeyBy`] finds no key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum MissingKey {
-    /// Answer `400 Bad Request` (problem+json) without calling the route: a
-    /// client cannot escape the limit by leaving its key out.
-    #[default]
-    Reject,
-    /// Let the request through, not counted (for example when anonymous
-    /// requests are limited by another layer).
-    Allow,
-}
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// A tower [`Layer`](tower_layer::Layer) that limits every request of the
 /// routes it wraps by a key (client IP by default).
@@ -69,51 +56,13 @@ pub struct RateLimitLayer {
     shared: Arc<Shared>,
 }
 
-/// Everything a layer's services share.
-#[derive(Clone)]
-pub(super) struct Shared {
-    pub(super) source: Source,
-    pub(super) key: KeyBy,
-    pub(super) cost: u64,
-    pub(super) missing_key: MissingKey,
-    pub(super) headers_on_allowed: bool,
-    pub(super) style: HeaderStyle,
-    /// Whether the missing `ConnectInfo` was already logged.
-    pub(super) told_missing_peer: Arc<AtomicBool>,
-}
-
-/// Where a layer's limiter comes from.
-#[derive(Clone)]
-pub(super) enum Source {
-    Limiter(Limiter),
-    Global {
-        name: Arc<str>,
-        policy: Policy,
-        on_error: OnError,
-        limiter: Arc<OnceCell<Limiter>>,
-        /// Decides, under `on_error`, while the global store cannot be built.
-        degraded: Arc<OnceLock<Limiter>>,
-    },
-    /// A configured policy, followed across [`reload`](crate::policies::reload)s.
-    Named {
-        name: Arc<str>,
-        named: Arc<NamedLimiter>,
-        on_error: OnError,
-    },
-}
-
 impl RateLimitLayer {
     /// A layer applying `policy` under the limiter name `name` on the global
     /// store, resolved at the first request. Keys by client IP, no trusted proxy.
     pub fn new(name: impl Into<Arc<str>>, policy: Policy) -> RateLimitLayer {
-        let source = Source::Global {
-            name: name.into(),
-            policy,
-            on_error: OnError::default(),
-            limiter: Arc::default(),
-            degraded: Arc::default(),
-        };
-        RateLimitLayer::with_source(source)
+        let name: Arc<str> = name.into();
+        let name = Cow::Owned(name.to_string());
+        RateLimitLayer::with_source(Source::Lazy(Arc::new(LazyLimiter::fixed(name, policy, OnError::default()))))
     }
 
     /// A layer applying the configured policy named `policy` (see
@@ -142,8 +91,9 @@ impl RateLimitLayer {
     /// ```
     pub fn named(name: impl Into<Arc<str>>, policy: impl Into<String>) -> RateLimitLayer {
         let name = name.into();
-        let named = NamedLimiter::new(name.to_string().into(), policy.into().into(), OnError::default());
-        RateLimitLayer::with_source(Source::Named { name, named: Arc::new(named), on_error: OnError::default() })
+        let name: Arc<str> = name.into();
+        let (name, policy) = (Cow::Owned(name.to_string()), Cow::Owned(policy.into()));
+        RateLimitLayer::with_source(Source::Lazy(Arc::new(LazyLimiter::named(name, policy, OnError::default()))))
     }
 
     /// A layer deciding on `limiter` (its store, its [`OnError`]).
@@ -199,14 +149,8 @@ impl RateLimitLayer {
     /// [`OnError::Allow`]). A layer built with [`from_limiter`](Self::from_limiter)
     /// uses that limiter's setting and ignores this.
     pub fn on_error(mut self, on_error: OnError) -> RateLimitLayer {
-        match &mut Arc::make_mut(&mut self.shared).source {
-            Source::Global { on_error: slot, .. } => *slot = on_error,
-            Source::Named { name, named, on_error: slot } => {
-                *named =
-                    Arc::new(NamedLimiter::new(name.to_string().into(), named.policy().to_string().into(), on_error));
-                *slot = on_error;
-            }
-            Source::Limiter(_) => {}
+        if let Source::Lazy(lazy) = &mut Arc::make_mut(&mut self.shared).source {
+            *lazy = Arc::new(lazy.with_on_error(on_error));
         }
         self
     }

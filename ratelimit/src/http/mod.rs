@@ -22,8 +22,8 @@ pub use headers::{
     insert_rate_limit_headers, rate_limit_headers, retry_after_secs, HeaderStyle, RATELIMIT, RATELIMIT_POLICY,
     X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
-pub use key::{KeyBy, MissingPeer};
-pub use layer::{MissingKey, RateLimitLayer};
+pub use key::{KeyBy, MissingKey, MissingPeer};
+pub use layer::RateLimitLayer;
 pub use quota::PolicyItem;
 pub use response::{denial_response, PROBLEM_JSON};
 pub use service::RateLimitService;

@@ -2,20 +2,43 @@
 //! does with each request: find its key, ask the limiter, answer or call the
 //! route and add the header fields.
 
-use super::headers::insert_rate_limit_headers;
-use super::layer::{MissingKey, Shared, Source};
+use super::headers::{insert_rate_limit_headers, HeaderStyle};
+use super::key::{KeyBy, MissingKey};
 use super::response::{problem, respond};
-use crate::{Decision, Limiter, OnError, Store};
+use crate::lazy::LazyLimiter;
+use crate::{Decision, Limiter};
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-/// The service [`RateLimitLayer`] wraps around a route.
+/// Everything a layer's services share.
+#[derive(Clone)]
+pub(super) struct Shared {
+    pub(super) source: Source,
+    pub(super) key: KeyBy,
+    pub(super) cost: u64,
+    pub(super) missing_key: MissingKey,
+    pub(super) headers_on_allowed: bool,
+    pub(super) style: HeaderStyle,
+    /// Whether the missing `ConnectInfo` was already logged.
+    pub(super) told_missing_peer: Arc<AtomicBool>,
+}
+
+/// Where a layer's limiter comes from.
+#[derive(Clone)]
+pub(super) enum Source {
+    /// Given, with its own store and `OnError`.
+    Limiter(Limiter),
+    /// Built on the global store at the first request.
+    Lazy(Arc<LazyLimiter>),
+}
+
+/// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around a route.
 #[derive(Clone)]
 pub struct RateLimitService<S> {
     inner: S,
@@ -41,7 +64,7 @@ impl Shared {
     fn name(&self) -> &str {
         match &self.source {
             Source::Limiter(limiter) => limiter.name(),
-            Source::Global { name, .. } | Source::Named { name, .. } => name,
+            Source::Lazy(lazy) => lazy.name(),
         }
     }
 
@@ -49,27 +72,7 @@ impl Shared {
     async fn limiter(&self) -> Result<Limiter, Arc<str>> {
         match &self.source {
             Source::Limiter(limiter) => Ok(limiter.clone()),
-            Source::Global { name, policy, on_error, limiter, degraded } => {
-                let built = limiter
-                    .get_or_try_init(|| async {
-                        Ok::<_, crate::Error>(
-                            Limiter::new(name.clone(), policy.clone(), crate::global().await?).with_on_error(*on_error),
-                        )
-                    })
-                    .await;
-                Ok(match built {
-                    Ok(limiter) => limiter.clone(),
-                    // The store cannot be built: every call fails as unavailable,
-                    // so `on_error` settles it as it would any store failure.
-                    Err(error) => degraded
-                        .get_or_init(|| {
-                            let store = Store::from_backend(Arc::new(crate::__private::Unavailable(error)));
-                            Limiter::new(name.clone(), policy.clone(), &store).with_on_error(*on_error)
-                        })
-                        .clone(),
-                })
-            }
-            Source::Named { named, .. } => named.current().await.0.limiter.clone(),
+            Source::Lazy(lazy) => lazy.current().await.map(|(limiter, _)| limiter),
         }
     }
 
@@ -102,7 +105,7 @@ impl Shared {
     async fn decide(&self, key: Vec<u8>) -> Verdict {
         let limiter = match self.limiter().await {
             Ok(limiter) => limiter,
-            Err(why) => return self.without_policy(&why),
+            Err(why) => return self.without_policy(&why, &key),
         };
         match limiter.limit(&key, self.cost).await {
             // A decision with nothing to reset was not made by a store (the
@@ -115,16 +118,17 @@ impl Shared {
     }
 
     /// A request whose named policy is not configured: settled by `on_error`
-    /// as a store failure would be, with a WARN each time.
-    fn without_policy(&self, why: &str) -> Verdict {
-        let Source::Named { on_error, .. } = &self.source else { unreachable!("only named policies can be missing") };
-        if matches!(on_error, OnError::Deny) {
-            tracing::warn!(target: "ratelimit", limiter = %self.name(), "{why}; request denied (on_error = deny)");
-            let detail = format!("rate limited by `{}`: its named policy is not configured", self.name());
-            return Verdict::Respond(problem(StatusCode::SERVICE_UNAVAILABLE, &detail, None));
+    /// as a store failure would be (503 under `Deny`, else through uncounted).
+    fn without_policy(&self, why: &str, key: &[u8]) -> Verdict {
+        let Source::Lazy(lazy) = &self.source else { return Verdict::Pass(None) };
+        let policy = lazy.policy_name().unwrap_or_default();
+        match lazy.on_error().without_policy(lazy.name(), policy, why, key) {
+            Ok(()) => Verdict::Pass(None),
+            Err(_) => {
+                let detail = format!("rate limited by `{}`: its named policy is not configured", self.name());
+                Verdict::Respond(problem(StatusCode::SERVICE_UNAVAILABLE, &detail, None))
+            }
         }
-        tracing::warn!(target: "ratelimit", limiter = %self.name(), "{why}; request allowed uncounted (on_error = {})", if matches!(on_error, OnError::Local) { "local" } else { "allow" });
-        Verdict::Pass(None)
     }
 }
 

@@ -1,0 +1,115 @@
+//! [`LazyLimiter`]: a limiter built on first use on the global store, with a
+//! policy written in code or a named one from the configured set. Annotated
+//! functions and `RateLimitLayer::new`/`named` both decide through one.
+
+use crate::config::named::NamedLimiter;
+use crate::{runtime, Limiter, OnError, Policy};
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use tokio::sync::OnceCell;
+
+/// A limiter that does not exist until its first call.
+#[derive(Debug)]
+pub(crate) struct LazyLimiter {
+    name: Cow<'static, str>,
+    on_error: OnError,
+    source: Source,
+}
+
+#[derive(Debug)]
+enum Source {
+    /// Written in code (for the attribute: validated at compile time).
+    Fixed {
+        policy: Policy,
+        built: OnceCell<Limiter>,
+        /// Decides, under `on_error`, while the global store cannot be built
+        /// (and keeps the in-memory state of `OnError::Local` between calls).
+        degraded: OnceLock<Limiter>,
+    },
+    /// Looked up in [`crate::policies`], followed across reloads.
+    Named(NamedLimiter),
+}
+
+/// The limiter deciding a call now, and whether this call built it.
+pub(crate) type Current = (Limiter, bool);
+
+impl LazyLimiter {
+    /// A limiter of `policy`.
+    pub(crate) const fn fixed(name: Cow<'static, str>, policy: Policy, on_error: OnError) -> LazyLimiter {
+        let source = Source::Fixed { policy, built: OnceCell::const_new(), degraded: OnceLock::new() };
+        LazyLimiter { name, on_error, source }
+    }
+
+    /// A limiter of the configured policy named `policy`.
+    pub(crate) const fn named(name: Cow<'static, str>, policy: Cow<'static, str>, on_error: OnError) -> LazyLimiter {
+        LazyLimiter { name, on_error, source: Source::Named(NamedLimiter::new(policy, on_error)) }
+    }
+
+    /// The same limiter, not built yet, with another `on_error`.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) fn with_on_error(&self, on_error: OnError) -> LazyLimiter {
+        match &self.source {
+            Source::Fixed { policy, .. } => LazyLimiter::fixed(self.name.clone(), policy.clone(), on_error),
+            Source::Named(named) => {
+                LazyLimiter::named(self.name.clone(), Cow::Owned(named.policy().to_string()), on_error)
+            }
+        }
+    }
+
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn on_error(&self) -> OnError {
+        self.on_error
+    }
+
+    /// The configured policy's name, for a named limiter.
+    pub(crate) fn policy_name(&self) -> Option<&str> {
+        match &self.source {
+            Source::Named(named) => Some(named.policy()),
+            Source::Fixed { .. } => None,
+        }
+    }
+
+    /// The limiter for this call; `Err` with why, when a named policy is not configured.
+    pub(crate) async fn current(&self) -> Result<Current, Arc<str>> {
+        match &self.source {
+            Source::Fixed { built, .. } => match built.get() {
+                Some(limiter) => Ok((limiter.clone(), false)),
+                // Boxed: building the store is a deep future that would
+                // otherwise size every call's.
+                None => Box::pin(self.build_fixed()).await,
+            },
+            Source::Named(named) => {
+                let (configured, first) = match named.cached() {
+                    Some(cached) => (cached, false),
+                    None => Box::pin(named.current(&self.name)).await,
+                };
+                configured.limiter.clone().map(|limiter| (limiter, first))
+            }
+        }
+    }
+
+    async fn build_fixed(&self) -> Result<Current, Arc<str>> {
+        let Source::Fixed { policy, built, degraded } = &self.source else { unreachable!("called for fixed ones") };
+        let mut first = false;
+        let build = built.get_or_try_init(|| async {
+            let store = runtime::global().await?;
+            first = true;
+            Ok::<_, crate::Error>(Limiter::new(self.name.as_ref(), policy.clone(), store).with_on_error(self.on_error))
+        });
+        let build: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(build);
+        match build.await {
+            Ok(limiter) => Ok((limiter.clone(), first)),
+            // Every call fails as unavailable, so `on_error` settles it as any store failure.
+            Err(error) => Ok((
+                degraded.get_or_init(|| Limiter::unavailable(&self.name, policy, error, self.on_error)).clone(),
+                false,
+            )),
+        }
+    }
+}

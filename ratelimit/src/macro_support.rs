@@ -1,0 +1,126 @@
+//! The traits `#[rate_limit]` output calls through, each with a diagnostic
+//! that reads as the attribute's own error at the user's token.
+
+use crate::RateLimited;
+use std::future::Future;
+
+/// The return type of a function whose denials are returned (`on_limit =
+/// "error"`, or `"wait"` with a maximum): a `Result` whose error can hold a
+/// [`RateLimited`]. Generated code calls it spanned at the return type, so a
+/// wrong type is reported there with this message.
+#[diagnostic::on_unimplemented(
+    message = "`#[rate_limit]` returns a denial as `Err(..)`, but this function returns `{Self}`, which is not a `Result`",
+    label = "a denied call must be returned here",
+    note = "return `Result<_, E>` where `E: From<ratelimit::RateLimited>`, or choose `on_limit = \"wait\"` (no `max_wait`) or `fallback = path::to::fn`"
+)]
+pub trait IntoDenial: Sized {
+    /// The value a denied call returns, from the denial
+    /// [`Site::check`](crate::__private::Site::check) gave.
+    fn from_denial(denied: Box<RateLimited>) -> Self;
+}
+
+impl<T, E: DenialError> IntoDenial for Result<T, E> {
+    fn from_denial(denied: Box<RateLimited>) -> Self {
+        Err(E::from_denial(*denied))
+    }
+}
+
+/// The error type of such a `Result`. The blanket impl is marked
+/// `do_not_recommend` so rustc reports this trait's message, not a bare
+/// `From` bound on an internal impl.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot hold a rate limit denial: it does not implement `From<ratelimit::RateLimited>`",
+    label = "a denied call returns `Err(ratelimit::RateLimited)` converted into `{Self}`",
+    note = "add `impl From<ratelimit::RateLimited> for {Self}` (or a `#[from] ratelimit::RateLimited` variant with thiserror), or choose `on_limit = \"wait\"` or `fallback = path::to::fn`"
+)]
+pub trait DenialError {
+    /// Converts the denial.
+    fn from_denial(denied: RateLimited) -> Self;
+}
+
+#[diagnostic::do_not_recommend]
+impl<E: From<RateLimited>> DenialError for E {
+    fn from_denial(denied: RateLimited) -> Self {
+        E::from(denied)
+    }
+}
+
+/// The function named by `fallback = path`, called with the limited
+/// function's arguments (`self` first for methods) as a tuple.
+#[diagnostic::on_unimplemented(
+    message = "the fallback `{Self}` cannot be called with the limited function's arguments `{Args}`",
+    label = "must be an async fn taking `{Args}`",
+    note = "a denied call returns `fallback(same arguments).await`: give the fallback the same parameters (for a method, `self` first, e.g. `fallback = Self::cached`) and make it `async`"
+)]
+pub trait Fallback<Args> {
+    /// What the fallback returns.
+    type Future: Future;
+    /// Calls it.
+    fn call(self, args: Args) -> Self::Future;
+}
+
+macro_rules! fallback_arity {
+    ($($arg:ident),*) => {
+        #[diagnostic::do_not_recommend]
+        impl<Function, Output, $($arg),*> Fallback<($($arg,)*)> for Function
+        where
+            Function: FnOnce($($arg),*) -> Output,
+            Output: Future,
+        {
+            type Future = Output;
+            #[allow(non_snake_case)]
+            fn call(self, ($($arg,)*): ($($arg,)*)) -> Output {
+                self($($arg),*)
+            }
+        }
+    };
+}
+fallback_arity!();
+fallback_arity!(A1);
+fallback_arity!(A1, A2);
+fallback_arity!(A1, A2, A3);
+fallback_arity!(A1, A2, A3, A4);
+fallback_arity!(A1, A2, A3, A4, A5);
+fallback_arity!(A1, A2, A3, A4, A5, A6);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7, A8);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7, A8, A9);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7, A8, A9, A10);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11);
+fallback_arity!(A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11, A12);
+
+/// An argument used as `cost = arg`: any unsigned integer, or a reference to one.
+#[diagnostic::on_unimplemented(
+    message = "`cost` must be an unsigned integer, but this argument is `{Self}`",
+    label = "used as the call's cost",
+    note = "pass a `u8`, `u16`, `u32`, `u64` or `usize` argument (or a literal, like `cost = 5`)"
+)]
+pub trait Cost {
+    /// The permits one call takes.
+    fn cost(&self) -> u64;
+}
+
+macro_rules! unsigned_cost {
+    ($($t:ty),*) => {$(
+        impl Cost for $t {
+            fn cost(&self) -> u64 {
+                *self as u64
+            }
+        }
+    )*};
+}
+unsigned_cost!(u8, u16, u32, u64, usize);
+
+#[diagnostic::do_not_recommend]
+impl<T: Cost + ?Sized> Cost for &T {
+    fn cost(&self) -> u64 {
+        (**self).cost()
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: Cost + ?Sized> Cost for &mut T {
+    fn cost(&self) -> u64 {
+        (**self).cost()
+    }
+}

@@ -1,0 +1,114 @@
+//! The decision pipeline: every call of a [`Limiter`] (`check`, `peek`,
+//! `limit`, `wait`, annotated functions, the HTTP layer) is decided here.
+//!
+//! ```text
+//! decide ─ span? ─ run ─┬─ begin (sync): clock → deny cache → bound store
+//!                       │     ├─ answered in this process ─────────┐
+//!                       │     └─ a round trip ─ finish (async) ────┤
+//!                       └────────────── settle: Decision, deny cache ┘
+//!        ─ count (metrics), record (span)
+//! ```
+
+use crate::backend::{Answer, BoxFuture, Call, Outcome};
+use crate::clock::{process_now_us, process_ns};
+use crate::deny_cache::DenyCache;
+use crate::observe::{self, LimiterMetrics};
+use crate::{Decision, Error, Limiter};
+use std::time::Duration;
+use tracing::Instrument;
+
+/// How far [`Limiter::begin`] got without waiting.
+enum Step<'a> {
+    Done(Result<Decision, Error>),
+    /// The store answers through a round trip.
+    Wait {
+        answer: BoxFuture<'a, Result<Outcome, Error>>,
+        local_now_us: u64,
+    },
+}
+
+impl Limiter {
+    /// One decision, counted in the metrics and, when some subscriber takes
+    /// DEBUG events, run in its tracing span.
+    pub(crate) async fn decide(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
+        if observe::decision_span_wanted() {
+            // Boxed: only a program that takes DEBUG events pays for the span.
+            return Box::pin(self.decide_in_span(key, cost, peek)).await;
+        }
+        let result = self.run(key, cost, peek).await;
+        self.count(&result, peek);
+        result
+    }
+
+    async fn decide_in_span(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
+        let span = observe::decision_span(&self.inner.name, self.inner.policy.algorithm().name(), cost);
+        let result = self.run(key, cost, peek).instrument(span.clone()).await;
+        observe::record(&span, &result);
+        self.count(&result, peek);
+        result
+    }
+
+    async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
+        match self.begin(key, cost, peek) {
+            Step::Done(result) => result,
+            Step::Wait { answer, local_now_us } => {
+                let started = process_ns();
+                let outcome = answer.await;
+                self.metrics().store_took(Duration::from_nanos(process_ns().saturating_sub(started)));
+                outcome.map(|outcome| self.settle(key, cost, peek, local_now_us, outcome))
+            }
+        }
+    }
+
+    /// Everything a call does before it may have to wait: read the clock,
+    /// look in the deny cache, and ask the bound store.
+    fn begin(&self, key: &[u8], cost: u64, peek: bool) -> Step<'_> {
+        let now_us = self.inner.store.clock.now_us();
+        // This process's time of the call: it dates what the deny cache remembers.
+        let local_now_us = now_us.unwrap_or_else(process_now_us);
+        let cache = self.deny_cache(cost, peek);
+        if let Some(remembered) = cache.and_then(|cache| cache.get(key, cost, local_now_us)) {
+            return Step::Done(Ok(remembered));
+        }
+        match self.inner.bound.decide(key, Call { cost, peek, now_us }) {
+            Answer::Now(outcome) => Step::Done(outcome.map(|o| self.settle(key, cost, peek, local_now_us, o))),
+            Answer::Later(answer) => Step::Wait { answer, local_now_us },
+        }
+    }
+
+    /// The store's outcome as a [`Decision`], kept in or cleared from the deny cache.
+    fn settle(&self, key: &[u8], cost: u64, peek: bool, local_now_us: u64, outcome: Outcome) -> Decision {
+        let decision = Decision::from_outcome(outcome, &self.inner.policy);
+        if let Some(cache) = self.deny_cache(cost, peek) {
+            if decision.allowed {
+                // A smaller cost got through and changed the state: a denial
+                // remembered for a larger one may now name too early a time.
+                cache.forget(key);
+            } else {
+                cache.remember(key, cost, local_now_us, &decision);
+            }
+        }
+        decision
+    }
+
+    /// The deny cache, if it takes part in this call: not a peek, not cost 0,
+    /// and a store in another process (one in this process decides as fast
+    /// as the cache would answer, and with the same answer).
+    fn deny_cache(&self, cost: u64, peek: bool) -> Option<&DenyCache> {
+        self.deny_cache.as_deref().filter(|_| !peek && cost > 0 && self.inner.bound.remote())
+    }
+
+    /// Counts a decision (not a peek's) or a store failure in the metrics.
+    fn count(&self, result: &Result<Decision, Error>, peek: bool) {
+        match result {
+            Ok(decision) if !peek => self.metrics().decided(decision.allowed),
+            Ok(_) => {}
+            Err(error) => observe::store_error(error),
+        }
+    }
+
+    pub(crate) fn metrics(&self) -> &LimiterMetrics {
+        let inner = &self.inner;
+        inner.metrics.get_or_init(|| LimiterMetrics::register(&inner.name, inner.policy.algorithm().name()))
+    }
+}

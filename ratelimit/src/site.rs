@@ -1,0 +1,107 @@
+//! [`Site`]: one annotated function's limiter, and the calls its generated
+//! code makes. Not a public API: it changes with the macro, which is pinned
+//! to this crate.
+
+use crate::lazy::LazyLimiter;
+use crate::{OnError, Policy, RateLimited};
+use std::borrow::Cow;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+/// What a denied call does.
+#[derive(Debug, Clone, Copy)]
+pub enum OnLimit {
+    /// Return `Err(RateLimited.into())` (or call the fallback: decided by the generated code).
+    Error,
+    /// Sleep until `retry_after` and try again, for at most this long in total (`None`: unbounded).
+    Wait(Option<Duration>),
+}
+
+/// One annotated function's limiter, built on its first call on the global store.
+#[derive(Debug)]
+pub struct Site {
+    name: &'static str,
+    limiter: LazyLimiter,
+    on_limit: OnLimit,
+    named_by_default: bool,
+}
+
+impl Site {
+    /// A site; `policy` comes from a constant the macro validated at compile time.
+    pub const fn new(name: &'static str, policy: Policy, on_limit: OnLimit, on_error: OnError) -> Site {
+        let limiter = LazyLimiter::fixed(Cow::Borrowed(name), policy, on_error);
+        Site { name, limiter, on_limit, named_by_default: false }
+    }
+
+    /// A site whose policy is the one named `policy` in the configured set
+    /// (`#[rate_limit(policy = "search")]`), followed across reloads.
+    pub const fn configured(name: &'static str, policy: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
+        let limiter = LazyLimiter::named(Cow::Borrowed(name), Cow::Borrowed(policy), on_error);
+        Site { name, limiter, on_limit, named_by_default: false }
+    }
+
+    /// Marks the name as made up by the macro (module path + function name).
+    /// Methods of two types in one module get the same such name and so
+    /// share a limit; the first call of the second one warns about it.
+    pub const fn named_by_default(mut self) -> Site {
+        self.named_by_default = true;
+        self
+    }
+
+    /// Decides one call: `Ok(())` runs the body; `Err` is the denial to
+    /// return (or to call the fallback with). Under `OnLimit::Wait` it
+    /// sleeps until the call passes or the maximum wait would be exceeded.
+    /// When the global store cannot be built, or a named policy is not
+    /// configured, the site's `on_error` decides (never a panic).
+    ///
+    /// The denial is boxed: every call moves this `Result`, and a box is one word.
+    pub async fn check(&'static self, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
+        let key = key.as_bytes();
+        let limiter = match self.limiter.current().await {
+            Ok((limiter, first)) => {
+                if first && self.named_by_default {
+                    self.warn_if_default_name_shared();
+                }
+                limiter
+            }
+            Err(why) => {
+                let policy = self.limiter.policy_name().unwrap_or_default();
+                return self.limiter.on_error().without_policy(self.name, policy, &why, key).map_err(Box::new);
+            }
+        };
+        let decided = match self.on_limit {
+            OnLimit::Error => limiter.limit(key, cost).await,
+            // Boxed: a waiting call sleeps anyway, and its state would otherwise size every call's future.
+            OnLimit::Wait(max) => Box::pin(limiter.wait(key, cost, max)).await,
+        };
+        decided.map(drop).map_err(Box::new)
+    }
+
+    /// [`check`](Self::check) for a function that has no way to return a
+    /// denial: `on_limit = "wait"` with no maximum, a literal cost the
+    /// policy admits and `on_error` other than `"deny"`. The macro only
+    /// emits it when those hold, so every denial is waited out; should one
+    /// still come back, the call goes ahead (fail open) with a warning.
+    pub async fn admit(&'static self, key: &str, cost: u64) {
+        if let Err(denied) = self.check(key, cost).await {
+            tracing::warn!(target: "ratelimit", limiter = self.name, %denied, "denial could not be waited out; call allowed");
+        }
+    }
+
+    /// Warns once per site when another site already uses the same default name.
+    fn warn_if_default_name_shared(&'static self) {
+        static DEFAULT_NAMES: Mutex<Vec<(&'static str, usize)>> = Mutex::new(Vec::new());
+        let (name, address) = (self.name, self as *const Site as usize);
+        let mut names = DEFAULT_NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+        if names.iter().any(|&(other_name, other)| other_name == name && other != address) {
+            tracing::warn!(
+                target: "ratelimit",
+                limiter = name,
+                "two #[rate_limit] functions have the default name `{name}` (methods of two types in one module?), so they share one limit; give each a `name = \"...\"` if that is not intended",
+            );
+        }
+        if !names.contains(&(name, address)) {
+            names.push((name, address));
+        }
+    }
+}
