@@ -1,8 +1,9 @@
 //! Where "now" comes from: the store's own clock, this process's clock, or a manual one.
 
+use once_cell::sync::OnceCell;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of the current time for decisions.
@@ -74,7 +75,7 @@ pub(crate) fn process_ns() -> u64 {
 /// The monotonic clock, its first raw reading, and the wall time then (µs).
 #[inline]
 fn anchor() -> &'static (quanta::Clock, u64, u64) {
-    static ANCHOR: OnceLock<(quanta::Clock, u64, u64)> = OnceLock::new();
+    static ANCHOR: OnceCell<(quanta::Clock, u64, u64)> = OnceCell::new();
     ANCHOR.get_or_init(|| {
         let clock = quanta::Clock::new();
         let at = clock.raw();

@@ -16,7 +16,7 @@
 //! and passes it in.
 
 use crate::key::MAX_RAW_KEY_LEN;
-use crate::sharded::{Expires, Sharded};
+use crate::sharded::{Expires, Key, Sharded};
 use crate::Decision;
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ impl DenyCache {
         if self.denials.len() == 0 {
             return None;
         }
-        let mut found = self.denials.entry(key, now);
+        let mut found = self.denials.entry(Key { scope: b"", key }, now);
         let entry = found.get_mut()?;
         if now >= entry.until {
             found.remove();
@@ -89,7 +89,7 @@ impl DenyCache {
         if decision.allowed || cost == 0 || retry_after.is_zero() || key.len() > MAX_RAW_KEY_LEN {
             return;
         }
-        let mut slot = self.denials.entry(key, at);
+        let mut slot = self.denials.entry(Key { scope: b"", key }, at);
         // A flood of new keys against a full shard costs no scans: their
         // denials are just not remembered until the next sweep.
         if slot.shard_len() >= PER_SHARD && slot.get_mut().is_none() {
@@ -108,7 +108,7 @@ impl DenyCache {
     /// another cost was admitted and changed the key's state).
     pub(crate) fn forget(&self, key: &[u8]) {
         if self.denials.len() != 0 {
-            self.denials.entry(key, 0).remove();
+            self.denials.remove(Key { scope: b"", key });
         }
     }
 

@@ -7,8 +7,7 @@ use crate::{runtime, Limiter, OnError, Policy};
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
-use tokio::sync::OnceCell;
+use std::sync::Arc;
 
 /// A limiter that does not exist until its first call.
 #[derive(Debug)]
@@ -23,10 +22,11 @@ enum Source {
     /// Written in code (for the attribute: validated at compile time).
     Fixed {
         policy: Policy,
-        built: OnceCell<Limiter>,
+        /// Built once, asynchronously: connecting to the global store is a round trip.
+        built: tokio::sync::OnceCell<Limiter>,
         /// Decides, under `on_error`, while the global store cannot be built
         /// (and keeps the in-memory state of `OnError::Local` between calls).
-        degraded: OnceLock<Limiter>,
+        degraded: once_cell::sync::OnceCell<Limiter>,
     },
     /// Looked up in [`crate::policies`], followed across reloads.
     Named(NamedLimiter),
@@ -38,7 +38,11 @@ pub(crate) type Current = (Limiter, bool);
 impl LazyLimiter {
     /// A limiter of `policy`.
     pub(crate) const fn fixed(name: Cow<'static, str>, policy: Policy, on_error: OnError) -> LazyLimiter {
-        let source = Source::Fixed { policy, built: OnceCell::const_new(), degraded: OnceLock::new() };
+        let source = Source::Fixed {
+            policy,
+            built: tokio::sync::OnceCell::const_new(),
+            degraded: once_cell::sync::OnceCell::new(),
+        };
         LazyLimiter { name, on_error, source }
     }
 

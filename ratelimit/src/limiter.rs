@@ -6,9 +6,10 @@ use crate::backend::{Binding, Bound, MemoryBackend, Unavailable};
 use crate::deny_cache::DenyCache;
 use crate::observe::LimiterMetrics;
 use crate::{Decision, Error, OnError, Policy, RateLimited, Store};
+use once_cell::sync::OnceCell;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A named policy on a store. Cheap to clone; clones share everything.
@@ -47,10 +48,10 @@ pub(crate) struct Inner {
     /// The store, bound to this limiter once.
     pub(crate) bound: Arc<dyn Bound>,
     /// Decides while the store cannot, under `OnError::Local`; made on first need.
-    pub(crate) local: OnceLock<MemoryBound>,
+    pub(crate) local: OnceCell<MemoryBound>,
     pub(crate) store_errors: AtomicU64,
     /// Registered with the recorder present at the first decision.
-    pub(crate) metrics: OnceLock<LimiterMetrics>,
+    pub(crate) metrics: OnceCell<LimiterMetrics>,
 }
 
 impl Limiter {
@@ -68,9 +69,9 @@ impl Limiter {
             policy,
             store: store.clone(),
             bound,
-            local: OnceLock::new(),
+            local: OnceCell::new(),
             store_errors: AtomicU64::new(0),
-            metrics: OnceLock::new(),
+            metrics: OnceCell::new(),
         };
         Limiter { inner: Arc::new(inner), on_error: OnError::default(), deny_cache: Some(Arc::new(DenyCache::new())) }
     }

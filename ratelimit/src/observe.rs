@@ -67,8 +67,8 @@ impl LimiterMetrics {
 
 /// Describes the metrics to the recorder once per process.
 fn describe() {
-    static DESCRIBED: std::sync::Once = std::sync::Once::new();
-    DESCRIBED.call_once(|| {
+    static DESCRIBED: once_cell::sync::OnceCell<()> = once_cell::sync::OnceCell::new();
+    DESCRIBED.get_or_init(|| {
         metrics::describe_counter!(
             DECISIONS_TOTAL,
             "Rate limit decisions, by limiter, algorithm and outcome (allowed or denied)."

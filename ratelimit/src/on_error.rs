@@ -69,11 +69,18 @@ impl OnError {
 
     /// Settles a call whose named policy is not configured, as a store
     /// failure would be: `Deny` denies it, and `Allow` and `Local` (which has
-    /// no policy to apply in memory) let it through uncounted.
+    /// no policy to apply in memory) let it through uncounted. `subject`
+    /// names the call in the log line (`"call"`, `"request"`).
     #[allow(clippy::result_large_err)] // the denial every caller returns as is
-    pub(crate) fn without_policy(self, limiter: &str, policy: &str, why: &str, key: &[u8]) -> Result<(), RateLimited> {
-        let verdict = if self == OnError::Deny { "call denied" } else { "call allowed" };
-        tracing::warn!(target: "ratelimit", limiter, policy, "{why}; {verdict} (on_error = {})", self.name());
+    pub(crate) fn without_policy(
+        self,
+        subject: &str,
+        (limiter, policy): (&str, &str),
+        why: &str,
+        key: &[u8],
+    ) -> Result<(), RateLimited> {
+        let verdict = if self == OnError::Deny { "denied" } else { "allowed" };
+        tracing::warn!(target: "ratelimit", limiter, policy, "{why}; {subject} {verdict} (on_error = {})", self.name());
         if self != OnError::Deny {
             return Ok(());
         }

@@ -1,10 +1,10 @@
 //! [`Sharded`]: a map from byte keys to values that expire, spread over
-//! independently locked shards. The memory store's tables and the deny cache
-//! are each one.
+//! independently locked shards. The memory store (keys scoped by each
+//! limiter's prefix) and each limiter's deny cache are one.
 
 use hashbrown::HashTable;
 use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -36,8 +36,25 @@ struct Shard<V> {
 #[derive(Debug)]
 struct Slot<V> {
     hash: u64,
-    key: Box<[u8]>,
+    /// The scope's bytes, then the key's.
+    bytes: Box<[u8]>,
+    scope_len: usize,
     value: V,
+}
+
+/// A key within a scope (a limiter's prefix, or none): two keys are the same
+/// only when both parts are, wherever the bytes would split.
+#[derive(Clone, Copy)]
+pub(crate) struct Key<'a> {
+    pub(crate) scope: &'a [u8],
+    pub(crate) key: &'a [u8],
+}
+
+impl Key<'_> {
+    fn is(&self, slot: &Slot<impl Sized>) -> bool {
+        let (scope, key) = slot.bytes.split_at(slot.scope_len);
+        scope == self.scope && key == self.key
+    }
 }
 
 /// One key's place in a locked shard.
@@ -45,7 +62,7 @@ pub(crate) struct Entry<'a, V> {
     map: &'a Sharded<V>,
     shard: MutexGuard<'a, Shard<V>>,
     hash: u64,
-    key: &'a [u8],
+    key: Key<'a>,
 }
 
 impl<V: Expires> Sharded<V> {
@@ -61,15 +78,29 @@ impl<V: Expires> Sharded<V> {
     }
 
     /// `key`'s shard, locked; dead values are swept from it first when due.
-    pub(crate) fn entry<'a>(&'a self, key: &'a [u8], now_us: u64) -> Entry<'a, V> {
-        let hash = self.hasher.hash_one(key);
+    pub(crate) fn entry<'a>(&'a self, key: Key<'a>, now_us: u64) -> Entry<'a, V> {
+        let mut entry = self.locked(key);
+        if now_us >= entry.shard.next_sweep_us {
+            self.sweep(&mut entry.shard, now_us);
+        }
+        entry
+    }
+
+    /// Drops `key`'s value. No sweep: the caller may not know the map's time.
+    pub(crate) fn remove(&self, key: Key<'_>) {
+        self.locked(key).remove();
+    }
+
+    fn locked<'a>(&'a self, key: Key<'a>) -> Entry<'a, V> {
+        let mut hasher = self.hasher.build_hasher();
+        hasher.write_usize(key.scope.len());
+        hasher.write(key.scope);
+        hasher.write(key.key);
+        let hash = hasher.finish();
         // The table uses the low bits and the top seven: pick the shard from others.
         let index = (hash >> 32) as usize % self.shards.len();
         // Values are replaced whole, so a poisoned lock holds nothing half-written.
-        let mut shard = self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if now_us >= shard.next_sweep_us {
-            self.sweep(&mut shard, now_us);
-        }
+        let shard = self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         Entry { map: self, shard, hash, key }
     }
 
@@ -92,7 +123,7 @@ impl<V> Entry<'_, V> {
     /// The value held for the key.
     pub(crate) fn get_mut(&mut self) -> Option<&mut V> {
         let (hash, key) = (self.hash, self.key);
-        self.shard.slots.find_mut(hash, |slot| slot.hash == hash && *slot.key == *key).map(|slot| &mut slot.value)
+        self.shard.slots.find_mut(hash, |slot| slot.hash == hash && key.is(slot)).map(|slot| &mut slot.value)
     }
 
     /// Holds `value` for the key, replacing any.
@@ -100,7 +131,8 @@ impl<V> Entry<'_, V> {
         match self.get_mut() {
             Some(held) => *held = value,
             None => {
-                let slot = Slot { hash: self.hash, key: self.key.into(), value };
+                let bytes = [self.key.scope, self.key.key].concat().into();
+                let slot = Slot { hash: self.hash, bytes, scope_len: self.key.scope.len(), value };
                 self.shard.slots.insert_unique(self.hash, slot, |slot| slot.hash);
                 self.map.len.fetch_add(1, Ordering::Relaxed);
             }
@@ -110,7 +142,7 @@ impl<V> Entry<'_, V> {
     /// Drops the key's value.
     pub(crate) fn remove(&mut self) {
         let (hash, key) = (self.hash, self.key);
-        if let Ok(found) = self.shard.slots.find_entry(hash, |slot| slot.hash == hash && *slot.key == *key) {
+        if let Ok(found) = self.shard.slots.find_entry(hash, |slot| slot.hash == hash && key.is(slot)) {
             found.remove();
             self.map.len.fetch_sub(1, Ordering::Relaxed);
         }
@@ -132,17 +164,21 @@ mod tests {
         }
     }
 
+    fn key(key: &[u8]) -> Key<'_> {
+        Key { scope: b"", key }
+    }
+
     #[test]
     fn values_are_found_replaced_removed_and_swept_when_due() {
         let map = Sharded::<u64>::new(4);
-        map.entry(b"a", 0).insert(10);
-        map.entry(b"b", 0).insert(5_000_000);
-        map.entry(b"a", 0).insert(20);
-        assert_eq!((map.entry(b"a", 1).get_mut().copied(), map.len()), (Some(20), 2));
-        map.entry(b"b", 1).remove();
-        assert_eq!((map.entry(b"b", 1).get_mut().copied(), map.len()), (None, 1));
+        map.entry(key(b"a"), 0).insert(10);
+        map.entry(key(b"b"), 0).insert(5_000_000);
+        map.entry(key(b"a"), 0).insert(20);
+        assert_eq!((map.entry(key(b"a"), 1).get_mut().copied(), map.len()), (Some(20), 2));
+        map.remove(key(b"b"));
+        assert_eq!((map.entry(key(b"b"), 1).get_mut().copied(), map.len()), (None, 1));
         // "a" is dead from 20 on, but a shard is swept at most once a second.
-        drop(map.entry(b"a", 999_999));
+        drop(map.entry(key(b"a"), 999_999));
         assert_eq!(map.len(), 1);
         map.purge_expired(1_000_000);
         assert_eq!(map.len(), 0);
@@ -151,10 +187,14 @@ mod tests {
     #[test]
     fn keys_that_differ_in_any_byte_are_distinct() {
         let map = Sharded::<u64>::new(1);
-        for key in [&b""[..], b"a", b"a\0", b"\0a", b"ab"] {
-            map.entry(key, 0).insert(key.len() as u64 + 100);
+        for bytes in [&b""[..], b"a", b"a\0", b"\0a", b"ab"] {
+            map.entry(key(bytes), 0).insert(bytes.len() as u64 + 100);
         }
         assert_eq!(map.len(), 5);
-        assert_eq!(map.entry(b"a\0", 0).get_mut().copied(), Some(102));
+        assert_eq!(map.entry(key(b"a\0"), 0).get_mut().copied(), Some(102));
+        // The same bytes split elsewhere between scope and key are another key.
+        map.entry(Key { scope: b"a", key: b"b" }, 0).insert(1);
+        assert_eq!(map.entry(Key { scope: b"", key: b"ab" }, 0).get_mut().copied(), Some(102));
+        assert_eq!(map.entry(Key { scope: b"a", key: b"b" }, 0).get_mut().copied(), Some(1));
     }
 }

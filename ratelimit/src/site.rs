@@ -66,7 +66,11 @@ impl Site {
             }
             Err(why) => {
                 let policy = self.limiter.policy_name().unwrap_or_default();
-                return self.limiter.on_error().without_policy(self.name, policy, &why, key).map_err(Box::new);
+                return self
+                    .limiter
+                    .on_error()
+                    .without_policy("call", (self.name, policy), &why, key)
+                    .map_err(Box::new);
             }
         };
         let decided = match self.on_limit {

@@ -3,22 +3,21 @@
 use super::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
 use crate::clock::process_now_us;
-use crate::sharded::{Expires, Sharded};
+use crate::sharded::{Expires, Key, Sharded};
 use crate::{Error, Policy};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-/// Shards per limiter table: concurrent callers rarely contend.
+/// Independently locked shards: concurrent callers rarely contend.
 const SHARDS: usize = 64;
 
 /// The in-process store: decides exactly as the Redis scripts do.
 ///
-/// Each limiter binds to a table of its own (limiters with the same name and
-/// algorithm share one, as they share keys on Redis), so a call looks up
-/// only the user's key. A key is dropped as soon as its state is back to
-/// untouched (`reset_after` has passed): lazily when it is next seen, and by
-/// a sweep of its shard at most once a second, so memory stays bounded by
-/// the keys that are actually limited right now.
+/// Each limiter binds its key prefix (limiters with the same name and
+/// algorithm share keys, as on Redis); a call hashes that prefix and the
+/// user's key, never joined. A key is dropped as soon as its state is back
+/// to untouched (`reset_after` has passed): lazily when it is next seen, and
+/// by a sweep of its shard at most once a second, whoever's call reaches
+/// it, so memory stays bounded by the keys that are actually limited now.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
@@ -38,13 +37,10 @@ const SHARDS: usize = 64;
 /// assert_eq!(memory.len(), 0);
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryBackend {
-    /// One table per limiter key prefix.
-    tables: Mutex<HashMap<Vec<u8>, Arc<Table>>>,
+    keys: Arc<Sharded<Entry>>,
 }
-
-type Table = Sharded<Entry>;
 
 #[derive(Debug)]
 struct Entry {
@@ -62,12 +58,12 @@ impl Expires for Entry {
 impl MemoryBackend {
     /// An empty store.
     pub fn new() -> Self {
-        Self::default()
+        MemoryBackend { keys: Arc::new(Sharded::new(SHARDS)) }
     }
 
     /// Number of keys held (including ones that expired but were not swept yet).
     pub fn len(&self) -> usize {
-        self.tables().values().map(|table| table.len()).sum()
+        self.keys.len()
     }
 
     /// True when no key is held.
@@ -77,21 +73,19 @@ impl MemoryBackend {
 
     /// Drops every key whose state is back to untouched at `now_us`.
     pub fn purge_expired(&self, now_us: u64) {
-        for table in self.tables().values() {
-            table.purge_expired(now_us);
-        }
+        self.keys.purge_expired(now_us);
     }
 
     /// Binds one limiter, as [`Backend::bind`] does, to this store's own type.
     pub(crate) fn bind_memory(&self, limiter: Binding<'_>) -> MemoryBound {
-        let prefix = crate::key::key_prefix(limiter.prefix, limiter.policy, limiter.name, false);
-        let table = self.tables().entry(prefix).or_insert_with(|| Arc::new(Sharded::new(SHARDS))).clone();
-        MemoryBound { table, policy: limiter.policy.clone() }
+        let prefix = crate::key::key_prefix(limiter.prefix, limiter.policy, limiter.name, false).into();
+        MemoryBound { keys: self.keys.clone(), prefix, policy: limiter.policy.clone() }
     }
+}
 
-    fn tables(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, Arc<Table>>> {
-        // Tables are only ever added whole, so a poisoned lock holds nothing half-written.
-        self.tables.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -105,9 +99,11 @@ impl Backend for MemoryBackend {
     }
 }
 
-/// One limiter's table and policy.
+/// One limiter's keys and policy.
 pub(crate) struct MemoryBound {
-    table: Arc<Table>,
+    keys: Arc<Sharded<Entry>>,
+    /// Scopes the user's keys, as the limiter's prefix does on Redis.
+    prefix: Box<[u8]>,
     policy: Policy,
 }
 
@@ -115,7 +111,7 @@ impl MemoryBound {
     /// Decides at `call.now_us`, or at this process's time when it has none.
     pub(crate) fn decide_now(&self, key: &[u8], call: Call) -> Outcome {
         let now = call.now_us.unwrap_or_else(process_now_us);
-        let mut entry = self.table.entry(key, now);
+        let mut entry = self.keys.entry(Key { scope: &self.prefix, key }, now);
         // As on Redis, only a write moves the expiry; a client clock keeps a slack.
         let slack = if call.now_us.is_some() { CLIENT_CLOCK_SLACK_US } else { 0 };
         let writes = |outcome: &Outcome| outcome.allowed && call.cost > 0 && !call.peek;
@@ -149,7 +145,7 @@ impl Bound for MemoryBound {
     }
 
     fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>> {
-        self.table.entry(key, process_now_us()).remove();
+        self.keys.remove(Key { scope: &self.prefix, key });
         Box::pin(std::future::ready(Ok(())))
     }
 

@@ -7,9 +7,10 @@
 
 use super::{LoadError, PolicySet, POLICIES_FILE_VAR, POLICIES_VAR};
 use arc_swap::{ArcSwap, Guard};
+use once_cell::sync::{Lazy, OnceCell};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, Once, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Where the current set was read from; `reload` reads it again.
 #[derive(Debug, Clone)]
@@ -33,13 +34,13 @@ pub(crate) struct Loaded {
 struct Registry {
     current: ArcSwap<Loaded>,
     source: Mutex<Option<Source>>,
-    lazy: Once,
+    lazy: OnceCell<()>,
 }
 
-static REGISTRY: LazyLock<Registry> = LazyLock::new(|| Registry {
+static REGISTRY: Lazy<Registry> = Lazy::new(|| Registry {
     current: ArcSwap::from_pointee(Loaded { generation: 0, set: PolicySet::default(), note: None }),
     source: Mutex::new(None),
-    lazy: Once::new(),
+    lazy: OnceCell::new(),
 });
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -47,7 +48,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 /// The current set, loaded from the environment on first use when nothing
 /// was loaded explicitly before.
 pub(crate) fn current() -> Guard<Arc<Loaded>> {
-    REGISTRY.lazy.call_once(load_lazily);
+    REGISTRY.lazy.get_or_init(load_lazily);
     REGISTRY.current.load()
 }
 
@@ -60,7 +61,7 @@ fn install(set: PolicySet, note: Option<String>) {
 /// holds; on failure the installed set stays as it was.
 pub(crate) fn load(source: Source) -> Result<usize, LoadError> {
     // An explicit load wins over the lazy one from the environment.
-    REGISTRY.lazy.call_once(|| {});
+    REGISTRY.lazy.get_or_init(|| ());
     let mut slot = REGISTRY.source.lock().unwrap_or_else(PoisonError::into_inner);
     *slot = Some(source.clone());
     read_and_install(&source)
@@ -68,7 +69,7 @@ pub(crate) fn load(source: Source) -> Result<usize, LoadError> {
 
 /// Reads the current source again (the environment when nothing was loaded).
 pub(crate) fn reload() -> Result<usize, LoadError> {
-    REGISTRY.lazy.call_once(|| {});
+    REGISTRY.lazy.get_or_init(|| ());
     let mut slot = REGISTRY.source.lock().unwrap_or_else(PoisonError::into_inner);
     let source = slot.get_or_insert(Source::Env).clone();
     read_and_install(&source)
