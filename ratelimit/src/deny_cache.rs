@@ -16,7 +16,7 @@
 //! and passes it in.
 
 use crate::key::MAX_RAW_KEY_LEN;
-use crate::sharded::{Expires, Key, Sharded};
+use crate::sharded::{Expires, Key, Scope, Sharded};
 use crate::Decision;
 use std::time::Duration;
 
@@ -31,6 +31,8 @@ const SWEEP_EVERY_US: u64 = 1_000_000;
 #[derive(Debug)]
 pub(crate) struct DenyCache {
     denials: Sharded<Entry>,
+    /// Keys are the user's alone: one limiter's.
+    unscoped: Scope,
 }
 
 #[derive(Debug)]
@@ -53,7 +55,9 @@ impl Expires for Entry {
 
 impl DenyCache {
     pub(crate) fn new() -> Self {
-        DenyCache { denials: Sharded::new(SHARDS) }
+        let denials = Sharded::new(SHARDS);
+        let unscoped = denials.scope(b"");
+        DenyCache { denials, unscoped }
     }
 
     /// The remembered denial of `key` at `cost`, as it stands at `now`.
@@ -62,7 +66,7 @@ impl DenyCache {
         if self.denials.len() == 0 {
             return None;
         }
-        let mut found = self.denials.entry(Key { scope: b"", key }, now);
+        let mut found = self.denials.entry(Key { scope: &self.unscoped, key }, now);
         let entry = found.get_mut()?;
         if now >= entry.until {
             found.remove();
@@ -89,7 +93,7 @@ impl DenyCache {
         if decision.allowed || cost == 0 || retry_after.is_zero() || key.len() > MAX_RAW_KEY_LEN {
             return;
         }
-        let mut slot = self.denials.entry(Key { scope: b"", key }, at);
+        let mut slot = self.denials.entry(Key { scope: &self.unscoped, key }, at);
         // A flood of new keys against a full shard costs no scans: their
         // denials are just not remembered until the next sweep.
         if slot.shard_len() >= PER_SHARD && slot.get_mut().is_none() {
@@ -108,7 +112,7 @@ impl DenyCache {
     /// another cost was admitted and changed the key's state).
     pub(crate) fn forget(&self, key: &[u8]) {
         if self.denials.len() != 0 {
-            self.denials.remove(Key { scope: b"", key });
+            self.denials.remove(Key { scope: &self.unscoped, key });
         }
     }
 

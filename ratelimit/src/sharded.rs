@@ -3,7 +3,7 @@
 //! limiter's prefix) and each limiter's deny cache are one.
 
 use hashbrown::HashTable;
-use std::collections::hash_map::RandomState;
+use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -42,18 +42,26 @@ struct Slot<V> {
     value: V,
 }
 
-/// A key within a scope (a limiter's prefix, or none): two keys are the same
-/// only when both parts are, wherever the bytes would split.
+/// The first part of keys (a limiter's prefix, or nothing), with the map's
+/// keyed hash already run over it: made once, so a call hashes only its key.
+#[derive(Debug, Clone)]
+pub(crate) struct Scope {
+    bytes: Box<[u8]>,
+    hashed: DefaultHasher,
+}
+
+/// A key within a scope: two keys are the same only when both parts are,
+/// wherever the bytes would split.
 #[derive(Clone, Copy)]
 pub(crate) struct Key<'a> {
-    pub(crate) scope: &'a [u8],
+    pub(crate) scope: &'a Scope,
     pub(crate) key: &'a [u8],
 }
 
 impl Key<'_> {
     fn is(&self, slot: &Slot<impl Sized>) -> bool {
         let (scope, key) = slot.bytes.split_at(slot.scope_len);
-        scope == self.scope && key == self.key
+        *scope == *self.scope.bytes && key == self.key
     }
 }
 
@@ -70,6 +78,14 @@ impl<V: Expires> Sharded<V> {
     pub(crate) fn new(shards: usize) -> Self {
         let shards = (0..shards.max(1)).map(|_| Mutex::new(Shard { slots: HashTable::new(), next_sweep_us: 0 }));
         Sharded { shards: shards.collect(), hasher: RandomState::new(), len: AtomicUsize::new(0) }
+    }
+
+    /// `bytes` as the first part of keys of this map.
+    pub(crate) fn scope(&self, bytes: &[u8]) -> Scope {
+        let mut hashed = self.hasher.build_hasher();
+        hashed.write_usize(bytes.len());
+        hashed.write(bytes);
+        Scope { bytes: bytes.into(), hashed }
     }
 
     /// Values held, including expired ones not swept yet.
@@ -92,9 +108,7 @@ impl<V: Expires> Sharded<V> {
     }
 
     fn locked<'a>(&'a self, key: Key<'a>) -> Entry<'a, V> {
-        let mut hasher = self.hasher.build_hasher();
-        hasher.write_usize(key.scope.len());
-        hasher.write(key.scope);
+        let mut hasher = key.scope.hashed.clone();
         hasher.write(key.key);
         let hash = hasher.finish();
         // The table uses the low bits and the top seven: pick the shard from others.
@@ -131,8 +145,8 @@ impl<V> Entry<'_, V> {
         match self.get_mut() {
             Some(held) => *held = value,
             None => {
-                let bytes = [self.key.scope, self.key.key].concat().into();
-                let slot = Slot { hash: self.hash, bytes, scope_len: self.key.scope.len(), value };
+                let (scope, key) = (&self.key.scope.bytes, self.key.key);
+                let slot = Slot { hash: self.hash, bytes: [scope, key].concat().into(), scope_len: scope.len(), value };
                 self.shard.slots.insert_unique(self.hash, slot, |slot| slot.hash);
                 self.map.len.fetch_add(1, Ordering::Relaxed);
             }
@@ -164,13 +178,11 @@ mod tests {
         }
     }
 
-    fn key(key: &[u8]) -> Key<'_> {
-        Key { scope: b"", key }
-    }
-
     #[test]
     fn values_are_found_replaced_removed_and_swept_when_due() {
         let map = Sharded::<u64>::new(4);
+        let none = map.scope(b"");
+        let key = |key| Key { scope: &none, key };
         map.entry(key(b"a"), 0).insert(10);
         map.entry(key(b"b"), 0).insert(5_000_000);
         map.entry(key(b"a"), 0).insert(20);
@@ -187,14 +199,16 @@ mod tests {
     #[test]
     fn keys_that_differ_in_any_byte_are_distinct() {
         let map = Sharded::<u64>::new(1);
+        let (none, a) = (map.scope(b""), map.scope(b"a"));
+        let key = |key| Key { scope: &none, key };
         for bytes in [&b""[..], b"a", b"a\0", b"\0a", b"ab"] {
             map.entry(key(bytes), 0).insert(bytes.len() as u64 + 100);
         }
         assert_eq!(map.len(), 5);
         assert_eq!(map.entry(key(b"a\0"), 0).get_mut().copied(), Some(102));
         // The same bytes split elsewhere between scope and key are another key.
-        map.entry(Key { scope: b"a", key: b"b" }, 0).insert(1);
-        assert_eq!(map.entry(Key { scope: b"", key: b"ab" }, 0).get_mut().copied(), Some(102));
-        assert_eq!(map.entry(Key { scope: b"a", key: b"b" }, 0).get_mut().copied(), Some(1));
+        map.entry(Key { scope: &a, key: b"b" }, 0).insert(1);
+        assert_eq!(map.entry(key(b"ab"), 0).get_mut().copied(), Some(102));
+        assert_eq!(map.entry(Key { scope: &a, key: b"b" }, 0).get_mut().copied(), Some(1));
     }
 }

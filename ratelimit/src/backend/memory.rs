@@ -3,7 +3,7 @@
 use super::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
 use crate::clock::process_now_us;
-use crate::sharded::{Expires, Key, Sharded};
+use crate::sharded::{Expires, Key, Scope, Sharded};
 use crate::{Error, Policy};
 use std::sync::Arc;
 
@@ -78,7 +78,7 @@ impl MemoryBackend {
 
     /// Binds one limiter, as [`Backend::bind`] does, to this store's own type.
     pub(crate) fn bind_memory(&self, limiter: Binding<'_>) -> MemoryBound {
-        let prefix = crate::key::key_prefix(limiter.prefix, limiter.policy, limiter.name, false).into();
+        let prefix = self.keys.scope(&crate::key::key_prefix(limiter.prefix, limiter.policy, limiter.name, false));
         MemoryBound { keys: self.keys.clone(), prefix, policy: limiter.policy.clone() }
     }
 }
@@ -102,8 +102,8 @@ impl Backend for MemoryBackend {
 /// One limiter's keys and policy.
 pub(crate) struct MemoryBound {
     keys: Arc<Sharded<Entry>>,
-    /// Scopes the user's keys, as the limiter's prefix does on Redis.
-    prefix: Box<[u8]>,
+    /// Scopes the user's keys, as the limiter's prefix does on Redis; hashed once.
+    prefix: Scope,
     policy: Policy,
 }
 
