@@ -38,7 +38,7 @@ pub fn init(store: Store) -> Result<(), Error> {
 /// means the in-memory store, said once in a log line.
 ///
 /// An unreachable URL is an error, returned within the connect timeout;
-/// for [`GLOBAL_RETRY_INTERVAL`] after that, calls get the same error at
+/// for a second after that (`GLOBAL_RETRY_INTERVAL`), calls get the same error at
 /// once, then the next call tries to connect again.
 pub async fn global() -> Result<&'static Store, Error> {
     if let Some(store) = GLOBAL.get() {
