@@ -15,9 +15,9 @@
 //! over-admission.
 
 use ratelimit::{Limiter, Policy, RedisOptions, Store};
-use ratelimit_examples::exactness;
-use ratelimit_examples::redis_cluster::RedisCluster;
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::exactness;
+use ratelimit_test_support::redis_cluster::RedisCluster;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, ExitCode, Stdio};

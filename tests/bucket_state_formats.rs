@@ -5,7 +5,7 @@
 //! gcra's TAT, kept as 8 or 17 bytes and read from earlier versions' text.
 
 use ratelimit::{Limiter, Policy};
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::stores::BothStores;
 use redis::aio::MultiplexedConnection;
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! is the default.
 
 use ratelimit::{Clock, Limiter, Policy, ServerClock, Store, SystemClock};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 
 /// This process's clock, off by `offset_us`.
 #[derive(Debug)]

@@ -5,7 +5,7 @@
 mod behaviour;
 
 use ratelimit::{Limiter, ManualClock, OnError, Policy, RedisOptions, Store};
-use ratelimit_examples::redis_cluster::RedisCluster;
+use ratelimit_test_support::redis_cluster::RedisCluster;
 use std::process::Command;
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 #[path = "config_cases/mod.rs"]
 mod cases;
 
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 
 #[tokio::test(flavor = "current_thread")]
 async fn named_policies_on_redis() {

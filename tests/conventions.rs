@@ -3,7 +3,7 @@
 
 mod behaviour;
 
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::stores::BothStores;
 
 #[tokio::test]
 async fn remaining_counts_down_after_each_request() {

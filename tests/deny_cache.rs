@@ -6,8 +6,8 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use ratelimit::{Decision, Limiter, Policy, Store};
-use ratelimit_examples::redis_server::RedisServer;
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::redis_server::RedisServer;
+use ratelimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 fn every_algorithm() -> Vec<Policy> {

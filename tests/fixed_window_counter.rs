@@ -5,7 +5,7 @@
 //! (`PEXPIREAT` in the past), never by sleeping.
 
 use ratelimit::{Limiter, ManualClock, Policy, Store};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
 use std::sync::Arc;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! interval is not a whole number of microseconds (3 per second).
 
 use ratelimit::{Limiter, Policy};
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::stores::BothStores;
 
 struct Row {
     at_us: u64,

@@ -3,8 +3,8 @@
 //! at nothing. One test, because the environment is process-wide.
 
 use ratelimit::{from_env, global, REDIS_URL_VAR};
-use ratelimit_examples::log_capture::LogCapture;
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::log_capture::LogCapture;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "current_thread")]

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use ratelimit::{Limiter, Policy, Store};
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::stores::BothStores;
 use redis::AsyncCommands;
 
 fn hostile_keys() -> Vec<Vec<u8>> {

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use ratelimit::{Error, Limiter, ManualClock, Policy, Store};
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 #[test]

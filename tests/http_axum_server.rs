@@ -6,7 +6,7 @@
 //! until a window ends (`t`, `Retry-After`), which the first hit fixes at the
 //! full window and later ones can only have counted down from.
 
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
 use std::io::{BufRead, BufReader};

@@ -7,7 +7,7 @@
 #[path = "macro_cases/mod.rs"]
 mod cases;
 
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_option_on_redis() {

@@ -2,14 +2,11 @@
 //! `metrics` facade, store failures are WARN events and counted by kind, and
 //! no key ever reaches a log line or a label.
 
-#[path = "metrics_capture/mod.rs"]
-mod metrics_capture;
-
-use metrics_capture::{counter, histogram_samples, recorded};
 use ratelimit::{rate_limit, Limiter, ManualClock, OnError, Policy, RateLimited, RedisOptions, Store};
-use ratelimit_examples::log_capture::LogCapture;
-use ratelimit_examples::redis_server::RedisServer;
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::log_capture::LogCapture;
+use ratelimit_test_support::metrics_capture::{counter, histogram_samples, recorded};
+use ratelimit_test_support::redis_server::RedisServer;
+use ratelimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 #[tokio::test(flavor = "current_thread")]

@@ -5,12 +5,9 @@
 //! decision's span. The global store of this binary is `Store::memory()`
 //! on a manual clock.
 
-#[path = "metrics_capture/mod.rs"]
-mod metrics_capture;
-
-use metrics_capture::{counter, histogram_samples, recorded};
 use ratelimit::{rate_limit, ManualClock, RateLimited, Store};
-use ratelimit_examples::log_capture::LogCapture;
+use ratelimit_test_support::log_capture::LogCapture;
+use ratelimit_test_support::metrics_capture::{counter, histogram_samples, recorded};
 use std::sync::OnceLock;
 use std::time::Duration;
 

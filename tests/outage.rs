@@ -3,8 +3,8 @@
 //! store is away, and decisions flow through Redis again by themselves.
 
 use ratelimit::{Error, Limiter, OnError, Policy, RedisOptions, Store};
-use ratelimit_examples::log_capture::LogCapture;
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::log_capture::LogCapture;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::process::Command;
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use ratelimit::{Decision, Limiter, Policy};
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 fn policies() -> Vec<Policy> {

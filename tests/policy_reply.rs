@@ -5,7 +5,7 @@
 //! it. Every other field is pinned against the memory twin by parity.rs.
 
 use ratelimit::{Limiter, Policy, Store};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::time::UNIX_EPOCH;
 
 /// The only key on the server and its state's bytes.

@@ -2,7 +2,7 @@
 //! window decision (for IETF `RateLimit` headers), the same on both backends.
 
 use ratelimit::{Decision, Limiter, Policy, Store};
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 const S: u64 = 1_000_000;

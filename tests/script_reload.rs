@@ -4,7 +4,7 @@
 //! simultaneous loads were measured with a cold cache).
 
 use ratelimit::{Limiter, Policy, Store};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::sync::Arc;
 use tokio::sync::Barrier;
 

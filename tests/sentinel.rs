@@ -3,7 +3,7 @@
 //! limiter asks the sentinel again and carries on, with its state.
 
 use ratelimit::{Limiter, Policy, RedisOptions, Store};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,7 @@ fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
 async fn writes_follow_the_master_after_a_sentinel_failover() {
     let master = RedisServer::start();
     let replica = RedisServer::start_with(
-        ratelimit_examples::redis_server::free_port(),
+        ratelimit_test_support::redis_server::free_port(),
         &["--appendonly", "no", "--replicaof", "127.0.0.1", &master.port().to_string()],
         None,
     );

@@ -5,7 +5,7 @@
 //! 1 s past it.
 
 use ratelimit::{Limiter, Policy, Store};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::time::Instant;
 
 #[tokio::test]

@@ -7,7 +7,7 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use ratelimit::AlgorithmKind;
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
 
 const TOTALS: &str =

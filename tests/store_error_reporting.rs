@@ -2,8 +2,8 @@
 //! allowed or denied, never the key) and counted.
 
 use ratelimit::{Limiter, OnError, Policy, RedisOptions, Store};
-use ratelimit_examples::log_capture::LogCapture;
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::log_capture::LogCapture;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::time::Duration;
 
 #[tokio::test(flavor = "current_thread")]

@@ -4,7 +4,7 @@
 //! certificate is a clear error.
 
 use ratelimit::{Limiter, Policy, RedisOptions, Store};
-use ratelimit_examples::redis_server::{free_port, RedisServer};
+use ratelimit_test_support::redis_server::{free_port, RedisServer};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

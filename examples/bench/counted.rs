@@ -20,7 +20,7 @@ use crate::{cases, load, raw_connection, raw_keys, RawCall};
 use governor::{Quota, RateLimiter};
 use ratelimit::backend::Request;
 use ratelimit::{Limiter, MemoryBackend, Policy, RedisOptions, Store};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;

@@ -5,7 +5,7 @@
 //! store are process-wide.
 
 use ratelimit::{policies, rate_limit, RateLimited};
-use ratelimit_examples::log_capture::LogCapture;
+use ratelimit_test_support::log_capture::LogCapture;
 use std::path::PathBuf;
 
 #[rate_limit(policy = "search", key = "user:<user>")]

@@ -10,15 +10,19 @@ use std::time::{Duration, Instant};
 ///
 /// It listens on 127.0.0.1 on a port the OS chose free, persists nothing
 /// (unless asked) and is killed when dropped, so tests never touch a Redis
-/// they did not start.
+/// they did not start. It is also killed when this process ends without
+/// dropping it (a server kept in a `static`, a test binary killed): a small
+/// `sh` watcher waits for this process's end of a pipe to close.
 ///
 /// ```no_run
-/// let server = ratelimit_examples::redis_server::RedisServer::start();
+/// let server = ratelimit_test_support::redis_server::RedisServer::start();
 /// assert!(server.url().starts_with("redis://127.0.0.1:"));
 /// ```
 #[derive(Debug)]
 pub struct RedisServer {
     child: Option<Child>,
+    /// Kills `child` once this process exits; see [`watch`].
+    watcher: Option<Child>,
     port: u16,
     dir: PathBuf,
     args: Vec<String>,
@@ -72,7 +76,7 @@ impl RedisServer {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create a directory for redis-server");
         let args = args.iter().map(|a| a.to_string()).collect();
-        RedisServer { child: None, port, dir, args, config: None, tls_cli }
+        RedisServer { child: None, watcher: None, port, dir, args, config: None, tls_cli }
     }
 
     /// Starts a Sentinel on a free port watching the master on
@@ -122,6 +126,7 @@ impl RedisServer {
             .unwrap_or_else(|e| {
                 panic!("cannot start redis-server ({e}); install it with `apt-get install redis-server`")
             });
+        self.watcher = Some(watch(&child, &self.dir));
         self.child = Some(child);
         self.wait_ready()
     }
@@ -132,7 +137,7 @@ impl RedisServer {
             // Whatever answered, it was not this server if it has exited.
             let answered = self.answers();
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
-                self.child = None;
+                self.kill();
                 return Err(format!("redis-server on port {} exited before it answered ({status})", self.port));
             }
             if answered {
@@ -184,6 +189,10 @@ impl RedisServer {
 
     /// Kills the server at once (SIGKILL), as a crash would.
     pub fn kill(&mut self) {
+        if let Some(mut watcher) = self.watcher.take() {
+            let _ = watcher.kill();
+            let _ = watcher.wait();
+        }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -196,6 +205,21 @@ impl RedisServer {
         self.kill();
         self.spawn().unwrap_or_else(|why| panic!("{why}"));
     }
+}
+
+/// A process that kills `server` (and removes `dir`) once the pipe to its
+/// stdin closes, which happens when this process exits, however it exits.
+/// The pipe is close-on-exec, so no other child keeps it open.
+fn watch(server: &Child, dir: &std::path::Path) -> Child {
+    Command::new("sh")
+        .args(["-c", r#"read -r _; kill -9 "$1" 2>/dev/null; rm -rf "$2""#, "redis-watcher"])
+        .arg(server.id().to_string())
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sh to watch redis-server")
 }
 
 /// `start` again, up to five times, while the server exits before it

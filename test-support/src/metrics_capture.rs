@@ -1,7 +1,6 @@
 //! What the `metrics` facade recorded in this test binary: one debugging
 //! recorder, installed on first use, its snapshots added up (a snapshot
-//! drains the recorder). Shared by the observability test binaries, each
-//! of which includes it with `#[path]`.
+//! drains the recorder). Used by the `observability*` test binaries.
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
