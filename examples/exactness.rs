@@ -71,7 +71,7 @@ async fn worker(url: &str, algo: &str, tasks: u64, millis: u64) {
     let options = RedisOptions { response_timeout: Duration::from_secs(5), ..RedisOptions::default() };
     let store = Store::redis_with(url, options).await.expect("worker connects");
     // Every decision goes to Redis: the deny cache would answer most
-    // denials in process (its own exactness is tested in tests/deny_cache.rs).
+    // denials in process (its own exactness is tested in tests/limiter_deny_cache.rs).
     let limiter = Limiter::new(format!("exactness-{algo}"), policy(algo), &store).with_deny_cache(false);
     let end = Instant::now() + Duration::from_millis(millis);
     let handles: Vec<_> = (0..tasks)

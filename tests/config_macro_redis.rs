@@ -3,7 +3,7 @@
 //!
 //! `cargo test --test config_macro_redis` (needs `redis-server` on the PATH)
 
-#[path = "config_cases/mod.rs"]
+#[path = "cases/config_macro.rs"]
 mod cases;
 
 use ratelimit_test_support::redis_server::RedisServer;

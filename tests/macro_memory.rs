@@ -2,7 +2,7 @@
 //!
 //! `cargo test --test macro_memory`
 
-#[path = "macro_cases/mod.rs"]
+#[path = "cases/macro_options/mod.rs"]
 mod cases;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

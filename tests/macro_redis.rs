@@ -4,7 +4,7 @@
 //!
 //! `cargo test --test macro_redis` (needs `redis-server` on the PATH)
 
-#[path = "macro_cases/mod.rs"]
+#[path = "cases/macro_options/mod.rs"]
 mod cases;
 
 use ratelimit_test_support::redis_server::RedisServer;

@@ -1,4 +1,4 @@
-//! Issue 7, items 4 and 5: every decision is a DEBUG span and a count in the
+//! Every decision is a DEBUG span and a count in the
 //! `metrics` facade, store failures are WARN events and counted by kind, and
 //! no key ever reaches a log line or a label.
 

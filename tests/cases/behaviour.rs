@@ -1,6 +1,6 @@
 //! Every convention of DESIGN.md "Algorithms", for every algorithm it
 //! concerns, as functions over any list of stores driven by one manual clock:
-//! `conventions.rs` runs them on memory and a single Redis, `cluster.rs` on a
+//! `limiter_conventions.rs` runs them on memory and a single Redis, `redis_cluster.rs` on a
 //! Redis Cluster.
 
 use ratelimit::{Decision, Limiter, ManualClock, Policy, Store};
@@ -10,7 +10,7 @@ use std::time::Duration;
 pub type Stores<'a> = [(&'static str, &'a Store)];
 
 /// Every behaviour, in order.
-#[allow(dead_code)] // used by cluster.rs, not by conventions.rs
+#[allow(dead_code)] // used by redis_cluster.rs, not by limiter_conventions.rs
 pub async fn all(stores: &Stores<'_>, clock: &ManualClock) {
     remaining_counts_down_after_each_request(stores, clock).await;
     a_denial_consumes_nothing(stores, clock).await;

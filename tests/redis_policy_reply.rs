@@ -2,7 +2,7 @@
 //! with one number and the time they decided at (`lua/set_state.lua`), and
 //! the runtime rebuilds the decision from them. The time must be Redis's
 //! own: `Decision::decided_at` promises it, and the exactness check replays
-//! it. Every other field is pinned against the memory twin by parity.rs.
+//! it. Every other field is pinned against the memory twin by limiter_parity.rs.
 
 use ratelimit::{Limiter, Policy, Store};
 use ratelimit_test_support::redis_server::RedisServer;

@@ -2,6 +2,7 @@
 //! loopback): every convention, parity with the memory twin, scripts on
 //! every node, hostile keys, and a master failover under load.
 
+#[path = "cases/behaviour.rs"]
 mod behaviour;
 
 use ratelimit::{Limiter, ManualClock, OnError, Policy, RedisOptions, Store};

@@ -1,6 +1,6 @@
 //! `lua/sliding_window_totals.lua` (running totals, for many sub-windows)
 //! answers exactly as `lua/sliding_window.lua` (the hash layout, which
-//! tests/parity.rs holds to the Rust twin), field by field, on seeded random
+//! tests/limiter_parity.rs holds to the Rust twin), field by field, on seeded random
 //! timelines; the two layouts may follow each other on one key; and with
 //! many sub-windows a steady call reads no whole hash.
 

@@ -1,5 +1,5 @@
 //! The bucket scripts keep their state as 17 bytes (`struct.pack('<ddB', ..)`:
-//! no number parsing or formatting per call, issue 6) and still read the
+//! no number parsing or formatting per call) and still read the
 //! state earlier versions wrote: the text "<units>:<µs>" and a hash. A key in
 //! any of the three forms gets the same answers as the memory twin. So does
 //! gcra's TAT, kept as 8 or 17 bytes and read from earlier versions' text.

@@ -1,6 +1,7 @@
 //! Every convention of DESIGN.md "Algorithms" on both backends: the memory
 //! store and a private single Redis, driven by one manual clock.
 
+#[path = "cases/behaviour.rs"]
 mod behaviour;
 
 use ratelimit_test_support::stores::BothStores;
