@@ -1,8 +1,6 @@
 //! `crate = "..."`: the generated code reaches the runtime through another path.
 
-use super::{case, denied, Case};
-
-pub const CASES: &[Case] = &[case!(a_reexported_runtime_works)];
+use super::{denied, on_global_store};
 
 mod facade {
     pub use ratelimit as limits;
@@ -13,7 +11,10 @@ async fn via_facade() -> Result<(), facade::limits::RateLimited> {
     Ok(())
 }
 
-async fn a_reexported_runtime_works() {
-    via_facade().await.unwrap();
-    assert_eq!(&*denied(via_facade().await).limiter, "crate_path");
+#[test]
+fn a_reexported_runtime_works() {
+    on_global_store(async {
+        via_facade().await.unwrap();
+        assert_eq!(&*denied(via_facade().await).limiter, "crate_path");
+    });
 }

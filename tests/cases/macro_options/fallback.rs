@@ -1,15 +1,9 @@
 //! `fallback = path`: a denied call returns `path(same arguments).await`.
 
-use super::{case, Case};
+use super::on_global_store;
 use ratelimit::rate_limit;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-pub const CASES: &[Case] = &[
-    case!(the_fallback_receives_the_same_arguments),
-    case!(a_method_fallback_receives_self),
-    case!(after_max_wait_the_fallback_answers),
-];
 
 static SEEN: Mutex<Vec<(u32, String, Vec<u8>)>> = Mutex::new(Vec::new());
 
@@ -23,11 +17,14 @@ async fn fresh(id: u32, name: String, tags: &[u8]) -> String {
     format!("fresh {id} {name} {}", tags.len())
 }
 
-async fn the_fallback_receives_the_same_arguments() {
-    assert_eq!(fresh(1, "ann".into(), &[1, 2]).await, "fresh 1 ann 2");
-    assert_eq!(fresh(1, "bob".into(), &[3]).await, "cached 1 bob");
-    assert_eq!(fresh(2, "cy".into(), &[]).await, "fresh 2 cy 0");
-    assert_eq!(*SEEN.lock().unwrap(), [(1, "bob".to_string(), vec![3])]);
+#[test]
+fn the_fallback_receives_the_same_arguments() {
+    on_global_store(async {
+        assert_eq!(fresh(1, "ann".into(), &[1, 2]).await, "fresh 1 ann 2");
+        assert_eq!(fresh(1, "bob".into(), &[3]).await, "cached 1 bob");
+        assert_eq!(fresh(2, "cy".into(), &[]).await, "fresh 2 cy 0");
+        assert_eq!(*SEEN.lock().unwrap(), [(1, "bob".to_string(), vec![3])]);
+    });
 }
 
 struct Counter {
@@ -48,11 +45,14 @@ impl Counter {
     }
 }
 
-async fn a_method_fallback_receives_self() {
-    let mut c = Counter { hits: 0, stale: 0 };
-    assert_eq!(c.bump(5).await, 5);
-    assert_eq!(c.bump(5).await, 5, "denied: the fallback answers with the current count");
-    assert_eq!((c.hits, c.stale), (5, 5));
+#[test]
+fn a_method_fallback_receives_self() {
+    on_global_store(async {
+        let mut c = Counter { hits: 0, stale: 0 };
+        assert_eq!(c.bump(5).await, 5);
+        assert_eq!(c.bump(5).await, 5, "denied: the fallback answers with the current count");
+        assert_eq!((c.hits, c.stale), (5, 5));
+    });
 }
 
 async fn busy(_: u8) -> Result<&'static str, String> {
@@ -64,9 +64,12 @@ async fn waits_then_falls_back(attempt: u8) -> Result<&'static str, String> {
     Ok(if attempt > 0 { "done" } else { "zero" })
 }
 
-async fn after_max_wait_the_fallback_answers() {
-    assert_eq!(waits_then_falls_back(1).await, Ok("done"));
-    let started = Instant::now();
-    assert_eq!(waits_then_falls_back(1).await, Err("busy, try later".to_string()));
-    assert!(started.elapsed() < Duration::from_millis(500));
+#[test]
+fn after_max_wait_the_fallback_answers() {
+    on_global_store(async {
+        assert_eq!(waits_then_falls_back(1).await, Ok("done"));
+        let started = Instant::now();
+        assert_eq!(waits_then_falls_back(1).await, Err("busy, try later".to_string()));
+        assert!(started.elapsed() < Duration::from_millis(500));
+    });
 }

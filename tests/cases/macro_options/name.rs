@@ -1,14 +1,8 @@
 //! `name`: the limiter's name; by default the module path and function name.
 //! Two functions with one name (and one algorithm) share a limit.
 
-use super::{case, denied, Case};
+use super::{denied, on_global_store};
 use ratelimit::{rate_limit, RateLimited};
-
-pub const CASES: &[Case] = &[
-    case!(one_name_is_one_limit),
-    case!(the_default_is_module_path_and_function),
-    case!(methods_of_two_types_in_one_module_share_the_default_name),
-];
 
 #[rate_limit(algo = "sliding_log", strategies = "3/1h", key = "<user>", name = "name.shared")]
 async fn read(user: u32) -> Result<&'static str, RateLimited> {
@@ -20,14 +14,17 @@ async fn write(user: u32) -> Result<&'static str, RateLimited> {
     Ok("write")
 }
 
-async fn one_name_is_one_limit() {
-    read(1).await.unwrap();
-    write(1).await.unwrap();
-    read(1).await.unwrap();
-    let d = denied(write(1).await);
-    assert_eq!(&*d.limiter, "name.shared");
-    assert!(denied(read(1).await).to_string().starts_with("rate limited by `name.shared`"));
-    assert_eq!(write(2).await.unwrap(), "write", "another key of the shared limit");
+#[test]
+fn one_name_is_one_limit() {
+    on_global_store(async {
+        read(1).await.unwrap();
+        write(1).await.unwrap();
+        read(1).await.unwrap();
+        let d = denied(write(1).await);
+        assert_eq!(&*d.limiter, "name.shared");
+        assert!(denied(read(1).await).to_string().starts_with("rate limited by `name.shared`"));
+        assert_eq!(write(2).await.unwrap(), "write", "another key of the shared limit");
+    });
 }
 
 mod a {
@@ -44,11 +41,14 @@ mod b {
     }
 }
 
-async fn the_default_is_module_path_and_function() {
-    a::same().await.unwrap();
-    b::same().await.unwrap();
-    assert_eq!(*denied(a::same().await).limiter, *concat!(module_path!(), "::a::same"));
-    assert_eq!(*denied(b::same().await).limiter, *concat!(module_path!(), "::b::same"));
+#[test]
+fn the_default_is_module_path_and_function() {
+    on_global_store(async {
+        a::same().await.unwrap();
+        b::same().await.unwrap();
+        assert_eq!(*denied(a::same().await).limiter, *concat!(module_path!(), "::a::same"));
+        assert_eq!(*denied(b::same().await).limiter, *concat!(module_path!(), "::b::same"));
+    });
 }
 
 mod handlers {
@@ -73,9 +73,12 @@ mod handlers {
 // Documented: the macro cannot see the impl's type, so both default to
 // `<module>::handlers::list` and share one limit (the runtime logs a warning
 // at the second one's first call). Distinct `name`s separate them.
-async fn methods_of_two_types_in_one_module_share_the_default_name() {
-    handlers::Cats.list().await.unwrap();
-    handlers::Dogs.list().await.unwrap();
-    let d = denied(handlers::Cats.list().await);
-    assert_eq!(*d.limiter, *concat!(module_path!(), "::handlers::list"));
+#[test]
+fn methods_of_two_types_in_one_module_share_the_default_name() {
+    on_global_store(async {
+        handlers::Cats.list().await.unwrap();
+        handlers::Dogs.list().await.unwrap();
+        let d = denied(handlers::Cats.list().await);
+        assert_eq!(*d.limiter, *concat!(module_path!(), "::handlers::list"));
+    });
 }
