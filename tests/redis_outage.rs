@@ -6,12 +6,18 @@ use ratelimit::{Error, Limiter, OnError, Policy, RedisOptions, Store};
 use ratelimit_test_support::log_capture::LogCapture;
 use ratelimit_test_support::redis_server::RedisServer;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_millis(200);
 /// Scheduling slack on a loaded 2-core machine.
 const MARGIN: Duration = Duration::from_millis(300);
 const TASKS: usize = 16;
+/// Calls per task while Redis is away, and the pause after each: at least
+/// 400 ms of outage, several of the store's 100 ms retry intervals.
+const OUTAGE_CALLS: usize = 20;
+const OUTAGE_PAUSE: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Default)]
 struct Load {
@@ -21,17 +27,19 @@ struct Load {
     longest: Duration,
 }
 
-/// `TASKS` tasks, each on its own key of `phase`, calling `limit` for
-/// `period`. Fresh keys per phase: a denial remembered by the deny cache is
-/// (rightly) answered without asking the store at all.
-async fn load(limiter: &Limiter, phase: &'static str, period: Duration) -> Load {
+/// `TASKS` tasks, each on its own key of `phase`, calling `limit` `calls`
+/// times with `pause` between calls: bounded by a count, so a slow machine
+/// makes as many calls as a fast one, and the pauses make the phase last at
+/// least `calls × pause` so that the store's retries happen during it.
+/// Fresh keys per phase: a denial remembered by the deny cache is (rightly)
+/// answered without asking the store at all.
+async fn load(limiter: &Limiter, phase: &'static str, calls: usize, pause: Duration) -> Load {
     let tasks: Vec<_> = (0..TASKS)
         .map(|task| {
             let limiter = limiter.clone();
             tokio::spawn(async move {
                 let mut load = Load::default();
-                let end = Instant::now() + period;
-                while Instant::now() < end {
+                for _ in 0..calls {
                     let started = Instant::now();
                     match limiter.limit(format!("{phase}-{task}"), 1).await {
                         Ok(_) => load.allowed += 1,
@@ -39,7 +47,7 @@ async fn load(limiter: &Limiter, phase: &'static str, period: Duration) -> Load 
                         Err(_) => load.denied += 1,
                     }
                     load.longest = load.longest.max(started.elapsed());
-                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    tokio::time::sleep(pause).await;
                 }
                 load
             })
@@ -71,8 +79,8 @@ fn signal(server: &RedisServer, signal: &str) {
     assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
 }
 
-/// What each policy must show while the store is away, for `calls` per task
-/// with a limit of 5 per task key.
+/// What each policy must show while the store is away, with a limit of 5
+/// per task key.
 fn assert_policy(on_error: OnError, outage: &Load, what: &str) {
     let calls = outage.allowed + outage.denied + outage.denied_store_unavailable;
     assert!(calls > TASKS * 5, "{what}: too few calls to judge ({calls})");
@@ -97,7 +105,7 @@ async fn outage_cycle(on_error: OnError) {
     let limiter = Limiter::new(format!("outage-{on_error:?}"), Policy::fixed_window("5/1h").unwrap(), &store)
         .with_on_error(on_error);
 
-    let healthy = load(&limiter, "healthy", Duration::from_millis(200)).await;
+    let healthy = load(&limiter, "healthy", 8, Duration::from_millis(2)).await;
     assert_eq!(
         (healthy.allowed, healthy.denied_store_unavailable),
         (TASKS * 5, 0),
@@ -106,7 +114,7 @@ async fn outage_cycle(on_error: OnError) {
 
     // Killed: the state on Redis is gone with it.
     server.kill();
-    let killed = load(&limiter, "killed", Duration::from_millis(800)).await;
+    let killed = load(&limiter, "killed", OUTAGE_CALLS, OUTAGE_PAUSE).await;
     assert_policy(on_error, &killed, &format!("{on_error:?} killed"));
     server.restart();
     let back_after_restart = recovery(&limiter).await;
@@ -115,7 +123,7 @@ async fn outage_cycle(on_error: OnError) {
     let limiter = Limiter::new(format!("frozen-{on_error:?}"), Policy::fixed_window("5/1h").unwrap(), &store)
         .with_on_error(on_error);
     signal(&server, "-STOP");
-    let frozen = load(&limiter, "frozen", Duration::from_millis(800)).await;
+    let frozen = load(&limiter, "frozen", OUTAGE_CALLS, OUTAGE_PAUSE).await;
     signal(&server, "-CONT");
     assert_policy(on_error, &frozen, &format!("{on_error:?} frozen"));
     let back_after_freeze = recovery(&limiter).await;
@@ -148,30 +156,43 @@ async fn on_error_local_decides_in_memory_while_redis_is_away() {
     outage_cycle(OnError::Local).await;
 }
 
+const FLUSHES: usize = 10;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn script_flush_under_load_is_invisible_to_callers() {
     let server = RedisServer::start();
     let store = Store::redis(&server.url()).await.unwrap();
     let limiter = Limiter::new("flush-load", Policy::token_bucket(1_000_000, "1000/1s").unwrap(), &store);
+    // A flush after every 50 decided calls; the callers go on until the
+    // last flush is done, so calls meet every one of them however fast or
+    // slow the machine is.
+    let decided = Arc::new(AtomicUsize::new(0));
+    let flushes = Arc::new(AtomicUsize::new(0));
     let flusher = {
-        let url = server.url();
+        let (url, decided, flushes) = (server.url(), decided.clone(), flushes.clone());
         tokio::spawn(async move {
             let mut con = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
-            for _ in 0..10 {
-                tokio::time::sleep(Duration::from_millis(30)).await;
+            for flush in 1..=FLUSHES {
+                while decided.load(Ordering::Relaxed) < flush * 50 {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
                 let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut con).await.unwrap();
+                flushes.store(flush, Ordering::Relaxed);
             }
         })
     };
     let tasks: Vec<_> = (0..16)
         .map(|t| {
-            let limiter = limiter.clone();
+            let (limiter, decided, flushes) = (limiter.clone(), decided.clone(), flushes.clone());
             tokio::spawn(async move {
                 let mut calls = 0;
-                let end = Instant::now() + Duration::from_millis(400);
-                while Instant::now() < end {
+                // At least one call after the last flush.
+                let mut after_last = false;
+                while !after_last {
+                    after_last = flushes.load(Ordering::Relaxed) == FLUSHES;
                     limiter.check(format!("k{t}"), 1).await.expect("no caller sees an error");
                     calls += 1;
+                    decided.fetch_add(1, Ordering::Relaxed);
                 }
                 calls
             })
@@ -183,7 +204,7 @@ async fn script_flush_under_load_is_invisible_to_callers() {
     }
     flusher.await.unwrap();
     assert!(calls > 100, "only {calls} calls");
-    println!("{calls} calls across 10 SCRIPT FLUSHes, no error");
+    println!("{calls} calls across {FLUSHES} SCRIPT FLUSHes, no error");
 }
 
 /// A policy's first call while the breaker is open fails at once, as every
