@@ -1,6 +1,7 @@
 //! The same behaviour on a real Redis Cluster (3 masters, 3 replicas on
-//! loopback): every convention, parity with the memory twin, scripts on
-//! every node, hostile keys, and a master failover under load.
+//! loopback): every convention (one test each, on one cluster they share),
+//! parity with the memory twin, scripts on every node, hostile keys, and a
+//! master failover under load (each of these two on a cluster of its own).
 
 #[path = "cases/behaviour.rs"]
 mod behaviour;
@@ -8,6 +9,7 @@ mod behaviour;
 use ratelimit::{Limiter, ManualClock, OnError, Policy, RedisOptions, Store};
 use ratelimit_test_support::redis_cluster::RedisCluster;
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The window algorithms' scripts, loaded at start-up (the buckets' and
@@ -31,8 +33,94 @@ fn cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The cluster the conventions share, started by the first of them; its
+/// nodes are killed when this test binary exits. Each convention uses its
+/// own limiter names, and connects on its own test's runtime.
+fn shared_cluster() -> &'static RedisCluster {
+    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    CLUSTER.get_or_init(RedisCluster::start)
+}
+
+/// The memory store and a store on the shared cluster, on one manual clock.
+struct MemoryAndCluster {
+    clock: ManualClock,
+    memory: Store,
+    on_cluster: Store,
+}
+
+impl MemoryAndCluster {
+    async fn start() -> MemoryAndCluster {
+        let store = Store::redis(&shared_cluster().url()).await.unwrap();
+        let clock = ManualClock::new();
+        MemoryAndCluster {
+            memory: Store::memory().with_clock(clock.clone()),
+            on_cluster: store.with_clock(clock.clone()),
+            clock,
+        }
+    }
+
+    fn each(&self) -> [(&'static str, &Store); 2] {
+        [("memory", &self.memory), ("cluster", &self.on_cluster)]
+    }
+}
+
+#[tokio::test]
+async fn remaining_counts_down_after_each_request() {
+    let stores = MemoryAndCluster::start().await;
+    behaviour::remaining_counts_down_after_each_request(&stores.each(), &stores.clock).await;
+}
+
+#[tokio::test]
+async fn a_denial_consumes_nothing() {
+    let stores = MemoryAndCluster::start().await;
+    behaviour::a_denial_consumes_nothing(&stores.each(), &stores.clock).await;
+}
+
+#[tokio::test]
+async fn retry_after_is_rounded_up_and_obeying_it_succeeds() {
+    let stores = MemoryAndCluster::start().await;
+    behaviour::retry_after_is_rounded_up_and_obeying_it_succeeds(&stores.each(), &stores.clock).await;
+}
+
+#[tokio::test]
+async fn a_cost_that_can_never_pass_is_denied_without_retry_after() {
+    let stores = MemoryAndCluster::start().await;
+    behaviour::a_cost_that_can_never_pass_is_denied_without_retry_after(&stores.each(), &stores.clock).await;
+}
+
+#[tokio::test]
+async fn cost_zero_takes_nothing_and_reports_the_state() {
+    let stores = MemoryAndCluster::start().await;
+    behaviour::cost_zero_takes_nothing_and_reports_the_state(&stores.each(), &stores.clock).await;
+}
+
+#[tokio::test]
+async fn peek_gives_the_check_answer_without_taking_it() {
+    let stores = MemoryAndCluster::start().await;
+    behaviour::peek_gives_the_check_answer_without_taking_it(&stores.each(), &stores.clock).await;
+}
+
+#[tokio::test]
+async fn windows_are_half_open() {
+    let stores = MemoryAndCluster::start().await;
+    behaviour::windows_are_half_open(&stores.each(), &stores.clock).await;
+}
+
+#[tokio::test]
+async fn rates_are_exact() {
+    let stores = MemoryAndCluster::start().await;
+    behaviour::rates_are_exact(&stores.each(), &stores.clock).await;
+}
+
+#[tokio::test]
+async fn multi_strategy_is_all_or_nothing_and_names_every_violation() {
+    let stores = MemoryAndCluster::start().await;
+    behaviour::multi_strategy_is_all_or_nothing_and_names_every_violation(&stores.each(), &stores.clock).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_behaviour_holds_on_a_cluster() {
+async fn scripts_are_on_every_master_and_keys_spread_over_them() {
+    // Its own cluster: it flushes every node's scripts, and counts keys.
     let cluster = RedisCluster::start();
     let store = Store::redis(&cluster.url()).await.unwrap();
     assert_eq!(store.backend().kind(), "redis");
@@ -45,14 +133,12 @@ async fn every_behaviour_holds_on_a_cluster() {
     }
 
     let clock = ManualClock::new();
-    let memory = Store::memory().with_clock(clock.clone());
     let on_cluster = store.clone().with_clock(clock.clone());
-    behaviour::all(&[("memory", &memory), ("cluster", &on_cluster)], &clock).await;
 
-    // A policy's own script was loaded on every master with its first call.
-    let own = [redis::Script::new(&ratelimit::policy_script_source(&Policy::gcra("3/1s", 2).unwrap()).unwrap())
-        .get_hash()
-        .to_string()];
+    // A policy's own script is loaded on every master with its first call.
+    let policy = Policy::gcra("3/1s", 2).unwrap();
+    Limiter::new("own-script", policy.clone(), &on_cluster).check("k", 1).await.unwrap();
+    let own = [redis::Script::new(&ratelimit::policy_script_source(&policy).unwrap()).get_hash().to_string()];
     for &m in &cluster.masters() {
         assert_eq!(exists_on(cluster.nodes[m].port(), &own), 1, "node {}", cluster.nodes[m].port());
     }

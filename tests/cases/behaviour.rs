@@ -1,27 +1,13 @@
 //! Every convention of DESIGN.md "Algorithms", for every algorithm it
 //! concerns, as functions over any list of stores driven by one manual clock:
-//! `limiter_conventions.rs` runs them on memory and a single Redis, `redis_cluster.rs` on a
-//! Redis Cluster.
+//! `limiter_conventions.rs` runs each on memory and a single Redis,
+//! `redis_cluster.rs` on memory and a Redis Cluster.
 
 use ratelimit::{Decision, Limiter, ManualClock, Policy, Store};
 use std::time::Duration;
 
 /// Labelled stores that all read `clock`.
 pub type Stores<'a> = [(&'static str, &'a Store)];
-
-/// Every behaviour, in order.
-#[allow(dead_code)] // used by redis_cluster.rs, not by limiter_conventions.rs
-pub async fn all(stores: &Stores<'_>, clock: &ManualClock) {
-    remaining_counts_down_after_each_request(stores, clock).await;
-    a_denial_consumes_nothing(stores, clock).await;
-    retry_after_is_rounded_up_and_obeying_it_succeeds(stores, clock).await;
-    a_cost_that_can_never_pass_is_denied_without_retry_after(stores, clock).await;
-    cost_zero_takes_nothing_and_reports_the_state(stores, clock).await;
-    peek_gives_the_check_answer_without_taking_it(stores, clock).await;
-    windows_are_half_open(stores, clock).await;
-    rates_are_exact(stores, clock).await;
-    multi_strategy_is_all_or_nothing_and_names_every_violation(stores, clock).await;
-}
 
 /// One policy per algorithm whose tightest limit is 3 permits.
 fn three_permit_policies() -> Vec<Policy> {
