@@ -43,7 +43,7 @@ mod naive;
 
 use load::{drive, Measured};
 use ratelimit::{AlgorithmKind, Limiter, Store};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
 use redis::io::tcp::TcpSettings;
 use redis::IntoConnectionInfo;

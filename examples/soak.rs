@@ -16,7 +16,7 @@
 //! wall clock as this process, on this machine).
 
 use ratelimit::{Error, Limiter, Policy, RedisOptions, Store};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};

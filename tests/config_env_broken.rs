@@ -6,7 +6,7 @@
 
 use ratelimit::policies::POLICIES_FILE_VAR;
 use ratelimit::{rate_limit, RateLimited};
-use ratelimit_examples::log_capture::LogCapture;
+use ratelimit_test_support::log_capture::LogCapture;
 
 #[rate_limit(policy = "api")]
 async fn open() -> Result<(), RateLimited> {

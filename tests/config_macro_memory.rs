@@ -1,8 +1,8 @@
-//! `#[rate_limit(policy = "...")]` on the in-memory store (`tests/config_cases/`).
+//! `#[rate_limit(policy = "...")]` on the in-memory store (`tests/cases/config_macro.rs`).
 //!
 //! `cargo test --test config_macro_memory`
 
-#[path = "config_cases/mod.rs"]
+#[path = "cases/config_macro.rs"]
 mod cases;
 
 #[tokio::test(flavor = "current_thread")]

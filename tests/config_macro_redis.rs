@@ -3,10 +3,10 @@
 //!
 //! `cargo test --test config_macro_redis` (needs `redis-server` on the PATH)
 
-#[path = "config_cases/mod.rs"]
+#[path = "cases/config_macro.rs"]
 mod cases;
 
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 
 #[tokio::test(flavor = "current_thread")]
 async fn named_policies_on_redis() {

@@ -9,7 +9,7 @@
 
 use ratelimit::policies::{self, PolicySet};
 use ratelimit::{Limiter, Policy, Store};
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::stores::BothStores;
 use redis::AsyncCommands;
 
 fn policy(body: &str) -> Policy {

@@ -9,8 +9,8 @@ use axum::routing::get;
 use axum::Router;
 use ratelimit::http::{HeaderStyle, KeyBy, MissingKey, RateLimitLayer, TrustedProxies};
 use ratelimit::{Limiter, OnError, Policy, Store};
-use ratelimit_examples::redis_server::RedisServer;
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::redis_server::RedisServer;
+use ratelimit_test_support::stores::BothStores;
 use std::net::SocketAddr;
 use tower_service::Service;
 

@@ -9,8 +9,8 @@ use axum::routing::get;
 use axum::Router;
 use ratelimit::http::{KeyBy, RateLimitLayer};
 use ratelimit::{policies, ManualClock, OnError, Store};
-use ratelimit_examples::log_capture::LogCapture;
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::log_capture::LogCapture;
+use ratelimit_test_support::redis_server::RedisServer;
 use tower_service::Service;
 
 fn app(layer: RateLimitLayer) -> Router {

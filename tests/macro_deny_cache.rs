@@ -5,7 +5,7 @@
 //! `redis-server` on a manual clock.
 
 use ratelimit::{rate_limit, ManualClock, RateLimited, Store};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::time::Duration;
 
 #[rate_limit(algo = "gcra", rate = "1/1m", burst = 0, key = "<user>", name = "flooded")]

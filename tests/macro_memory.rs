@@ -1,12 +1,19 @@
-//! `#[rate_limit]` on the in-memory store: every option (`tests/macro_cases/`).
+//! `#[rate_limit]` on the in-memory store: every option
+//! (`tests/cases/macro_options/`), one test per case.
 //!
-//! `cargo test --test macro_memory`
+//! `cargo test --test macro_memory` (one case: `cargo test --test macro_memory a_literal_cost`)
 
-#[path = "macro_cases/mod.rs"]
+#[path = "cases/macro_options/mod.rs"]
 mod cases;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_option_on_the_memory_store() {
-    ratelimit::init(ratelimit::Store::memory()).unwrap();
-    cases::run_all().await;
+use ratelimit_test_support::runtime;
+use std::future::Future;
+use std::sync::Once;
+
+/// Runs one case on this binary's runtime, the global store being
+/// `Store::memory()` (set by whichever case comes first).
+fn on_global_store<F: Future>(case: F) -> F::Output {
+    static STORE: Once = Once::new();
+    STORE.call_once(|| ratelimit::init(ratelimit::Store::memory()).unwrap());
+    runtime::block_on(case)
 }

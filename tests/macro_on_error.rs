@@ -8,7 +8,7 @@
 //! `cargo test --test macro_on_error` (needs `redis-server` on the PATH)
 
 use ratelimit::{rate_limit, RateLimited};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::time::{Duration, Instant};
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "<k>")]

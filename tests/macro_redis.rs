@@ -1,20 +1,30 @@
 //! `#[rate_limit]` on a real Redis (a private `redis-server` started for this
 //! binary): the same cases as `macro_memory.rs`, decided by the Lua scripts
-//! with Redis server time.
+//! with Redis server time, one test per case.
 //!
-//! `cargo test --test macro_redis` (needs `redis-server` on the PATH)
+//! `cargo test --test macro_redis` (needs `redis-server` on the PATH; one
+//! case: `cargo test --test macro_redis a_literal_cost`)
 
-#[path = "macro_cases/mod.rs"]
+#[path = "cases/macro_options/mod.rs"]
 mod cases;
 
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
+use ratelimit_test_support::runtime;
+use std::future::Future;
+use std::sync::{Once, OnceLock};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_option_on_redis() {
-    let server = RedisServer::start();
-    let store = ratelimit::Store::redis(&server.url()).await.unwrap();
-    assert_eq!(store.backend().kind(), "redis");
-    ratelimit::init(store).unwrap();
-    cases::run_all().await;
-    drop(server);
+/// Runs one case on this binary's runtime, the global store being a private
+/// Redis. The first case to come starts the server and connects on that
+/// runtime, which lives as long as the process, so the connection serves
+/// every later case; the server is killed when the process ends.
+fn on_global_store<F: Future>(case: F) -> F::Output {
+    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    static STORE: Once = Once::new();
+    STORE.call_once(|| {
+        let server = SERVER.get_or_init(RedisServer::start);
+        let store = runtime::block_on(ratelimit::Store::redis(&server.url())).unwrap();
+        assert_eq!(store.backend().kind(), "redis");
+        ratelimit::init(store).unwrap();
+    });
+    runtime::block_on(case)
 }

@@ -1,15 +1,12 @@
-//! Issue 7, items 4 and 5: every decision is a DEBUG span and a count in the
+//! Every decision is a DEBUG span and a count in the
 //! `metrics` facade, store failures are WARN events and counted by kind, and
 //! no key ever reaches a log line or a label.
 
-#[path = "metrics_capture/mod.rs"]
-mod metrics_capture;
-
-use metrics_capture::{counter, histogram_samples, recorded};
 use ratelimit::{rate_limit, Limiter, ManualClock, OnError, Policy, RateLimited, RedisOptions, Store};
-use ratelimit_examples::log_capture::LogCapture;
-use ratelimit_examples::redis_server::RedisServer;
-use ratelimit_examples::stores::BothStores;
+use ratelimit_test_support::log_capture::LogCapture;
+use ratelimit_test_support::metrics_capture::{counter, histogram_samples, recorded};
+use ratelimit_test_support::redis_server::RedisServer;
+use ratelimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 #[tokio::test(flavor = "current_thread")]

@@ -3,7 +3,7 @@
 //! connects and round trips.
 
 use ratelimit::{AlgorithmKind, Error, Limiter, ManualClock, Policy, RedisOptions, Store};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use redis::AsyncCommands;
 use std::time::{Duration, Instant};
 

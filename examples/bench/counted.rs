@@ -21,7 +21,7 @@ use governor::{Quota, RateLimiter};
 use ratelimit::backend::{Binding, Call};
 use ratelimit::Backend;
 use ratelimit::{Limiter, MemoryBackend, Policy, RedisOptions, Store};
-use ratelimit_examples::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::RedisServer;
 use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;

@@ -1,0 +1,20 @@
+//! What the workspace's examples and integration tests share; nothing here is
+//! published.
+//!
+//! - [`redis_server`], [`redis_cluster`]: real, private `redis-server`
+//!   processes (single, Sentinel, TLS, a 3+3 cluster) on free loopback
+//!   ports, so tests never touch a Redis they did not start.
+//! - [`stores`]: the memory store and a Redis store side by side on one
+//!   manual clock.
+//! - [`runtime`]: one runtime per test binary, for tests on the global store.
+//! - [`exactness`]: replaying admitted calls against a policy's definition,
+//!   and the worker processes of the exactness test and example.
+//! - [`log_capture`], [`metrics_capture`]: what `tracing` and `metrics` saw.
+
+pub mod exactness;
+pub mod log_capture;
+pub mod metrics_capture;
+pub mod redis_cluster;
+pub mod redis_server;
+pub mod runtime;
+pub mod stores;

@@ -1,0 +1,84 @@
+//! `name`: the limiter's name; by default the module path and function name.
+//! Two functions with one name (and one algorithm) share a limit.
+
+use super::{denied, on_global_store};
+use ratelimit::{rate_limit, RateLimited};
+
+#[rate_limit(algo = "sliding_log", strategies = "3/1h", key = "<user>", name = "name.shared")]
+async fn read(user: u32) -> Result<&'static str, RateLimited> {
+    Ok("read")
+}
+
+#[rate_limit(algo = "sliding_log", strategies = "3/1h", key = "<user>", name = "name.shared")]
+async fn write(user: u32) -> Result<&'static str, RateLimited> {
+    Ok("write")
+}
+
+#[test]
+fn one_name_is_one_limit() {
+    on_global_store(async {
+        read(1).await.unwrap();
+        write(1).await.unwrap();
+        read(1).await.unwrap();
+        let d = denied(write(1).await);
+        assert_eq!(&*d.limiter, "name.shared");
+        assert!(denied(read(1).await).to_string().starts_with("rate limited by `name.shared`"));
+        assert_eq!(write(2).await.unwrap(), "write", "another key of the shared limit");
+    });
+}
+
+mod a {
+    #[ratelimit::rate_limit(algo = "fixed_window", strategies = "1/1h")]
+    pub async fn same() -> Result<(), ratelimit::RateLimited> {
+        Ok(())
+    }
+}
+
+mod b {
+    #[ratelimit::rate_limit(algo = "fixed_window", strategies = "1/1h")]
+    pub async fn same() -> Result<(), ratelimit::RateLimited> {
+        Ok(())
+    }
+}
+
+#[test]
+fn the_default_is_module_path_and_function() {
+    on_global_store(async {
+        a::same().await.unwrap();
+        b::same().await.unwrap();
+        assert_eq!(*denied(a::same().await).limiter, *concat!(module_path!(), "::a::same"));
+        assert_eq!(*denied(b::same().await).limiter, *concat!(module_path!(), "::b::same"));
+    });
+}
+
+mod handlers {
+    pub struct Cats;
+    pub struct Dogs;
+
+    impl Cats {
+        #[ratelimit::rate_limit(algo = "fixed_window", strategies = "2/1h")]
+        pub async fn list(&self) -> Result<&'static str, ratelimit::RateLimited> {
+            Ok("cats")
+        }
+    }
+
+    impl Dogs {
+        #[ratelimit::rate_limit(algo = "fixed_window", strategies = "2/1h")]
+        pub async fn list(&self) -> Result<&'static str, ratelimit::RateLimited> {
+            Ok("dogs")
+        }
+    }
+}
+
+// Documented: the macro cannot see the impl's type, so both default to
+// `<module>::handlers::list` and share one limit (the runtime logs a warning
+// at the second one's first call). Distinct `name`s separate them.
+#[test]
+fn methods_of_two_types_in_one_module_share_the_default_name() {
+    on_global_store(async {
+        handlers::Cats.list().await.unwrap();
+        handlers::Dogs.list().await.unwrap();
+        let d = denied(handlers::Cats.list().await);
+        assert_eq!(*d.limiter, *concat!(module_path!(), "::handlers::list"));
+    });
+}

@@ -1,0 +1,115 @@
+//! Keys come from users: whatever the bytes, no panic, no error, no shared
+//! limit between distinct keys, and nothing unbounded stored in Redis.
+
+use proptest::prelude::*;
+use ratelimit::{Limiter, Policy, Store};
+use ratelimit_test_support::stores::BothStores;
+use redis::AsyncCommands;
+
+fn hostile_keys() -> Vec<Vec<u8>> {
+    let long = "x".repeat(64 * 1024);
+    vec![
+        b"".to_vec(),
+        b" ".to_vec(),
+        b"a b".to_vec(),
+        b"line\nbreak\r\n".to_vec(),
+        b"{tag}".to_vec(),
+        b"}{".to_vec(),
+        b"{".to_vec(),
+        b"\0".to_vec(),
+        b"\0\0".to_vec(),
+        vec![0xff, 0xfe, 0x80],
+        "ключ 🔑".as_bytes().to_vec(),
+        long.clone().into_bytes(),
+        format!("{long}y").into_bytes(),
+        format!("y{long}").into_bytes(),
+        b"*".to_vec(),
+        b"ratelimit:gcra:1:x:y".to_vec(),
+    ]
+}
+
+#[tokio::test]
+async fn hostile_keys_work_and_each_has_its_own_limit() {
+    let both = BothStores::start().await;
+    for (backend, store) in both.each() {
+        for policy in [
+            Policy::sliding_log("1/1h").unwrap(),
+            Policy::gcra("1/1h", 0).unwrap(),
+            Policy::fixed_window("1/1h").unwrap(),
+        ] {
+            let limiter = Limiter::new("hostile", policy.clone(), store);
+            for key in hostile_keys() {
+                let first = limiter.check(&key, 1).await.unwrap_or_else(|e| panic!("{backend} {policy}: {e}"));
+                assert!(
+                    first.allowed,
+                    "{backend} {policy}: key {:?} shared a limit with another",
+                    String::from_utf8_lossy(&key[..key.len().min(20)])
+                );
+            }
+            for key in hostile_keys() {
+                assert!(!limiter.check(&key, 1).await.unwrap().allowed, "{backend} {policy}: key lost its state");
+            }
+        }
+    }
+    // Long keys are stored by digest: no key name in Redis is anywhere near 64 KiB.
+    let mut con = redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<Vec<u8>> = con.keys("*").await.unwrap();
+    assert_eq!(keys.len(), 3 * hostile_keys().len());
+    assert!(keys.iter().all(|k| k.len() < 200), "{:?}", keys.iter().map(Vec::len).max());
+}
+
+/// The same distinct keys, on a store with another prefix, still get their
+/// own state: prefixes separate applications.
+#[tokio::test]
+async fn prefixes_separate_applications() {
+    let store = Store::memory();
+    let a = Limiter::new("same", Policy::fixed_window("1/1h").unwrap(), &store.clone().with_prefix("app-a"));
+    let b = Limiter::new("same", Policy::fixed_window("1/1h").unwrap(), &store.with_prefix("app-b"));
+    assert!(a.check("k", 1).await.unwrap().allowed);
+    assert!(b.check("k", 1).await.unwrap().allowed);
+}
+
+fn template_key(a: &str, b: &str) -> String {
+    let mut key = String::new();
+    ratelimit::__private::push_key_value(&mut key, &a);
+    key.push(':');
+    ratelimit::__private::push_key_value(&mut key, &b);
+    key
+}
+
+#[test]
+fn template_values_cannot_forge_separators() {
+    assert_ne!(template_key("x:y", "z"), template_key("x", "y:z"));
+    assert_ne!(template_key("x%3Ay", "z"), template_key("x:y", "z"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Distinct byte keys (short, around the digest threshold, and long) never share a limit.
+    #[test]
+    fn distinct_keys_never_share_a_limit(a in proptest::collection::vec(any::<u8>(), 0..300), b in proptest::collection::vec(any::<u8>(), 0..300)) {
+        prop_assume!(a != b);
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(async {
+            let limiter = Limiter::new("prop", Policy::fixed_window("1/1h").unwrap(), &Store::memory());
+            prop_assert!(limiter.check(&a, 1).await.unwrap().allowed);
+            prop_assert!(limiter.check(&b, 1).await.unwrap().allowed);
+            prop_assert!(!limiter.check(&a, 1).await.unwrap().allowed);
+            Ok(())
+        })?;
+    }
+
+    /// Two-placeholder templates give distinct keys for distinct argument pairs.
+    #[test]
+    fn templates_are_injective(a1 in ".*", b1 in ".*", a2 in ".*", b2 in ".*") {
+        prop_assume!((&a1, &b1) != (&a2, &b2));
+        prop_assert_ne!(template_key(&a1, &b1), template_key(&a2, &b2));
+    }
+
+    #[test]
+    fn templates_are_injective_on_separator_heavy_text(a1 in "[:%a3A]{0,6}", b1 in "[:%a3A]{0,6}", a2 in "[:%a3A]{0,6}", b2 in "[:%a3A]{0,6}") {
+        prop_assume!((&a1, &b1) != (&a2, &b2));
+        prop_assert_ne!(template_key(&a1, &b1), template_key(&a2, &b2));
+    }
+}

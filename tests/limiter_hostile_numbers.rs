@@ -1,0 +1,95 @@
+//! Hostile numbers: huge costs, out-of-range strategies and policies built at
+//! run time from bad values give clear errors or clean denials, never a
+//! panic or a silently wrong limit.
+
+use proptest::prelude::*;
+use ratelimit::{Error, Limiter, ManualClock, Policy, Store};
+use ratelimit_test_support::stores::BothStores;
+use std::time::Duration;
+
+#[test]
+fn bad_policies_are_clear_errors() {
+    let cases: Vec<(Result<Policy, Error>, &str)> = vec![
+        (Policy::fixed_window("18446744073709551615/1s"), "too large"),
+        (Policy::sliding_log("1/100000d"), "too long"),
+        (Policy::fixed_window("0/1s"), "limit of 0"),
+        (Policy::fixed_window("10/0s"), "zero"),
+        (Policy::token_bucket(0, "1/1s"), "capacity of 0"),
+        (Policy::token_bucket(u64::MAX, "1/1s"), "too large"),
+        (Policy::token_bucket(1 << 30, "1/1d"), "exactly"),
+        (Policy::leaky_bucket(10, "0/1s"), "count of 0"),
+        (Policy::gcra("1/1s", u64::MAX), "too large"),
+        (Policy::sliding_window("10/1s", "3s"), "does not divide"),
+        (Policy::sliding_window("10/1d", "1ms"), "at most 10000"),
+        (Policy::sliding_log("2000000/1s"), "one entry per permit"),
+        (Policy::fixed_window(&vec!["1/1s"; 17].join(",")), "at most 16"),
+    ];
+    for (result, needle) in cases {
+        let err = result.expect_err(needle).to_string();
+        assert!(err.starts_with("invalid rate limit policy: "), "{err}");
+        assert!(err.contains(needle), "{err} should mention {needle}");
+    }
+}
+
+#[tokio::test]
+async fn the_largest_policies_and_costs_decide_exactly_on_both_backends() {
+    let both = BothStores::start().await;
+    for (backend, store) in both.each() {
+        for policy in [
+            Policy::fixed_window("1099511627776/366d").unwrap(),
+            Policy::sliding_window("1099511627776/366d", "1d").unwrap(),
+            // A log takes one entry per permit, so one call of cost 10 000 writes 10 000 entries.
+            Policy::sliding_log("10000/366d").unwrap(),
+            Policy::token_bucket(1 << 40, "1/1us").unwrap(),
+            Policy::leaky_bucket(52_000, "1/1d").unwrap(),
+            Policy::gcra("1/1d", 51_999).unwrap(),
+        ] {
+            let limiter = Limiter::new("largest", policy.clone(), store);
+            let max = policy.max_cost();
+            for cost in [u64::MAX, max + 1] {
+                let d = limiter.check("k", cost).await.unwrap();
+                assert!(d.can_never_pass(), "{backend} {policy} cost {cost}: {d:?}");
+            }
+            let all = limiter.check("k", max).await.unwrap();
+            assert!(all.allowed && all.remaining == 0, "{backend} {policy}: {all:?}");
+            let one_more = limiter.check("k", 1).await.unwrap();
+            assert!(!one_more.allowed && one_more.retry_after.is_some(), "{backend} {policy}: {one_more:?}");
+            both.clock.advance(Duration::from_secs(400 * 86_400));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any policy the builder accepts decides any cost at any time step
+    /// without panicking, and never admits more than its limit at one instant.
+    #[test]
+    fn random_policies_and_costs_never_panic(limit in 1u64..2_000, window_ms in 1u64..10_000_000, costs in proptest::collection::vec(any::<u64>(), 1..20), step_us in any::<u32>()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        runtime.block_on(async {
+            let clock = ManualClock::new();
+            let store = Store::memory().with_clock(clock.clone());
+            let strategy = format!("{limit}/{window_ms}ms");
+            let policies = [
+                Policy::fixed_window(&strategy),
+                Policy::sliding_log(&strategy),
+                Policy::token_bucket(limit, &strategy),
+                Policy::leaky_bucket(limit, &strategy),
+                Policy::gcra(&strategy, limit - 1),
+            ];
+            for policy in policies.into_iter().flatten() {
+                let limiter = Limiter::new("prop", policy, &store);
+                let mut taken = 0u64;
+                for &cost in &costs {
+                    let d = limiter.check("k", cost % (limit * 2 + 2)).await.unwrap();
+                    if d.allowed { taken += cost % (limit * 2 + 2); }
+                }
+                prop_assert!(taken <= limit);
+                clock.advance(Duration::from_micros(u64::from(step_us)));
+                let _ = limiter.check("k", u64::MAX).await.unwrap();
+            }
+            Ok(())
+        })?;
+    }
+}

@@ -1,0 +1,31 @@
+//! A call settled by `on_error` is logged at WARN (saying whether it was
+//! allowed or denied, never the key) and counted.
+
+use ratelimit::{Limiter, OnError, Policy, RedisOptions, Store};
+use ratelimit_test_support::log_capture::LogCapture;
+use ratelimit_test_support::redis_server::RedisServer;
+use std::time::Duration;
+
+#[tokio::test(flavor = "current_thread")]
+async fn store_errors_are_warned_and_counted_without_the_key() {
+    let logs = LogCapture::default();
+    let _guard = logs.install();
+
+    let mut server = RedisServer::start();
+    let options = RedisOptions { response_timeout: Duration::from_millis(100), ..RedisOptions::default() };
+    let store = Store::redis_with(&server.url(), options).await.unwrap();
+    let allow = Limiter::new("warned", Policy::gcra("1/1s", 0).unwrap(), &store);
+    let deny = allow.clone().with_on_error(OnError::Deny);
+    server.kill();
+
+    assert!(allow.limit("secret-user-key", 1).await.is_ok());
+    let denied = deny.limit("secret-user-key", 1).await.unwrap_err();
+    assert!(denied.store_unavailable);
+    assert_eq!(denied.to_string(), "rate limited by `warned`: the rate limit store is unavailable");
+    assert_eq!(allow.store_errors(), 2, "clones share the counter");
+
+    let text = logs.text();
+    assert!(text.contains("WARN") && text.contains("call allowed (on_error = allow)"), "{text}");
+    assert!(text.contains("call denied (on_error = deny)"), "{text}");
+    assert!(!text.contains("secret-user-key"), "a raw key was logged: {text}");
+}

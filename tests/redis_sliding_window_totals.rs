@@ -1,0 +1,204 @@
+//! `lua/sliding_window_totals.lua` (running totals, for many sub-windows)
+//! answers exactly as `lua/sliding_window.lua` (the hash layout, which
+//! tests/limiter_parity.rs holds to the Rust twin), field by field, on seeded random
+//! timelines; the two layouts may follow each other on one key; and with
+//! many sub-windows a steady call reads no whole hash.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use ratelimit::AlgorithmKind;
+use ratelimit_test_support::redis_server::RedisServer;
+use redis::aio::MultiplexedConnection;
+
+const TOTALS: &str =
+    concat!(include_str!("../ratelimit/lua/prelude.lua"), include_str!("../ratelimit/lua/sliding_window_totals.lua"));
+const START: u64 = 1_767_225_600_000_000;
+
+/// A policy as the script sees it: precision and (limit, window) pairs, in µs.
+struct Policy {
+    precision: u64,
+    strategies: Vec<(u64, u64)>,
+}
+
+fn policies() -> Vec<Policy> {
+    let p = |precision: u64, strategies: &[(u64, u64)]| Policy { precision, strategies: strategies.to_vec() };
+    vec![
+        p(100_000, &[(5, 1_000_000)]),
+        p(500_000, &[(4, 1_000_000), (10, 5_000_000)]),
+        p(100_000, &[(3, 300_000)]),
+        p(10_000, &[(50, 1_000_000), (200, 5_000_000)]),
+        p(1_000, &[(1000, 1_000_000)]),
+        p(1_000, &[(8, 20_000), (30, 1_000_000), (60, 2_000_000)]),
+    ]
+}
+
+struct Scripts {
+    hash: redis::Script,
+    totals: redis::Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Scripts {
+            hash: redis::Script::new(ratelimit::script_source(AlgorithmKind::SlidingWindow)),
+            totals: redis::Script::new(TOTALS),
+        }
+    }
+}
+
+/// One call with the runtime's ARGV: now ("" = TIME), cost, peek, slack, precision, k, pairs.
+async fn call(
+    con: &mut MultiplexedConnection,
+    script: &redis::Script,
+    key: &str,
+    now: Option<u64>,
+    cost: u64,
+    peek: bool,
+    policy: &Policy,
+) -> Vec<i64> {
+    let mut invocation = script.key(key);
+    match now {
+        Some(now) => invocation.arg(now).arg(cost).arg(u8::from(peek)).arg(60_000),
+        None => invocation.arg("").arg(cost).arg(u8::from(peek)).arg(0),
+    };
+    invocation.arg(policy.precision).arg(policy.strategies.len());
+    for (limit, window) in &policy.strategies {
+        invocation.arg(*limit).arg(*window);
+    }
+    invocation.invoke_async(con).await.unwrap()
+}
+
+async fn connect(server: &RedisServer) -> MultiplexedConnection {
+    redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+}
+
+/// The next time step: often around a sub-window, sometimes whole windows,
+/// sometimes exactly a boundary the last answer named.
+fn step(rng: &mut SmallRng, precision: u64, last: &[i64]) -> u64 {
+    match rng.random_range(0..12) {
+        0 => 0,
+        1 => 1,
+        2 | 3 => rng.random_range(0..precision),
+        4 | 5 => rng.random_range(0..3 * precision),
+        6 => rng.random_range(0..100 * precision),
+        7 => rng.random_range(0..6_000_000),
+        8 if last.len() == 7 && last[4] > 0 => last[4] as u64,
+        9 if last.len() == 7 && last[4] > 0 => last[4] as u64 - 1,
+        10 if last.len() == 7 => last[3] as u64,
+        _ => precision,
+    }
+}
+
+#[tokio::test]
+async fn the_totals_layout_answers_as_the_hash_layout_on_random_timelines() {
+    let server = RedisServer::start();
+    let mut con = connect(&server).await;
+    let scripts = Scripts::new();
+    let (mut decisions, mut denied) = (0, 0);
+    for (index, policy) in policies().iter().enumerate() {
+        for seed in 0..4u64 {
+            let mut rng = SmallRng::seed_from_u64(seed * 100 + index as u64);
+            let mut now = START;
+            let mut last: Vec<i64> = Vec::new();
+            for i in 0..400 {
+                if rng.random_range(0..12) == 0 {
+                    now -= rng.random_range(0..3 * policy.precision).min(now - START);
+                } else {
+                    now += step(&mut rng, policy.precision, &last);
+                }
+                let user = rng.random_range(0..3);
+                let (hash_key, totals_key) = (format!("h:{index}:{seed}:{user}"), format!("t:{index}:{seed}:{user}"));
+                let cost = match rng.random_range(0..10) {
+                    0 => 0,
+                    1 => rng.random_range(2..5),
+                    2 => rng.random_range(5..12),
+                    _ => 1,
+                };
+                if rng.random_range(0..40) == 0 {
+                    let _: () = redis::cmd("DEL").arg(&hash_key).arg(&totals_key).query_async(&mut con).await.unwrap();
+                    continue;
+                }
+                let peek = rng.random_range(0..10) == 0;
+                let hash = call(&mut con, &scripts.hash, &hash_key, Some(now), cost, peek, policy).await;
+                let totals = call(&mut con, &scripts.totals, &totals_key, Some(now), cost, peek, policy).await;
+                assert_eq!(totals, hash, "policy {index}, seed {seed}, step {i}, now {now}, cost {cost}, peek {peek}");
+                decisions += 1;
+                denied += usize::from(hash[0] == 0);
+                last = hash;
+            }
+        }
+    }
+    assert!(
+        denied > decisions / 20 && denied < decisions * 9 / 10,
+        "timelines too one-sided: {denied} of {decisions} denied"
+    );
+}
+
+/// A policy moving between layouts (as the runtime may choose by its number
+/// of sub-windows) keeps answering as if one layout had held the key.
+#[tokio::test]
+async fn the_layouts_can_follow_each_other_on_one_key() {
+    let server = RedisServer::start();
+    let mut con = connect(&server).await;
+    let scripts = Scripts::new();
+    for (index, policy) in policies().iter().enumerate() {
+        let mut rng = SmallRng::seed_from_u64(7 + index as u64);
+        let mut now = START;
+        let mut last = Vec::new();
+        for i in 0..400 {
+            now += step(&mut rng, policy.precision, &last);
+            let cost = rng.random_range(0..3);
+            let expected =
+                call(&mut con, &scripts.hash, &format!("alone:{index}"), Some(now), cost, false, policy).await;
+            let script = if rng.random_range(0..2) == 0 { &scripts.hash } else { &scripts.totals };
+            let mixed = call(&mut con, script, &format!("mixed:{index}"), Some(now), cost, false, policy).await;
+            assert_eq!(mixed, expected, "policy {index}, step {i}");
+            last = expected;
+        }
+    }
+}
+
+/// `calls` of one command in `INFO commandstats`.
+async fn calls(con: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+#[tokio::test]
+async fn with_a_thousand_sub_windows_a_steady_call_reads_a_few_fields_not_the_hash() {
+    let server = RedisServer::start();
+    let mut con = connect(&server).await;
+    let scripts = Scripts::new();
+    let policy = Policy { precision: 1_000, strategies: vec![(1 << 40, 1_000_000)] };
+    for n in 0..1000 {
+        call(&mut con, &scripts.totals, "steady", Some(START + n * 1_000), 1, false, &policy).await;
+    }
+    let fields: u64 = redis::cmd("HLEN").arg("steady").query_async(&mut con).await.unwrap();
+    assert_eq!(fields, 1000 + 4, "a field per sub-window, and n, l, p, t1");
+    let before = calls(&mut con, "hgetall").await;
+    for n in 1000..1200 {
+        let reply = call(&mut con, &scripts.totals, "steady", Some(START + n * 1_000), 1, false, &policy).await;
+        assert_eq!(reply[2], (1 << 40) - 1000, "1000 hits in the window after each call");
+    }
+    assert_eq!(calls(&mut con, "hgetall").await, before, "a steady call recounted the whole hash");
+}
+
+#[tokio::test]
+async fn with_the_server_clock_every_key_gets_a_ttl() {
+    let server = RedisServer::start();
+    let mut con = connect(&server).await;
+    let scripts = Scripts::new();
+    for policy in policies() {
+        for _ in 0..5 {
+            let reply = call(&mut con, &scripts.totals, "server-clock", None, 1, false, &policy).await;
+            // 7 fields, then a (remaining, reset) pair per strategy when there are several.
+            let k = policy.strategies.len();
+            assert_eq!(reply.len(), if k > 1 { 7 + 2 * k } else { 7 });
+        }
+        let ttl: i64 = redis::cmd("PTTL").arg("server-clock").query_async(&mut con).await.unwrap();
+        assert!(ttl > 0, "no TTL ({ttl})");
+        let _: () = redis::cmd("DEL").arg("server-clock").query_async(&mut con).await.unwrap();
+    }
+}
