@@ -1,6 +1,5 @@
 //! The deny cache behind `#[rate_limit]` on Redis: a denial Redis gave is
-//! answered in process (`Site::check_at_once`, no future and no round
-//! trip) until the time Redis said, counting down, and the next call after
+//! answered in process (no round trip) until the time Redis said, counting down, and the next call after
 //! it reaches Redis again. The global store of this binary is a private
 //! `redis-server` on a manual clock.
 

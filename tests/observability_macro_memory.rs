@@ -1,6 +1,4 @@
-//! `#[rate_limit]` on the in-memory store decides through a path of its own
-//! (`Site::check_at_once`: no future is built for the call): every decision
-//! is still counted, a denial still carries the store's answer, no store
+//! `#[rate_limit]` on the in-memory store: every decision is counted, a denial still carries the store's answer, no store
 //! time is recorded, and a program taking DEBUG events still gets each
 //! decision's span. The global store of this binary is `Store::memory()`
 //! on a manual clock.

@@ -108,7 +108,7 @@ pub async fn run(backend: &str) {
     assert!(refused.store_unavailable);
     assert_eq!(refused.policy, None);
     assert_eq!(refused.to_string(), "rate limited by `cfg.later`: its named policy is not configured");
-    // Again, now that each site knows the set in use (`Site::check_at_once`).
+    // Again, now that each site has built its limiter for the set in use.
     assert_eq!(later_allow().await.unwrap(), 7);
     assert!(denied(later_deny().await).store_unavailable);
     let text = logs.text();
