@@ -1,8 +1,8 @@
 //! The bucket scripts keep their state as 17 bytes (`struct.pack('<ddB', ..)`:
-//! no number parsing or formatting per call, issue 6) and still read the
-//! state earlier versions wrote: the text "<units>:<µs>" and a hash. A key in
-//! any of the three forms gets the same answers as the memory twin. So does
-//! gcra's TAT, kept as 8 or 17 bytes and read from earlier versions' text.
+//! no number parsing or formatting per call), and gcra its TAT as 8 or 17
+//! bytes; a key in that form gets the same answers as the memory twin. No
+//! other form is read: the state-format version in every key keeps state of
+//! another format under another key.
 
 use ratelimit::{Limiter, Policy};
 use ratelimit_examples::stores::BothStores;
@@ -20,38 +20,10 @@ async fn packed_state(con: &mut MultiplexedConnection) -> (String, f64, f64) {
     (keys[0].clone(), units, last)
 }
 
-/// Writes the state back in an older form: `"text"` or `"hash"`.
-async fn rewrite(con: &mut MultiplexedConnection, key: &str, form: &str, field: &str, units: f64, last: f64) {
-    let _: () = redis::cmd("DEL").arg(key).query_async(con).await.unwrap();
-    if form == "text" {
-        let _: () = redis::cmd("SET")
-            .arg(key)
-            .arg(format!("{}:{}", units as u64, last as u64))
-            .arg("PX")
-            .arg(600_000)
-            .query_async(con)
-            .await
-            .unwrap();
-    } else {
-        let _: () = redis::cmd("HSET")
-            .arg(key)
-            .arg(field)
-            .arg(units as u64)
-            .arg("t")
-            .arg(last as u64)
-            .query_async(con)
-            .await
-            .unwrap();
-        let _: () = redis::cmd("PEXPIRE").arg(key).arg(600_000).query_async(con).await.unwrap();
-    }
-}
-
 #[tokio::test]
-async fn older_bucket_states_are_read_and_replaced() {
-    for (policy, field) in
-        [(Policy::token_bucket(5, "2/3s").unwrap(), "u"), (Policy::leaky_bucket(5, "2/3s").unwrap(), "l")]
-    {
-        for form in ["packed", "text", "hash"] {
+async fn bucket_states_are_packed_and_read_back() {
+    for policy in [Policy::token_bucket(5, "2/3s").unwrap(), Policy::leaky_bucket(5, "2/3s").unwrap()] {
+        {
             let both = BothStores::start().await;
             let mut con =
                 redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
@@ -63,22 +35,18 @@ async fn older_bucket_states_are_read_and_replaced() {
                 assert_eq!(
                     on_memory.check("k", cost).await.unwrap(),
                     on_redis.check("k", cost).await.unwrap(),
-                    "{policy} ({form})"
+                    "{policy}"
                 );
             }
-            let (key, units, last) = packed_state(&mut con).await;
-            if form != "packed" {
-                rewrite(&mut con, &key, form, field, units, last).await;
-            }
+            packed_state(&mut con).await;
             for (advance_ms, cost) in [(400, 1), (0, 2), (2_000, 3), (5, 1)] {
                 both.clock.advance(Duration::from_millis(advance_ms));
                 assert_eq!(
                     on_memory.check("k", cost).await.unwrap(),
                     on_redis.check("k", cost).await.unwrap(),
-                    "{policy} ({form})"
+                    "{policy}"
                 );
             }
-            // The next write replaced the older form with the packed one.
             packed_state(&mut con).await;
         }
     }
@@ -99,13 +67,13 @@ async fn gcra_state(con: &mut MultiplexedConnection) -> (String, u64, u64) {
 }
 
 #[tokio::test]
-async fn older_gcra_states_are_read_and_replaced() {
-    // 7 per 3 s: n = 7, so a TAT holds sevenths of a µs (17 bytes, text
-    // "<tat_us>:<rem>"); 2 per 1 s: n = 1, whole µs (8 bytes, text "<tat_us>").
+async fn gcra_states_are_packed_and_read_back() {
+    // 7 per 3 s: n = 7, so a TAT holds sevenths of a µs (17 bytes); 2 per
+    // 1 s: n = 1, whole µs (8 bytes).
     for (policy, with_remainder) in
         [(Policy::gcra("7/3s", 3).unwrap(), true), (Policy::gcra("2/1s", 3).unwrap(), false)]
     {
-        for form in ["packed", "text"] {
+        {
             let both = BothStores::start().await;
             let mut con =
                 redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
@@ -116,25 +84,19 @@ async fn older_gcra_states_are_read_and_replaced() {
                 assert_eq!(
                     on_memory.check("k", cost).await.unwrap(),
                     on_redis.check("k", cost).await.unwrap(),
-                    "{policy} ({form})"
+                    "{policy}"
                 );
             }
-            let (key, us, rem) = gcra_state(&mut con).await;
+            let (_, _, rem) = gcra_state(&mut con).await;
             assert_eq!(rem != 0, with_remainder, "{policy}: the timeline must leave the form under test");
-            if form == "text" {
-                let text = if rem == 0 { us.to_string() } else { format!("{us}:{rem}") };
-                let _: () =
-                    redis::cmd("SET").arg(&key).arg(text).arg("PX").arg(600_000).query_async(&mut con).await.unwrap();
-            }
             for (advance_us, cost) in [(400_000, 1), (0, 1), (2_000_001, 3), (5, 1), (1_500_000, 0)] {
                 both.clock.advance(Duration::from_micros(advance_us));
                 assert_eq!(
                     on_memory.check("k", cost).await.unwrap(),
                     on_redis.check("k", cost).await.unwrap(),
-                    "{policy} ({form})"
+                    "{policy}"
                 );
             }
-            // The next write replaced the text with the binary form.
             gcra_state(&mut con).await;
         }
     }

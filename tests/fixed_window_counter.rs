@@ -1,5 +1,5 @@
 //! A fixed window of one strategy on Redis's own clock is a counter whose
-//! TTL is the window (`lua/fixed_window_counter.lua`, issue 6): the same
+//! TTL is the window (`lua/fixed_window_counter.lua`): the same
 //! conventions as every other decision, with the window timed by Redis.
 //! Time is moved the only way Redis's clock can be: by expiring the key
 //! (`PEXPIREAT` in the past), never by sleeping.

@@ -1,6 +1,6 @@
 //! With the server clock, gcra.lua, token_bucket.lua and leaky_bucket.lua
 //! set a key's TTL only when its reset moves into a new second (to that
-//! second's end) and otherwise keep it (`SET ... KEEPTTL`, issue 6).
+//! second's end) and otherwise keep it (`SET ... KEEPTTL`).
 //! Whatever they do, a key must outlive its reset and live at most about
 //! 1 s past it.
 

@@ -11,7 +11,7 @@ use std::fmt::{self, Write};
 ///
 /// `remote_server_clock`: the store is Redis (or another remote store) and
 /// decides on its own clock, where a fixed window of one strategy is a
-/// counter (see `backend::Counter`).
+/// counter (see `backend::redis::counter`).
 pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str, remote_server_clock: bool) -> Vec<u8> {
     format!("{prefix}:{}:{}:{name}", layout(policy, remote_server_clock), name.len()).into_bytes()
 }
@@ -40,7 +40,7 @@ pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str, remote_serve
 /// ```
 pub(crate) fn layout(policy: &Policy, remote_server_clock: bool) -> String {
     let algo = policy.algorithm().name();
-    if remote_server_clock && crate::backend::Counter::of(policy).is_some() {
+    if remote_server_clock && crate::backend::redis::counter::Counter::of(policy).is_some() {
         return format!("{algo}/counter");
     }
     match &policy.params {

@@ -1,15 +1,8 @@
 //! [`Backend`]: the one trait both stores implement, and what crosses it.
 
-mod breaker;
-mod connection;
-mod endpoint;
-mod fixed_window_counter;
 pub(crate) mod memory;
-mod policy_reply;
-mod redis;
-mod watchdog;
+pub(crate) mod redis;
 
-pub(crate) use self::fixed_window_counter::Counter;
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
 
