@@ -24,9 +24,9 @@ impl Algo {
     /// (`ratelimit:<layout>:<name length>:<name>:<key>`), for the raw script cases.
     pub fn storage_key(&self, name: &str, user_key: &str, client_clock: bool) -> String {
         let layout = if self.counter.is_some() && !client_clock {
-            format!("{}/counter", self.kind.name())
+            format!("{}/v1/counter", self.kind.name())
         } else {
-            self.kind.name().to_string()
+            format!("{}/v1", self.kind.name())
         };
         format!("ratelimit:{layout}:{}:{name}:{user_key}", name.len())
     }

@@ -107,7 +107,7 @@ fn memory(path: &str, calls: u64) {
         "backend" => {
             let backend = MemoryBackend::new();
             let storage_keys: Vec<Vec<u8>> =
-                keys.iter().map(|k| format!("ratelimit:gcra:12:bench.memory:{k}").into_bytes()).collect();
+                keys.iter().map(|k| format!("ratelimit:gcra/v1:12:bench.memory:{k}").into_bytes()).collect();
             one_at_a_time(&runtime, calls, |i| {
                 let request = Request {
                     key: &storage_keys[(i % 10_000) as usize],

@@ -177,7 +177,7 @@ pub async fn memory_backend(options: Options) {
     println!("bench case=limiter_overhead/instant_backend ns_per_check={:.0}", 1e9 / rate);
     let backend = MemoryBackend::new();
     let storage_keys: Vec<Vec<u8>> =
-        keys.iter().map(|k| format!("ratelimit:gcra:12:bench.memory:{k}").into_bytes()).collect();
+        keys.iter().map(|k| format!("ratelimit:gcra/v1:12:bench.memory:{k}").into_bytes()).collect();
 
     // gcra and governor head to head: the same keys and the same rate
     // (1 000 000/s, burst 1 000 000), measured in turn for several rounds so

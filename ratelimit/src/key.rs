@@ -16,41 +16,61 @@ pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str, remote_serve
     format!("{prefix}:{}:{}:{name}", layout(policy, remote_server_clock), name.len()).into_bytes()
 }
 
-/// The algorithm, and whatever else decides how its stored state reads.
+/// The algorithm, the version of its stored state's format, and whatever
+/// else decides how that state reads: `<algo>/v<version>[/<detail>]`.
+///
+/// The version is in every key so that a change of a state's format can
+/// never misread state an older build wrote: during a rolling deploy old
+/// and new builds each keep their own keys. A change of format bumps its
+/// layout's version here; the old keys expire by their TTL.
 ///
 /// When a policy behind a name changes (a reload, a redeploy), state written
 /// under the old policy is used as-is if it means the same under the new one,
 /// and otherwise lives under another key, so it is never misread:
 /// - `fixed_window`, `sliding_log`: a window's start and count, or a log of
-///   hit times, mean the same under any strategies: `<algo>` only; but a
+///   hit times, mean the same under any strategies: no detail; but a
 ///   fixed window of one strategy on Redis's own clock is a counter whose
-///   TTL is the window: `fixed_window/counter`.
-/// - `gcra`: the state is a time (the theoretical arrival time): `gcra`.
+///   TTL is the window: `fixed_window/v1/counter`.
+/// - `gcra`: the state is a time (the theoretical arrival time): no detail.
 /// - `sliding_window`: counts are filed by sub-window index `t / precision`,
-///   which another precision reads as other times: `sliding_window/<precision>`.
+///   which another precision reads as other times: the precision.
 /// - `token_bucket`, `leaky_bucket`: amounts are kept in units of the
 ///   reduced rate's period `p` (one permit = `p` units), which another `p`
-///   reads as another amount: `<algo>/<p>`.
+///   reads as another amount: `p`.
 ///
 /// ```text
-/// ratelimit:fixed_window:6:search:user:7          (several strategies, or a client clock)
-/// ratelimit:fixed_window/counter:6:search:user:7  (one strategy, Redis's clock)
-/// ratelimit:sliding_window/100ms:6:search:user:7
-/// ratelimit:token_bucket/3s:6:upload:user:7      (rate "1/3s" or "2/6s")
+/// ratelimit:fixed_window/v1:6:search:user:7          (several strategies, or a client clock)
+/// ratelimit:fixed_window/v1/counter:6:search:user:7  (one strategy, Redis's clock)
+/// ratelimit:sliding_window/v1/100ms:6:search:user:7
+/// ratelimit:token_bucket/v1/3s:6:upload:user:7      (rate "1/3s" or "2/6s")
+/// ratelimit:gcra/v1:6:search:user:7
 /// ```
 pub(crate) fn layout(policy: &Policy, remote_server_clock: bool) -> String {
     let algo = policy.algorithm().name();
     if remote_server_clock && crate::backend::redis::counter::Counter::of(policy).is_some() {
-        return format!("{algo}/counter");
+        return format!("{algo}/{COUNTER_FORMAT}/counter");
     }
     match &policy.params {
-        Params::SlidingWindow { precision_us, .. } => format!("{algo}/{}", format_duration(*precision_us)),
-        Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } => {
-            format!("{algo}/{}", format_duration(rate.reduced().1))
+        Params::SlidingWindow { precision_us, .. } => {
+            format!("{algo}/{SLIDING_WINDOW_FORMAT}/{}", format_duration(*precision_us))
         }
-        Params::FixedWindow { .. } | Params::SlidingLog { .. } | Params::Gcra { .. } => algo.to_string(),
+        Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } => {
+            format!("{algo}/{BUCKET_FORMAT}/{}", format_duration(rate.reduced().1))
+        }
+        Params::FixedWindow { .. } => format!("{algo}/{FIXED_WINDOW_FORMAT}"),
+        Params::SlidingLog { .. } => format!("{algo}/{SLIDING_LOG_FORMAT}"),
+        Params::Gcra { .. } => format!("{algo}/{GCRA_FORMAT}"),
     }
 }
+
+// The version of each stored state's format (the Lua header of each script
+// describes the format).
+const FIXED_WINDOW_FORMAT: &str = "v1";
+const COUNTER_FORMAT: &str = "v1";
+const SLIDING_WINDOW_FORMAT: &str = "v1";
+const SLIDING_LOG_FORMAT: &str = "v1";
+const BUCKET_FORMAT: &str = "v1";
+const GCRA_FORMAT: &str = "v1";
 
 /// User keys longer than this are stored by their SHA-1 instead, so a
 /// hostile client cannot make Redis hold arbitrarily long key names.
@@ -195,7 +215,20 @@ fn push_escaped(key: &mut String, text: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::{push_key_integer, push_key_value, storage_key};
+    use super::{key_prefix, push_key_integer, push_key_value, storage_key};
+    use crate::Policy;
+    #[test]
+    fn every_layout_names_its_state_format_version() {
+        let prefix = |policy: Policy, server_clock| String::from_utf8(key_prefix("rl", &policy, "api", server_clock));
+        assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap(), true).unwrap(), "rl:fixed_window/v1/counter:3:api");
+        assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap(), false).unwrap(), "rl:fixed_window/v1:3:api");
+        let window = Policy::sliding_window("5/1s", "100ms").unwrap();
+        assert_eq!(prefix(window, true).unwrap(), "rl:sliding_window/v1/100ms:3:api");
+        assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap(), true).unwrap(), "rl:sliding_log/v1:3:api");
+        assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), true).unwrap(), "rl:token_bucket/v1/3s:3:api");
+        assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), true).unwrap(), "rl:leaky_bucket/v1/3s:3:api");
+        assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap(), true).unwrap(), "rl:gcra/v1:3:api");
+    }
 
     #[test]
     fn a_reused_key_buffer_starts_empty() {
