@@ -1,7 +1,6 @@
 //! Storage keys, and the escaping that keeps key templates collision-free.
 
 use crate::policy::{Params, Policy};
-use crate::reused::Reused;
 use ratelimit_grammar::format_duration;
 use std::fmt::{self, Write};
 
@@ -81,7 +80,7 @@ pub const MAX_RAW_KEY_LEN: usize = 128;
 /// The separator tells the two forms apart, so no short key can pose as the
 /// digest of a long one.
 pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> StorageKey {
-    let mut full = Reused::take_or(|| Vec::with_capacity(limiter_prefix.len() + 1 + key.len().min(40)));
+    let mut full = Vec::with_capacity(limiter_prefix.len() + 1 + key.len().min(40));
     full.extend_from_slice(limiter_prefix);
     if key.len() <= MAX_RAW_KEY_LEN {
         full.push(b':');
@@ -93,13 +92,11 @@ pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> StorageKey {
     full
 }
 
-/// A storage key in a buffer this thread reuses (see [`Reused`]): every
-/// call to a remote store builds one and holds it until the store answers.
-pub(crate) type StorageKey = Reused<Vec<u8>>;
+/// A full storage key: what every call to a store builds.
+pub(crate) type StorageKey = Vec<u8>;
 
-/// The text of a `#[rate_limit]` key, in a `String` this thread reuses (the
-/// generated code writes every templated key into one; see [`Reused`]).
-/// Dereferences to the `String`.
+/// The text of a `#[rate_limit]` key: the generated code writes every
+/// templated key into one. Dereferences to the `String`.
 ///
 /// ```
 /// let mut key = ratelimit::__private::KeyBuffer::take(25);
@@ -107,12 +104,26 @@ pub(crate) type StorageKey = Reused<Vec<u8>>;
 /// ratelimit::__private::push_key_integer(&mut key, &7u64);
 /// assert_eq!(key.as_str(), "user:7");
 /// ```
-pub type KeyBuffer = Reused<String>;
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct KeyBuffer(String);
 
-impl Reused<String> {
-    /// An empty key; a new one holds `capacity` bytes before it grows.
+impl KeyBuffer {
+    /// An empty key holding `capacity` bytes before it grows.
     pub fn take(capacity: usize) -> KeyBuffer {
-        Reused::take_or(|| String::with_capacity(capacity))
+        KeyBuffer(String::with_capacity(capacity))
+    }
+}
+
+impl std::ops::Deref for KeyBuffer {
+    type Target = String;
+    fn deref(&self) -> &String {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KeyBuffer {
+    fn deref_mut(&mut self) -> &mut String {
+        &mut self.0
     }
 }
 
@@ -217,6 +228,7 @@ fn push_escaped(key: &mut String, text: &str) {
 mod tests {
     use super::{key_prefix, push_key_integer, push_key_value, storage_key};
     use crate::Policy;
+
     #[test]
     fn every_layout_names_its_state_format_version() {
         let prefix = |policy: Policy, server_clock| String::from_utf8(key_prefix("rl", &policy, "api", server_clock));
@@ -231,19 +243,15 @@ mod tests {
     }
 
     #[test]
-    fn a_reused_key_buffer_starts_empty() {
-        let mut first = super::KeyBuffer::take(4);
-        first.push_str("user:12345678");
-        drop(first);
-        let mut again = super::KeyBuffer::take(4);
-        assert_eq!(again.as_str(), "");
-        push_key_integer(&mut again, &5u8);
-        assert_eq!(again.as_str(), "5");
+    fn a_key_buffer_starts_empty() {
+        let mut key = super::KeyBuffer::take(4);
+        assert_eq!(key.as_str(), "");
+        push_key_integer(&mut key, &5u8);
+        assert_eq!(key.as_str(), "5");
     }
 
     #[test]
-    fn a_reused_storage_key_buffer_holds_only_the_new_key() {
-        drop(storage_key(b"ratelimit:gcra:4:long", b"a-rather-long-user-key"));
+    fn a_long_key_is_stored_by_its_digest() {
         assert_eq!(&*storage_key(b"p", b"k"), b"p:k");
         let long = vec![b'x'; super::MAX_RAW_KEY_LEN + 1];
         assert_eq!(&*storage_key(b"p", &long), format!("p#{}", sha1_smol::Sha1::from(&long).digest()).as_bytes());

@@ -39,7 +39,6 @@ mod limiter;
 pub mod observe;
 mod on_error;
 mod policy;
-mod reused;
 mod runtime;
 mod store;
 #[cfg(feature = "tls")]

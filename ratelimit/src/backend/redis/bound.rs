@@ -43,7 +43,7 @@ impl RedisBound {
     /// The full storage key of a user key (limiter prefix, `:` and the key,
     /// or `#` and its hex SHA-1 past [`MAX_RAW_KEY_LEN`](crate::key::MAX_RAW_KEY_LEN)).
     pub(crate) fn storage_key(&self, key: &[u8]) -> Vec<u8> {
-        crate::key::storage_key(&self.key_prefix, key).to_vec()
+        crate::key::storage_key(&self.key_prefix, key)
     }
 
     /// Decides a call of `cost` on `storage_key` (a peek takes nothing), at
