@@ -49,7 +49,8 @@ impl Counter {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::backend::redis::counter::Counter;
+    use crate::Policy;
 
     #[test]
     fn only_one_strategy_whose_reply_fits_a_double_is_counted_by_ttl() {
