@@ -8,6 +8,7 @@ pub(crate) mod counter;
 mod endpoint;
 mod reply;
 pub(crate) mod scripts;
+mod shim;
 
 pub(crate) use self::bound::RedisBound;
 use self::breaker::Breaker;
@@ -18,7 +19,7 @@ use super::{Backend, BoxFuture, Outcome, Request};
 use crate::{Error, Policy};
 use std::fmt;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Timeouts and retry settings of the Redis connection. Every default is set
@@ -79,12 +80,8 @@ pub struct RedisBackend {
     breaker: Arc<Breaker>,
     registry: Arc<Registry>,
     /// TEMPORARY shim until Backend::bind lands: the limiters `decide` bound.
-    shim: Arc<RwLock<Vec<ShimEntry>>>,
+    shim: Arc<shim::Shim>,
 }
-
-/// TEMPORARY shim until Backend::bind lands: a policy, its clock (Redis's
-/// own or not) and the limiter bound for them.
-type ShimEntry = (Policy, bool, Arc<RedisBound>);
 
 impl RedisBackend {
     /// Connects to `url` (any form [`Store::redis`](crate::Store::redis)
@@ -137,33 +134,17 @@ impl RedisBackend {
             loaded: AtomicBool::new(false),
         }
     }
-
-    /// TEMPORARY shim until Backend::bind lands: the bound limiter of
-    /// `policy` on this clock, bound on its first decision. The request
-    /// carries the full storage key, so the prefix bound here is unused.
-    fn shim_bound(&self, policy: &Policy, server_clock: bool) -> Arc<RedisBound> {
-        let found = |bound: &[ShimEntry]| {
-            bound.iter().find(|(p, clock, _)| p == policy && *clock == server_clock).map(|(_, _, b)| b.clone())
-        };
-        if let Some(bound) = found(&self.shim.read().unwrap_or_else(PoisonError::into_inner)) {
-            return bound;
-        }
-        let mut shim = self.shim.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(bound) = found(&shim) {
-            return bound;
-        }
-        let bound = Arc::new(self.bind_limiter("", "", policy, server_clock));
-        shim.push((policy.clone(), server_clock, bound.clone()));
-        bound
-    }
 }
 
 impl Backend for RedisBackend {
     // TEMPORARY shim until Backend::bind lands: each request finds its
     // policy's bound limiter and decides its (already full) key there.
     fn decide<'a>(&'a self, request: Request<'a>) -> BoxFuture<'a, Result<Outcome, Error>> {
-        let bound = self.shim_bound(request.policy, request.now_us.is_none());
-        Box::pin(async move { bound.decide_key(request.key, request.cost, request.peek, request.now_us).await })
+        let Request { key, cost, peek, now_us, .. } = request;
+        match self.shim.bound(self, request.policy, now_us.is_none()) {
+            shim::Found::Slot(bound) => Box::pin(bound.decide_key(key, cost, peek, now_us)),
+            shim::Found::Overflow(bound) => Box::pin(async move { bound.decide_key(key, cost, peek, now_us).await }),
+        }
     }
 
     fn reset<'a>(&'a self, key: &'a [u8]) -> BoxFuture<'a, Result<(), Error>> {
