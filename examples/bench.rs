@@ -335,10 +335,10 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
             let reply: i64 = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
             (reply >= 0, limit, limit - reply.unsigned_abs() / (window_ms + 2))
         }
-        // A script made per policy: `v` and `now` as two doubles; on a fresh
-        // key v is, in units of 1/p of a permit, the tokens left, or the
-        // level or debt the call took (lua/set_state.lua).
-        None if matches!(raw.arguments, Arguments::PerPolicy { .. }) => {
+        // A bucket or gcra: `v` and `now` as two doubles; on a fresh key v
+        // is, in units of 1/p of a permit, the tokens left, or the level or
+        // debt the call took (lua/set_state.lua).
+        None if matches!(raw.family, Family::Bucket) => {
             let reply: Vec<u8> = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
             let v = f64::from_le_bytes(reply[..8].try_into().expect("16 bytes"));
             let (limit, p) = (decision.limit, algo.params[2]);
@@ -362,79 +362,60 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
 /// One algorithm's script and ARGV exactly as the Redis backend sends them.
 struct RawCall {
     script: redis::Script,
-    arguments: Arguments,
-    /// The window algorithms' parameters, after `now, cost, peek, slack`.
-    params: Vec<u64>,
+    family: Family,
+    /// ARGV carries this process's time (as `Store::with_clock(SystemClock)`
+    /// sends it), so the script skips `TIME`.
+    client_clock: bool,
 }
 
-/// How a script takes its ARGV.
+/// How a script replies (`ratelimit/src/backend/redis/reply.rs`).
 #[derive(Clone, Copy)]
-enum Arguments {
-    /// The window algorithms: `now` ("" = the server's clock), cost, peek,
-    /// slack, then the parameters.
-    Window { client_clock: bool },
-    /// A script made per policy (buckets, gcra; `lua/policy_prelude.lua`):
-    /// cost, peek, now, slack, each left out while it and all after it are
-    /// the common call's (cost 1, a check, the server's clock).
-    PerPolicy { client_clock: bool },
-    /// The fixed window counter: the cost, left out when it is 1.
+enum Family {
+    /// The window algorithms: a table of integers.
+    Window,
+    /// The buckets and gcra: 16 bytes.
+    Bucket,
+    /// The fixed window counter: one integer.
     Counter,
 }
 
 impl RawCall {
-    /// With `client_clock`, ARGV carries this process's time (as
-    /// `Store::with_clock(SystemClock)` sends it), so the script skips `TIME`.
     fn new(algo: &cases::Algo, client_clock: bool) -> RawCall {
-        let (source, arguments) = match (algo.counter, ratelimit::policy_script_source(&algo.policy)) {
-            (Some(_), _) if !client_clock => (
-                ratelimit::fixed_window_counter_source(&algo.policy).expect("a fixed window of one strategy"),
-                Arguments::Counter,
-            ),
-            (_, Some(source)) => (source, Arguments::PerPolicy { client_clock }),
-            _ => (ratelimit::script_source(algo.kind).to_string(), Arguments::Window { client_clock }),
+        let family = match algo.kind {
+            AlgorithmKind::FixedWindow if algo.counter.is_some() && !client_clock => Family::Counter,
+            AlgorithmKind::FixedWindow | AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog => Family::Window,
+            _ => Family::Bucket,
         };
-        RawCall { script: redis::Script::new(&source), arguments, params: algo.params.clone() }
+        let source = ratelimit::script_source(&algo.policy, !client_clock);
+        RawCall { script: redis::Script::new(&source), family, client_clock }
     }
 
-    /// One call of cost 1 on `key`, its reply read as the runtime reads it:
-    /// one integer (the counter), 16 bytes (a script made per policy) or a
-    /// vector (the window scripts).
+    /// One call of cost 1 on `key`, its reply read as the runtime reads it.
     async fn call(&self, con: &mut MultiplexedConnection, key: &str) {
         let invocation = self.invocation(key, 1);
-        match self.arguments {
-            Arguments::Counter => {
+        match self.family {
+            Family::Counter => {
                 let _: i64 = invocation.invoke_async(con).await.expect("raw EVALSHA");
             }
-            Arguments::PerPolicy { .. } => {
+            Family::Bucket => {
                 let _: Vec<u8> = invocation.invoke_async(con).await.expect("raw EVALSHA");
             }
-            Arguments::Window { .. } => {
+            Family::Window => {
                 let _: Vec<i64> = invocation.invoke_async(con).await.expect("raw EVALSHA");
             }
         }
     }
 
+    /// `lua/prelude.lua`'s ARGV: cost, peek, now, slack, each left out while
+    /// it and all after it are the common call's (cost 1, a check, the
+    /// server's clock).
     fn invocation(&self, key: &str, cost: u64) -> redis::ScriptInvocation<'_> {
         let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
         let mut invocation = self.script.key(key);
-        match self.arguments {
-            Arguments::Window { client_clock } => {
-                if client_clock {
-                    invocation.arg(now()).arg(cost).arg(0).arg(60_000);
-                } else {
-                    invocation.arg("").arg(cost).arg(0).arg(0);
-                }
-                for p in &self.params {
-                    invocation.arg(*p);
-                }
-            }
-            Arguments::PerPolicy { client_clock: true } => {
-                invocation.arg(cost).arg(0).arg(now()).arg(60_000);
-            }
-            Arguments::PerPolicy { client_clock: false } | Arguments::Counter if cost != 1 => {
-                invocation.arg(cost);
-            }
-            Arguments::PerPolicy { .. } | Arguments::Counter => {}
+        if self.client_clock {
+            invocation.arg(cost).arg(0).arg(now()).arg(60_000);
+        } else if cost != 1 {
+            invocation.arg(cost);
         }
         invocation
     }

@@ -104,28 +104,28 @@ async fn a_changed_layout_starts_fresh_and_leaves_the_old_state_alone() {
         (
             Policy::sliding_window("10/1h", "10m").unwrap(),
             Policy::sliding_window("10/1h", "1m").unwrap(),
-            "ratelimit:sliding_window/10m:6:reload:k",
-            "ratelimit:sliding_window/1m:6:reload:k",
+            "ratelimit:sliding_window/v1/10m:6:reload:k",
+            "ratelimit:sliding_window/v1/1m:6:reload:k",
         ),
         // one token = 1h of refill -> 30m: the stored units would read as twice the tokens
         (
             Policy::token_bucket(10, "1/1h").unwrap(),
             Policy::token_bucket(10, "2/1h").unwrap(),
-            "ratelimit:token_bucket/1h:6:reload:k",
-            "ratelimit:token_bucket/30m:6:reload:k",
+            "ratelimit:token_bucket/v1/1h:6:reload:k",
+            "ratelimit:token_bucket/v1/30m:6:reload:k",
         ),
         (
             Policy::leaky_bucket(10, "1/1h").unwrap(),
             Policy::leaky_bucket(10, "1/2h").unwrap(),
-            "ratelimit:leaky_bucket/1h:6:reload:k",
-            "ratelimit:leaky_bucket/2h:6:reload:k",
+            "ratelimit:leaky_bucket/v1/1h:6:reload:k",
+            "ratelimit:leaky_bucket/v1/2h:6:reload:k",
         ),
         // another algorithm
         (
             Policy::fixed_window("10/1h").unwrap(),
             Policy::sliding_log("10/1h").unwrap(),
-            "ratelimit:fixed_window:6:reload:k",
-            "ratelimit:sliding_log:6:reload:k",
+            "ratelimit:fixed_window/v1:6:reload:k",
+            "ratelimit:sliding_log/v1:6:reload:k",
         ),
     ];
     let mut redis = redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();

@@ -6,12 +6,19 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use ratelimit::AlgorithmKind;
 use ratelimit_test_support::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
 
-const TOTALS: &str =
-    concat!(include_str!("../ratelimit/lua/prelude.lua"), include_str!("../ratelimit/lua/sliding_window_totals.lua"));
+/// What both layouts' scripts start with, after the policy's constants
+/// (as the runtime joins them, `ratelimit/src/backend/redis/scripts.rs`).
+const SHARED: [&str; 4] = [
+    include_str!("../ratelimit/lua/prelude.lua"),
+    include_str!("../ratelimit/lua/clock.lua"),
+    include_str!("../ratelimit/lua/window.lua"),
+    include_str!("../ratelimit/lua/sub_windows.lua"),
+];
+const HASH: &str = include_str!("../ratelimit/lua/sliding_window.lua");
+const TOTALS: &str = include_str!("../ratelimit/lua/sliding_window_totals.lua");
 const START: u64 = 1_767_225_600_000_000;
 
 /// A policy as the script sees it: precision and (limit, window) pairs, in µs.
@@ -32,21 +39,30 @@ fn policies() -> Vec<Policy> {
     ]
 }
 
+/// One policy's script in either layout, its constants written in.
 struct Scripts {
     hash: redis::Script,
     totals: redis::Script,
 }
 
 impl Scripts {
-    fn new() -> Self {
-        Scripts {
-            hash: redis::Script::new(ratelimit::script_source(AlgorithmKind::SlidingWindow)),
-            totals: redis::Script::new(TOTALS),
-        }
+    fn new(policy: &Policy) -> Self {
+        let list = |f: fn(&(u64, u64)) -> u64| {
+            policy.strategies.iter().map(|s| f(s).to_string()).collect::<Vec<_>>().join(", ")
+        };
+        let constants = format!(
+            "local precision, limits, windows = {}, {{{}}}, {{{}}}\n",
+            policy.precision,
+            list(|s| s.0),
+            list(|s| s.1)
+        );
+        let script = |layout: &str| redis::Script::new(&[&constants, &SHARED.concat(), layout].concat());
+        Scripts { hash: script(HASH), totals: script(TOTALS) }
     }
 }
 
-/// One call with the runtime's ARGV: now ("" = TIME), cost, peek, slack, precision, k, pairs.
+/// One call with the runtime's ARGV: cost, peek, then now and the slack
+/// (none: Redis's clock).
 async fn call(
     con: &mut MultiplexedConnection,
     script: &redis::Script,
@@ -54,16 +70,11 @@ async fn call(
     now: Option<u64>,
     cost: u64,
     peek: bool,
-    policy: &Policy,
 ) -> Vec<i64> {
     let mut invocation = script.key(key);
-    match now {
-        Some(now) => invocation.arg(now).arg(cost).arg(u8::from(peek)).arg(60_000),
-        None => invocation.arg("").arg(cost).arg(u8::from(peek)).arg(0),
-    };
-    invocation.arg(policy.precision).arg(policy.strategies.len());
-    for (limit, window) in &policy.strategies {
-        invocation.arg(*limit).arg(*window);
+    invocation.arg(cost).arg(u8::from(peek));
+    if let Some(now) = now {
+        invocation.arg(now).arg(60_000);
     }
     invocation.invoke_async(con).await.unwrap()
 }
@@ -93,9 +104,9 @@ fn step(rng: &mut SmallRng, precision: u64, last: &[i64]) -> u64 {
 async fn the_totals_layout_answers_as_the_hash_layout_on_random_timelines() {
     let server = RedisServer::start();
     let mut con = connect(&server).await;
-    let scripts = Scripts::new();
     let (mut decisions, mut denied) = (0, 0);
     for (index, policy) in policies().iter().enumerate() {
+        let scripts = Scripts::new(policy);
         for seed in 0..4u64 {
             let mut rng = SmallRng::seed_from_u64(seed * 100 + index as u64);
             let mut now = START;
@@ -119,8 +130,8 @@ async fn the_totals_layout_answers_as_the_hash_layout_on_random_timelines() {
                     continue;
                 }
                 let peek = rng.random_range(0..10) == 0;
-                let hash = call(&mut con, &scripts.hash, &hash_key, Some(now), cost, peek, policy).await;
-                let totals = call(&mut con, &scripts.totals, &totals_key, Some(now), cost, peek, policy).await;
+                let hash = call(&mut con, &scripts.hash, &hash_key, Some(now), cost, peek).await;
+                let totals = call(&mut con, &scripts.totals, &totals_key, Some(now), cost, peek).await;
                 assert_eq!(totals, hash, "policy {index}, seed {seed}, step {i}, now {now}, cost {cost}, peek {peek}");
                 decisions += 1;
                 denied += usize::from(hash[0] == 0);
@@ -140,18 +151,17 @@ async fn the_totals_layout_answers_as_the_hash_layout_on_random_timelines() {
 async fn the_layouts_can_follow_each_other_on_one_key() {
     let server = RedisServer::start();
     let mut con = connect(&server).await;
-    let scripts = Scripts::new();
     for (index, policy) in policies().iter().enumerate() {
+        let scripts = Scripts::new(policy);
         let mut rng = SmallRng::seed_from_u64(7 + index as u64);
         let mut now = START;
         let mut last = Vec::new();
         for i in 0..400 {
             now += step(&mut rng, policy.precision, &last);
             let cost = rng.random_range(0..3);
-            let expected =
-                call(&mut con, &scripts.hash, &format!("alone:{index}"), Some(now), cost, false, policy).await;
+            let expected = call(&mut con, &scripts.hash, &format!("alone:{index}"), Some(now), cost, false).await;
             let script = if rng.random_range(0..2) == 0 { &scripts.hash } else { &scripts.totals };
-            let mixed = call(&mut con, script, &format!("mixed:{index}"), Some(now), cost, false, policy).await;
+            let mixed = call(&mut con, script, &format!("mixed:{index}"), Some(now), cost, false).await;
             assert_eq!(mixed, expected, "policy {index}, step {i}");
             last = expected;
         }
@@ -170,16 +180,16 @@ async fn calls(con: &mut MultiplexedConnection, command: &str) -> u64 {
 async fn with_a_thousand_sub_windows_a_steady_call_reads_a_few_fields_not_the_hash() {
     let server = RedisServer::start();
     let mut con = connect(&server).await;
-    let scripts = Scripts::new();
     let policy = Policy { precision: 1_000, strategies: vec![(1 << 40, 1_000_000)] };
+    let scripts = Scripts::new(&policy);
     for n in 0..1000 {
-        call(&mut con, &scripts.totals, "steady", Some(START + n * 1_000), 1, false, &policy).await;
+        call(&mut con, &scripts.totals, "steady", Some(START + n * 1_000), 1, false).await;
     }
     let fields: u64 = redis::cmd("HLEN").arg("steady").query_async(&mut con).await.unwrap();
     assert_eq!(fields, 1000 + 4, "a field per sub-window, and n, l, p, t1");
     let before = calls(&mut con, "hgetall").await;
     for n in 1000..1200 {
-        let reply = call(&mut con, &scripts.totals, "steady", Some(START + n * 1_000), 1, false, &policy).await;
+        let reply = call(&mut con, &scripts.totals, "steady", Some(START + n * 1_000), 1, false).await;
         assert_eq!(reply[2], (1 << 40) - 1000, "1000 hits in the window after each call");
     }
     assert_eq!(calls(&mut con, "hgetall").await, before, "a steady call recounted the whole hash");
@@ -189,10 +199,10 @@ async fn with_a_thousand_sub_windows_a_steady_call_reads_a_few_fields_not_the_ha
 async fn with_the_server_clock_every_key_gets_a_ttl() {
     let server = RedisServer::start();
     let mut con = connect(&server).await;
-    let scripts = Scripts::new();
     for policy in policies() {
+        let scripts = Scripts::new(&policy);
         for _ in 0..5 {
-            let reply = call(&mut con, &scripts.totals, "server-clock", None, 1, false, &policy).await;
+            let reply = call(&mut con, &scripts.totals, "server-clock", None, 1, false).await;
             // 7 fields, then a (remaining, reset) pair per strategy when there are several.
             let k = policy.strategies.len();
             assert_eq!(reply.len(), if k > 1 { 7 + 2 * k } else { 7 });

@@ -10,10 +10,8 @@ use ratelimit::{rate_limit, AlgorithmKind, Policy, Rate, RateLimited};
 pub struct Algo {
     pub kind: AlgorithmKind,
     pub policy: Policy,
-    /// The policy's parameters as ARGV, after `now, cost, peek, slack`: as
-    /// the window scripts take them from the Redis backend, and as the naive
-    /// forms take them (buckets and gcra have them written into their own
-    /// script instead).
+    /// The policy's parameters, as the naive forms take them as ARGV (the
+    /// runtime writes them into the policy's own script instead).
     pub params: Vec<u64>,
     /// `(limit, window in ms)` when, on the server's clock, the runtime
     /// decides `policy` with its own `lua/fixed_window_counter.lua` instead
@@ -22,13 +20,13 @@ pub struct Algo {
 }
 
 impl Algo {
-    /// The storage key the runtime uses for `name` and `user_key`
+    /// A storage key like the runtime's for `name` and `user_key`
     /// (`ratelimit:<layout>:<name length>:<name>:<key>`), for the raw script cases.
     pub fn storage_key(&self, name: &str, user_key: &str, client_clock: bool) -> String {
         let layout = if self.counter.is_some() && !client_clock {
-            format!("{}/counter", self.kind.name())
+            format!("{}/v1/counter", self.kind.name())
         } else {
-            self.kind.name().to_string()
+            format!("{}/v1", self.kind.name())
         };
         format!("ratelimit:{layout}:{}:{name}:{user_key}", name.len())
     }

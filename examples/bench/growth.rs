@@ -11,10 +11,24 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const TOTALS_LAYOUT: &str = concat!(
+/// What both layouts' scripts start with, after the policy's constants (as
+/// the runtime joins them), then each layout's own file.
+const SHARED: [&str; 4] = [
     include_str!("../../ratelimit/lua/prelude.lua"),
-    include_str!("../../ratelimit/lua/sliding_window_totals.lua")
-);
+    include_str!("../../ratelimit/lua/clock.lua"),
+    include_str!("../../ratelimit/lua/window.lua"),
+    include_str!("../../ratelimit/lua/sub_windows.lua"),
+];
+const HASH_LAYOUT: &str = include_str!("../../ratelimit/lua/sliding_window.lua");
+const TOTALS_LAYOUT: &str = include_str!("../../ratelimit/lua/sliding_window_totals.lua");
+
+/// A layout's script for a window of 1 s in `sub_windows` sub-windows and a
+/// limit no call reaches, whichever layout the runtime would pick.
+fn layout_script(layout: &str, sub_windows: u64) -> redis::Script {
+    let constants =
+        format!("local precision, limits, windows = {}, {{{}}}, {{1000000}}\n", 1_000_000 / sub_windows, 1u64 << 40);
+    redis::Script::new(&[&constants, &SHARED.concat(), layout].concat())
+}
 /// Keys (one per task, each with its own time line) in flight.
 const KEYS: u64 = 8;
 /// A fixed client time (2026-01-01), so every run writes the same sub-windows.
@@ -24,9 +38,8 @@ pub async fn sliding_window(admin: &mut MultiplexedConnection, con: &Multiplexed
     println!("\nsliding_window cost growth: {KEYS} keys, each call one sub-window later than its key's last, every sub-window of the window holding hits");
     println!("  (the runtime decides by the hash layout below 16 sub-windows, by the totals layout from 16 on)");
     println!("  {:<10} {:>12} {:>14} {:>12}", "layout", "sub-windows", "server µs/call", "calls/s");
-    let hash = redis::Script::new(ratelimit::script_source(ratelimit::AlgorithmKind::SlidingWindow));
-    let totals = redis::Script::new(TOTALS_LAYOUT);
     for sub_windows in [10u64, 100, 1000] {
+        let (hash, totals) = (layout_script(HASH_LAYOUT, sub_windows), layout_script(TOTALS_LAYOUT, sub_windows));
         for (layout, script) in [("hash", &hash), ("totals", &totals)] {
             crate::flush(admin).await;
             let (us, rate) = steady_state(admin, con, script, layout, sub_windows, options.run().window).await;
@@ -66,17 +79,13 @@ async fn steady_state(
                     break;
                 }
                 let now = T0 + n * precision;
-                // now, cost, peek, slack (a client clock), precision, k, limit, window.
+                // cost, peek, now and slack (a client clock).
                 let reply: Vec<i64> = script
                     .key(&key)
-                    .arg(now)
                     .arg(1)
                     .arg(0)
+                    .arg(now)
                     .arg(60_000)
-                    .arg(precision)
-                    .arg(1)
-                    .arg(1u64 << 40)
-                    .arg(1_000_000)
                     .invoke_async(&mut con)
                     .await
                     .expect("sliding_window EVALSHA");
@@ -107,21 +116,19 @@ async fn steady_state(
 /// `MEMORY USAGE` of one `sliding_log` key holding as many hits as its limit.
 pub async fn sliding_log_memory(admin: &mut MultiplexedConnection, con: &MultiplexedConnection) {
     println!("\nsliding_log memory per key, filled to its limit (MEMORY USAGE, all entries sampled)");
-    let script = redis::Script::new(ratelimit::script_source(ratelimit::AlgorithmKind::SlidingLog));
     let mut con = con.clone();
     for limit in [10u64, 100, 1000, 10_000] {
+        let policy = ratelimit::Policy::sliding_log(&format!("{limit}/1h")).expect("a valid policy");
+        let script = redis::Script::new(&ratelimit::script_source(&policy, false));
         let key = format!("log-memory:{limit}");
         // One call per hit, each a microsecond apart: members "<time>:0".
         for j in 0..limit {
             let reply: Vec<i64> = script
                 .key(&key)
-                .arg(T0 + j)
                 .arg(1)
                 .arg(0)
+                .arg(T0 + j)
                 .arg(60_000)
-                .arg(1)
-                .arg(limit)
-                .arg(3_600_000_000u64)
                 .invoke_async(&mut con)
                 .await
                 .expect("sliding_log EVALSHA");

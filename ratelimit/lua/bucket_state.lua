@@ -1,14 +1,17 @@
 -- bucket_state.lua: joined after token_bucket.lua or leaky_bucket.lua and
 -- before set_state.lua, so both buckets make their new state the same way.
--- Inline, not a function: a closure made per call is garbage (issue 6).
 --
 -- The bucket leaves:
 --   reply    the units held (token) or the level (leaky) after the call;
 --   write    the call is admitted, costs something and is not a peek;
 --   missing  the units until the bucket is untouched again (full, or empty);
---   last     when its units were last counted (µs); covered as its header says.
+--   last     when its units were last counted (µs); covered as it says.
 -- Sets, for set_state.lua: value (the 17-byte state, or false), e (when the
 -- bucket is untouched again, µs), reset (e - last, rounded up) and kept.
+--
+-- With the server clock a TTL runs to the end of e's whole second, and the
+-- state records that second as d = whole seconds from t's second (255 = not
+-- recorded), so the next write in the same second can keep the TTL.
 local value, e, reset, kept = false
 if write then
   if now > last then last = now end

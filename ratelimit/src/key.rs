@@ -1,7 +1,6 @@
 //! Storage keys, and the escaping that keeps key templates collision-free.
 
 use crate::policy::{Params, Policy};
-use crate::reused::Reused;
 use ratelimit_grammar::format_duration;
 use std::fmt::{self, Write};
 
@@ -11,46 +10,66 @@ use std::fmt::{self, Write};
 ///
 /// `remote_server_clock`: the store is Redis (or another remote store) and
 /// decides on its own clock, where a fixed window of one strategy is a
-/// counter (see `backend::Counter`).
+/// counter (see `backend::redis::counter`).
 pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str, remote_server_clock: bool) -> Vec<u8> {
     format!("{prefix}:{}:{}:{name}", layout(policy, remote_server_clock), name.len()).into_bytes()
 }
 
-/// The algorithm, and whatever else decides how its stored state reads.
+/// The algorithm, the version of its stored state's format, and whatever
+/// else decides how that state reads: `<algo>/v<version>[/<detail>]`.
+///
+/// The version is in every key so that a change of a state's format can
+/// never misread state an older build wrote: during a rolling deploy old
+/// and new builds each keep their own keys. A change of format bumps its
+/// layout's version here; the old keys expire by their TTL.
 ///
 /// When a policy behind a name changes (a reload, a redeploy), state written
 /// under the old policy is used as-is if it means the same under the new one,
 /// and otherwise lives under another key, so it is never misread:
 /// - `fixed_window`, `sliding_log`: a window's start and count, or a log of
-///   hit times, mean the same under any strategies: `<algo>` only; but a
+///   hit times, mean the same under any strategies: no detail; but a
 ///   fixed window of one strategy on Redis's own clock is a counter whose
-///   TTL is the window: `fixed_window/counter`.
-/// - `gcra`: the state is a time (the theoretical arrival time): `gcra`.
+///   TTL is the window: `fixed_window/v1/counter`.
+/// - `gcra`: the state is a time (the theoretical arrival time): no detail.
 /// - `sliding_window`: counts are filed by sub-window index `t / precision`,
-///   which another precision reads as other times: `sliding_window/<precision>`.
+///   which another precision reads as other times: the precision.
 /// - `token_bucket`, `leaky_bucket`: amounts are kept in units of the
 ///   reduced rate's period `p` (one permit = `p` units), which another `p`
-///   reads as another amount: `<algo>/<p>`.
+///   reads as another amount: `p`.
 ///
 /// ```text
-/// ratelimit:fixed_window:6:search:user:7          (several strategies, or a client clock)
-/// ratelimit:fixed_window/counter:6:search:user:7  (one strategy, Redis's clock)
-/// ratelimit:sliding_window/100ms:6:search:user:7
-/// ratelimit:token_bucket/3s:6:upload:user:7      (rate "1/3s" or "2/6s")
+/// ratelimit:fixed_window/v1:6:search:user:7          (several strategies, or a client clock)
+/// ratelimit:fixed_window/v1/counter:6:search:user:7  (one strategy, Redis's clock)
+/// ratelimit:sliding_window/v1/100ms:6:search:user:7
+/// ratelimit:token_bucket/v1/3s:6:upload:user:7      (rate "1/3s" or "2/6s")
+/// ratelimit:gcra/v1:6:search:user:7
 /// ```
 pub(crate) fn layout(policy: &Policy, remote_server_clock: bool) -> String {
     let algo = policy.algorithm().name();
-    if remote_server_clock && crate::backend::Counter::of(policy).is_some() {
-        return format!("{algo}/counter");
+    if remote_server_clock && crate::backend::redis::counter::Counter::of(policy).is_some() {
+        return format!("{algo}/{COUNTER_FORMAT}/counter");
     }
     match &policy.params {
-        Params::SlidingWindow { precision_us, .. } => format!("{algo}/{}", format_duration(*precision_us)),
-        Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } => {
-            format!("{algo}/{}", format_duration(rate.reduced().1))
+        Params::SlidingWindow { precision_us, .. } => {
+            format!("{algo}/{SLIDING_WINDOW_FORMAT}/{}", format_duration(*precision_us))
         }
-        Params::FixedWindow { .. } | Params::SlidingLog { .. } | Params::Gcra { .. } => algo.to_string(),
+        Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } => {
+            format!("{algo}/{BUCKET_FORMAT}/{}", format_duration(rate.reduced().1))
+        }
+        Params::FixedWindow { .. } => format!("{algo}/{FIXED_WINDOW_FORMAT}"),
+        Params::SlidingLog { .. } => format!("{algo}/{SLIDING_LOG_FORMAT}"),
+        Params::Gcra { .. } => format!("{algo}/{GCRA_FORMAT}"),
     }
 }
+
+// The version of each stored state's format (the Lua header of each script
+// describes the format).
+const FIXED_WINDOW_FORMAT: &str = "v1";
+const COUNTER_FORMAT: &str = "v1";
+const SLIDING_WINDOW_FORMAT: &str = "v1";
+const SLIDING_LOG_FORMAT: &str = "v1";
+const BUCKET_FORMAT: &str = "v1";
+const GCRA_FORMAT: &str = "v1";
 
 /// User keys longer than this are stored by their SHA-1 instead, so a
 /// hostile client cannot make Redis hold arbitrarily long key names.
@@ -61,7 +80,7 @@ pub const MAX_RAW_KEY_LEN: usize = 128;
 /// The separator tells the two forms apart, so no short key can pose as the
 /// digest of a long one.
 pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> StorageKey {
-    let mut full = Reused::take_or(|| Vec::with_capacity(limiter_prefix.len() + 1 + key.len().min(40)));
+    let mut full = Vec::with_capacity(limiter_prefix.len() + 1 + key.len().min(40));
     full.extend_from_slice(limiter_prefix);
     if key.len() <= MAX_RAW_KEY_LEN {
         full.push(b':');
@@ -73,13 +92,11 @@ pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> StorageKey {
     full
 }
 
-/// A storage key in a buffer this thread reuses (see [`Reused`]): every
-/// call to a remote store builds one and holds it until the store answers.
-pub(crate) type StorageKey = Reused<Vec<u8>>;
+/// A full storage key: what every call to a store builds.
+pub(crate) type StorageKey = Vec<u8>;
 
-/// The text of a `#[rate_limit]` key, in a `String` this thread reuses (the
-/// generated code writes every templated key into one; see [`Reused`]).
-/// Dereferences to the `String`.
+/// The text of a `#[rate_limit]` key: the generated code writes every
+/// templated key into one. Dereferences to the `String`.
 ///
 /// ```
 /// let mut key = ratelimit::__private::KeyBuffer::take(25);
@@ -87,12 +104,26 @@ pub(crate) type StorageKey = Reused<Vec<u8>>;
 /// ratelimit::__private::push_key_integer(&mut key, &7u64);
 /// assert_eq!(key.as_str(), "user:7");
 /// ```
-pub type KeyBuffer = Reused<String>;
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct KeyBuffer(String);
 
-impl Reused<String> {
-    /// An empty key; a new one holds `capacity` bytes before it grows.
+impl KeyBuffer {
+    /// An empty key holding `capacity` bytes before it grows.
     pub fn take(capacity: usize) -> KeyBuffer {
-        Reused::take_or(|| String::with_capacity(capacity))
+        KeyBuffer(String::with_capacity(capacity))
+    }
+}
+
+impl std::ops::Deref for KeyBuffer {
+    type Target = String;
+    fn deref(&self) -> &String {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KeyBuffer {
+    fn deref_mut(&mut self) -> &mut String {
+        &mut self.0
     }
 }
 
@@ -195,22 +226,32 @@ fn push_escaped(key: &mut String, text: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::{push_key_integer, push_key_value, storage_key};
+    use super::{key_prefix, push_key_integer, push_key_value, storage_key};
+    use crate::Policy;
 
     #[test]
-    fn a_reused_key_buffer_starts_empty() {
-        let mut first = super::KeyBuffer::take(4);
-        first.push_str("user:12345678");
-        drop(first);
-        let mut again = super::KeyBuffer::take(4);
-        assert_eq!(again.as_str(), "");
-        push_key_integer(&mut again, &5u8);
-        assert_eq!(again.as_str(), "5");
+    fn every_layout_names_its_state_format_version() {
+        let prefix = |policy: Policy, server_clock| String::from_utf8(key_prefix("rl", &policy, "api", server_clock));
+        assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap(), true).unwrap(), "rl:fixed_window/v1/counter:3:api");
+        assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap(), false).unwrap(), "rl:fixed_window/v1:3:api");
+        let window = Policy::sliding_window("5/1s", "100ms").unwrap();
+        assert_eq!(prefix(window, true).unwrap(), "rl:sliding_window/v1/100ms:3:api");
+        assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap(), true).unwrap(), "rl:sliding_log/v1:3:api");
+        assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), true).unwrap(), "rl:token_bucket/v1/3s:3:api");
+        assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), true).unwrap(), "rl:leaky_bucket/v1/3s:3:api");
+        assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap(), true).unwrap(), "rl:gcra/v1:3:api");
     }
 
     #[test]
-    fn a_reused_storage_key_buffer_holds_only_the_new_key() {
-        drop(storage_key(b"ratelimit:gcra:4:long", b"a-rather-long-user-key"));
+    fn a_key_buffer_starts_empty() {
+        let mut key = super::KeyBuffer::take(4);
+        assert_eq!(key.as_str(), "");
+        push_key_integer(&mut key, &5u8);
+        assert_eq!(key.as_str(), "5");
+    }
+
+    #[test]
+    fn a_long_key_is_stored_by_its_digest() {
         assert_eq!(&*storage_key(b"p", b"k"), b"p:k");
         let long = vec![b'x'; super::MAX_RAW_KEY_LEN + 1];
         assert_eq!(&*storage_key(b"p", &long), format!("p#{}", sha1_smol::Sha1::from(&long).digest()).as_bytes());

@@ -42,10 +42,7 @@ pub mod observe;
 mod on_error;
 mod pipeline;
 mod policy;
-mod policy_scripts;
-mod reused;
 mod runtime;
-mod scripts;
 mod sharded;
 mod site;
 mod store;
@@ -69,6 +66,7 @@ pub mod __private {
 /// The attribute: see its own documentation for every option.
 pub use ratelimit_macros::rate_limit;
 
+pub use backend::redis::scripts::{fixed_window_counter_source, script_source};
 pub use backend::{Backend, MemoryBackend, RedisBackend, RedisOptions};
 pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
 pub use config::policies;
@@ -77,8 +75,6 @@ pub use error::{Error, RateLimited};
 pub use limiter::Limiter;
 pub use on_error::OnError;
 pub use policy::{Policy, Rate, Strategy};
-pub use policy_scripts::policy_script_source;
 pub use ratelimit_grammar::AlgorithmKind;
 pub use runtime::{from_env, global, init, REDIS_URL_VAR};
-pub use scripts::{fixed_window_counter_source, script_source};
 pub use store::Store;

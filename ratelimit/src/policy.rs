@@ -1,6 +1,5 @@
 //! [`Policy`]: an algorithm with its validated parameters.
 
-use crate::policy_scripts::ScriptSlot;
 use crate::Error;
 use ratelimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
 pub use ratelimit_grammar::{Rate, Strategy};
@@ -29,10 +28,6 @@ pub struct Policy {
     /// A bucket's or GCRA's rate in lowest terms ([`Rate::reduced`]),
     /// computed once here rather than on every decision; `(1, 1)` for windows.
     pub(crate) reduced_rate: (u64, u64),
-    /// The Redis script made for this policy, once a call has needed it
-    /// (buckets, gcra and the fixed window counter): later calls find it
-    /// here, not by looking it up. Not part of what the policy is.
-    pub(crate) script: ScriptSlot,
 }
 
 /// The validated parameters of each algorithm. Bucket rates are kept as given;
@@ -55,7 +50,7 @@ impl Policy {
             }
             Params::FixedWindow { .. } | Params::SlidingWindow { .. } | Params::SlidingLog { .. } => (1, 1),
         };
-        Policy { params, reduced_rate, script: ScriptSlot::new() }
+        Policy { params, reduced_rate }
     }
 
     /// A fixed window per strategy, started by a key's first hit.

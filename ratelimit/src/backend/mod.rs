@@ -1,17 +1,10 @@
 //! [`Backend`] and [`Bound`]: a store binds each limiter once, and the bound
 //! store decides that limiter's calls.
 
-mod breaker;
-mod connection;
-mod endpoint;
-mod fixed_window_counter;
 pub(crate) mod memory;
-mod policy_reply;
-mod redis;
+pub(crate) mod redis;
 mod unavailable;
-mod watchdog;
 
-pub(crate) use self::fixed_window_counter::Counter;
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
 pub(crate) use self::unavailable::Unavailable;
@@ -110,14 +103,4 @@ pub struct Outcome {
     /// window policies with more than one strategy; empty otherwise (then
     /// the fields above describe the only rule).
     pub quotas: Vec<(u64, u64)>,
-}
-
-/// TEMPORARY until the Redis side binds once: one decision as its scripts read it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Request<'a> {
-    pub(crate) key: &'a [u8],
-    pub(crate) policy: &'a Policy,
-    pub(crate) cost: u64,
-    pub(crate) now_us: Option<u64>,
-    pub(crate) peek: bool,
 }

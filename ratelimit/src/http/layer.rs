@@ -90,7 +90,6 @@ impl RateLimitLayer {
     /// # Ok(()) }
     /// ```
     pub fn named(name: impl Into<Arc<str>>, policy: impl Into<String>) -> RateLimitLayer {
-        let name = name.into();
         let name: Arc<str> = name.into();
         let (name, policy) = (Cow::Owned(name.to_string()), Cow::Owned(policy.into()));
         RateLimitLayer::with_source(Source::Lazy(Arc::new(LazyLimiter::named(name, policy, OnError::default()))))

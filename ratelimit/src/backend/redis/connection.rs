@@ -3,7 +3,6 @@
 
 use super::endpoint::Endpoint;
 use super::RedisOptions;
-use crate::scripts;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::io::tcp::TcpSettings;
@@ -32,9 +31,8 @@ fn tcp() -> TcpSettings {
 fn manager_config(options: &RedisOptions) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
         .set_connection_timeout(Some(options.connect_timeout))
-        // No response timeout here: every request RedisBackend sends is
-        // bounded by its watchdog (which also covers a wait for a
-        // reconnect); a timer per call is what the watchdog saves (issue 6).
+        // No response timeout here: every request the backend sends is
+        // bounded as a whole (a wait for a reconnect or a script reload included).
         .set_response_timeout(None)
         .set_number_of_retries(options.reconnect_retries)
         .set_min_delay(Duration::from_millis(50))
@@ -53,21 +51,10 @@ fn client(info: ConnectionInfo, options: &RedisOptions) -> RedisResult<redis::Cl
     redis::Client::open(info)
 }
 
-/// Loads every script so the first decisions don't each send SCRIPT LOAD.
-pub(crate) async fn load_scripts(connection: &mut impl ConnectionLike) -> RedisResult<()> {
-    for script in scripts::all() {
-        script.prepare_invoke().load_async(connection).await?;
-    }
-    for script in crate::policy_scripts::made() {
-        script.prepare_invoke().load_async(connection).await?;
-    }
-    Ok(())
-}
-
 impl Connection {
-    /// Connects to `endpoint` and loads every script (on every node of a cluster).
+    /// Connects to `endpoint`. Scripts are loaded as limiters are bound.
     pub(crate) async fn connect(endpoint: Endpoint, options: &RedisOptions) -> RedisResult<Connection> {
-        let mut connection = match endpoint {
+        let connection = match endpoint {
             Endpoint::Single(info) => Connection::Single(
                 ConnectionManager::new_with_config(client(info, options)?, manager_config(options)).await?,
             ),
@@ -91,7 +78,6 @@ impl Connection {
                 Connection::Sentinel(Arc::new(SentinelMaster::connect(sentinels, master, node, tls, options).await?))
             }
         };
-        load_scripts(&mut connection).await?;
         Ok(connection)
     }
 }
@@ -187,9 +173,8 @@ impl SentinelMaster {
         if self.generation.load(Ordering::Acquire) != seen {
             return Ok(());
         }
-        let mut fresh =
-            ConnectionManager::new_with_config(sentinel.async_get_client().await?, self.config.clone()).await?;
-        load_scripts(&mut fresh).await?;
+        // The new master may lack the scripts: the first call to meet NOSCRIPT reloads them.
+        let fresh = ConnectionManager::new_with_config(sentinel.async_get_client().await?, self.config.clone()).await?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         self.generation.fetch_add(1, Ordering::AcqRel);
         tracing::info!(target: "ratelimit", "re-resolved the Redis master through Sentinel");

@@ -1,0 +1,189 @@
+//! [`RedisBound`]: one limiter bound to a Redis backend, deciding its keys.
+
+use super::breaker::Breaker;
+use super::connection::Connection;
+use super::reply::Reply;
+use super::scripts::Registry;
+use crate::backend::{Answer, Bound, BoxFuture, Call, Outcome, CLIENT_CLOCK_SLACK_US};
+use crate::Error;
+use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A limiter's prefix and policy bound to a Redis backend: its script
+/// (made, registered and hashed once), the decoder of that script's reply
+/// and the prefix of its keys, with clones of the backend's connection and
+/// breaker. Every call is one `EVALSHA` with the call's own ARGV.
+///
+/// The script's constants are written into it, and a call's ARGV are the
+/// call alone (`lua/prelude.lua`): several waiting calls of one limiter
+/// could be sent as one script call, with a key and four ARGV each, without
+/// changing what is bound here.
+pub(crate) struct RedisBound {
+    pub(super) connection: Connection,
+    pub(super) breaker: Arc<Breaker>,
+    pub(super) response_timeout: Duration,
+    pub(super) retry_interval: Duration,
+    pub(super) registry: Arc<Registry>,
+    pub(super) script: Arc<redis::Script>,
+    pub(super) reply: Reply,
+    pub(super) key_prefix: Vec<u8>,
+    /// The script was loaded for this bound's first call.
+    pub(super) loaded: AtomicBool,
+}
+
+impl Bound for RedisBound {
+    fn decide<'a>(&'a self, key: &[u8], call: Call) -> Answer<'a> {
+        // The full key is built here, so the round trip does not borrow the caller's.
+        let storage_key = crate::key::storage_key(&self.key_prefix, key);
+        Answer::Later(Box::pin(async move { self.decide_key(&storage_key, call.cost, call.peek, call.now_us).await }))
+    }
+
+    fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>> {
+        let storage_key = crate::key::storage_key(&self.key_prefix, key);
+        Box::pin(async move { delete(&self.connection, self.response_timeout, &storage_key).await })
+    }
+
+    fn remote(&self) -> bool {
+        true
+    }
+}
+
+impl RedisBound {
+    /// Decides a call of `cost` on `storage_key` (a peek takes nothing), at
+    /// `now_us` or, with `None`, on Redis's own clock. A limiter bound for
+    /// Redis's clock always sends `None`.
+    async fn decide_key(
+        &self,
+        storage_key: &[u8],
+        cost: u64,
+        peek: bool,
+        now_us: Option<u64>,
+    ) -> Result<Outcome, Error> {
+        if !self.loaded.load(Ordering::Acquire) {
+            // Boxed: only a first call waits for it.
+            Box::pin(self.load_first()).await;
+        }
+        let mut call = Cmd::with_capacity(8, 96 + storage_key.len());
+        call.arg("EVALSHA").arg(self.script.get_hash()).arg(1).arg(storage_key);
+        arguments(&mut call, cost, peek, now_us);
+        let reply = self.send(&call).await?;
+        self.reply.outcome(reply, cost)
+    }
+
+    /// Loads the script ahead of its first `EVALSHA` (on every master of a
+    /// cluster), so that call does not reload every script of the backend.
+    /// While the breaker is open the call fails at once instead, as every
+    /// other does; should the load fail, the `EVALSHA`'s NOSCRIPT reloads.
+    async fn load_first(&self) {
+        if self.breaker.open().is_some() {
+            return;
+        }
+        let mut connection = self.connection.clone();
+        let invocation = self.script.prepare_invoke();
+        match tokio::time::timeout(self.response_timeout, invocation.load_async(&mut connection)).await {
+            Ok(Ok(_)) => self.loaded.store(true, Ordering::Release),
+            _ => tracing::debug!(target: "ratelimit", "could not load a limiter's script ahead of its first call"),
+        }
+    }
+
+    /// Sends one `EVALSHA`, bounded by the response timeout (a wait for a
+    /// reconnect or a script reload included), unless the breaker is open;
+    /// a failure to reach Redis opens it.
+    async fn send(&self, call: &Cmd) -> Result<Value, Error> {
+        if let Some(failure) = self.breaker.open() {
+            return Err(Error::Unavailable(failure));
+        }
+        let result = match bounded(self.response_timeout, self.eval_reloading(call)).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) if e.is_timeout() => Err(Error::Timeout(self.response_timeout)),
+            Ok(Err(e)) => Err(e.into()),
+            Err(elapsed) => Err(elapsed),
+        };
+        if let Err(error) = &result {
+            if error.is_unavailable() {
+                self.breaker.trip(error, self.retry_interval);
+            }
+        }
+        result
+    }
+
+    /// Sends `call`; on `NOSCRIPT`, reloads every script of the backend
+    /// (once, however many calls meet it at the same time) and sends it again.
+    async fn eval_reloading(&self, call: &Cmd) -> redis::RedisResult<Value> {
+        let mut connection = self.connection.clone();
+        let reloads_before = self.registry.reloads();
+        match call.query_async(&mut connection).await {
+            // Boxed: rare, and its state would otherwise be in every call's future.
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                Box::pin(async move {
+                    self.registry.reload(&mut connection, reloads_before).await?;
+                    call.query_async(&mut connection).await
+                })
+                .await
+            }
+            result => result,
+        }
+    }
+}
+
+/// The call's ARGV (`lua/prelude.lua`): cost, peek, now and slack, leaving
+/// out the trailing ones that are the common call's (cost 1, a check,
+/// Redis's clock).
+fn arguments(call: &mut Cmd, cost: u64, peek: bool, now_us: Option<u64>) {
+    match now_us {
+        Some(now) => {
+            call.arg(cost).arg(u8::from(peek)).arg(now).arg(CLIENT_CLOCK_SLACK_US / 1000);
+        }
+        None if peek => {
+            call.arg(cost).arg(1);
+        }
+        None if cost != 1 => {
+            call.arg(cost);
+        }
+        None => {}
+    }
+}
+
+/// `future`, or [`Error::Timeout`] once `timeout` has passed.
+async fn bounded<T>(timeout: Duration, future: impl Future<Output = T>) -> Result<T, Error> {
+    tokio::time::timeout(timeout, future).await.map_err(|_| Error::Timeout(timeout))
+}
+
+/// Deletes `key`, bounded by the response timeout (the connection itself has none).
+async fn delete(connection: &Connection, timeout: Duration, key: &[u8]) -> Result<(), Error> {
+    let mut connection = connection.clone();
+    Ok(bounded(timeout, redis::cmd("DEL").arg(key).exec_async(&mut connection)).await??)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(cost: u64, peek: bool, now_us: Option<u64>) -> Vec<Vec<u8>> {
+        let mut call = Cmd::new();
+        arguments(&mut call, cost, peek, now_us);
+        call.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                _ => unreachable!("no cursor"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_bound_limiter_can_be_shared_between_tasks() {
+        fn shared<T: Send + Sync + 'static>() {}
+        shared::<RedisBound>();
+    }
+
+    #[test]
+    fn a_call_sends_only_the_argv_that_differ_from_the_common_call() {
+        assert!(sent(1, false, None).is_empty());
+        assert_eq!(sent(3, false, None), [b"3".to_vec()]);
+        assert_eq!(sent(1, true, None), [b"1".to_vec(), b"1".to_vec()]);
+        assert_eq!(sent(2, false, Some(7)), [&b"2"[..], b"0", b"7", b"60000"].map(<[u8]>::to_vec));
+    }
+}

@@ -1,0 +1,71 @@
+//! When a fixed window is decided by a counter whose TTL is the window
+//! (`lua/fixed_window_counter.lua`), the form the usual INCR + PEXPIRE
+//! limiters take: no `TIME`, one command besides the `PTTL` that dates the
+//! window, and one integer back. It is used when three things hold, and
+//! `lua/fixed_window.lua` decides every other fixed window:
+//! - the decision is on Redis's own clock: the key's TTL runs on it, so a
+//!   client or manual clock could not drive it;
+//! - the policy has one strategy;
+//! - the reply fits a Lua number: `(limit + 1) × (window in ms + 2)` at
+//!   most 2^53.
+//!
+//! Redis drops a key once its millisecond clock is past the expiry, so such
+//! a window lasts from W to W + 1 ms after its first hit, never less.
+//! `reset_after` is the key's PTTL, the time left as Redis counts it (W on
+//! a window's first hit, as for an exact window); `retry_after` is PTTL +
+//! 1 ms, rounded up so that obeying it succeeds. Its state is a plain
+//! counter, a different layout from the hash of start and count, so it
+//! lives under its own key (`key::layout`).
+
+use crate::policy::Params;
+use crate::Policy;
+
+/// The largest integer a Lua number (a double) holds exactly.
+const EXACT_IN_DOUBLE: u128 = 1 << 53;
+
+/// A policy the counter script can decide: its one strategy, in whole ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Counter {
+    pub(crate) limit: u64,
+    pub(crate) window_ms: u64,
+}
+
+impl Counter {
+    /// The counter form of `policy`, when it has one (see the module docs).
+    pub(crate) fn of(policy: &Policy) -> Option<Counter> {
+        let Params::FixedWindow { strategies } = &policy.params else { return None };
+        let [strategy] = &strategies[..] else { return None };
+        let counter = Counter { limit: strategy.limit, window_ms: strategy.window_us / 1000 };
+        let fits = (u128::from(counter.limit) + 1) * (u128::from(counter.window_ms) + 2) <= EXACT_IN_DOUBLE;
+        (strategy.window_us % 1000 == 0 && fits).then_some(counter)
+    }
+
+    /// The script's line of constants.
+    pub(crate) fn constants(&self) -> String {
+        let (limit, window) = (self.limit, self.window_ms);
+        format!("local limit, window, window_text = {limit}, {window}, '{window}'")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::backend::redis::counter::Counter;
+    use crate::Policy;
+
+    #[test]
+    fn only_one_strategy_whose_reply_fits_a_double_is_counted_by_ttl() {
+        let counter = |s: &str| Counter::of(&Policy::fixed_window(s).unwrap());
+        assert_eq!(counter("10/1s"), Some(Counter { limit: 10, window_ms: 1000 }));
+        assert_eq!(counter("10/1s,100/1m"), None);
+        assert_eq!(counter("100000000/1d"), Some(Counter { limit: 100_000_000, window_ms: 86_400_000 }));
+        // (10^9 + 1) × (86 400 000 + 2) is above 2^53.
+        assert_eq!(counter("1000000000/1d"), None);
+        assert_eq!(Counter::of(&Policy::gcra("1/1s", 0).unwrap()), None);
+    }
+
+    #[test]
+    fn the_constants_hold_the_limit_and_the_window_in_ms() {
+        let a = Counter { limit: 7, window_ms: 1500 };
+        assert_eq!(a.constants(), "local limit, window, window_text = 7, 1500, '1500'");
+    }
+}

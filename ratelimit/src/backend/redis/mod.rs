@@ -1,0 +1,139 @@
+//! [`RedisBackend`]: one multiplexed, auto-reconnecting connection, the
+//! scripts bound on it, and the limiters bound to it ([`RedisBound`]).
+
+mod bound;
+mod breaker;
+mod connection;
+pub(crate) mod counter;
+mod endpoint;
+mod reply;
+pub(crate) mod scripts;
+
+use self::bound::RedisBound;
+use self::breaker::Breaker;
+use self::connection::Connection;
+use self::endpoint::redact;
+use self::scripts::Registry;
+use super::{Backend, Binding, Bound};
+use crate::Error;
+use std::fmt;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Timeouts and retry settings of the Redis connection. Every default is set
+/// here explicitly rather than inherited from redis-rs.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// Bound on establishing a connection (default 1 s). Start-up fails with a
+    /// clear error after this, instead of hanging.
+    pub connect_timeout: Duration,
+    /// Bound on one decision's round trip (default 250 ms), a wait for a
+    /// reconnect or a script reload included. A call that takes longer is an
+    /// [`Error::Timeout`]; it may still have run on the server, so it is
+    /// never counted as a permit.
+    pub response_timeout: Duration,
+    /// Reconnect attempts after the connection drops (default 3, backing off from 50 ms).
+    pub reconnect_retries: usize,
+    /// After a failure to reach Redis, calls fail at once with
+    /// [`Error::Unavailable`] for this long (default 250 ms) instead of each
+    /// waiting out a timeout; then the next call tries Redis again.
+    pub retry_interval: Duration,
+    /// PEM certificate(s) of a private certificate authority to trust for
+    /// the Redis nodes of `rediss://`, `rediss+cluster://` and
+    /// `rediss+sentinel://` (default: none, the system's roots). Sentinels
+    /// themselves are reached over plain TCP.
+    #[cfg(feature = "tls")]
+    pub tls_root_cert: Option<Vec<u8>>,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            connect_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_millis(250),
+            reconnect_retries: 3,
+            retry_interval: Duration::from_millis(250),
+            #[cfg(feature = "tls")]
+            tls_root_cert: None,
+        }
+    }
+}
+
+/// Decides on Redis: one `EVALSHA` of the limiter's own script per
+/// decision, whatever the number of strategies.
+///
+/// One multiplexed, reconnecting connection (redis-rs's `ConnectionManager`,
+/// its cluster connection, or a Sentinel-resolved master) serves every
+/// limiter and task. Binding a limiter ([`bind_limiter`](Self::bind_limiter))
+/// makes its script, with the policy's constants written in, and registers
+/// it with this backend; its first call loads it (on every master of a
+/// cluster). When Redis answers `NOSCRIPT` (after a restart, failover,
+/// resharding to a new node or `SCRIPT FLUSH`), every script registered
+/// here is loaded again, once: the calls that meet it meanwhile wait for
+/// that one reload and try again, instead of each sending `SCRIPT LOAD`.
+#[derive(Clone)]
+pub struct RedisBackend {
+    connection: Connection,
+    options: RedisOptions,
+    breaker: Arc<Breaker>,
+    registry: Arc<Registry>,
+}
+
+impl RedisBackend {
+    /// Connects to `url` (any form [`Store::redis`](crate::Store::redis)
+    /// documents).
+    pub async fn connect(url: &str, options: RedisOptions) -> Result<RedisBackend, Error> {
+        let endpoint = endpoint::parse(url)?;
+        // redis-rs retries a failed first connect; bound the whole start-up.
+        let bound = options.connect_timeout * (options.reconnect_retries as u32 + 2);
+        // Boxed: the connect future is deep, and callers await it inline.
+        let connect = Box::pin(Connection::connect(endpoint, &options));
+        let connection = match tokio::time::timeout(bound, connect).await {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(e)) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: {e}", redact(url)))),
+            Err(_) => {
+                return Err(Error::InvalidConfig(format!(
+                    "cannot connect to Redis at {}: no answer within {bound:?}",
+                    redact(url)
+                )))
+            }
+        };
+        Ok(RedisBackend { connection, options, breaker: Arc::new(Breaker::new()), registry: Arc::default() })
+    }
+
+    /// Whether this backend talks to a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.connection, Connection::Cluster(_))
+    }
+}
+
+impl Backend for RedisBackend {
+    /// Binds one limiter: its script (chosen, made and registered here), its
+    /// reply's decoder and its key prefix, once.
+    fn bind(&self, limiter: Binding<'_>) -> Arc<dyn Bound> {
+        let Binding { prefix, name, policy, server_clock } = limiter;
+        let made = scripts::make(policy, server_clock);
+        Arc::new(RedisBound {
+            connection: self.connection.clone(),
+            breaker: self.breaker.clone(),
+            response_timeout: self.options.response_timeout,
+            retry_interval: self.options.retry_interval,
+            registry: self.registry.clone(),
+            script: self.registry.register(&made.source),
+            reply: made.reply,
+            key_prefix: crate::key::key_prefix(prefix, policy, name, server_clock),
+            loaded: AtomicBool::new(false),
+        })
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+}
+
+impl fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBackend").field("options", &self.options).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,297 @@
+//! Every script's reply, turned into an [`Outcome`]: one decoder per reply
+//! family, chosen when a limiter is bound.
+//!
+//! - The window scripts (`lua/window.lua`) return a table of integers.
+//! - The buckets and gcra (`lua/set_state.lua`) return 16 bytes, two
+//!   little-endian doubles: a number `v` (`v >= 0` allowed, `v < 0` denied,
+//!   and `v` or `-1 - v` counts in units the state the decision turned on:
+//!   how far gcra's TAT is ahead of now, the units a token bucket holds, a
+//!   leaky bucket's level) and the time it decided at. With the policy's
+//!   constants and the call's cost, that one number gives every field, by
+//!   the same formulas as the in-process twins (`algo/*.rs`).
+//! - The fixed window counter (`lua/fixed_window_counter.lua`) returns one
+//!   integer; it reads no clock, so this process's clock dates it.
+
+use super::counter::Counter;
+use crate::algo::ceil_div;
+use crate::backend::Outcome;
+use crate::Error;
+use ratelimit_grammar::AlgorithmKind;
+use redis::Value;
+
+/// How a bound limiter reads its script's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// A table of 7 integers, then a (remaining, reset) pair per strategy
+    /// when there are several (`quotas` of them, else 0).
+    Window { quotas: usize },
+    /// 16 bytes from a bucket or gcra, whose constants are
+    /// `[capacity or burst, n, p]`.
+    Bucket { kind: AlgorithmKind, constants: [u64; 3] },
+    /// One integer from the fixed window counter.
+    Counter(Counter),
+}
+
+impl Reply {
+    /// The outcome of a call of `cost` that got `reply`.
+    pub(crate) fn outcome(&self, reply: Value, cost: u64) -> Result<Outcome, Error> {
+        let protocol = |e: redis::ParsingError| Error::Protocol(e.to_string());
+        match *self {
+            Reply::Window { quotas } => window(&redis::from_redis_value::<Vec<i64>>(reply).map_err(protocol)?, quotas),
+            Reply::Bucket { kind, constants } => {
+                bucket(kind, constants, &redis::from_redis_value::<Vec<u8>>(reply).map_err(protocol)?, cost)
+            }
+            // The script reads no clock: the decision is dated by this
+            // process's (the clock the deny cache dates it by).
+            Reply::Counter(counter) => counted(
+                counter,
+                redis::from_redis_value::<i64>(reply).map_err(protocol)?,
+                cost,
+                crate::clock::process_now_us(),
+            ),
+        }
+    }
+}
+
+/// Reads a window reply: 7 integers, then `quotas` pairs.
+fn window(reply: &[i64], quotas: usize) -> Result<Outcome, Error> {
+    let Some((&[allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us], pairs)) =
+        reply.split_first_chunk::<7>().filter(|(_, rest)| rest.len() == 2 * quotas)
+    else {
+        return Err(Error::Protocol(format!("expected {} integers, got {reply:?}", 7 + 2 * quotas)));
+    };
+    let non_negative = |v: i64| u64::try_from(v).map_err(|_| Error::Protocol(format!("negative field in {reply:?}")));
+    let quotas = pairs
+        .chunks_exact(2)
+        .map(|pair| Ok((non_negative(pair[0])?, non_negative(pair[1])?)))
+        .collect::<Result<_, Error>>()?;
+    Ok(Outcome {
+        allowed: allowed == 1,
+        limit: non_negative(limit)?,
+        remaining: non_negative(remaining)?,
+        reset_after_us: non_negative(reset_after_us)?,
+        retry_after_us: if retry_after_us < 0 { None } else { Some(retry_after_us as u64) },
+        violated: violated as u32,
+        now_us: non_negative(now_us)?,
+        quotas,
+    })
+}
+
+/// Reads the counter's one integer (`count × (W + 2) + t`, negated as
+/// `-1 - v` for a denial); `now_us` dates the decision.
+fn counted(counter: Counter, reply: i64, cost: u64, now_us: u64) -> Result<Outcome, Error> {
+    let allowed = reply >= 0;
+    let packed = if allowed { reply } else { -1 - reply } as u64;
+    let radix = counter.window_ms + 2;
+    let (count, t_ms) = (packed / radix, packed % radix);
+    if count > counter.limit {
+        return Err(Error::Protocol(format!(
+            "fixed window counter replied {reply}: a count of {count} above the limit {}",
+            counter.limit
+        )));
+    }
+    // t = PTTL + 1 while a window runs, 0 when none does.
+    let reset_after_us = t_ms.saturating_sub(1) * 1000;
+    // A denial of a cost the window can hold names when the key is gone
+    // for certain: the script only denies such a cost while a window runs.
+    let retry_after_us = (!allowed && cost <= counter.limit).then_some(t_ms * 1000);
+    Ok(Outcome {
+        allowed,
+        limit: counter.limit,
+        remaining: counter.limit - count,
+        reset_after_us,
+        retry_after_us,
+        violated: u32::from(!allowed),
+        now_us,
+        quotas: Vec::new(),
+    })
+}
+
+/// Reads the bucket reply of `kind`'s script, whose constants are
+/// `[capacity or burst, n, p]`, to a call of `cost`.
+fn bucket(kind: AlgorithmKind, [first, n, p]: [u64; 3], reply: &[u8], cost: u64) -> Result<Outcome, Error> {
+    let malformed = |why: &str| Error::Protocol(format!("{kind} script replied {reply:?}: {why}"));
+    if reply.len() != 16 {
+        return Err(malformed("expected 16 bytes"));
+    }
+    let (v, now_us) = (double(&reply[..8]), double(&reply[8..]));
+    if !(v.is_finite() && v.fract() == 0.0 && now_us.is_finite() && now_us.fract() == 0.0 && now_us >= 0.0) {
+        return Err(malformed("expected two integers"));
+    }
+    let allowed = v >= 0.0;
+    // The state the decision turned on, in units (`as` saturates: a value
+    // that large only comes from a clock run far backwards, where the
+    // script's own arithmetic is no longer exact either).
+    let x = if allowed { v } else { -1.0 - v } as u64;
+    let (x, n, p) = (x as u128, n as u128, p as u128);
+    let (limit, remaining, reset_after, retry_after) = match kind {
+        AlgorithmKind::Gcra | AlgorithmKind::LeakyBucket => {
+            // x: how full the policy is, after the call if allowed, as it
+            // stands if denied: gcra's debt (its tolerance holds burst + 1
+            // permits), a leaky bucket's level (it holds its capacity).
+            let limit = if kind == AlgorithmKind::Gcra { first + 1 } else { first };
+            let full = limit as u128 * p;
+            let retry = match (allowed, cost > limit) {
+                (true, _) if x > full => return Err(malformed("more than the policy holds")),
+                (false, false) if x + cost as u128 * p <= full => {
+                    return Err(malformed("a denial of a cost that fits"))
+                }
+                (false, false) => Some(ceil_div(x + cost as u128 * p - full, n)),
+                _ => None,
+            };
+            (limit, full.saturating_sub(x) / p, ceil_div(x, n), retry)
+        }
+        AlgorithmKind::TokenBucket => {
+            // x: the units held, after the call if allowed.
+            let full = first as u128 * p;
+            if x > full {
+                return Err(malformed("more units than the bucket holds"));
+            }
+            let retry = match (allowed, cost > first) {
+                (false, false) if x >= cost as u128 * p => return Err(malformed("a denial of a cost that fits")),
+                (false, false) => Some(ceil_div(cost as u128 * p - x, n)),
+                _ => None,
+            };
+            (first, x / p, ceil_div(full - x, n), retry)
+        }
+        _ => return Err(malformed("not a bucket's script")),
+    };
+    Ok(Outcome {
+        allowed,
+        limit,
+        remaining: remaining as u64,
+        reset_after_us: reset_after as u64,
+        retry_after_us: retry_after.map(|r| r as u64),
+        violated: 0,
+        now_us: now_us as u64,
+        quotas: Vec::new(),
+    })
+}
+
+/// A little-endian double from 8 bytes.
+fn double(bytes: &[u8]) -> f64 {
+    f64::from_le_bytes(bytes.try_into().expect("8 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bucket decoder of `kind` with `constants`.
+    fn outcome((kind, constants): (AlgorithmKind, [u64; 3]), reply: &[u8], cost: u64) -> Result<Outcome, Error> {
+        bucket(kind, constants, reply, cost)
+    }
+
+    /// What the script sends: `v` and `now` as two little-endian doubles.
+    fn reply(v: i64, now: u64) -> Vec<u8> {
+        [(v as f64).to_le_bytes(), (now as f64).to_le_bytes()].concat()
+    }
+
+    #[test]
+    fn gcra_fields_come_from_the_debt() {
+        // 3 per 1 s, burst 2: n = 3, p = 1 000 000 units per emission, tolerance 3p.
+        let key = (AlgorithmKind::Gcra, [2, 3, 1_000_000]);
+        let allowed = outcome(key, &reply(2_000_001, 7), 1).unwrap();
+        assert_eq!((allowed.allowed, allowed.limit, allowed.remaining, allowed.retry_after_us), (true, 3, 0, None));
+        assert_eq!(
+            (allowed.reset_after_us, allowed.now_us, allowed.violated),
+            (666_667, 7, 0),
+            "ceil(2 000 001 / 3) µs"
+        );
+        // Denied with a debt of 2.5 emissions: the next permit in ceil(0.5p / 3) µs.
+        let denied = outcome(key, &reply(-1 - 2_500_000, 7), 1).unwrap();
+        assert_eq!(
+            (denied.allowed, denied.remaining, denied.reset_after_us, denied.retry_after_us),
+            (false, 0, 833_334, Some(166_667))
+        );
+        // A cost above the limit never passes: no retry.
+        let never = outcome(key, &reply(-1, 7), 4).unwrap();
+        assert_eq!((never.allowed, never.remaining, never.reset_after_us, never.retry_after_us), (false, 3, 0, None));
+        assert!(outcome(key, &reply(3_000_001, 7), 1).is_err(), "a debt above the tolerance is not this script's");
+        assert!(outcome(key, &reply(-1, 7), 1).is_err(), "a denial of what fits is not this script's");
+    }
+
+    #[test]
+    fn token_bucket_fields_come_from_the_units_held() {
+        // Capacity 10, 2 per 6 s: n = 1, p = 3 000 000 units per token.
+        let key = (AlgorithmKind::TokenBucket, [10, 1, 3_000_000]);
+        let allowed = outcome(key, &reply(27_000_000, 5), 1).unwrap();
+        assert_eq!(
+            (allowed.allowed, allowed.limit, allowed.remaining, allowed.reset_after_us),
+            (true, 10, 9, 3_000_000)
+        );
+        let denied = outcome(key, &reply(-1 - 4_000_000, 5), 2).unwrap();
+        assert_eq!(
+            (denied.allowed, denied.remaining, denied.retry_after_us, denied.reset_after_us),
+            (false, 1, Some(2_000_000), 26_000_000)
+        );
+        assert_eq!(outcome(key, &reply(-1 - 4_000_000, 5), 11).unwrap().retry_after_us, None);
+        assert!(outcome(key, &reply(30_000_001, 5), 0).is_err(), "more than full");
+        assert!(outcome(key, &reply(-1 - 4_000_000, 5), 1).is_err(), "a denial of what fits");
+    }
+
+    #[test]
+    fn leaky_bucket_fields_come_from_the_level() {
+        // Capacity 5, 7 per 3 s: n = 7, p = 3 000 000.
+        let key = (AlgorithmKind::LeakyBucket, [5, 7, 3_000_000]);
+        let allowed = outcome(key, &reply(6_000_000, 5), 1).unwrap();
+        assert_eq!((allowed.allowed, allowed.limit, allowed.remaining, allowed.reset_after_us), (true, 5, 3, 857_143));
+        let denied = outcome(key, &reply(-1 - 14_000_000, 5), 1).unwrap();
+        assert_eq!((denied.remaining, denied.retry_after_us, denied.reset_after_us), (0, Some(285_715), 2_000_000));
+        assert!(outcome(key, &reply(15_000_001, 5), 1).is_err(), "above capacity");
+    }
+
+    #[test]
+    fn rejects_what_no_script_sends() {
+        let key = (AlgorithmKind::Gcra, [2, 3, 1_000_000]);
+        assert!(outcome(key, &[0; 15], 1).is_err());
+        assert!(outcome(key, &[(0.5f64).to_le_bytes(), 1f64.to_le_bytes()].concat(), 1).is_err());
+        assert!(outcome(key, &[0f64.to_le_bytes(), f64::NAN.to_le_bytes()].concat(), 1).is_err());
+        assert!(outcome((AlgorithmKind::SlidingLog, [1, 1, 1]), &reply(0, 1), 1).is_err());
+    }
+
+    #[test]
+    fn rejects_malformed_window_replies() {
+        assert!(window(&[1, 2, 3], 0).is_err());
+        assert!(window(&[1, -2, 3, 4, -1, 0, 9], 0).is_err());
+        assert_eq!(window(&[0, 5, 0, 10, 7, 2, 9], 0).unwrap().retry_after_us, Some(7));
+        // Quota pairs: exactly as many as strategies, none negative.
+        assert!(window(&[0, 5, 0, 10, 7, 2, 9], 2).is_err());
+        assert!(window(&[0, 5, 0, 10, 7, 2, 9, 1, 2], 2).is_err());
+        assert!(window(&[0, 5, 0, 10, 7, 2, 9, 1, 2, -3, 4], 2).is_err());
+        assert_eq!(window(&[0, 5, 0, 10, 7, 2, 9, 1, 2, 3, 4], 2).unwrap().quotas, [(1, 2), (3, 4)]);
+    }
+
+    #[test]
+    fn reads_allowed_denied_and_idle_counter_replies() {
+        let counter = Counter { limit: 10, window_ms: 1000 };
+        // 3 taken, PTTL 399 ms.
+        let allowed = counted(counter, 3 * 1002 + 400, 1, 7).unwrap();
+        assert_eq!(
+            (allowed.allowed, allowed.remaining, allowed.reset_after_us, allowed.retry_after_us),
+            (true, 7, 399_000, None)
+        );
+        assert_eq!((allowed.violated, allowed.now_us, allowed.limit), (0, 7, 10));
+        let denied = counted(counter, -1 - (10 * 1002 + 250), 1, 7).unwrap();
+        assert_eq!(
+            (denied.allowed, denied.remaining, denied.retry_after_us, denied.violated),
+            (false, 0, Some(250_000), 1)
+        );
+        assert_eq!(denied.reset_after_us, 249_000, "PTTL, where retry adds the ms Redis may keep the key");
+        // A cost above the limit never passes: no retry time.
+        let never = counted(counter, -1 - (2 * 1002 + 250), 11, 7).unwrap();
+        assert_eq!((never.allowed, never.remaining, never.retry_after_us), (false, 8, None));
+        // Nothing counted and no window: untouched.
+        let idle = counted(counter, 0, 0, 7).unwrap();
+        assert_eq!((idle.allowed, idle.remaining, idle.reset_after_us), (true, 10, 0));
+        assert!(counted(counter, 11 * 1002, 1, 7).is_err(), "a count above the limit is not this script's reply");
+    }
+
+    #[test]
+    fn a_reply_of_another_family_is_a_protocol_error() {
+        let window = Reply::Window { quotas: 0 };
+        assert!(window.outcome(Value::BulkString(vec![0; 16]), 1).is_err());
+        let counter = Reply::Counter(Counter { limit: 10, window_ms: 1000 });
+        assert!(counter.outcome(Value::Array(vec![Value::Int(1)]), 1).is_err());
+    }
+}
