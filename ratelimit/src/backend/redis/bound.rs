@@ -117,16 +117,36 @@ impl RedisBound {
         let reloads_before = self.registry.reloads();
         match call.query_async(&mut connection).await {
             // Boxed: rare, and its state would otherwise be in every call's future.
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                Box::pin(async move {
-                    self.registry.reload(&mut connection, reloads_before).await?;
-                    call.query_async(&mut connection).await
-                })
-                .await
-            }
+            Err(e) if is_no_script(&e) => Box::pin(self.reload_and_retry(call, connection, reloads_before)).await,
             result => result,
         }
     }
+
+    /// Reloads and sends `call` again; a few times, since Redis may lose its
+    /// scripts again (another flush, a second failover) before the retry lands.
+    async fn reload_and_retry(
+        &self,
+        call: &Cmd,
+        mut connection: Connection,
+        mut reloads_before: u64,
+    ) -> redis::RedisResult<Value> {
+        let mut attempts = 1;
+        loop {
+            self.registry.reload(&mut connection, reloads_before).await?;
+            reloads_before = self.registry.reloads();
+            match call.query_async(&mut connection).await {
+                Err(e) if is_no_script(&e) && attempts < RELOAD_ATTEMPTS => attempts += 1,
+                result => return result,
+            }
+        }
+    }
+}
+
+/// How many times one call reloads the scripts before it gives up on `NOSCRIPT`.
+const RELOAD_ATTEMPTS: u32 = 3;
+
+fn is_no_script(error: &redis::RedisError) -> bool {
+    error.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
 /// The call's ARGV (`lua/prelude.lua`): cost, peek, now and slack, leaving
