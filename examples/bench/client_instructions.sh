@@ -11,10 +11,9 @@
 # port); only the counted calls are collected. CALLS (default 12800) sets
 # how many, BENCH to use another build of the bench.
 #
-# memory/governor, memory/backend, memory/backend_same_keys, memory/limiter
-# and memory/macro count the memory section's gcra check instead (no Redis,
-# one call at a time):
-#   CALLS=100000 examples/bench/client_instructions.sh memory/governor memory/backend memory/backend_same_keys memory/limiter memory/macro
+# memory/governor, memory/backend, memory/limiter and memory/macro count the
+# memory section's gcra check instead (no Redis, one call at a time):
+#   CALLS=100000 examples/bench/client_instructions.sh memory/governor memory/backend memory/limiter memory/macro
 set -euo pipefail
 calls="${CALLS:-12800}"
 bench="${BENCH:-target/release/examples/bench}"

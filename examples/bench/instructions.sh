@@ -4,10 +4,11 @@
 # instruction count").
 #
 #   examples/bench/instructions.sh <script.lua> [ARGV...]
-#   examples/bench/instructions.sh <(cat ratelimit/lua/prelude.lua ratelimit/lua/fixed_window.lua) "" 1 0 0 1 1000 1000000
-#   # a script made per policy (src/policy_scripts.rs): constants, prelude,
-#   # algorithm, set_state; the common call (cost 1, server clock) sends no ARGV
-#   examples/bench/instructions.sh <(printf 'local burst, n, p = 999, 1, 1000\n'; cat ratelimit/lua/policy_prelude.lua ratelimit/lua/gcra.lua ratelimit/lua/set_state.lua)
+#   # a script as the runtime makes it for a policy (ARCHITECTURE.md, "The Lua
+#   # contract"): constants, prelude, clock, the algorithm's fragments; the
+#   # common call (cost 1, Redis's clock) sends no ARGV
+#   examples/bench/instructions.sh <(printf 'local burst, n, p = 999, 1, 1000\n'; cat ratelimit/lua/{prelude,clock,gcra,set_state}.lua)
+#   examples/bench/instructions.sh <(printf 'local limits, windows = {1000}, {1000000}\n'; cat ratelimit/lua/{prelude,clock,window,fixed_window}.lua)
 #
 # Starts its own redis-server under valgrind's callgrind on a free loopback
 # port (never one it did not start), loads the script, warms it with

@@ -1,9 +1,6 @@
-//! The naive forms the issue measured its server-time targets against
-//! (GCRA with TIME + GET + SET, 5.7 µs; a four-call token bucket, about
-//! 8 µs; targets 4.5 µs), run here in the same run as our scripts, so the
-//! targets can be read as ratios on any machine: gcra at most 4.5 / 5.7 =
-//! 0.79 of the naive GCRA's server time, token_bucket at most 4.5 / 8 = 0.56
-//! of the naive bucket's.
+//! The naive forms a first Lua limiter would write (GCRA with TIME + GET +
+//! SET; a token bucket of four calls), run in the same run as our scripts,
+//! so their server times can be compared on any machine.
 
 use crate::load::{self, drive, Measured};
 use crate::{flush, Options};
