@@ -26,7 +26,7 @@ pub struct Store {
 }
 
 impl Store {
-    /// The default key prefix: keys read `ratelimit:<algo>:<name length>:<name>:<key>`.
+    /// The default key prefix: keys read `ratelimit:<algo>/v<n>:<name length>:<name>:<key>`.
     pub const DEFAULT_PREFIX: &'static str = "ratelimit";
 
     /// An in-process store: no Redis needed, limits are per process.
