@@ -61,8 +61,14 @@ pub(crate) struct Key<'a> {
 impl Key<'_> {
     fn is(&self, slot: &Slot<impl Sized>) -> bool {
         let (scope, key) = slot.bytes.split_at(slot.scope_len);
-        *scope == *self.scope.bytes && key == self.key
+        same(scope, &self.scope.bytes) && same(key, self.key)
     }
+}
+
+/// `a == b` byte by byte: keys are short, and a call to `memcmp` for each
+/// costs more than the comparison (BENCHMARKS.md, the deny cache).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// One key's place in a locked shard.
