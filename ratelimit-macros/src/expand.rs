@@ -84,8 +84,8 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
 ///         OnError::Allow,
 ///     );
 ///     let key = {
-///         // A String the thread reuses: "user:" and 20 for a value if new.
-///         let mut key = KeyBuffer::take(25);
+///         // Sized for "user:" and 20 bytes for the value.
+///         let mut key = String::with_capacity(25);
 ///         key.push_str("user:");
 ///         // `push_key_value(&mut key, &user_id)` for a type that is not an integer
 ///         push_key_integer(&mut key, &user_id);
@@ -167,7 +167,7 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
             // key is written without growing the buffer.
             let capacity: usize = parts.iter().map(|part| if let Part::Literal(l) = part { l.len() } else { 20 }).sum();
             quote!({
-                let mut #buf = #p::KeyBuffer::take(#capacity);
+                let mut #buf = #p::String::with_capacity(#capacity);
                 #(#pushes)*
                 #buf
             })

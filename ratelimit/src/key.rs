@@ -79,7 +79,7 @@ pub const MAX_RAW_KEY_LEN: usize = 128;
 /// given, or `#` and the hex SHA-1 of a key longer than [`MAX_RAW_KEY_LEN`].
 /// The separator tells the two forms apart, so no short key can pose as the
 /// digest of a long one.
-pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> StorageKey {
+pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> Vec<u8> {
     let mut full = Vec::with_capacity(limiter_prefix.len() + 1 + key.len().min(40));
     full.extend_from_slice(limiter_prefix);
     if key.len() <= MAX_RAW_KEY_LEN {
@@ -90,41 +90,6 @@ pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> StorageKey {
         full.extend_from_slice(sha1_smol::Sha1::from(key).digest().to_string().as_bytes());
     }
     full
-}
-
-/// A full storage key: what every call to a store builds.
-pub(crate) type StorageKey = Vec<u8>;
-
-/// The text of a `#[rate_limit]` key: the generated code writes every
-/// templated key into one. Dereferences to the `String`.
-///
-/// ```
-/// let mut key = ratelimit::__private::KeyBuffer::take(25);
-/// key.push_str("user:");
-/// ratelimit::__private::push_key_integer(&mut key, &7u64);
-/// assert_eq!(key.as_str(), "user:7");
-/// ```
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct KeyBuffer(String);
-
-impl KeyBuffer {
-    /// An empty key holding `capacity` bytes before it grows.
-    pub fn take(capacity: usize) -> KeyBuffer {
-        KeyBuffer(String::with_capacity(capacity))
-    }
-}
-
-impl std::ops::Deref for KeyBuffer {
-    type Target = String;
-    fn deref(&self) -> &String {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for KeyBuffer {
-    fn deref_mut(&mut self) -> &mut String {
-        &mut self.0
-    }
 }
 
 /// Appends `value`'s `Display` text to a key, escaping every ASCII byte that is
@@ -240,14 +205,6 @@ mod tests {
         assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), true).unwrap(), "rl:token_bucket/v1/3s:3:api");
         assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), true).unwrap(), "rl:leaky_bucket/v1/3s:3:api");
         assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap(), true).unwrap(), "rl:gcra/v1:3:api");
-    }
-
-    #[test]
-    fn a_key_buffer_starts_empty() {
-        let mut key = super::KeyBuffer::take(4);
-        assert_eq!(key.as_str(), "");
-        push_key_integer(&mut key, &5u8);
-        assert_eq!(key.as_str(), "5");
     }
 
     #[test]

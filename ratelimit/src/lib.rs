@@ -55,7 +55,7 @@ mod tls;
 /// a user's `mod core {}`, `type Result` or `struct String` cannot change its meaning.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::key::{push_key_integer, push_key_value, KeyBuffer, KeyInteger};
+    pub use crate::key::{push_key_integer, push_key_value, KeyInteger};
     pub use crate::macro_support::{Cost, DenialError, Fallback, IntoDenial};
     pub use crate::site::{OnLimit, Site};
     pub use crate::{OnError, Policy, RateLimited};
