@@ -8,17 +8,18 @@
 #[path = "cases/macro_options/mod.rs"]
 mod cases;
 
+use once_cell::sync::OnceCell;
 use ratelimit_test_support::redis_server::RedisServer;
 use ratelimit_test_support::runtime;
 use std::future::Future;
-use std::sync::{Once, OnceLock};
+use std::sync::Once;
 
 /// Runs one case on this binary's runtime, the global store being a private
 /// Redis. The first case to come starts the server and connects on that
 /// runtime, which lives as long as the process, so the connection serves
 /// every later case; the server is killed when the process ends.
 fn on_global_store<F: Future>(case: F) -> F::Output {
-    static SERVER: OnceLock<RedisServer> = OnceLock::new();
+    static SERVER: OnceCell<RedisServer> = OnceCell::new();
     static STORE: Once = Once::new();
     STORE.call_once(|| {
         let server = SERVER.get_or_init(RedisServer::start);

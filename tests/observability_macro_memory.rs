@@ -3,15 +3,15 @@
 //! decision's span. The global store of this binary is `Store::memory()`
 //! on a manual clock.
 
+use once_cell::sync::OnceCell;
 use ratelimit::{rate_limit, ManualClock, RateLimited, Store};
 use ratelimit_test_support::log_capture::LogCapture;
 use ratelimit_test_support::metrics_capture::{counter, histogram_samples, recorded};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The clock of this binary's global store, set once for every test.
 fn clock() -> &'static ManualClock {
-    static CLOCK: OnceLock<ManualClock> = OnceLock::new();
+    static CLOCK: OnceCell<ManualClock> = OnceCell::new();
     CLOCK.get_or_init(|| {
         let clock = ManualClock::new();
         ratelimit::init(Store::memory().with_clock(clock.clone())).unwrap();

@@ -6,10 +6,10 @@
 #[path = "cases/behaviour.rs"]
 mod behaviour;
 
+use once_cell::sync::OnceCell;
 use ratelimit::{Limiter, ManualClock, OnError, Policy, RedisOptions, Store};
 use ratelimit_test_support::redis_cluster::RedisCluster;
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The script of the gcra policy the behaviour cases run (on a manual clock).
@@ -32,7 +32,7 @@ fn cli(port: u16, args: &[&str]) -> String {
 /// nodes are killed when this test binary exits. Each convention uses its
 /// own limiter names, and connects on its own test's runtime.
 fn shared_cluster() -> &'static RedisCluster {
-    static CLUSTER: OnceLock<RedisCluster> = OnceLock::new();
+    static CLUSTER: OnceCell<RedisCluster> = OnceCell::new();
     CLUSTER.get_or_init(RedisCluster::start)
 }
 

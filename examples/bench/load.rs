@@ -109,7 +109,7 @@ pub fn cpu_time() -> Duration {
 }
 
 fn clock_ticks_per_second() -> u64 {
-    static HZ: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    static HZ: once_cell::sync::OnceCell<u64> = once_cell::sync::OnceCell::new();
     // USER_HZ: 100 on every Linux this runs on, as `getconf CLK_TCK` says.
     *HZ.get_or_init(|| {
         std::process::Command::new("getconf")

@@ -1,7 +1,8 @@
 //! [`LogCapture`]: collect what `tracing` writes, to assert on log lines.
 
+use once_cell::sync::OnceCell;
 use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use tracing::level_filters::LevelFilter;
 use tracing::Dispatch;
 use tracing_subscriber::layer::SubscriberExt;
@@ -70,7 +71,7 @@ impl Write for LogCapture {
 fn keep_a_bystander_registered() {
     // Filtered at OFF: it enables no callsite and does not raise the
     // global max level.
-    static BYSTANDER: OnceLock<Dispatch> = OnceLock::new();
+    static BYSTANDER: OnceCell<Dispatch> = OnceCell::new();
     BYSTANDER.get_or_init(|| Dispatch::new(tracing_subscriber::registry().with(LevelFilter::OFF)));
 }
 

@@ -4,7 +4,8 @@
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use metrics_util::MetricKind;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use once_cell::sync::OnceCell;
+use std::sync::{Mutex, MutexGuard};
 
 /// One recorder for this test binary (tests use distinct limiter names), and
 /// everything it recorded so far: a snapshot drains the recorder, so values
@@ -20,7 +21,7 @@ pub struct Recorded {
 type Labels = Vec<(String, String)>;
 
 pub fn recorded() -> MutexGuard<'static, Recorded> {
-    static RECORDED: OnceLock<Mutex<Recorded>> = OnceLock::new();
+    static RECORDED: OnceCell<Mutex<Recorded>> = OnceCell::new();
     let mut recorded = RECORDED
         .get_or_init(|| {
             let recorder = DebuggingRecorder::new();

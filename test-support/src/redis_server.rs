@@ -261,11 +261,11 @@ pub fn free_cluster_port() -> u16 {
 #[cfg(test)]
 mod tests {
     use super::{free_port, RedisServer};
+    use once_cell::sync::OnceCell;
     use std::net::TcpListener;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::OnceLock;
 
-    static TAKEN: OnceLock<TcpListener> = OnceLock::new();
+    static TAKEN: OnceCell<TcpListener> = OnceCell::new();
     static CHOSEN: AtomicUsize = AtomicUsize::new(0);
 
     /// The port another socket listens on, then free ones.

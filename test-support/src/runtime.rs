@@ -14,13 +14,13 @@
 //! assert_eq!(answer, 42);
 //! ```
 
+use once_cell::sync::OnceCell;
 use std::future::Future;
-use std::sync::OnceLock;
 use tokio::runtime::Runtime;
 
 /// The process-wide multi-thread runtime, built on first use.
 pub fn runtime() -> &'static Runtime {
-    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    static RUNTIME: OnceCell<Runtime> = OnceCell::new();
     RUNTIME.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
