@@ -23,8 +23,16 @@ enum Step<'a> {
     /// The store answers through a round trip.
     Wait {
         answer: BoxFuture<'a, Result<Outcome, Error>>,
-        local_now_us: u64,
+        cache: Option<Remembering<'a>>,
     },
+}
+
+/// The deny cache taking part in a call, and the call's time in this
+/// process, which dates what it remembers.
+#[derive(Clone, Copy)]
+struct Remembering<'a> {
+    cache: &'a DenyCache,
+    at_us: u64,
 }
 
 impl Limiter {
@@ -51,11 +59,11 @@ impl Limiter {
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
         match self.begin(key, cost, peek) {
             Step::Done(result) => result,
-            Step::Wait { answer, local_now_us } => {
+            Step::Wait { answer, cache } => {
                 let started = process_ns();
                 let outcome = answer.await;
                 self.metrics().store_took(Duration::from_nanos(process_ns().saturating_sub(started)));
-                outcome.map(|outcome| self.settle(key, cost, peek, local_now_us, outcome))
+                outcome.map(|outcome| self.settle(key, cost, cache, outcome))
             }
         }
     }
@@ -64,28 +72,30 @@ impl Limiter {
     /// look in the deny cache, and ask the bound store.
     fn begin(&self, key: &[u8], cost: u64, peek: bool) -> Step<'_> {
         let now_us = self.inner.store.clock.now_us();
-        // This process's time of the call: it dates what the deny cache remembers.
-        let local_now_us = now_us.unwrap_or_else(process_now_us);
-        let cache = self.deny_cache(cost, peek);
-        if let Some(remembered) = cache.and_then(|cache| cache.get(key, cost, local_now_us)) {
+        let cache = self.deny_cache(cost, peek).map(|cache| Remembering {
+            cache,
+            // The store's own clock is not this process's: date by ours.
+            at_us: now_us.unwrap_or_else(process_now_us),
+        });
+        if let Some(remembered) = cache.and_then(|c| c.cache.get(key, cost, c.at_us)) {
             return Step::Done(Ok(remembered));
         }
         match self.inner.bound.decide(key, Call { cost, peek, now_us }) {
-            Answer::Now(outcome) => Step::Done(outcome.map(|o| self.settle(key, cost, peek, local_now_us, o))),
-            Answer::Later(answer) => Step::Wait { answer, local_now_us },
+            Answer::Now(outcome) => Step::Done(outcome.map(|outcome| self.settle(key, cost, cache, outcome))),
+            Answer::Later(answer) => Step::Wait { answer, cache },
         }
     }
 
     /// The store's outcome as a [`Decision`], kept in or cleared from the deny cache.
-    fn settle(&self, key: &[u8], cost: u64, peek: bool, local_now_us: u64, outcome: Outcome) -> Decision {
+    fn settle(&self, key: &[u8], cost: u64, cache: Option<Remembering<'_>>, outcome: Outcome) -> Decision {
         let decision = Decision::from_outcome(outcome, &self.inner.policy);
-        if let Some(cache) = self.deny_cache(cost, peek) {
+        if let Some(Remembering { cache, at_us }) = cache {
             if decision.allowed {
                 // A smaller cost got through and changed the state: a denial
                 // remembered for a larger one may now name too early a time.
                 cache.forget(key);
             } else {
-                cache.remember(key, cost, local_now_us, &decision);
+                cache.remember(key, cost, at_us, &decision);
             }
         }
         decision
