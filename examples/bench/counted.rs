@@ -12,9 +12,9 @@
 //!
 //! `memory/<governor|backend|limiter|macro>` counts the memory
 //! section's gcra workload instead (`local.rs`: 10 000 keys, one call at a
-//! time, no Redis): governor's keyed check, `MemoryBackend::decide_now` on
-//! the limiter's storage keys and on governor's own keys, `Limiter::check`
-//! on `Store::memory()`, and a `#[rate_limit]` fn on it as the global store.
+//! time, no Redis): governor's keyed check, the memory store's bound
+//! `decide` on governor's keys, `Limiter::check` on `Store::memory()`, and a
+//! `#[rate_limit]` fn on it as the global store.
 
 use crate::{cases, load, raw_connection, raw_keys, RawCall};
 use governor::{Quota, RateLimiter};
