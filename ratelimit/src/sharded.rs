@@ -4,6 +4,7 @@
 
 use hashbrown::HashTable;
 use std::collections::hash_map::{DefaultHasher, RandomState};
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -25,6 +26,8 @@ pub(crate) struct Sharded<V> {
     hasher: RandomState,
     /// Values held in all shards, so an empty map is skipped without a lock.
     len: AtomicUsize,
+    /// Every scope made, by its bytes: the same bytes get the same id.
+    scopes: Mutex<HashMap<Box<[u8]>, u64>>,
 }
 
 #[derive(Debug)]
@@ -36,22 +39,21 @@ struct Shard<V> {
 #[derive(Debug)]
 struct Slot<V> {
     hash: u64,
-    /// The scope's bytes, then the key's.
-    bytes: Box<[u8]>,
-    scope_len: usize,
+    scope: u64,
+    key: Box<[u8]>,
     value: V,
 }
 
-/// The first part of keys (a limiter's prefix, or nothing), with the map's
-/// keyed hash already run over it: made once, so a call hashes only its key.
+/// The first part of keys (a limiter's prefix, or nothing), made once: an
+/// id that stands for its bytes, and the map's keyed hash already run over
+/// it, so a call hashes and compares only its own key.
 #[derive(Debug, Clone)]
 pub(crate) struct Scope {
-    bytes: Box<[u8]>,
+    id: u64,
     hashed: DefaultHasher,
 }
 
-/// A key within a scope: two keys are the same only when both parts are,
-/// wherever the bytes would split.
+/// A key within a scope: two keys are the same only when both parts are.
 #[derive(Clone, Copy)]
 pub(crate) struct Key<'a> {
     pub(crate) scope: &'a Scope,
@@ -60,8 +62,7 @@ pub(crate) struct Key<'a> {
 
 impl Key<'_> {
     fn is(&self, slot: &Slot<impl Sized>) -> bool {
-        let (scope, key) = slot.bytes.split_at(slot.scope_len);
-        same(scope, &self.scope.bytes) && same(key, self.key)
+        slot.scope == self.scope.id && same(&slot.key, self.key)
     }
 }
 
@@ -83,15 +84,19 @@ impl<V: Expires> Sharded<V> {
     /// An empty map of `shards` shards.
     pub(crate) fn new(shards: usize) -> Self {
         let shards = (0..shards.max(1)).map(|_| Mutex::new(Shard { slots: HashTable::new(), next_sweep_us: 0 }));
-        Sharded { shards: shards.collect(), hasher: RandomState::new(), len: AtomicUsize::new(0) }
+        let scopes = Mutex::default();
+        Sharded { shards: shards.collect(), hasher: RandomState::new(), len: AtomicUsize::new(0), scopes }
     }
 
     /// `bytes` as the first part of keys of this map.
     pub(crate) fn scope(&self, bytes: &[u8]) -> Scope {
+        // Ids are only ever added, so a poisoned lock holds nothing half-written.
+        let mut scopes = self.scopes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let next = scopes.len() as u64;
+        let id = *scopes.entry(bytes.into()).or_insert(next);
         let mut hashed = self.hasher.build_hasher();
-        hashed.write_usize(bytes.len());
-        hashed.write(bytes);
-        Scope { bytes: bytes.into(), hashed }
+        hashed.write_u64(id);
+        Scope { id, hashed }
     }
 
     /// Values held, including expired ones not swept yet.
@@ -151,8 +156,7 @@ impl<V> Entry<'_, V> {
         match self.get_mut() {
             Some(held) => *held = value,
             None => {
-                let (scope, key) = (&self.key.scope.bytes, self.key.key);
-                let slot = Slot { hash: self.hash, bytes: [scope, key].concat().into(), scope_len: scope.len(), value };
+                let slot = Slot { hash: self.hash, scope: self.key.scope.id, key: self.key.key.into(), value };
                 self.shard.slots.insert_unique(self.hash, slot, |slot| slot.hash);
                 self.map.len.fetch_add(1, Ordering::Relaxed);
             }
@@ -212,9 +216,11 @@ mod tests {
         }
         assert_eq!(map.len(), 5);
         assert_eq!(map.entry(key(b"a\0"), 0).get_mut().copied(), Some(102));
-        // The same bytes split elsewhere between scope and key are another key.
+        // The same bytes split elsewhere between scope and key are another key,
+        // and a scope made again from the same bytes is the same scope.
         map.entry(Key { scope: &a, key: b"b" }, 0).insert(1);
         assert_eq!(map.entry(key(b"ab"), 0).get_mut().copied(), Some(102));
         assert_eq!(map.entry(Key { scope: &a, key: b"b" }, 0).get_mut().copied(), Some(1));
+        assert_eq!(map.entry(Key { scope: &map.scope(b"a"), key: b"b" }, 0).get_mut().copied(), Some(1));
     }
 }
