@@ -65,7 +65,7 @@ impl Default for RedisOptions {
 ///
 /// One multiplexed, reconnecting connection (redis-rs's `ConnectionManager`,
 /// its cluster connection, or a Sentinel-resolved master) serves every
-/// limiter and task. Binding a limiter ([`bind_limiter`](Self::bind_limiter))
+/// limiter and task. Binding a limiter ([`Backend::bind`])
 /// makes its script, with the policy's constants written in, and registers
 /// it with this backend; its first call loads it (on every master of a
 /// cluster). When Redis answers `NOSCRIPT` (after a restart, failover,
