@@ -82,11 +82,15 @@ impl LazyLimiter {
     /// The limiter for this call; `Err` with why, when a named policy is not configured.
     pub(crate) async fn current(&self) -> Result<Current, Arc<str>> {
         match &self.source {
-            Source::Fixed { built, .. } => match built.get() {
+            Source::Fixed { policy, built, degraded } => match built.get() {
                 Some(limiter) => Ok((limiter.clone(), false)),
-                // Boxed: building the store is a deep future that would
-                // otherwise size every call's.
-                None => Box::pin(self.build_fixed()).await,
+                None => {
+                    // Boxed behind `dyn`: building the store is a deep future
+                    // that would otherwise size every call's.
+                    let build: Pin<Box<dyn Future<Output = Current> + Send + '_>> =
+                        Box::pin(self.build_fixed(policy, built, degraded));
+                    Ok(build.await)
+                }
             },
             Source::Named(named) => {
                 let (configured, first) = match named.cached() {
@@ -98,22 +102,26 @@ impl LazyLimiter {
         }
     }
 
-    async fn build_fixed(&self) -> Result<Current, Arc<str>> {
-        let Source::Fixed { policy, built, degraded } = &self.source else { unreachable!("called for fixed ones") };
+    /// Builds a fixed policy's limiter on the global store, or, while that
+    /// cannot be built, gives the degraded one.
+    async fn build_fixed(
+        &self,
+        policy: &Policy,
+        built: &tokio::sync::OnceCell<Limiter>,
+        degraded: &once_cell::sync::OnceCell<Limiter>,
+    ) -> Current {
         let mut first = false;
         let build = built.get_or_try_init(|| async {
             let store = runtime::global().await?;
             first = true;
             Ok::<_, crate::Error>(Limiter::new(self.name.as_ref(), policy.clone(), store).with_on_error(self.on_error))
         });
-        let build: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(build);
         match build.await {
-            Ok(limiter) => Ok((limiter.clone(), first)),
+            Ok(limiter) => (limiter.clone(), first),
             // Every call fails as unavailable, so `on_error` settles it as any store failure.
-            Err(error) => Ok((
-                degraded.get_or_init(|| Limiter::unavailable(&self.name, policy, error, self.on_error)).clone(),
-                false,
-            )),
+            Err(error) => {
+                (degraded.get_or_init(|| Limiter::unavailable(&self.name, policy, error, self.on_error)).clone(), false)
+            }
         }
     }
 }
