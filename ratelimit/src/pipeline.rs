@@ -2,10 +2,10 @@
 //! `limit`, `wait`, annotated functions, the HTTP layer) is decided here.
 //!
 //! ```text
-//! decide ─ span? ─ run ─┬─ begin (sync): clock → deny cache → bound store
-//!                       │     ├─ answered in this process ─────────┐
-//!                       │     └─ a round trip ─ finish (async) ────┤
-//!                       └────────────── settle: Decision, deny cache ┘
+//! decide ─ span? ─ run ─ begin (sync): clock → deny cache → bound store
+//!                          ├─ answered in this process ─────────────┐
+//!                          └─ a round trip ─ finish (async) ────────┤
+//!                             settle: Decision, deny cache ◄────────┘
 //!        ─ count (metrics), record (span)
 //! ```
 
@@ -59,12 +59,7 @@ impl Limiter {
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
         match self.begin(key, cost, peek) {
             Step::Done(result) => result,
-            Step::Wait { answer, cache } => {
-                let started = process_ns();
-                let outcome = answer.await;
-                self.metrics().store_took(Duration::from_nanos(process_ns().saturating_sub(started)));
-                outcome.map(|outcome| self.settle(key, cost, cache, outcome))
-            }
+            Step::Wait { answer, cache } => self.finish(key, cost, answer, cache).await,
         }
     }
 
@@ -84,6 +79,20 @@ impl Limiter {
             Answer::Now(outcome) => Step::Done(outcome.map(|outcome| self.settle(key, cost, cache, outcome))),
             Answer::Later(answer) => Step::Wait { answer, cache },
         }
+    }
+
+    /// The round trip, timed, and its outcome settled.
+    async fn finish(
+        &self,
+        key: &[u8],
+        cost: u64,
+        answer: BoxFuture<'_, Result<Outcome, Error>>,
+        cache: Option<Remembering<'_>>,
+    ) -> Result<Decision, Error> {
+        let started = process_ns();
+        let outcome = answer.await;
+        self.metrics().store_took(Duration::from_nanos(process_ns().saturating_sub(started)));
+        outcome.map(|outcome| self.settle(key, cost, cache, outcome))
     }
 
     /// The store's outcome as a [`Decision`], kept in or cleared from the deny cache.
