@@ -26,6 +26,22 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A store: it binds each limiter once, with everything that does not change
 /// between its calls worked out ahead (keys' prefix, script, reply reader).
+///
+/// [`Limiter::new`](crate::Limiter::new) binds its store this way; the bound
+/// store answers every call of that limiter:
+///
+/// ```
+/// use ratelimit::backend::{Answer, Backend, Binding, Call};
+/// use ratelimit::{MemoryBackend, Policy};
+///
+/// let policy = Policy::gcra("1/1s", 2)?;
+/// let binding = Binding { prefix: "ratelimit", name: "api", policy: &policy, server_clock: false };
+/// let bound = MemoryBackend::new().bind(binding);
+/// let call = Call { cost: 1, peek: false, now_us: Some(1_767_225_600_000_000) };
+/// let Answer::Now(Ok(outcome)) = bound.decide(b"alice", call) else { panic!("the memory store answers at once") };
+/// assert_eq!((outcome.allowed, outcome.remaining), (true, 2));
+/// # Ok::<(), ratelimit::Error>(())
+/// ```
 pub trait Backend: Send + Sync + 'static {
     /// Binds one limiter's calls.
     fn bind(&self, limiter: Binding<'_>) -> Arc<dyn Bound>;
