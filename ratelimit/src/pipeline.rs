@@ -8,6 +8,9 @@
 //!                             settle: Decision, deny cache ◄────────┘
 //!        ─ count (metrics), record (span)
 //! ```
+//!
+//! An answer made in this process still spends tokio's cooperative budget,
+//! so a task looping on a denied key yields to the others as I/O would.
 
 use crate::backend::{Answer, BoxFuture, Call, Outcome};
 use crate::clock::{process_now_us, process_ns};
@@ -58,7 +61,12 @@ impl Limiter {
 
     async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
         match self.begin(key, cost, peek) {
-            Step::Done(result) => result,
+            Step::Done(result) => {
+                // Answered without I/O (deny cache, memory store): spend the
+                // task's budget as I/O would, so a loop of such calls yields.
+                tokio::task::coop::consume_budget().await;
+                result
+            }
             Step::Wait { answer, cache } => self.finish(key, cost, answer, cache).await,
         }
     }
