@@ -46,6 +46,7 @@ mod runtime;
 mod sharded;
 mod site;
 mod store;
+mod sweeper;
 #[cfg(feature = "tls")]
 mod tls;
 

@@ -10,7 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// How often (in the map's time) a shard drops its expired values.
-const SWEEP_EVERY_US: u64 = 1_000_000;
+pub(crate) const SWEEP_EVERY_US: u64 = 1_000_000;
+/// A shard's table is shrunk when it has room for more than this many times
+/// the values it holds, so a burst's memory is given back once it expired.
+const SHRINK_WHEN_ROOM_FOR: usize = 4;
 
 /// A value that is dead from some time on.
 pub(crate) trait Expires {
@@ -131,16 +134,32 @@ impl<V: Expires> Sharded<V> {
 
     /// Drops every value dead at `now_us`.
     pub(crate) fn purge_expired(&self, now_us: u64) {
+        self.purge_where(|value| value.expires_at_us() <= now_us);
+    }
+
+    /// Drops every value `dead` says is, shard by shard (one lock at a time).
+    pub(crate) fn purge_where(&self, dead: impl Fn(&V) -> bool) {
         for shard in self.shards.iter() {
-            self.sweep(&mut shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner()), now_us);
+            if self.len() == 0 {
+                return;
+            }
+            Self::drop_dead(&self.len, &mut shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner()), &dead);
         }
     }
 
     fn sweep(&self, shard: &mut Shard<V>, now_us: u64) {
-        let before = shard.slots.len();
-        shard.slots.retain(|slot| slot.value.expires_at_us() > now_us);
-        self.len.fetch_sub(before - shard.slots.len(), Ordering::Relaxed);
+        Self::drop_dead(&self.len, shard, |value| value.expires_at_us() <= now_us);
         shard.next_sweep_us = now_us.saturating_add(SWEEP_EVERY_US);
+    }
+
+    fn drop_dead(len: &AtomicUsize, shard: &mut Shard<V>, dead: impl Fn(&V) -> bool) {
+        let before = shard.slots.len();
+        shard.slots.retain(|slot| !dead(&slot.value));
+        let held = shard.slots.len();
+        len.fetch_sub(before - held, Ordering::Relaxed);
+        if shard.slots.capacity() > SHRINK_WHEN_ROOM_FOR * held {
+            shard.slots.shrink_to(2 * held, |slot| slot.hash);
+        }
     }
 }
 
@@ -204,6 +223,21 @@ mod tests {
         assert_eq!(map.len(), 1);
         map.purge_expired(1_000_000);
         assert_eq!(map.len(), 0);
+    }
+
+    #[test]
+    fn a_swept_burst_gives_its_room_back() {
+        let map = Sharded::<u64>::new(2);
+        let none = map.scope(b"");
+        for i in 0..10_000u64 {
+            map.entry(Key { scope: &none, key: &i.to_le_bytes() }, 0).insert(if i < 10 { u64::MAX } else { 5 });
+        }
+        let room = |map: &Sharded<u64>| map.shards.iter().map(|s| s.lock().unwrap().slots.capacity()).sum::<usize>();
+        assert!(room(&map) >= 10_000);
+        map.purge_where(|&expires| expires <= 5);
+        assert_eq!(map.len(), 10);
+        assert!(room(&map) <= 100, "{} slots kept for 10 values", room(&map));
+        assert_eq!(map.entry(Key { scope: &none, key: &3u64.to_le_bytes() }, 0).get_mut().copied(), Some(u64::MAX));
     }
 
     #[test]

@@ -4,6 +4,7 @@ use super::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, CLIENT_CL
 use crate::algo::{self, State};
 use crate::clock::process_now_us;
 use crate::sharded::{Expires, Key, Scope, Sharded};
+use crate::sweeper::{self, Sweep};
 use crate::{Error, Policy};
 use std::sync::Arc;
 
@@ -15,9 +16,14 @@ const SHARDS: usize = 64;
 /// Each limiter binds its key prefix (limiters with the same name and
 /// algorithm share keys, as on Redis); a call hashes that prefix and the
 /// user's key, never joined. A key is dropped as soon as its state is back
-/// to untouched (`reset_after` has passed): lazily when it is next seen, and
-/// by a sweep of its shard at most once a second, whoever's call reaches
-/// it, so memory stays bounded by the keys that are actually limited now.
+/// to untouched (`reset_after` has passed): lazily when it is next seen, by
+/// a sweep of its shard at most once a second, whoever's call reaches it,
+/// and, for keys timed by the store's own clock (the default), by a
+/// background thread once a second even when no call comes. So memory stays
+/// bounded by the keys that are actually limited now, and a burst's memory
+/// is given back once it expired. Keys timed by a [`Clock`](crate::Clock) of
+/// the caller's (a manual clock, [`SystemClock`](crate::SystemClock)) follow
+/// that clock, so only calls and [`purge_expired`](Self::purge_expired) sweep them.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
@@ -47,6 +53,16 @@ struct Entry {
     /// `None` only while a decision runs on an expired entry.
     state: Option<State>,
     expires_at_us: u64,
+    /// Timed by this process's clock (no time came with the calls), so the
+    /// background sweeper knows when it is dead.
+    process_timed: bool,
+}
+
+impl Sweep for Sharded<Entry> {
+    fn sweep(&self) {
+        let now = process_now_us();
+        self.purge_where(|entry| entry.process_timed && entry.expires_at_us <= now);
+    }
 }
 
 impl Expires for Entry {
@@ -58,7 +74,9 @@ impl Expires for Entry {
 impl MemoryBackend {
     /// An empty store.
     pub fn new() -> Self {
-        MemoryBackend { keys: Arc::new(Sharded::new(SHARDS)) }
+        let keys = Arc::new(Sharded::new(SHARDS));
+        sweeper::register(Arc::downgrade(&keys) as _);
+        MemoryBackend { keys }
     }
 
     /// Number of keys held (including ones that expired but were not swept yet).
@@ -133,7 +151,7 @@ impl MemoryBound {
         let outcome = algo::decide(&self.policy, &mut state, now, call.cost, call.peek);
         if state.is_some() {
             let expires_at_us = if writes(&outcome) { now + outcome.reset_after_us + slack } else { 0 };
-            entry.insert(Entry { state, expires_at_us });
+            entry.insert(Entry { state, expires_at_us, process_timed: call.now_us.is_none() });
         }
         outcome
     }
