@@ -152,15 +152,16 @@ impl Policy {
                     .unwrap_or_else(|| PolicySpec::default_precision(spec.strategies.as_deref().unwrap_or(&[]))),
                 strategies: strategies(),
             },
-            AlgorithmKind::TokenBucket => {
-                Params::TokenBucket { capacity: spec.capacity.unwrap_or(0), rate: spec.rate.expect("validated") }
-            }
-            AlgorithmKind::LeakyBucket => {
-                Params::LeakyBucket { capacity: spec.capacity.unwrap_or(0), rate: spec.rate.expect("validated") }
-            }
-            AlgorithmKind::Gcra => {
-                let rate = spec.rate.expect("validated");
-                Params::Gcra { rate, burst: spec.burst.unwrap_or_else(|| PolicySpec::default_burst(rate)) }
+            kind => {
+                // `validate` requires a rate of the buckets and GCRA.
+                let Some(rate) = spec.rate else {
+                    return Err(Error::InvalidPolicy(format!("`{kind}` needs `rate`")));
+                };
+                match kind {
+                    AlgorithmKind::TokenBucket => Params::TokenBucket { capacity: spec.capacity.unwrap_or(0), rate },
+                    AlgorithmKind::LeakyBucket => Params::LeakyBucket { capacity: spec.capacity.unwrap_or(0), rate },
+                    _ => Params::Gcra { rate, burst: spec.burst.unwrap_or_else(|| PolicySpec::default_burst(rate)) },
+                }
             }
         };
         Ok(Policy::new(params))
