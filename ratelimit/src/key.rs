@@ -232,7 +232,8 @@ mod tests {
     fn a_prefix_cannot_pose_as_a_layout_name_and_key() {
         let policy = Policy::fixed_window("5/1s").unwrap();
         let layout = super::layout(&policy, true);
-        let full = |prefix: &str, name, key: &str| storage_key(&key_prefix(prefix, &policy, name, true), key.as_bytes());
+        let full =
+            |prefix: &str, name, key: &str| storage_key(&key_prefix(prefix, &policy, name, true), key.as_bytes());
         let short = full("app", "n", &format!("x:{layout}:1:m:y"));
         let long = full(&format!("app:{layout}:1:n:x"), "m", "y");
         assert_ne!(short, long);
