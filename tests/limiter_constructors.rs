@@ -155,37 +155,53 @@ fn toml(spec: &PolicySpec) -> String {
 /// The largest cost a sliding log is asked here.
 const LOG_COST_CAP: u64 = 10_000;
 
-/// Decides `policy` at costs 0, 1, its largest admissible cost and `u64::MAX`
-/// on every store, each time under a limiter name of its own; any error fails.
+/// Decides `policy` at costs 0, its largest admissible, 1 and `u64::MAX` on
+/// every store, each time under a limiter name of its own: no error, the
+/// largest cost fits a fresh key exactly, and memory and Redis on the same
+/// client clock decide alike.
 fn decides_everywhere(policy: &Policy) -> Result<(), TestCaseError> {
     static CASE: AtomicU64 = AtomicU64::new(0);
     let s = stores();
     let largest = policy.max_cost();
-    for (store_name, store) in
-        [("memory", &s.memory), ("redis", &s.redis_server_clock), ("redis, client clock", &s.redis_client_clock)]
-    {
+    // A sliding log's work grows with the cost on some builds; its largest
+    // costs have a test of their own.
+    let max = if policy.algorithm() == AlgorithmKind::SlidingLog { largest.min(LOG_COST_CAP) } else { largest };
+    let mut seen = Vec::new();
+    // Redis's own clock runs between calls: a fast refill may admit the next one.
+    for (store_name, store, still) in [
+        ("memory", &s.memory, true),
+        ("redis, client clock", &s.redis_client_clock, true),
+        ("redis", &s.redis_server_clock, false),
+    ] {
         let name = format!("case{}", CASE.fetch_add(1, Ordering::Relaxed));
         let limiter = Limiter::new(name, policy.clone(), store).with_deny_cache(false);
-        // A sliding log's work grows with the cost on some builds; its
-        // largest costs have a test of their own.
-        let max = if policy.algorithm() == AlgorithmKind::SlidingLog { largest.min(LOG_COST_CAP) } else { largest };
-        block_on(async {
-            for cost in [0, 1, max, u64::MAX, 0] {
+        let decisions = block_on(async {
+            let mut decisions = Vec::new();
+            for cost in [0, max, 1, u64::MAX, 0] {
                 let decision = limiter
                     .check("k", cost)
                     .await
                     .map_err(|e| TestCaseError::fail(format!("{store_name} {policy} cost {cost}: {e}")))?;
-                if cost == 0 {
-                    prop_assert!(decision.allowed, "{store_name} {policy}: cost 0 denied: {decision:?}");
-                }
-                if cost > largest {
-                    prop_assert!(decision.can_never_pass(), "{store_name} {policy} cost {cost}: {decision:?}");
-                }
+                decisions.push(decision);
             }
-            limiter.peek("k", 1).await.map_err(|e| TestCaseError::fail(format!("{store_name} {policy} peek: {e}")))?;
-            Ok(())
+            let peek =
+                limiter.peek("k", 1).await.map_err(|e| TestCaseError::fail(format!("{store_name} {policy} peek: {e}")))?;
+            decisions.push(peek);
+            Ok::<_, TestCaseError>(decisions)
         })?;
+        let [zero, all, one, huge, zero_again, _] = &decisions[..] else { unreachable!() };
+        for (d, what) in [(zero, "cost 0"), (zero_again, "cost 0 when full")] {
+            prop_assert!(d.allowed, "{} {}: {} denied: {:?}", store_name, policy, what, d);
+        }
+        prop_assert!(all.allowed, "{} {}: cost {} on a fresh key denied: {:?}", store_name, policy, max, all);
+        if max == largest {
+            prop_assert!(all.remaining == 0, "{} {}: {:?}", store_name, policy, all);
+            prop_assert!(!still || (!one.allowed && one.retry_after.is_some()), "{} {}: {:?}", store_name, policy, one);
+        }
+        prop_assert!(huge.can_never_pass(), "{} {}: {:?}", store_name, policy, huge);
+        seen.push(decisions);
     }
+    prop_assert_eq!(&seen[0], &seen[1], "{}: memory and Redis on one clock decide alike", policy);
     Ok(())
 }
 
