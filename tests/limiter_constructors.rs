@@ -184,8 +184,10 @@ fn decides_everywhere(policy: &Policy) -> Result<(), TestCaseError> {
                     .map_err(|e| TestCaseError::fail(format!("{store_name} {policy} cost {cost}: {e}")))?;
                 decisions.push(decision);
             }
-            let peek =
-                limiter.peek("k", 1).await.map_err(|e| TestCaseError::fail(format!("{store_name} {policy} peek: {e}")))?;
+            let peek = limiter
+                .peek("k", 1)
+                .await
+                .map_err(|e| TestCaseError::fail(format!("{store_name} {policy} peek: {e}")))?;
             decisions.push(peek);
             Ok::<_, TestCaseError>(decisions)
         })?;

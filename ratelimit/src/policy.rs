@@ -136,7 +136,19 @@ impl Policy {
         Policy::from_spec(spec)
     }
 
-    /// Builds a policy from a parsed spec, applying every rule.
+    /// Builds a policy from a spec, applying every rule: a spec built from
+    /// numbers meets the rules text meets, with the same messages.
+    ///
+    /// ```
+    /// use ratelimit::{AlgorithmKind, Policy, Strategy};
+    /// use ratelimit_grammar::PolicySpec;
+    ///
+    /// let mut spec = PolicySpec::new(AlgorithmKind::FixedWindow);
+    /// spec.strategies = Some(vec![Strategy { limit: 10, window_us: 0 }]);
+    /// let err = Policy::from_spec(spec).unwrap_err().to_string();
+    /// assert_eq!(err, "invalid rate limit policy: `10/0s`: duration `0s` is zero: a window or period must be longer than zero");
+    /// assert!(Policy::fixed_window("10/0s").unwrap_err().to_string().ends_with(&err[27..]));
+    /// ```
     pub fn from_spec(spec: PolicySpec) -> Result<Policy, Error> {
         if let Err(errors) = spec.validate() {
             let message = errors.iter().map(|(_, e)| e.to_string()).collect::<Vec<_>>().join("; ");
