@@ -205,7 +205,7 @@ impl Policy {
     pub fn max_cost(&self) -> u64 {
         match &self.params {
             Params::TokenBucket { capacity, .. } | Params::LeakyBucket { capacity, .. } => *capacity,
-            Params::Gcra { burst, .. } => burst + 1,
+            Params::Gcra { burst, .. } => burst.saturating_add(1),
             _ => self.strategies().iter().map(|s| s.limit).min().unwrap_or(0),
         }
     }
