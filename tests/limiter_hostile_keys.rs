@@ -69,6 +69,72 @@ async fn prefixes_separate_applications() {
     assert!(b.check("k", 1).await.unwrap().allowed);
 }
 
+/// Two prefixes an operator may choose used to make one key:
+/// `app` + name `n` + key `x:<layout>:1:m:y` was the key of prefix
+/// `app:<layout>:1:n:x` + name `m` + key `y`, so one limiter's calls spent
+/// the other's limit.
+#[tokio::test]
+async fn a_prefix_cannot_spell_another_limiters_key() {
+    let both = BothStores::start().await;
+    let server_clock = Store::redis(&both.server.url()).await.unwrap();
+    let mut con = redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let policy = Policy::fixed_window("1/1h").unwrap();
+    // The layout each store writes (a counter on Redis's clock), read from Redis.
+    let mut layouts = Vec::new();
+    for store in [&both.redis, &server_clock] {
+        Limiter::new("probe", policy.clone(), &store.clone().with_prefix("probe")).check("k", 1).await.unwrap();
+        let keys: Vec<String> = con.keys("probe:*").await.unwrap();
+        let _: () = con.del(&keys).await.unwrap();
+        layouts.push(keys[0].split(':').nth(1).unwrap().to_string());
+    }
+    let stores = [
+        ("memory", &both.memory, &layouts[0]),
+        ("redis", &both.redis, &layouts[0]),
+        ("redis, server clock", &server_clock, &layouts[1]),
+    ];
+    for (backend, store, layout) in stores {
+        let short = Limiter::new("n", policy.clone(), &store.clone().with_prefix("app"));
+        let long = Limiter::new("m", policy.clone(), &store.clone().with_prefix(&format!("app:{layout}:1:n:x")));
+        assert!(short.check(format!("x:{layout}:1:m:y"), 1).await.unwrap().allowed, "{backend}");
+        assert!(long.check("y", 1).await.unwrap().allowed, "{backend}: the two limiters shared a key");
+        assert!(!long.check("y", 1).await.unwrap().allowed, "{backend}");
+    }
+    let mut keys: Vec<String> = con.keys("app*").await.unwrap();
+    keys.sort();
+    let mut expected = Vec::new();
+    for layout in &layouts {
+        expected.push(format!("app%3A{layout}%3A1%3An%3Ax:{layout}:1:m:y"));
+        expected.push(format!("app:{layout}:1:n:x:{layout}:1:m:y"));
+    }
+    expected.sort();
+    assert_eq!(keys, expected);
+}
+
+/// A denial carries the key's bytes as given (it was a lossy `String`), and
+/// shows them escaped and bounded.
+#[tokio::test]
+async fn a_denial_carries_the_keys_bytes_and_shows_them_escaped() {
+    let limiter = Limiter::new("keys", Policy::fixed_window("1/1h").unwrap(), &Store::memory());
+    let raw = b"k\xff\n\x1b[2J\\";
+    limiter.limit(raw, 1).await.unwrap();
+    let denied = limiter.limit(raw, 1).await.unwrap_err();
+    assert_eq!(denied.key.as_bytes(), raw);
+    assert_eq!(denied.key.to_str(), None);
+    assert_eq!(denied.key.to_string(), r"k\xff\n\u{1b}[2J\\");
+    assert_eq!(format!("{:?}", denied.key), r#"Key("k\xff\n\u{1b}[2J\\")"#);
+    assert!(!denied.to_string().contains("[2J"), "a denial's message never shows the key: {denied}");
+
+    let other = limiter.limit("ключ", 1).await.and(limiter.limit("ключ", 1).await).unwrap_err();
+    assert_eq!(other.key, "ключ");
+    assert_eq!(other.key.to_str(), Some("ключ"));
+
+    let long = vec![b'\n'; 64 * 1024];
+    let denied = limiter.limit(&long, 1).await.and(limiter.limit(&long, 1).await).unwrap_err();
+    assert_eq!(denied.key.as_bytes().len(), long.len());
+    let shown = denied.key.to_string();
+    assert!(shown.len() < 400 && shown.ends_with("…(65536 bytes)"), "{shown}");
+}
+
 fn template_key(a: &str, b: &str) -> String {
     let mut key = String::new();
     ratelimit::__private::push_key_value(&mut key, &a);

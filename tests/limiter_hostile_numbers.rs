@@ -3,7 +3,8 @@
 //! panic or a silently wrong limit.
 
 use proptest::prelude::*;
-use ratelimit::{Error, Limiter, ManualClock, Policy, Store};
+use ratelimit::{AlgorithmKind, Error, Limiter, ManualClock, Policy, Rate, Store, Strategy};
+use ratelimit_grammar::PolicySpec;
 use ratelimit_test_support::stores::BothStores;
 use std::time::Duration;
 
@@ -29,6 +30,85 @@ fn bad_policies_are_clear_errors() {
         assert!(err.starts_with("invalid rate limit policy: "), "{err}");
         assert!(err.contains(needle), "{err} should mention {needle}");
     }
+}
+
+fn spec(kind: AlgorithmKind, edit: impl FnOnce(&mut PolicySpec)) -> Result<Policy, Error> {
+    let mut spec = PolicySpec::new(kind);
+    edit(&mut spec);
+    Policy::from_spec(spec)
+}
+
+/// `from_spec` trusted numbers to be what the parser makes: a zero window or
+/// precision panicked (a remainder by zero), a gcra rate of count 0 panicked
+/// or reported a burst of 2^64 - 1, a zero window or period passed and then
+/// allowed everything or divided by zero, a limit of u64::MAX passed and
+/// failed on Redis. Each is now the parser's own error.
+#[test]
+fn policies_built_from_numbers_meet_the_grammar() {
+    let strategies = |limit, window_us| Some(vec![Strategy { limit, window_us }]);
+    let rate = |count, period_us| Some(Rate { count, period_us });
+    use AlgorithmKind::*;
+    let cases: Vec<(Result<Policy, Error>, &str)> = vec![
+        (spec(FixedWindow, |s| s.strategies = strategies(10, 0)), "`10/0s`: duration `0s` is zero"),
+        (spec(SlidingWindow, |s| s.strategies = strategies(10, 0)), "`10/0s`: duration `0s` is zero"),
+        (spec(SlidingLog, |s| s.strategies = strategies(0, 1_000_000)), "`0/1s`: a limit of 0 would deny every call"),
+        (
+            spec(SlidingWindow, |s| {
+                s.strategies = strategies(10, 1_000_000);
+                s.precision = Some(0);
+            }),
+            "duration `0s` is zero",
+        ),
+        (
+            spec(FixedWindow, |s| s.strategies = strategies(u64::MAX, 1_000_000)),
+            "`18446744073709551615/1s`: the limit is too large; the largest allowed is 1099511627776",
+        ),
+        (spec(Gcra, |s| s.rate = rate(0, 1_000_000)), "`0/1s`: a count of 0 would deny every call"),
+        (spec(Gcra, |s| s.rate = rate(1, 0)), "`1/0s`: duration `0s` is zero"),
+        (
+            spec(TokenBucket, |s| {
+                s.capacity = Some(5);
+                s.rate = rate(0, 1_000_000);
+            }),
+            "a count of 0",
+        ),
+        (
+            spec(LeakyBucket, |s| {
+                s.capacity = Some(5);
+                s.rate = rate(1, 0);
+            }),
+            "duration `0s` is zero",
+        ),
+    ];
+    for (result, needle) in cases {
+        let err = result.expect_err(needle).to_string();
+        assert!(err.starts_with("invalid rate limit policy: "), "{err}");
+        assert!(err.contains(needle), "{err} should say {needle}");
+        assert!(!err.contains("18446744073709551615 is too large"), "{err}");
+    }
+}
+
+/// An error quotes a bounded, escaped prefix of what it was given, however
+/// long: a 500 KB policy string used to give a 1 MB error.
+#[test]
+fn errors_quote_a_bounded_escaped_prefix_of_their_input() {
+    let long = format!("10/1s,{}\u{1b}[2J", "9".repeat(500_000));
+    for err in [
+        Policy::fixed_window(&long).unwrap_err(),
+        Policy::sliding_window("10/1s", &long).unwrap_err(),
+        Policy::gcra(&long, 1).unwrap_err(),
+    ] {
+        let text = err.to_string();
+        assert!(text.len() < 1_000, "{} bytes: {}", text.len(), &text[..200]);
+        assert!(text.contains("…(500010 bytes)") || text.contains("…(500004 bytes)"), "{text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+    }
+    let err = Policy::sliding_log("1/1s\n\u{7}\u{202e}x").unwrap_err().to_string();
+    assert!(err.contains(r"1s\n\u{7}\u{202e}x"), "{err}");
+    // TOML strings hold no raw control characters: the document's is plain.
+    let doc = format!("[policies.a]\nalgo = \"fixed_window\"\nstrategies = \"10/1s,{}\"\n", "9".repeat(500_000));
+    let problems = ratelimit::policies::PolicySet::parse("p.toml", &doc).unwrap_err().to_string();
+    assert!(problems.len() < 1_000 && problems.contains("…(500006 bytes)"), "{problems}");
 }
 
 #[tokio::test]

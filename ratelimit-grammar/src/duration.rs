@@ -1,6 +1,7 @@
 //! Durations as written in policies: `500ms`, `1s`, `1m`, `1h`, `1d` (and `us`).
 
-use crate::GrammarError;
+use crate::{quote, GrammarError};
+use std::fmt;
 
 /// The longest window or period a policy may use: 366 days, in microseconds.
 ///
@@ -30,24 +31,41 @@ pub fn parse_duration(text: &str) -> Result<u64, GrammarError> {
     let (number, unit) = text.split_at(digits);
     let &(_, scale) = UNITS.iter().find(|(name, _)| *name == unit).ok_or_else(|| {
         GrammarError::new(format!(
-            "unknown duration unit in `{text}`: use one of `us`, `ms`, `s`, `m`, `h`, `d` (e.g. `500ms`, `1s`)"
+            "unknown duration unit in `{}`: use one of `us`, `ms`, `s`, `m`, `h`, `d` (e.g. `500ms`, `1s`)",
+            quote(text)
         ))
     })?;
     let count: u64 = if number.is_empty() {
         1
     } else {
-        number
-            .parse()
-            .map_err(|_| GrammarError::new(format!("duration `{text}` is too large: the longest allowed is 366d")))?
+        number.parse().map_err(|_| {
+            GrammarError::new(format!("duration `{}` is too large: the longest allowed is 366d", quote(text)))
+        })?
     };
-    if count == 0 {
-        return Err(GrammarError::new(format!(
-            "duration `{text}` is zero: a window or period must be longer than zero"
-        )));
-    }
-    match count.checked_mul(scale) {
+    in_range(&quote(text), count.checked_mul(scale))
+}
+
+/// Checks a window or period given in microseconds, with the messages
+/// [`parse_duration`] gives for the same duration written out.
+///
+/// ```
+/// use ratelimit_grammar::check_duration;
+/// assert_eq!(check_duration(1_000_000).unwrap(), 1_000_000);
+/// assert!(check_duration(0).unwrap_err().message().contains("`0s` is zero"));
+/// assert!(check_duration(u64::MAX).unwrap_err().message().contains("too long"));
+/// ```
+pub fn check_duration(us: u64) -> Result<u64, GrammarError> {
+    in_range(&format_duration(us), Some(us))
+}
+
+/// `us` (`None`: it overflowed) as a duration, or why it cannot be one.
+fn in_range(shown: &dyn fmt::Display, us: Option<u64>) -> Result<u64, GrammarError> {
+    match us {
+        Some(0) => {
+            Err(GrammarError::new(format!("duration `{shown}` is zero: a window or period must be longer than zero")))
+        }
         Some(us) if us <= MAX_DURATION_US => Ok(us),
-        _ => Err(GrammarError::new(format!("duration `{text}` is too long: the longest allowed is 366d"))),
+        _ => Err(GrammarError::new(format!("duration `{shown}` is too long: the longest allowed is 366d"))),
     }
 }
 
@@ -58,6 +76,9 @@ pub fn parse_duration(text: &str) -> Result<u64, GrammarError> {
 /// assert_eq!(ratelimit_grammar::format_duration(1_500_000), "1500ms");
 /// ```
 pub fn format_duration(us: u64) -> String {
+    if us == 0 {
+        return "0s".into();
+    }
     let (name, scale) = UNITS.iter().rev().find(|(_, scale)| us % scale == 0).copied().unwrap_or(("us", 1));
     format!("{}{name}", us / scale)
 }

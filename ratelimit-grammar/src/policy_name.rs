@@ -28,7 +28,7 @@ pub fn check_policy_name(name: &str) -> Result<(), GrammarError> {
     if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')) {
         return Err(GrammarError::new(format!(
             "policy name \"{}\" contains {bad:?}: use only ASCII letters, digits, `_` and `-` (a bare TOML key, as in `[policies.search]`)",
-            name.escape_debug()
+            crate::quote(name)
         )));
     }
     Ok(())

@@ -1,6 +1,6 @@
 //! Which parameters each algorithm takes, and the rules a whole policy must obey.
 
-use crate::{GrammarError, Rate, Strategy, MAX_LIMIT};
+use crate::{check_duration, check_rate, check_strategy, GrammarError, Rate, Strategy, MAX_LIMIT};
 use std::fmt;
 
 /// At most this many strategies in one policy (`violated` is reported as a bit set).
@@ -92,7 +92,8 @@ impl AlgorithmKind {
     pub fn from_name(name: &str) -> Result<Self, GrammarError> {
         Self::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
             GrammarError::new(format!(
-                "unknown algorithm `{name}`: expected one of {}",
+                "unknown algorithm `{}`: expected one of {}",
+                crate::quote(name),
                 Self::ALL.map(|k| format!("`{}`", k.name())).join(", ")
             ))
         })
@@ -189,16 +190,17 @@ impl PolicySpec {
     pub fn default_precision(strategies: &[Strategy]) -> u64 {
         let g = strategies.iter().fold(0, |g, s| gcd(g, s.window_us));
         if g % 10 == 0 {
-            g / 10
+            (g / 10).max(1)
         } else {
-            g.max(1)
+            g
         }
     }
 
     /// The burst GCRA uses when none is given: `count - 1`, so `rate = "10/1s"`
     /// admits ten calls at once, as governor's quotas do.
     pub fn default_burst(rate: Rate) -> u64 {
-        rate.count - 1
+        // A count of 0 is rejected by `validate`; it must not underflow first.
+        rate.count.saturating_sub(1)
     }
 
     /// Checks every rule; on failure returns every problem found.
@@ -228,13 +230,22 @@ impl PolicySpec {
         if let (Some(strategies), true) = (&self.strategies, takes.contains(&Param::Strategies)) {
             self.check_strategies(strategies, &mut errors);
         }
+        // A malformed rate is reported once, and the rules built on it are skipped.
+        let rate = match self.rate.filter(|_| takes.contains(&Param::Rate)).map(check_rate) {
+            Some(Ok(rate)) => Some(rate),
+            Some(Err(e)) => {
+                errors.push((Some(Param::Rate), e));
+                None
+            }
+            None => None,
+        };
         if takes.contains(&Param::Capacity) {
-            if let (Some(capacity), Some(rate)) = (self.capacity, self.rate) {
+            if let (Some(capacity), Some(rate)) = (self.capacity, rate) {
                 check_bucket(capacity, rate, Param::Capacity, "capacity", &mut errors);
             }
         }
         if kind == AlgorithmKind::Gcra {
-            if let Some(rate) = self.rate {
+            if let Some(rate) = rate {
                 let burst = self.burst.unwrap_or_else(|| Self::default_burst(rate));
                 if burst >= MAX_LIMIT {
                     errors.push((
@@ -267,6 +278,14 @@ impl PolicySpec {
                 "{} strategies given; at most {MAX_STRATEGIES} are allowed",
                 strategies.len()
             )));
+            // Per-strategy rules would report once per strategy: as many as were given.
+            return;
+        }
+        // Built from numbers rather than parsed, a strategy may break the grammar;
+        // the rules below divide by its window, so they need a valid one.
+        if let Some(e) = strategies.iter().find_map(|s| check_strategy(*s).err()) {
+            errors.push((Some(Param::Strategies), e));
+            return;
         }
         if self.kind == AlgorithmKind::SlidingLog {
             if let Some(s) = strategies.iter().find(|s| s.limit > MAX_LOG_LIMIT) {
@@ -276,7 +295,14 @@ impl PolicySpec {
             }
         }
         if self.kind == AlgorithmKind::SlidingWindow {
-            let precision = self.precision.unwrap_or_else(|| Self::default_precision(strategies));
+            let precision = match self.precision.map(check_duration) {
+                None => Self::default_precision(strategies),
+                Some(Ok(precision)) => precision,
+                Some(Err(e)) => {
+                    errors.push((Some(Param::Precision), e));
+                    return;
+                }
+            };
             for s in strategies {
                 if s.window_us % precision != 0 {
                     errors.push((
@@ -340,56 +366,4 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
         (a, b) = (b, a % b);
     }
     a
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{parse_rate, parse_strategies};
-
-    fn spec(kind: AlgorithmKind) -> PolicySpec {
-        PolicySpec::new(kind)
-    }
-
-    #[test]
-    fn reports_every_problem_with_its_parameter() {
-        let mut s = spec(AlgorithmKind::TokenBucket);
-        s.strategies = Some(parse_strategies("10/1s").unwrap());
-        s.burst = Some(3);
-        let errors = s.validate().unwrap_err();
-        let params: Vec<_> = errors.iter().map(|(p, _)| *p).collect();
-        assert_eq!(params, vec![Some(Param::Strategies), Some(Param::Burst), None, None]);
-        assert!(errors[2].1.message().contains("needs `capacity`"));
-    }
-
-    #[test]
-    fn precision_must_divide_every_window() {
-        let mut s = spec(AlgorithmKind::SlidingWindow);
-        s.strategies = Some(parse_strategies("10/1s,100/1m").unwrap());
-        s.precision = Some(700_000);
-        let errors = s.validate().unwrap_err();
-        assert_eq!(errors.len(), 2);
-        assert!(errors[0].1.message().contains("does not divide the window of `10/1s`"));
-        s.precision = None;
-        assert!(s.validate().is_ok());
-        assert_eq!(PolicySpec::default_precision(s.strategies.as_ref().unwrap()), 100_000);
-    }
-
-    #[test]
-    fn bucket_products_must_stay_exact() {
-        let mut s = spec(AlgorithmKind::TokenBucket);
-        s.capacity = Some(1 << 30);
-        s.rate = Some(parse_rate("1/1d").unwrap());
-        assert!(s.validate().unwrap_err()[0].1.message().contains("exactly"));
-        s.rate = Some(parse_rate("1000000/1d").unwrap());
-        s.capacity = Some(1_000_000);
-        assert!(s.validate().is_ok(), "reduced to 1/86400us, exact");
-    }
-
-    #[test]
-    fn sliding_log_limit_is_bounded() {
-        let mut s = spec(AlgorithmKind::SlidingLog);
-        s.strategies = Some(parse_strategies("2000000/1h").unwrap());
-        assert!(s.validate().unwrap_err()[0].1.message().contains("sliding_window"));
-    }
 }

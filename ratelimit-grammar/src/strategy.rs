@@ -1,6 +1,6 @@
 //! `L/W` strategies (`10/1s`) and `N/P` rates (`1/3s`).
 
-use crate::{format_duration, parse_duration, GrammarError};
+use crate::{check_duration, format_duration, parse_duration, quote, GrammarError};
 use std::fmt;
 
 /// The largest `L` in `L/W`, the largest capacity, burst or rate count: 2^40.
@@ -73,28 +73,70 @@ impl fmt::Display for Rate {
 /// Splits `N/duration` and checks `N`; `what` names the number in messages.
 fn parse_fraction(text: &str, what: &str) -> Result<(u64, u64), GrammarError> {
     let text = text.trim();
+    let shown = quote(text);
     let Some((count, duration)) = text.split_once('/') else {
         return Err(GrammarError::new(format!(
-            "`{text}` is not of the form `{what}/duration`: write it like `10/1s` or `100/1m`"
+            "`{shown}` is not of the form `{what}/duration`: write it like `10/1s` or `100/1m`"
         )));
     };
     let count = count.trim();
     if count.is_empty() || !count.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(GrammarError::new(format!("`{text}`: the {what} `{count}` must be a whole number, like `10/1s`")));
+        return Err(GrammarError::new(format!(
+            "`{shown}`: the {what} `{}` must be a whole number, like `10/1s`",
+            quote(count)
+        )));
     }
-    let count: u64 = match count.parse() {
-        Ok(n) if n <= MAX_LIMIT => n,
-        _ => {
-            return Err(GrammarError::new(format!(
-                "`{text}`: the {what} is too large; the largest allowed is {MAX_LIMIT}"
-            )))
-        }
-    };
-    if count == 0 {
-        return Err(GrammarError::new(format!("`{text}`: a {what} of 0 would deny every call; use at least 1")));
-    }
-    let window = parse_duration(duration).map_err(|e| GrammarError::new(format!("`{text}`: {e}")))?;
+    // Too many digits for a u64 is as much "too large" as any number above the bound.
+    let count = check_count(&shown, what, count.parse().unwrap_or(u64::MAX))?;
+    let window = parse_duration(duration).map_err(|e| GrammarError::new(format!("`{shown}`: {e}")))?;
     Ok((count, window))
+}
+
+/// `count` as the `N` of `N/duration`, or why it cannot be; `shown` is the whole fraction.
+fn check_count(shown: &dyn fmt::Display, what: &str, count: u64) -> Result<u64, GrammarError> {
+    if count > MAX_LIMIT {
+        return Err(GrammarError::new(format!(
+            "`{shown}`: the {what} is too large; the largest allowed is {MAX_LIMIT}"
+        )));
+    }
+    if count == 0 {
+        return Err(GrammarError::new(format!("`{shown}`: a {what} of 0 would deny every call; use at least 1")));
+    }
+    Ok(count)
+}
+
+/// Checks a strategy built from numbers, with the messages [`parse_strategy`]
+/// gives for the same strategy written out.
+///
+/// ```
+/// use ratelimit_grammar::{check_strategy, parse_strategy, Strategy};
+///
+/// let zero = Strategy { limit: 0, window_us: 1_000_000 };
+/// assert_eq!(check_strategy(zero).unwrap_err(), parse_strategy("0/1s").unwrap_err());
+/// let instant = Strategy { limit: 10, window_us: 0 };
+/// assert_eq!(check_strategy(instant).unwrap_err(), parse_strategy("10/0s").unwrap_err());
+/// ```
+pub fn check_strategy(strategy: Strategy) -> Result<Strategy, GrammarError> {
+    check_fraction(strategy.limit, strategy.window_us, "limit").map(|_| strategy)
+}
+
+/// Checks a rate built from numbers, with the messages [`parse_rate`] gives
+/// for the same rate written out.
+///
+/// ```
+/// use ratelimit_grammar::{check_rate, Rate};
+/// let never = Rate { count: 0, period_us: 1_000_000 };
+/// assert_eq!(check_rate(never).unwrap_err().message(), "`0/1s`: a count of 0 would deny every call; use at least 1");
+/// ```
+pub fn check_rate(rate: Rate) -> Result<Rate, GrammarError> {
+    check_fraction(rate.count, rate.period_us, "count").map(|_| rate)
+}
+
+fn check_fraction(count: u64, us: u64, what: &str) -> Result<(), GrammarError> {
+    let shown = format!("{count}/{}", format_duration(us));
+    check_count(&shown, what, count)?;
+    check_duration(us).map_err(|e| GrammarError::new(format!("`{shown}`: {e}")))?;
+    Ok(())
 }
 
 /// Parses one strategy, `L/W`.
@@ -113,8 +155,11 @@ pub fn parse_strategies(text: &str) -> Result<Vec<Strategy>, GrammarError> {
     let items: Vec<&str> = text.split(',').collect();
     if let Some(i) = items.iter().position(|item| item.trim().is_empty()) {
         let place =
-            if i == 0 { "before the first `,`".to_string() } else { format!("after `{}`", items[i - 1].trim()) };
-        return Err(GrammarError::new(format!("empty strategy {place} in `{}`: remove the extra comma", text.trim())));
+            if i == 0 { "before the first `,`".to_string() } else { format!("after `{}`", quote(items[i - 1].trim())) };
+        return Err(GrammarError::new(format!(
+            "empty strategy {place} in `{}`: remove the extra comma",
+            quote(text.trim())
+        )));
     }
     items.into_iter().map(parse_strategy).collect()
 }

@@ -48,4 +48,34 @@ proptest! {
             }
         }
     }
+
+    /// Any numbers at all, in any parameter of any algorithm: `validate`
+    /// never panics, and what it accepts is within the grammar's bounds.
+    #[test]
+    fn arbitrary_numbers_never_panic(
+        kind in prop::sample::select(AlgorithmKind::ALL.to_vec()),
+        strategies in proptest::option::of(proptest::collection::vec((any::<u64>(), any::<u64>()), 0..20)),
+        precision in proptest::option::of(any::<u64>()),
+        capacity in proptest::option::of(any::<u64>()),
+        rate in proptest::option::of((any::<u64>(), any::<u64>())),
+        burst in proptest::option::of(any::<u64>()),
+        small in any::<bool>(),
+    ) {
+        // Half the cases small numbers, where zeros and valid policies are frequent.
+        let shrink = |n: u64| if small { n % 4 } else { n };
+        let mut spec = PolicySpec::new(kind);
+        spec.strategies = strategies.map(|v| v.into_iter().map(|(l, w)| ratelimit_grammar::Strategy { limit: shrink(l), window_us: shrink(w) }).collect());
+        spec.precision = precision.map(shrink);
+        spec.capacity = capacity.map(shrink);
+        spec.rate = rate.map(|(c, p)| Rate { count: shrink(c), period_us: shrink(p) });
+        spec.burst = burst.map(shrink);
+        if spec.validate().is_ok() {
+            for s in spec.strategies.iter().flatten() {
+                prop_assert!(check_strategy(*s).is_ok());
+            }
+            if let Some(rate) = spec.rate {
+                prop_assert!(check_rate(rate).is_ok());
+            }
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! [`Error`] (the store or configuration failed) and [`RateLimited`] (a denial).
 
 use crate::{Decision, Policy};
+use ratelimit_grammar::quote;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,7 +61,7 @@ impl From<redis::RedisError> for Error {
 /// The error a denied call returns: which limiter, which key, and the [`Decision`].
 ///
 /// `Display` names the rule that denied and when to retry; it never prints the
-/// key, which is user data.
+/// key, which is user data ([`Key`]'s own `Display` shows it escaped).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
@@ -77,8 +78,8 @@ impl From<redis::RedisError> for Error {
 pub struct RateLimited {
     /// The limiter's name.
     pub limiter: Arc<str>,
-    /// The key the call was counted under.
-    pub key: String,
+    /// The key the call was counted under, byte for byte.
+    pub key: Key,
     /// The policy that denied (its `Display` reads `sliding_log 10/1s,100/1m`);
     /// `None` when the call named a configured policy that does not exist.
     pub policy: Option<Policy>,
@@ -99,12 +100,12 @@ impl RateLimited {
 impl fmt::Display for RateLimited {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let Some(policy) = self.policy.as_ref() else {
-            return write!(f, "rate limited by `{}`: its named policy is not configured", self.limiter);
+            return write!(f, "rate limited by `{}`: its named policy is not configured", quote(&*self.limiter));
         };
         if self.store_unavailable {
-            return write!(f, "rate limited by `{}`: the rate limit store is unavailable", self.limiter);
+            return write!(f, "rate limited by `{}`: the rate limit store is unavailable", quote(&*self.limiter));
         }
-        write!(f, "rate limited by `{}` (", self.limiter)?;
+        write!(f, "rate limited by `{}` (", quote(&*self.limiter))?;
         if self.decision.violated.is_empty() {
             write!(f, "{policy}")?;
         } else {
@@ -117,6 +118,88 @@ impl fmt::Display for RateLimited {
             Some(wait) => write!(f, "); retry after {}", format_wait(wait)),
             None => write!(f, "); this cost can never pass: it exceeds what the policy admits"),
         }
+    }
+}
+
+/// The key of a denied call: its bytes as the limiter received them, any
+/// bytes at all (a header's value need not be UTF-8).
+///
+/// `Display` escapes it for a log or a message: a backslash, a control or
+/// other unprintable character as Rust writes it (`\\`, `\n`, `\u{1b}`), a
+/// byte that is not UTF-8 as `\xNN`, and a key over
+/// [`MAX_QUOTED`](ratelimit_grammar::MAX_QUOTED) bytes cut there, with its
+/// length. [`as_bytes`](Key::as_bytes) has every byte.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+/// use ratelimit::{Limiter, Policy, Store};
+///
+/// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &Store::memory());
+/// limiter.limit(b"k\xff\n", 1).await.unwrap();
+/// let denied = limiter.limit(b"k\xff\n", 1).await.unwrap_err();
+/// assert_eq!(denied.key.as_bytes(), b"k\xff\n");
+/// assert_eq!(denied.key.to_string(), r"k\xff\n");
+/// assert_eq!(denied.key.to_str(), None, "not UTF-8");
+/// # Ok(()) }
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Key(Box<[u8]>);
+
+impl Key {
+    pub(crate) fn new(bytes: &[u8]) -> Key {
+        Key(bytes.into())
+    }
+
+    /// Every byte of the key.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The key as text, when it is UTF-8.
+    pub fn to_str(&self) -> Option<&str> {
+        std::str::from_utf8(&self.0).ok()
+    }
+}
+
+impl AsRef<[u8]> for Key {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&quote(&self.0), f)
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Key(\"{self}\")")
+    }
+}
+
+impl PartialEq<[u8]> for Key {
+    fn eq(&self, other: &[u8]) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<str> for Key {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other.as_bytes()
+    }
+}
+
+impl PartialEq<&str> for Key {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == *other.as_bytes()
+    }
+}
+
+impl PartialEq<String> for Key {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == *other.as_bytes()
     }
 }
 

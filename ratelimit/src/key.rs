@@ -5,14 +5,33 @@ use ratelimit_grammar::format_duration;
 use std::fmt::{self, Write};
 
 /// The bytes every storage key of one limiter starts with:
-/// `<prefix>:<layout>:<name length>:<name>`. The length makes the split between
-/// name and user key unambiguous (`("a:b", "c")` and `("a", "b:c")` differ).
+/// `<prefix>:<layout>:<name length>:<name>`. The prefix holds no `:` (it is
+/// escaped) and the layout none, so the first two `:` end them; the length
+/// makes the split between name and user key unambiguous (`("a:b", "c")` and
+/// `("a", "b:c")` differ). No prefix, name and key can spell another's.
 ///
 /// `remote_server_clock`: the store is Redis (or another remote store) and
 /// decides on its own clock, where a fixed window of one strategy is a
 /// counter (see `backend::redis::counter`).
 pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str, remote_server_clock: bool) -> Vec<u8> {
-    format!("{prefix}:{}:{}:{name}", layout(policy, remote_server_clock), name.len()).into_bytes()
+    let mut key = escape_prefix(prefix);
+    // Writing into a String cannot fail.
+    let _ = write!(key, ":{}:{}:{name}", layout(policy, remote_server_clock), name.len());
+    key.into_bytes()
+}
+
+/// A store's prefix with `%` and `:` written as `%25` and `%3A`: a prefix
+/// without them (`ratelimit`, `app-a`) reads as given.
+fn escape_prefix(prefix: &str) -> String {
+    let mut escaped = String::with_capacity(prefix.len() + 48);
+    for c in prefix.chars() {
+        match c {
+            '%' => escaped.push_str("%25"),
+            ':' => escaped.push_str("%3A"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
 }
 
 /// The algorithm, the version of its stored state's format, and whatever
@@ -205,6 +224,22 @@ mod tests {
         assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), true).unwrap(), "rl:token_bucket/v1/3s:3:api");
         assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), true).unwrap(), "rl:leaky_bucket/v1/3s:3:api");
         assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap(), true).unwrap(), "rl:gcra/v1:3:api");
+    }
+
+    /// An operator's prefix holding a limiter's layout could spell the key of
+    /// another limiter under a shorter prefix.
+    #[test]
+    fn a_prefix_cannot_pose_as_a_layout_name_and_key() {
+        let policy = Policy::fixed_window("5/1s").unwrap();
+        let layout = super::layout(&policy, true);
+        let full =
+            |prefix: &str, name, key: &str| storage_key(&key_prefix(prefix, &policy, name, true), key.as_bytes());
+        let short = full("app", "n", &format!("x:{layout}:1:m:y"));
+        let long = full(&format!("app:{layout}:1:n:x"), "m", "y");
+        assert_ne!(short, long);
+        assert_eq!(long, format!("app%3A{layout}%3A1%3An%3Ax:{layout}:1:m:y").into_bytes());
+        assert_ne!(full("a%3Ab", "n", "k"), full("a:b", "n", "k"));
+        assert_eq!(full("ratelimit", "n", "k"), format!("ratelimit:{layout}:1:n:k").into_bytes());
     }
 
     #[test]

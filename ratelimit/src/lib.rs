@@ -72,7 +72,7 @@ pub use backend::{Backend, MemoryBackend, RedisBackend, RedisOptions};
 pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
 pub use config::policies;
 pub use decision::{Decision, Quota};
-pub use error::{Error, RateLimited};
+pub use error::{Error, Key, RateLimited};
 pub use limiter::Limiter;
 pub use on_error::OnError;
 pub use policy::{Policy, Rate, Strategy};

@@ -86,7 +86,7 @@ impl OnError {
         }
         Err(RateLimited {
             limiter: limiter.into(),
-            key: String::from_utf8_lossy(key).into_owned(),
+            key: crate::error::Key::new(key),
             policy: None,
             decision: unsettled(false, 0, SystemTime::now()),
             store_unavailable: true,

@@ -136,7 +136,19 @@ impl Policy {
         Policy::from_spec(spec)
     }
 
-    /// Builds a policy from a parsed spec, applying every rule.
+    /// Builds a policy from a spec, applying every rule: a spec built from
+    /// numbers meets the rules text meets, with the same messages.
+    ///
+    /// ```
+    /// use ratelimit::{AlgorithmKind, Policy, Strategy};
+    /// use ratelimit_grammar::PolicySpec;
+    ///
+    /// let mut spec = PolicySpec::new(AlgorithmKind::FixedWindow);
+    /// spec.strategies = Some(vec![Strategy { limit: 10, window_us: 0 }]);
+    /// let err = Policy::from_spec(spec).unwrap_err().to_string();
+    /// assert_eq!(err, "invalid rate limit policy: `10/0s`: duration `0s` is zero: a window or period must be longer than zero");
+    /// assert!(Policy::fixed_window("10/0s").unwrap_err().to_string().ends_with(&err[27..]));
+    /// ```
     pub fn from_spec(spec: PolicySpec) -> Result<Policy, Error> {
         if let Err(errors) = spec.validate() {
             let message = errors.iter().map(|(_, e)| e.to_string()).collect::<Vec<_>>().join("; ");
@@ -152,15 +164,16 @@ impl Policy {
                     .unwrap_or_else(|| PolicySpec::default_precision(spec.strategies.as_deref().unwrap_or(&[]))),
                 strategies: strategies(),
             },
-            AlgorithmKind::TokenBucket => {
-                Params::TokenBucket { capacity: spec.capacity.unwrap_or(0), rate: spec.rate.expect("validated") }
-            }
-            AlgorithmKind::LeakyBucket => {
-                Params::LeakyBucket { capacity: spec.capacity.unwrap_or(0), rate: spec.rate.expect("validated") }
-            }
-            AlgorithmKind::Gcra => {
-                let rate = spec.rate.expect("validated");
-                Params::Gcra { rate, burst: spec.burst.unwrap_or_else(|| PolicySpec::default_burst(rate)) }
+            kind => {
+                // `validate` requires a rate of the buckets and GCRA.
+                let Some(rate) = spec.rate else {
+                    return Err(Error::InvalidPolicy(format!("`{kind}` needs `rate`")));
+                };
+                match kind {
+                    AlgorithmKind::TokenBucket => Params::TokenBucket { capacity: spec.capacity.unwrap_or(0), rate },
+                    AlgorithmKind::LeakyBucket => Params::LeakyBucket { capacity: spec.capacity.unwrap_or(0), rate },
+                    _ => Params::Gcra { rate, burst: spec.burst.unwrap_or_else(|| PolicySpec::default_burst(rate)) },
+                }
             }
         };
         Ok(Policy::new(params))
@@ -192,7 +205,7 @@ impl Policy {
     pub fn max_cost(&self) -> u64 {
         match &self.params {
             Params::TokenBucket { capacity, .. } | Params::LeakyBucket { capacity, .. } => *capacity,
-            Params::Gcra { burst, .. } => burst + 1,
+            Params::Gcra { burst, .. } => burst.saturating_add(1),
             _ => self.strategies().iter().map(|s| s.limit).min().unwrap_or(0),
         }
     }

@@ -57,6 +57,22 @@ impl Store {
     }
 
     /// Changes the prefix of every key (to share one Redis between applications).
+    ///
+    /// Any text will do: in keys, `%` and `:` are written `%25` and `%3A`, so
+    /// that no prefix, limiter name and key can spell the key of another
+    /// (`app:eu` gives keys starting `app%3Aeu:`; `app-eu` keys starting `app-eu:`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+    /// use ratelimit::{Limiter, Policy, Store};
+    ///
+    /// let store = Store::memory();
+    /// let eu = Limiter::new("api", Policy::fixed_window("1/1m")?, &store.clone().with_prefix("app:eu"));
+    /// let us = Limiter::new("api", Policy::fixed_window("1/1m")?, &store.with_prefix("app:us"));
+    /// assert_eq!(eu.check("k", 1).await?.remaining, 0);
+    /// assert_eq!(us.check("k", 1).await?.remaining, 0, "a count of its own");
+    /// # Ok(()) }
+    /// ```
     pub fn with_prefix(mut self, prefix: &str) -> Store {
         self.prefix = prefix.into();
         self

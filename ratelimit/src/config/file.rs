@@ -3,7 +3,7 @@
 
 use crate::Policy;
 use ratelimit_grammar::{
-    check_policy_name, parse_duration, parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec,
+    check_policy_name, parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, Param, PolicySpec,
 };
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -54,7 +54,7 @@ pub(crate) fn parse(origin: &str, text: &str) -> Result<BTreeMap<String, Policy>
                 key.span(),
                 format!(
                     "unknown top-level key \"{}\": policies are tables named `[policies.<name>]`",
-                    key.get_ref().escape_debug()
+                    quote(key.get_ref().as_ref())
                 ),
             );
             continue;
@@ -83,7 +83,7 @@ fn policy(
     problems: &mut Problems<'_>,
 ) -> Option<Policy> {
     let before = problems.found.len();
-    let label = format!("policy \"{}\"", name.get_ref().escape_debug());
+    let label = format!("policy \"{}\"", quote(name.get_ref().as_ref()));
     if let Err(e) = check_policy_name(name.get_ref()) {
         problems.push(name.span(), format!("{label}: {e}"));
     }
@@ -92,7 +92,7 @@ fn policy(
             table.span(),
             format!(
                 "{label}: must be a table of options, like `[policies.{}]` followed by `algo = \"sliding_window\"`",
-                name.get_ref()
+                quote(name.get_ref().as_ref())
             ),
         );
         return None;
@@ -188,7 +188,7 @@ fn policy(
                 let message = if SITE_OPTIONS.contains(&other) {
                     format!("`{other}` is an option of the `#[rate_limit]` attribute, not of a policy: write it on the function; a policy takes {}", list(POLICY_OPTIONS))
                 } else {
-                    format!("unknown option `{}`: a policy takes {}", other.escape_debug(), list(POLICY_OPTIONS))
+                    format!("unknown option `{}`: a policy takes {}", quote(other), list(POLICY_OPTIONS))
                 };
                 problems.push(option.span(), format!("{label}: {message}"));
                 continue;
@@ -236,15 +236,15 @@ fn policy(
 
 /// A grammar message without its leading `` `value`: `` when that repeats the whole value.
 fn unquoted<'m>(value: &str, message: &'m str) -> &'m str {
-    message.strip_prefix(&format!("`{value}`: ")).unwrap_or(message)
+    message.strip_prefix(&format!("`{}`: ", quote(value))).unwrap_or(message)
 }
 
 /// A value as the user wrote it, for messages (`"0/1s"`, `10`, `true`).
 fn raw(value: &Spanned<DeValue<'_>>) -> String {
     match value.get_ref() {
-        DeValue::String(s) => format!("\"{}\"", s.escape_debug()),
-        DeValue::Integer(i) => i.to_string(),
-        DeValue::Float(f) => f.to_string(),
+        DeValue::String(s) => format!("\"{}\"", quote(s.as_ref())),
+        DeValue::Integer(i) => quote(&i.to_string()).to_string(),
+        DeValue::Float(f) => quote(&f.to_string()).to_string(),
         DeValue::Boolean(b) => b.to_string(),
         DeValue::Datetime(d) => d.to_string(),
         DeValue::Array(_) => "an array".into(),

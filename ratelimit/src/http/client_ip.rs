@@ -123,7 +123,10 @@ fn masked(addr: u128, bits: u8, prefix: u8) -> u128 {
 
 fn parse_network(text: &str) -> Result<Network, Error> {
     let invalid = |why: &str| {
-        Error::InvalidConfig(format!("trusted proxy `{text}`: {why}; write an address (`10.0.0.1`, `::1`) or a network (`10.0.0.0/8`, `fd00::/8`)"))
+        Error::InvalidConfig(format!(
+            "trusted proxy `{}`: {why}; write an address (`10.0.0.1`, `::1`) or a network (`10.0.0.0/8`, `fd00::/8`)",
+            ratelimit_grammar::quote(text)
+        ))
     };
     let (addr, prefix) = match text.trim().split_once('/') {
         Some((addr, prefix)) => (addr, Some(prefix)),

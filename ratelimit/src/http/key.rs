@@ -122,9 +122,9 @@ impl KeyBy {
     /// The value of header `name` (its raw bytes); a request without it has no key.
     /// A name that is not a valid header name is an error naming it.
     pub fn header(name: &str) -> Result<KeyBy, crate::Error> {
-        HeaderName::try_from(name)
-            .map(|name| KeyBy(Source::Header(name)))
-            .map_err(|_| crate::Error::InvalidConfig(format!("`{name}` is not a valid HTTP header name")))
+        HeaderName::try_from(name).map(|name| KeyBy(Source::Header(name))).map_err(|_| {
+            crate::Error::InvalidConfig(format!("`{}` is not a valid HTTP header name", ratelimit_grammar::quote(name)))
+        })
     }
 
     /// Whatever `f` returns; `None` means the request has no key.
