@@ -12,7 +12,7 @@ pub(crate) mod scripts;
 use self::bound::RedisBound;
 use self::breaker::Breaker;
 use self::connection::Connection;
-use self::endpoint::redact;
+pub(crate) use self::endpoint::redact;
 use self::scripts::Registry;
 use super::{Backend, Binding, Bound};
 use crate::Error;
