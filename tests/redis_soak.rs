@@ -72,7 +72,7 @@ async fn soak(keep_data: bool, events: &[Event]) -> Soak {
                 let mut i = task as usize;
                 // Only a server that never comes back gets here.
                 let deadline = Instant::now() + Duration::from_secs(120);
-                for phase in 0..phases {
+                for (phase, phase_errors) in errors.iter_mut().enumerate() {
                     phases_released.wait_for(|&n| n >= phase).await.unwrap();
                     let mut made = 0;
                     while made < PER_PHASE {
@@ -85,7 +85,7 @@ async fn soak(keep_data: bool, events: &[Event]) -> Soak {
                                 admitted[key] += u64::from(d.allowed);
                             }
                             Err(_) => {
-                                errors[phase] += 1;
+                                *phase_errors += 1;
                                 failed.fetch_add(1, Ordering::Relaxed);
                                 assert!(Instant::now() < deadline, "Redis never came back");
                                 // Redis is away: don't spin on fast failures.

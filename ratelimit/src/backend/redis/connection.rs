@@ -15,6 +15,7 @@
 //! just answered.
 
 use super::endpoint::Endpoint;
+use super::idle::{slot, Answered, SLOTS, SLOTS_PER_GROUP};
 use super::RedisOptions;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
@@ -24,7 +25,7 @@ use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServer
 use redis::{Cmd, ConnectionInfo, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A connection shared by every limiter and task; clones are cheap.
 #[derive(Clone)]
@@ -108,7 +109,7 @@ impl Connection {
     }
 
     /// Sends `cmd`, which touches `key`; a server's error is an `Err`. A
-    /// connection idle for [`PROBE_AFTER`] is asked `PING` first (see the
+    /// connection idle for [`PROBE_AFTER`](super::idle::PROBE_AFTER) is asked `PING` first (see the
     /// module's doc). `cmd` itself is sent again after a dead socket only
     /// when `replayable` (it writes nothing, or writing it twice is writing
     /// it once).
@@ -138,45 +139,6 @@ impl Connection {
     }
 }
 
-/// How long a connection may go without an answer before a request asks
-/// `PING` first: under a second, the shortest idle `timeout` Redis takes,
-/// and Redis closes a client only after more than that whole second.
-pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(500);
-
-/// A cluster's slots are watched for idleness in groups of this many: few
-/// enough groups that a busy cluster keeps them all fresh, small enough
-/// that a group seldom spans two nodes.
-const SLOTS_PER_GROUP: usize = 256;
-const SLOTS: usize = 16_384;
-
-/// When the connection last answered, as µs since `origin`; per group of
-/// slots for a cluster, whose nodes each have their own connection.
-struct Answered {
-    origin: Instant,
-    at_us: Box<[AtomicU64]>,
-}
-
-impl Answered {
-    fn new(groups: usize) -> Answered {
-        Answered { origin: Instant::now(), at_us: (0..groups).map(|_| AtomicU64::new(0)).collect() }
-    }
-
-    fn elapsed_us(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX)
-    }
-
-    fn touch(&self, group: usize) {
-        if let Some(at) = self.at_us.get(group) {
-            at.fetch_max(self.elapsed_us(), Ordering::Relaxed);
-        }
-    }
-
-    fn idle(&self, group: usize) -> bool {
-        let at = self.at_us.get(group).map_or(0, |at| at.load(Ordering::Relaxed));
-        self.elapsed_us().saturating_sub(at) >= PROBE_AFTER.as_micros() as u64
-    }
-}
-
 /// `PING` on the node that serves `key`, up to three times: redis-rs may
 /// answer the first after a dead socket before its reconnect is done.
 async fn ping_node(cluster: &mut ClusterConnection, key: &[u8]) -> RedisResult<Value> {
@@ -191,23 +153,6 @@ async fn ping_node(cluster: &mut ClusterConnection, key: &[u8]) -> RedisResult<V
             reply => return reply,
         }
     }
-}
-
-/// Redis Cluster's slot of `key`: CRC16 (XMODEM) of its hash tag (the part
-/// between the first `{` and the next `}`, when not empty), else of the key.
-fn slot(key: &[u8]) -> u16 {
-    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
-        let rest = &key[open + 1..];
-        rest.iter().position(|&b| b == b'}').filter(|&close| close > 0).map(|close| &rest[..close])
-    });
-    let mut crc: u16 = 0;
-    for &byte in tagged.unwrap_or(key) {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
-        }
-    }
-    crc % SLOTS as u16
 }
 
 /// A socket that was open and is not any more: closed by the server or a
@@ -408,20 +353,4 @@ fn sentinel_with_root_cert(
 
 fn is_read_only(error: &RedisError) -> bool {
     error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::slot;
-
-    #[test]
-    fn slots_are_redis_clusters() {
-        // From Redis's cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(slot(b"123456789"), 0x31C3 % 16_384);
-        assert_eq!(slot(b"foo"), 12_182);
-        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
-        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}".as_slice()));
-        assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"), "an empty first tag hashes the whole key");
-        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
-    }
 }

@@ -6,6 +6,7 @@ mod breaker;
 mod connection;
 pub(crate) mod counter;
 mod endpoint;
+mod idle;
 mod reply;
 pub(crate) mod scripts;
 
