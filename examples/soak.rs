@@ -1,25 +1,30 @@
-//! Soak: decisions at full speed against a private Redis that is killed
-//! (SIGKILL) and restarted every 15 s (half a second past it), keeping its
-//! data (append-only file, fsync always).
+//! Soak: decisions at full speed against a private Redis that closes idle
+//! clients after a second (`timeout 1`) and keeps its data (append-only
+//! file, fsync always). Every 15 s (half a second past it) comes an event,
+//! in turn: a kill (SIGKILL) and restart; an idle spell (every task pauses
+//! 2.5 s, so Redis closes the connection); an outage (killed, down for a
+//! second of refused connects, restarted).
 //!
 //! ```sh
-//! cargo run --release --example soak                  # 60 s, restart every 15 s
+//! cargo run --release --example soak                  # 60 s, an event every 15 s
 //! cargo run --release --example soak -- --seconds 20 --restart-every 5
 //! cargo run --release --example soak -- --forget      # restarts lose the data:
 //!                                                     # over-admissions show up
 //! ```
 //!
-//! Prints decisions, errors by kind, over-admissions and the longest call,
-//! and exits non-zero on any over-admission. An over-admission is counted
+//! Prints the events (with the reconnects each idle spell cost), decisions,
+//! errors by kind, the errors in the second after each idle spell (0: Redis
+//! was healthy), over-admissions and the longest call, and exits non-zero
+//! on any over-admission or on an error after an idle spell. An over-admission is counted
 //! only when it is certain: `limit + 1` admitted calls of one key whose
 //! whole send-to-answer spans fit inside one window (Redis reads the same
 //! wall clock as this process, on this machine).
 
 use ratelimit::{Error, Limiter, Policy, RedisOptions, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use ratelimit_test_support::redis_server::{free_port, RedisServer};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -27,6 +32,9 @@ const LIMIT: usize = 50;
 const WINDOW_US: u64 = 1_000_000;
 const KEYS: usize = 8;
 const TASKS: usize = 32;
+/// Longer than the server's idle `timeout` of one second.
+const IDLE: Duration = Duration::from_millis(2500);
+const OUTAGE: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct Tally {
@@ -46,7 +54,8 @@ fn kind(error: &Error) -> &'static str {
     match error {
         Error::Timeout(_) => "timeout",
         Error::Unavailable(_) => "unavailable (failing fast)",
-        Error::Store(_) if error.is_unavailable() => "connection",
+        Error::Store(e) if e.is_connection_refusal() => "connection refused",
+        Error::Store(_) if error.is_unavailable() => "connection lost",
         Error::Store(_) => "redis error",
         _ => "other",
     }
@@ -83,21 +92,29 @@ async fn main() -> ExitCode {
     let restart_every = arg("--restart-every", 15);
     // --forget restarts Redis without its data, to show the check catches the
     // over-admissions that follow.
-    let mut server = if flag("--forget") { RedisServer::start() } else { RedisServer::start_persistent() };
+    let aof: &[&str] =
+        if flag("--forget") { &["--appendonly", "no"] } else { &["--appendonly", "yes", "--appendfsync", "always"] };
+    let mut server = RedisServer::start_on(free_port, &[aof, &["--timeout", "1"]].concat(), None);
     let store = Store::redis_with(&server.url(), RedisOptions::default()).await.expect("connect to the private Redis");
     // Every decision goes to Redis: the deny cache would answer denials in
     // process and bunch admissions into bursts that hide lost state.
     let limiter =
         Limiter::new("soak", Policy::sliding_log(&format!("{LIMIT}/1s")).unwrap(), &store).with_deny_cache(false);
     let stop = Arc::new(AtomicBool::new(false));
+    // While set, every task pauses; errors counts every failed call.
+    let (paused, errors) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
 
     let workers: Vec<_> = (0..TASKS)
         .map(|task| {
-            let (limiter, stop) = (limiter.clone(), stop.clone());
+            let (limiter, stop, paused, errors) = (limiter.clone(), stop.clone(), paused.clone(), errors.clone());
             tokio::spawn(async move {
                 let mut tally = Tally { admitted: vec![Vec::new(); KEYS], ..Tally::default() };
                 let mut i = task;
                 while !stop.load(Ordering::Relaxed) {
+                    if paused.load(Ordering::Relaxed) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
                     let key = i % KEYS;
                     i += 1;
                     let (sent, started) = (wall_us(), Instant::now());
@@ -110,6 +127,7 @@ async fn main() -> ExitCode {
                         }
                         Ok(_) => tally.denied += 1,
                         Err(e) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
                             *tally.errors.entry(kind(&e)).or_default() += 1;
                             // Redis is away: don't spin on fast failures.
                             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -122,21 +140,50 @@ async fn main() -> ExitCode {
         .collect();
 
     let started = Instant::now();
-    let mut restarts = 0;
+    let mut events = 0;
+    let (mut restarts, mut idle_spells, mut outages, mut idle_reconnects, mut errors_after_idle) = (0, 0, 0, 0, 0);
     while started.elapsed() < Duration::from_secs(seconds) {
         // Half a window after the whole second: the keys' admissions come in
         // bursts as the window slides past the previous burst (at whole
         // seconds from the start), so mid-window every log is full and a
         // restart that loses it is certain to let a second burst in early.
-        let next = (Duration::from_secs(restart_every * (restarts + 1)) + Duration::from_micros(WINDOW_US / 2))
+        let next = (Duration::from_secs(restart_every * (events + 1)) + Duration::from_micros(WINDOW_US / 2))
             .min(Duration::from_secs(seconds));
         tokio::time::sleep(next.saturating_sub(started.elapsed())).await;
-        if started.elapsed() + Duration::from_millis(100) < Duration::from_secs(seconds) {
-            let down = Instant::now();
-            tokio::task::block_in_place(|| server.restart());
-            restarts += 1;
-            println!("{:>6.1}s  restarted Redis (down {:?})", started.elapsed().as_secs_f64(), down.elapsed());
+        if started.elapsed() + IDLE + Duration::from_secs(2) >= Duration::from_secs(seconds) {
+            // No room left for an event and its aftermath: run out the time.
+            tokio::time::sleep(Duration::from_secs(seconds).saturating_sub(started.elapsed())).await;
+            break;
         }
+        let at = started.elapsed().as_secs_f64();
+        match events % 3 {
+            0 => {
+                let down = Instant::now();
+                tokio::task::block_in_place(|| server.restart());
+                restarts += 1;
+                println!("{at:>6.1}s  killed and restarted Redis (down {:?})", down.elapsed());
+            }
+            1 => {
+                paused.store(true, Ordering::Relaxed);
+                tokio::time::sleep(IDLE).await;
+                let (connections, errors_before) = (server.connections_received(), errors.load(Ordering::Relaxed));
+                paused.store(false, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let reconnects = server.connections_received() - connections;
+                let failed = errors.load(Ordering::Relaxed) - errors_before;
+                (idle_spells, idle_reconnects, errors_after_idle) =
+                    (idle_spells + 1, idle_reconnects + reconnects, errors_after_idle + failed);
+                println!("{at:>6.1}s  idle {IDLE:?}: Redis closed the client; {reconnects} reconnects, {failed} errors in the next second");
+            }
+            _ => {
+                tokio::task::block_in_place(|| server.kill());
+                tokio::time::sleep(OUTAGE).await;
+                tokio::task::block_in_place(|| server.restart());
+                outages += 1;
+                println!("{at:>6.1}s  Redis down {OUTAGE:?} (refused connects), restarted");
+            }
+        }
+        events += 1;
     }
     stop.store(true, Ordering::Relaxed);
 
@@ -155,7 +202,10 @@ async fn main() -> ExitCode {
     }
     let over: usize = total.admitted.into_iter().map(over_admissions).sum();
     let decisions = total.allowed + total.denied;
-    println!("soak: {seconds} s, {restarts} restarts, policy sliding_log {LIMIT}/1s on {KEYS} keys, {TASKS} tasks");
+    println!("soak: {seconds} s, policy sliding_log {LIMIT}/1s on {KEYS} keys, {TASKS} tasks");
+    println!(
+        "events           {restarts} kills and restarts, {outages} outages, {idle_spells} idle disconnects ({idle_reconnects} reconnects)"
+    );
     println!(
         "decisions        {decisions} ({:.0}/s): {} allowed, {} denied",
         decisions as f64 / seconds as f64,
@@ -166,10 +216,11 @@ async fn main() -> ExitCode {
     for (kind, n) in &total.errors {
         println!("  {kind:<28}{n}");
     }
+    println!("errors after idle  {errors_after_idle}");
     println!("over-admissions  {over}");
     println!("longest call     {:?}", total.longest);
     // Returned, not process::exit: the private Redis must be dropped (killed).
-    if over > 0 {
+    if over > 0 || errors_after_idle > 0 {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

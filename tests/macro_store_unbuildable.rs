@@ -32,8 +32,8 @@ async fn on_error_settles_calls_while_the_store_cannot_be_built() {
     let vacant = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     std::env::set_var(ratelimit::REDIS_URL_VAR, format!("redis://127.0.0.1:{vacant}"));
 
-    // Each call retries building the store first (about 0.6 s against a
-    // closed port), so this test keeps to a few calls.
+    // The store connects in the background; each call waits for it at most
+    // the response timeout.
     allow().await.unwrap();
 
     let refused = deny().await.unwrap_err();

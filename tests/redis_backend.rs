@@ -132,3 +132,21 @@ async fn a_frozen_server_gives_a_timeout_within_the_response_timeout() {
     assert!(matches!(result, Err(Error::Timeout(_))), "{result:?}");
     assert!(took < Duration::from_millis(600), "took {took:?}");
 }
+
+/// A server that accepts and never answers (hung, or a black-holing proxy):
+/// `Store::redis` fails within the connect timeout, not a multiple of it,
+/// whatever the reconnect retries.
+#[tokio::test]
+async fn a_never_answering_server_fails_within_the_connect_timeout() {
+    let silent = ratelimit_test_support::silent_listener::SilentListener::start();
+    for (connect_timeout, reconnect_retries) in [(Duration::from_millis(300), 3), (Duration::from_secs(1), 10)] {
+        let options = RedisOptions { connect_timeout, reconnect_retries, ..RedisOptions::default() };
+        let started = Instant::now();
+        let err = Store::redis_with(&silent.url(), options).await.unwrap_err();
+        let took = started.elapsed();
+        // The margin is scheduling on a busy machine; the bound is the timeout.
+        assert!(took < connect_timeout + Duration::from_secs(1), "took {took:?} for a timeout of {connect_timeout:?}");
+        assert!(err.to_string().contains(&format!("no answer within {connect_timeout:?}")), "{err}");
+    }
+    assert!(silent.accepted() >= 2, "the connects reached the listener");
+}

@@ -1,6 +1,7 @@
 //! Redis killed, frozen and restarted under concurrent load: every call
 //! returns within its timeout plus a margin, `on_error` decides while the
-//! store is away, and decisions flow through Redis again by themselves.
+//! store is away, and decisions flow through Redis again by themselves
+//! (within a count of probes, not a time).
 
 use ratelimit::{Error, Limiter, OnError, Policy, RedisOptions, Store};
 use ratelimit_test_support::log_capture::LogCapture;
@@ -64,14 +65,21 @@ async fn load(limiter: &Limiter, phase: &'static str, calls: usize, pause: Durat
     total
 }
 
-/// Time until a call is decided by Redis again (not by `on_error`).
-async fn recovery(limiter: &Limiter) -> Duration {
-    let started = Instant::now();
+/// Probes, each `PROBE_PAUSE` after the last, that a limiter may fail
+/// once Redis is back: the breaker's 100 ms, the reconnect's backoff (at
+/// most 1 s) and a connect fit many times over, on however slow a machine.
+const RECOVERY_PROBES: usize = 100;
+const PROBE_PAUSE: Duration = Duration::from_millis(20);
+
+/// Failed probes until a call is decided by Redis again (not by `on_error`).
+async fn recovery(limiter: &Limiter) -> usize {
+    let mut failed = 0;
     while limiter.check("recovery-probe", 1).await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(10), "Redis never came back");
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        failed += 1;
+        assert!(failed <= RECOVERY_PROBES, "Redis not used again after {failed} probes");
+        tokio::time::sleep(PROBE_PAUSE).await;
     }
-    started.elapsed()
+    failed
 }
 
 fn signal(server: &RedisServer, signal: &str) {
@@ -130,15 +138,10 @@ async fn outage_cycle(on_error: OnError) {
 
     let longest = killed.longest.max(frozen.longest);
     println!(
-        "on_error={on_error:?}: longest call {longest:?} (timeout {TIMEOUT:?}); back {back_after_restart:?} after restart, {back_after_freeze:?} after freeze; {} store errors",
+        "on_error={on_error:?}: longest call {longest:?} (timeout {TIMEOUT:?}); back after {back_after_restart} failed probes after restart, {back_after_freeze} after freeze; {} store errors",
         limiter.store_errors()
     );
     assert!(longest <= TIMEOUT + MARGIN, "{on_error:?}: a call took {longest:?}");
-    assert!(
-        back_after_restart < Duration::from_secs(1),
-        "{on_error:?}: {back_after_restart:?} to recover from a restart"
-    );
-    assert!(back_after_freeze < Duration::from_secs(1), "{on_error:?}: {back_after_freeze:?} to recover from a freeze");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

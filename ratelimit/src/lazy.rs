@@ -104,20 +104,26 @@ impl LazyLimiter {
 
     /// Builds a fixed policy's limiter on the global store, or, while that
     /// cannot be built, gives the degraded one.
+    ///
+    /// The store is asked for outside the cell's initialization, so calls
+    /// wait for it side by side (each within the bound `runtime::global`
+    /// keeps), not one after another.
     async fn build_fixed(
         &self,
         policy: &Policy,
         built: &tokio::sync::OnceCell<Limiter>,
         degraded: &once_cell::sync::OnceCell<Limiter>,
     ) -> Current {
-        let mut first = false;
-        let build = built.get_or_try_init(|| async {
-            let store = runtime::global().await?;
-            first = true;
-            Ok::<_, crate::Error>(Limiter::new(self.name.as_ref(), policy.clone(), store).with_on_error(self.on_error))
-        });
-        match build.await {
-            Ok(limiter) => (limiter.clone(), first),
+        match runtime::global().await {
+            Ok(store) => {
+                let mut first = false;
+                let limiter = built.get_or_init(|| {
+                    first = true;
+                    let limiter = Limiter::new(self.name.as_ref(), policy.clone(), store).with_on_error(self.on_error);
+                    std::future::ready(limiter)
+                });
+                (limiter.await.clone(), first)
+            }
             // Every call fails as unavailable, so `on_error` settles it as any store failure.
             Err(error) => {
                 (degraded.get_or_init(|| Limiter::unavailable(&self.name, policy, error, self.on_error)).clone(), false)

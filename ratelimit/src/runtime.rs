@@ -1,19 +1,29 @@
-//! The global store that annotated functions use.
+//! The global store that annotated functions use, and how it is connected:
+//! in the background, so calls never wait on a Redis that cannot be reached.
 
-use crate::{Error, Store};
+use crate::{Error, RedisOptions, Store};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
-use tokio::sync::OnceCell;
+use std::time::Duration;
+use tokio::sync::{Notify, OnceCell};
 
 static GLOBAL: OnceCell<Store> = OnceCell::const_new();
 
-/// The last failure to build the global store, so calls made right after it
-/// fail at once instead of each waiting out another connect attempt.
-static LAST_FAILURE: Mutex<Option<(Instant, Error)>> = Mutex::new(None);
+/// The background connect to `RATELIMIT_REDIS_URL`: its task, and the last
+/// attempt's failure while no attempt has succeeded.
+static CONNECTOR: Mutex<Connector> = Mutex::new(Connector { task: None, failure: None });
 
-/// How long a failure to build the global store is answered from memory
-/// before the next call tries to connect again.
-pub const GLOBAL_RETRY_INTERVAL: Duration = Duration::from_secs(1);
+/// Woken after every attempt of the background connect.
+static ATTEMPTED: Notify = Notify::const_new();
+
+struct Connector {
+    task: Option<tokio::task::JoinHandle<()>>,
+    failure: Option<Error>,
+}
+
+/// The first wait before the background connect tries again after a
+/// failure; each further failure doubles it, up to [`MAX_RETRY_INTERVAL`].
+pub(crate) const GLOBAL_RETRY_INTERVAL: Duration = Duration::from_millis(250);
+const MAX_RETRY_INTERVAL: Duration = Duration::from_secs(4);
 
 /// The environment variable naming the Redis of the global store.
 pub const REDIS_URL_VAR: &str = "RATELIMIT_REDIS_URL";
@@ -37,39 +47,101 @@ pub fn init(store: Store) -> Result<(), Error> {
 /// [`init`] was not called: `RATELIMIT_REDIS_URL` set means Redis; unset
 /// means the in-memory store, said once in a log line.
 ///
-/// An unreachable URL is an error, returned within the connect timeout;
-/// for a second after that (`GLOBAL_RETRY_INTERVAL`), calls get the same error at
-/// once, then the next call tries to connect again.
+/// Redis is connected in the background, started by the first call. No
+/// call waits longer than the default response timeout (250 ms) for it:
+/// until it is connected, calls get an error (at once after an attempt has
+/// failed, the attempt's error), which `on_error` settles. A failed attempt
+/// is tried again after 250 ms, then twice as long each time up to 4 s.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// std::env::remove_var(ratelimit::REDIS_URL_VAR);
+/// assert_eq!(ratelimit::global().await.unwrap().backend().kind(), "memory");
+/// # }
+/// ```
 pub async fn global() -> Result<&'static Store, Error> {
     if let Some(store) = GLOBAL.get() {
         return Ok(store);
     }
-    if let Some((at, error)) = &*LAST_FAILURE.lock().unwrap_or_else(|p| p.into_inner()) {
-        if at.elapsed() < GLOBAL_RETRY_INTERVAL {
-            return Err(error.clone());
-        }
+    let Some(url) = redis_url() else {
+        return Ok(GLOBAL.get_or_init(|| async { memory() }).await);
+    };
+    let attempted = ATTEMPTED.notified();
+    tokio::pin!(attempted);
+    // Registered before looking, so an attempt that ends meanwhile still wakes this call.
+    attempted.as_mut().enable();
+    if let Some(failure) = connect_in_background(&url)? {
+        return Err(failure);
     }
-    let result = GLOBAL.get_or_try_init(from_env).await;
-    if let Err(error) = &result {
-        *LAST_FAILURE.lock().unwrap_or_else(|p| p.into_inner()) = Some((Instant::now(), error.clone()));
+    let _ = tokio::time::timeout(RedisOptions::default().response_timeout, attempted).await;
+    if let Some(store) = GLOBAL.get() {
+        return Ok(store);
     }
-    result
+    let failure = CONNECTOR.lock().unwrap_or_else(|p| p.into_inner()).failure.clone();
+    Err(failure.unwrap_or_else(|| {
+        Error::Unavailable(format!("still connecting to Redis at {}", crate::backend::redis::redact(&url)))
+    }))
 }
 
-/// Builds a store as the global one would be built from the environment.
+/// Starts the background connect unless it runs; the last attempt's failure,
+/// if the last attempt failed.
+fn connect_in_background(url: &str) -> Result<Option<Error>, Error> {
+    let mut connector = CONNECTOR.lock().unwrap_or_else(|p| p.into_inner());
+    // A task ends only once connected, or with the runtime that ran it: start another then.
+    if connector.task.as_ref().is_none_or(tokio::task::JoinHandle::is_finished) {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| Error::InvalidConfig("the global Redis store needs a tokio runtime".into()))?;
+        connector.task = Some(runtime.spawn(connect(url.to_string())));
+    }
+    Ok(connector.failure.clone())
+}
+
+/// Connects to `url` until it succeeds (or [`init`] sets a store), backing off.
+async fn connect(url: String) {
+    let mut wait = GLOBAL_RETRY_INTERVAL;
+    while GLOBAL.get().is_none() {
+        let attempt = Store::redis(&url).await;
+        let failed = match attempt {
+            Ok(store) => {
+                tracing::info!(target: "ratelimit", "rate limits are decided on Redis ({REDIS_URL_VAR} is set)");
+                // Set by `init` meanwhile: that one stays.
+                let _ = GLOBAL.set(store);
+                None
+            }
+            Err(error) => {
+                tracing::warn!(target: "ratelimit", %error, "cannot reach the global store's Redis; trying again in {wait:?}");
+                Some(error)
+            }
+        };
+        let done = failed.is_none();
+        CONNECTOR.lock().unwrap_or_else(|p| p.into_inner()).failure = failed;
+        ATTEMPTED.notify_waiters();
+        if done {
+            return;
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(MAX_RETRY_INTERVAL);
+    }
+}
+
+fn redis_url() -> Option<String> {
+    std::env::var(REDIS_URL_VAR).ok().map(|url| url.trim().to_string()).filter(|url| !url.is_empty())
+}
+
+fn memory() -> Store {
+    tracing::info!(target: "ratelimit", "{REDIS_URL_VAR} is not set: rate limits are decided in memory, per process");
+    Store::memory()
+}
+
+/// Builds a store as the global one would be built from the environment,
+/// waiting for Redis up to its connect timeout (1 s).
 pub async fn from_env() -> Result<Store, Error> {
-    match std::env::var(REDIS_URL_VAR) {
-        Ok(url) if !url.trim().is_empty() => {
-            let store = Store::redis(url.trim()).await?;
+    match redis_url() {
+        Some(url) => {
+            let store = Store::redis(&url).await?;
             tracing::info!(target: "ratelimit", "rate limits are decided on Redis ({REDIS_URL_VAR} is set)");
             Ok(store)
         }
-        _ => {
-            tracing::info!(
-                target: "ratelimit",
-                "{REDIS_URL_VAR} is not set: rate limits are decided in memory, per process"
-            );
-            Ok(Store::memory())
-        }
+        None => Ok(memory()),
     }
 }

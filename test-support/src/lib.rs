@@ -4,6 +4,8 @@
 //! - [`redis_server`], [`redis_cluster`]: real, private `redis-server`
 //!   processes (single, Sentinel, TLS, a 3+3 cluster) on free loopback
 //!   ports, so tests never touch a Redis they did not start.
+//! - [`silent_listener`]: a port that accepts connections and never
+//!   answers, to bound connects against.
 //! - [`stores`]: the memory store and a Redis store side by side on one
 //!   manual clock.
 //! - [`runtime`]: one runtime per test binary, for tests on the global store.
@@ -17,4 +19,5 @@ pub mod metrics_capture;
 pub mod redis_cluster;
 pub mod redis_server;
 pub mod runtime;
+pub mod silent_listener;
 pub mod stores;

@@ -50,6 +50,12 @@ impl RedisServer {
         Self::start_on(free_port, &["--appendonly", "yes", "--appendfsync", "always"], None)
     }
 
+    /// Starts a server that closes a client's connection after `seconds`
+    /// without a command (`timeout`), as managed services and NAT boxes do.
+    pub fn start_idle_timeout(seconds: u32) -> RedisServer {
+        Self::start_on(free_port, &["--appendonly", "no", "--timeout", &seconds.to_string()], None)
+    }
+
     /// Starts a server on `port` with extra `redis-server` arguments. For a
     /// server that only speaks TLS, `tls_cli` gives the `redis-cli` options
     /// (`--tls --cacert ...`) used to see that it is up.
@@ -180,6 +186,34 @@ impl RedisServer {
         info.lines()
             .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
             .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    }
+
+    /// `CONFIG SET name value`, through `redis-cli`.
+    pub fn config_set(&self, name: &str, value: &str) {
+        let reply = self.cli(&["CONFIG", "SET", name, value]);
+        assert!(reply.trim() == "OK", "CONFIG SET {name} {value} on port {}: {reply}", self.port);
+    }
+
+    /// Connections the server has accepted since it started
+    /// (`total_connections_received`), not counting the one this asks on: a
+    /// reconnect shows as one more.
+    pub fn connections_received(&self) -> u64 {
+        let info = self.cli(&["INFO", "stats"]);
+        info.lines()
+            .find_map(|line| line.strip_prefix("total_connections_received:"))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .map(|n| n - 1)
+            .unwrap_or_else(|| panic!("no total_connections_received in INFO stats: {info}"))
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        let output = Command::new("redis-cli")
+            .args(self.tls_cli.iter().flatten())
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("run redis-cli");
+        String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
     /// The server's process id (to freeze it with SIGSTOP, for example).

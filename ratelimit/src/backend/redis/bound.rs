@@ -1,7 +1,7 @@
 //! [`RedisBound`]: one limiter bound to a Redis backend, deciding its keys.
 
 use super::breaker::Breaker;
-use super::connection::Connection;
+use super::connection::{is_dead_socket, Connection};
 use super::reply::Reply;
 use super::scripts::Registry;
 use crate::backend::{Answer, Bound, BoxFuture, Call, Outcome, CLIENT_CLOCK_SLACK_US};
@@ -69,7 +69,8 @@ impl RedisBound {
         let mut call = Cmd::with_capacity(8, 96 + storage_key.len());
         call.arg("EVALSHA").arg(self.script.get_hash()).arg(1).arg(storage_key);
         arguments(&mut call, cost, peek, now_us);
-        let reply = self.send(&call).await?;
+        // A peek writes nothing, so sending it twice cannot count it twice.
+        let reply = self.send(&call, storage_key, peek).await?;
         self.reply.outcome(reply, cost)
     }
 
@@ -90,20 +91,26 @@ impl RedisBound {
     }
 
     /// Sends one `EVALSHA`, bounded by the response timeout (a wait for a
-    /// reconnect or a script reload included), unless the breaker is open;
-    /// a failure to reach Redis opens it.
-    async fn send(&self, call: &Cmd) -> Result<Value, Error> {
+    /// reconnect or a script reload included), unless the breaker is open.
+    ///
+    /// A timeout or a refused connect opens the breaker: Redis is down or
+    /// stuck. A socket that died does not: it says only that one connection
+    /// was lost (closed while idle, reset), and the manager is already
+    /// replacing it. Such a call fails alone when it may have run on Redis
+    /// (see `connection.rs`: it is never resent unless `replayable`).
+    async fn send(&self, call: &Cmd, key: &[u8], replayable: bool) -> Result<Value, Error> {
         if let Some(failure) = self.breaker.open() {
             return Err(Error::Unavailable(failure));
         }
-        let result = match bounded(self.response_timeout, self.eval_reloading(call)).await {
+        let result = match bounded(self.response_timeout, self.eval_reloading(call, key, replayable)).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(e)) if e.is_timeout() => Err(Error::Timeout(self.response_timeout)),
             Ok(Err(e)) => Err(e.into()),
             Err(elapsed) => Err(elapsed),
         };
         if let Err(error) = &result {
-            if error.is_unavailable() {
+            let dead_socket = matches!(error, Error::Store(e) if is_dead_socket(e));
+            if error.is_unavailable() && !dead_socket {
                 self.breaker.trip(error, self.retry_interval);
             }
         }
@@ -112,12 +119,14 @@ impl RedisBound {
 
     /// Sends `call`; on `NOSCRIPT`, reloads every script of the backend
     /// (once, however many calls meet it at the same time) and sends it again.
-    async fn eval_reloading(&self, call: &Cmd) -> redis::RedisResult<Value> {
+    async fn eval_reloading(&self, call: &Cmd, key: &[u8], replayable: bool) -> redis::RedisResult<Value> {
         let mut connection = self.connection.clone();
         let reloads_before = self.registry.reloads();
-        match call.query_async(&mut connection).await {
+        match connection.request(call, key, replayable).await {
             // Boxed: rare, and its state would otherwise be in every call's future.
-            Err(e) if is_no_script(&e) => Box::pin(self.reload_and_retry(call, connection, reloads_before)).await,
+            Err(e) if is_no_script(&e) => {
+                Box::pin(self.reload_and_retry(call, key, replayable, connection, reloads_before)).await
+            }
             result => result,
         }
     }
@@ -127,6 +136,8 @@ impl RedisBound {
     async fn reload_and_retry(
         &self,
         call: &Cmd,
+        key: &[u8],
+        replayable: bool,
         mut connection: Connection,
         mut reloads_before: u64,
     ) -> redis::RedisResult<Value> {
@@ -134,7 +145,8 @@ impl RedisBound {
         loop {
             self.registry.reload(&mut connection, reloads_before).await?;
             reloads_before = self.registry.reloads();
-            match call.query_async(&mut connection).await {
+            // NOSCRIPT is a refusal: the script did not run, so sending it again counts it once.
+            match connection.request(call, key, replayable).await {
                 Err(e) if is_no_script(&e) && attempts < RELOAD_ATTEMPTS => attempts += 1,
                 result => return result,
             }

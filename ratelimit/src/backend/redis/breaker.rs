@@ -22,7 +22,7 @@ impl Breaker {
     }
 
     fn elapsed_us(&self) -> u64 {
-        self.origin.elapsed().as_micros() as u64
+        u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
     /// The failure that opened the breaker, while it is open.
@@ -44,7 +44,9 @@ impl Breaker {
     /// Opens the breaker for `interval` because of `error`.
     pub(crate) fn trip(&self, error: &Error, interval: Duration) {
         *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = error.to_string();
-        // At least 1: 0 means closed.
-        self.open_until_us.store((self.elapsed_us() + interval.as_micros() as u64).max(1), Ordering::Release);
+        // At least 1: 0 means closed. Saturating, so no interval wraps round
+        // to one already past (`RedisOptions` bounds it to an hour anyway).
+        let interval_us = u64::try_from(interval.as_micros()).unwrap_or(u64::MAX);
+        self.open_until_us.store(self.elapsed_us().saturating_add(interval_us).max(1), Ordering::Release);
     }
 }

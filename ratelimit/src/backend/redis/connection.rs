@@ -1,10 +1,25 @@
 //! [`Connection`]: one multiplexed connection to a single server, a cluster,
-//! or the master a Sentinel names, behind redis-rs's `ConnectionLike`.
+//! or the master a Sentinel names, behind redis-rs's `ConnectionLike`; and
+//! how a request survives a connection that died while idle.
+//!
+//! redis-rs's `ConnectionManager` does not resend a request that failed on a
+//! dropped connection: it returns the error and starts reconnecting, and the
+//! next request waits for the new connection. Its error cannot say whether
+//! the request reached Redis: a broken pipe is reported alike when the
+//! connection was already gone before sending and when it closed while the
+//! reply was awaited. So a request that may write is never resent here.
+//! Instead, a connection that has not answered for a while (as long as
+//! Redis's shortest idle `timeout` could close it, or a NAT box forget it)
+//! is first asked `PING`, which can be resent freely: a dead socket is found
+//! and replaced by that, and the decision goes out on a connection that has
+//! just answered.
 
 use super::endpoint::Endpoint;
+use super::idle::{slot, Answered, SLOTS, SLOTS_PER_GROUP};
 use super::RedisOptions;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::io::tcp::TcpSettings;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{Cmd, ConnectionInfo, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value};
@@ -14,7 +29,14 @@ use std::time::Duration;
 
 /// A connection shared by every limiter and task; clones are cheap.
 #[derive(Clone)]
-pub(crate) enum Connection {
+pub(crate) struct Connection {
+    kind: Kind,
+    /// When a single server's or a Sentinel master's connection last answered.
+    answered: Arc<Answered>,
+}
+
+#[derive(Clone)]
+enum Kind {
     /// One server, through a reconnecting `ConnectionManager`.
     Single(ConnectionManager),
     /// Redis Cluster: routes each EVALSHA by its key, follows MOVED/ASK, reconnects.
@@ -54,10 +76,10 @@ fn client(info: ConnectionInfo, options: &RedisOptions) -> RedisResult<redis::Cl
 impl Connection {
     /// Connects to `endpoint`. Scripts are loaded as limiters are bound.
     pub(crate) async fn connect(endpoint: Endpoint, options: &RedisOptions) -> RedisResult<Connection> {
-        let connection = match endpoint {
-            Endpoint::Single(info) => Connection::Single(
-                ConnectionManager::new_with_config(client(info, options)?, manager_config(options)).await?,
-            ),
+        let kind = match endpoint {
+            Endpoint::Single(info) => {
+                Kind::Single(ConnectionManager::new_with_config(client(info, options)?, manager_config(options)).await?)
+            }
             Endpoint::Cluster { nodes } => {
                 let nodes: Vec<ConnectionInfo> = nodes.into_iter().map(|n| n.set_tcp_settings(tcp())).collect();
                 #[allow(unused_mut)]
@@ -72,22 +94,120 @@ impl Connection {
                     crate::tls::install_crypto_provider();
                     builder = builder.certs(redis::TlsCertificates { client_tls: None, root_cert: Some(root.clone()) });
                 }
-                Connection::Cluster(builder.build()?.get_async_connection().await?)
+                Kind::Cluster(builder.build()?.get_async_connection().await?)
             }
             Endpoint::Sentinel { sentinels, master, node, tls } => {
-                Connection::Sentinel(Arc::new(SentinelMaster::connect(sentinels, master, node, tls, options).await?))
+                Kind::Sentinel(Arc::new(SentinelMaster::connect(sentinels, master, node, tls, options).await?))
             }
         };
-        Ok(connection)
+        let groups = if matches!(kind, Kind::Cluster(_)) { SLOTS / SLOTS_PER_GROUP } else { 1 };
+        Ok(Connection { kind, answered: Arc::new(Answered::new(groups)) })
+    }
+
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.kind, Kind::Cluster(_))
+    }
+
+    /// Sends `cmd`, which touches `key`; a server's error is an `Err`. A
+    /// connection idle for [`PROBE_AFTER`](super::idle::PROBE_AFTER) is asked `PING` first (see the
+    /// module's doc). `cmd` itself is sent again after a dead socket only
+    /// when `replayable` (it writes nothing, or writing it twice is writing
+    /// it once).
+    ///
+    /// On a cluster the `PING` goes to the node of `key`'s slot, and is
+    /// asked when that slot's group has been idle: redis-rs pings nothing,
+    /// and resends a request whose node connection dropped (up to the
+    /// configured retries) whether or not it ran, which this makes rare.
+    pub(crate) async fn request(&mut self, cmd: &Cmd, key: &[u8], replayable: bool) -> RedisResult<Value> {
+        let reply = match &mut self.kind {
+            Kind::Single(manager) => guarded(manager, &self.answered, cmd, replayable).await,
+            Kind::Sentinel(sentinel) => sentinel.request(cmd, &self.answered, replayable).await,
+            Kind::Cluster(cluster) => {
+                let group = slot(key) as usize / SLOTS_PER_GROUP;
+                if self.answered.idle(group) {
+                    // Boxed: only a call after an idle spell takes this path.
+                    Box::pin(ping_node(cluster, key)).await?;
+                }
+                let reply = cluster.req_packed_command(cmd).await;
+                if reply.is_ok() {
+                    self.answered.touch(group);
+                }
+                reply
+            }
+        };
+        reply.and_then(Value::extract_error)
     }
 }
 
+/// `PING` on the node that serves `key`, up to three times: redis-rs may
+/// answer the first after a dead socket before its reconnect is done.
+async fn ping_node(cluster: &mut ClusterConnection, key: &[u8]) -> RedisResult<Value> {
+    let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master)));
+    let mut attempt = 1;
+    loop {
+        match cluster.route_command(redis::cmd("PING"), route.clone()).await {
+            Err(e) if attempt < 3 && (is_dead_socket(&e) || e.kind() == ErrorKind::ClusterConnectionNotFound) => {
+                tracing::debug!(target: "ratelimit", "a Redis Cluster node's connection was closed while idle: {e}");
+                attempt += 1;
+            }
+            reply => return reply,
+        }
+    }
+}
+
+/// A socket that was open and is not any more: closed by the server or a
+/// middlebox, reset. Not a refused connect, which says the server is down.
+pub(crate) fn is_dead_socket(error: &RedisError) -> bool {
+    error.is_connection_dropped() && !error.is_connection_refusal()
+}
+
+/// `cmd` on `manager`, after a `PING` if the connection has been idle; see
+/// [`Connection::request`].
+async fn guarded(
+    manager: &mut ConnectionManager,
+    answered: &Answered,
+    cmd: &Cmd,
+    replayable: bool,
+) -> RedisResult<Value> {
+    if answered.idle(0) {
+        // Boxed: only a call after an idle spell takes this path.
+        Box::pin(resent_once(manager, answered, &redis::cmd("PING"))).await?;
+    }
+    if replayable {
+        return resent_once(manager, answered, cmd).await;
+    }
+    let reply = manager.req_packed_command(cmd).await;
+    if reply.is_ok() {
+        answered.touch(0);
+    }
+    reply.and_then(Value::extract_error)
+}
+
+/// `cmd`, and once more if its connection turned out dead: the manager has
+/// then started a new one, which the second request waits for.
+async fn resent_once(manager: &mut ConnectionManager, answered: &Answered, cmd: &Cmd) -> RedisResult<Value> {
+    let reply = match manager.req_packed_command(cmd).await {
+        Err(e) if is_dead_socket(&e) => {
+            tracing::debug!(target: "ratelimit", "the Redis connection was closed while idle; reconnecting");
+            manager.req_packed_command(cmd).await
+        }
+        reply => reply,
+    };
+    if reply.is_ok() {
+        answered.touch(0);
+    }
+    reply.and_then(Value::extract_error)
+}
+
 impl ConnectionLike for Connection {
+    /// What scripts.rs and bound.rs send besides decisions (`SCRIPT LOAD`,
+    /// `DEL`) is resent freely after a dead socket: doing either twice is
+    /// doing it once.
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Connection::Single(c) => c.req_packed_command(cmd),
-            Connection::Cluster(c) => c.req_packed_command(cmd),
-            Connection::Sentinel(s) => Box::pin(s.request(cmd)),
+        match &mut self.kind {
+            Kind::Single(manager) => Box::pin(guarded(manager, &self.answered, cmd, true)),
+            Kind::Cluster(c) => c.req_packed_command(cmd),
+            Kind::Sentinel(s) => Box::pin(s.request(cmd, &self.answered, true)),
         }
     }
 
@@ -97,10 +217,10 @@ impl ConnectionLike for Connection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Connection::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Connection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-            Connection::Sentinel(s) => {
+        match &mut self.kind {
+            Kind::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Kind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Kind::Sentinel(s) => {
                 let (_, mut current) = s.current();
                 Box::pin(async move { current.req_packed_commands(pipeline, offset, count).await })
             }
@@ -108,10 +228,10 @@ impl ConnectionLike for Connection {
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            Connection::Single(c) => c.get_db(),
-            Connection::Cluster(c) => c.get_db(),
-            Connection::Sentinel(s) => s.current().1.get_db(),
+        match &self.kind {
+            Kind::Single(c) => c.get_db(),
+            Kind::Cluster(c) => c.get_db(),
+            Kind::Sentinel(s) => s.current().1.get_db(),
         }
     }
 }
@@ -181,14 +301,14 @@ impl SentinelMaster {
         Ok(())
     }
 
-    async fn request(&self, cmd: &Cmd) -> RedisResult<Value> {
+    async fn request(&self, cmd: &Cmd, answered: &Answered, replayable: bool) -> RedisResult<Value> {
         let (seen, mut current) = self.current();
-        match current.req_packed_command(cmd).await {
+        match guarded(&mut current, answered, cmd, replayable).await {
             // A replica refuses a script before running it, so one retry on
             // the new master cannot count a call twice.
             Err(e) if is_read_only(&e) => {
                 self.re_resolve(seen).await?;
-                self.current().1.req_packed_command(cmd).await
+                self.current().1.req_packed_command(cmd).await.and_then(Value::extract_error)
             }
             Err(e) if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() => {
                 // The master may be gone; the next call uses whatever the sentinels say now.

@@ -6,13 +6,14 @@ mod breaker;
 mod connection;
 pub(crate) mod counter;
 mod endpoint;
+mod idle;
 mod reply;
 pub(crate) mod scripts;
 
 use self::bound::RedisBound;
 use self::breaker::Breaker;
 use self::connection::Connection;
-use self::endpoint::redact;
+pub(crate) use self::endpoint::redact;
 use self::scripts::Registry;
 use super::{Backend, Binding, Bound};
 use crate::Error;
@@ -23,17 +24,36 @@ use std::time::Duration;
 
 /// Timeouts and retry settings of the Redis connection. Every default is set
 /// here explicitly rather than inherited from redis-rs.
+///
+/// Each duration is from 1 ms to 1 hour ([`RedisOptions::MAX_DURATION`]),
+/// and `reconnect_retries` at most [`RedisOptions::MAX_RECONNECT_RETRIES`]:
+/// [`Store::redis_with`](crate::Store::redis_with) rejects anything else
+/// with an [`Error::InvalidConfig`] naming the field, rather than
+/// overflowing or turning a safeguard off.
+///
+/// ```
+/// use ratelimit::RedisOptions;
+/// use std::time::Duration;
+///
+/// assert!(RedisOptions::default().validate().is_ok());
+/// let forever = RedisOptions { retry_interval: Duration::MAX, ..RedisOptions::default() };
+/// let error = forever.validate().unwrap_err().to_string();
+/// assert!(error.contains("retry_interval"), "{error}");
+/// ```
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
-    /// Bound on establishing a connection (default 1 s). Start-up fails with a
-    /// clear error after this, instead of hanging.
+    /// Bound on establishing a connection (default 1 s): the whole of
+    /// [`Store::redis`](crate::Store::redis), retries of a refused connect
+    /// included, and of each reconnect attempt. Start-up fails with a clear
+    /// error after this, instead of hanging.
     pub connect_timeout: Duration,
     /// Bound on one decision's round trip (default 250 ms), a wait for a
     /// reconnect or a script reload included. A call that takes longer is an
     /// [`Error::Timeout`]; it may still have run on the server, so it is
     /// never counted as a permit.
     pub response_timeout: Duration,
-    /// Reconnect attempts after the connection drops (default 3, backing off from 50 ms).
+    /// Reconnect attempts after the connection drops (default 3, backing
+    /// off from 50 ms); calls wait for them within their response timeout.
     pub reconnect_retries: usize,
     /// After a failure to reach Redis, calls fail at once with
     /// [`Error::Unavailable`] for this long (default 250 ms) instead of each
@@ -57,6 +77,42 @@ impl Default for RedisOptions {
             #[cfg(feature = "tls")]
             tls_root_cert: None,
         }
+    }
+}
+
+impl RedisOptions {
+    /// The longest duration any field takes.
+    pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+    /// The shortest duration any field takes.
+    pub const MIN_DURATION: Duration = Duration::from_millis(1);
+    /// The most reconnect attempts `reconnect_retries` takes.
+    pub const MAX_RECONNECT_RETRIES: usize = 100;
+
+    /// `Ok` when every field is within its bounds; else an
+    /// [`Error::InvalidConfig`] naming the first field that is not.
+    pub fn validate(&self) -> Result<(), Error> {
+        let durations = [
+            ("connect_timeout", self.connect_timeout),
+            ("response_timeout", self.response_timeout),
+            ("retry_interval", self.retry_interval),
+        ];
+        for (field, value) in durations {
+            if !(Self::MIN_DURATION..=Self::MAX_DURATION).contains(&value) {
+                return Err(Error::InvalidConfig(format!(
+                    "invalid RedisOptions: `{field}` is {value:?}; it must be from {:?} to {:?}",
+                    Self::MIN_DURATION,
+                    Self::MAX_DURATION
+                )));
+            }
+        }
+        if self.reconnect_retries > Self::MAX_RECONNECT_RETRIES {
+            return Err(Error::InvalidConfig(format!(
+                "invalid RedisOptions: `reconnect_retries` is {}; it must be at most {}",
+                self.reconnect_retries,
+                Self::MAX_RECONNECT_RETRIES
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -84,9 +140,11 @@ impl RedisBackend {
     /// Connects to `url` (any form [`Store::redis`](crate::Store::redis)
     /// documents).
     pub async fn connect(url: &str, options: RedisOptions) -> Result<RedisBackend, Error> {
+        options.validate()?;
         let endpoint = endpoint::parse(url)?;
-        // redis-rs retries a failed first connect; bound the whole start-up.
-        let bound = options.connect_timeout * (options.reconnect_retries as u32 + 2);
+        // redis-rs retries a refused first connect, each attempt bounded by
+        // the connect timeout: the whole start-up gets that one bound.
+        let bound = options.connect_timeout;
         // Boxed: the connect future is deep, and callers await it inline.
         let connect = Box::pin(Connection::connect(endpoint, &options));
         let connection = match tokio::time::timeout(bound, connect).await {
@@ -104,7 +162,7 @@ impl RedisBackend {
 
     /// Whether this backend talks to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
-        matches!(self.connection, Connection::Cluster(_))
+        self.connection.is_cluster()
     }
 }
 

@@ -1,0 +1,77 @@
+//! When a connection has been idle long enough that Redis (`timeout`) or a
+//! middlebox may have closed it, per group of a cluster's slots; and which
+//! slot a key is in.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a connection may go without an answer before a request asks
+/// `PING` first: under a second, the shortest idle `timeout` Redis takes,
+/// and Redis closes a client only after more than that whole second.
+pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(500);
+
+/// A cluster's slots are watched for idleness in groups of this many: few
+/// enough groups that a busy cluster keeps them all fresh, small enough
+/// that a group seldom spans two nodes.
+pub(crate) const SLOTS_PER_GROUP: usize = 256;
+pub(crate) const SLOTS: usize = 16_384;
+
+/// When the connection last answered, as µs since `origin`; per group of
+/// slots for a cluster, whose nodes each have their own connection.
+pub(crate) struct Answered {
+    origin: Instant,
+    at_us: Box<[AtomicU64]>,
+}
+
+impl Answered {
+    pub(crate) fn new(groups: usize) -> Answered {
+        Answered { origin: Instant::now(), at_us: (0..groups).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    fn elapsed_us(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    pub(crate) fn touch(&self, group: usize) {
+        if let Some(at) = self.at_us.get(group) {
+            at.fetch_max(self.elapsed_us(), Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn idle(&self, group: usize) -> bool {
+        let at = self.at_us.get(group).map_or(0, |at| at.load(Ordering::Relaxed));
+        self.elapsed_us().saturating_sub(at) >= PROBE_AFTER.as_micros() as u64
+    }
+}
+
+/// Redis Cluster's slot of `key`: CRC16 (XMODEM) of its hash tag (the part
+/// between the first `{` and the next `}`, when not empty), else of the key.
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        rest.iter().position(|&b| b == b'}').filter(|&close| close > 0).map(|close| &rest[..close])
+    });
+    let mut crc: u16 = 0;
+    for &byte in tagged.unwrap_or(key) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc % SLOTS as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slot;
+
+    #[test]
+    fn slots_are_redis_clusters() {
+        // From Redis's cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(slot(b"123456789"), 0x31C3);
+        assert_eq!(slot(b"foo"), 12_182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"), "an empty first tag hashes the whole key");
+        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
+    }
+}
