@@ -193,16 +193,18 @@ mod tests {
 
     #[test]
     fn running_totals_are_lowered_before_they_grow_large() {
-        // Two entries of 2^39 always in the window: the log never empties.
-        let s = strategies("1099511627776/2s");
-        let mut log = None;
-        for second in 0..1200 {
-            let d = decide(&s, &mut log, (second + 1) * 1_000_000, 1 << 39, false);
-            assert!(d.allowed, "second {second}");
-            assert_eq!(d.remaining, if second == 0 { 1 << 39 } else { 0 }, "second {second}");
-        }
-        let entries = &log.unwrap().entries;
-        assert_eq!(entries.len(), 2);
-        assert!(entries.iter().all(|e| e.through() < REBASE_FROM), "1200 × 2^39 is past 2^48: lowered");
+        let s = strategies("10/1s");
+        let start = |before| Entry { at: 1_000_000, before, weight: 3 };
+        let mut log = Some(Log { entries: VecDeque::from([start(REBASE_FROM + 5)]) });
+        let d = decide(&s, &mut log, 1_500_000, 4, false);
+        assert!(d.allowed && d.remaining == 3);
+        let entries: Vec<(u64, u64)> = log.as_ref().unwrap().entries.iter().map(|e| (e.before, e.weight)).collect();
+        assert_eq!(entries, [(0, 3), (3, 4)], "lowered by the oldest's total");
+        let denied = decide(&s, &mut log, 1_600_000, 4, false);
+        assert_eq!(denied.retry_after_us, Some(400_000), "the same answers after");
+        // Below the mark, nothing moves.
+        let mut log = Some(Log { entries: VecDeque::from([start(REBASE_FROM - 5)]) });
+        decide(&s, &mut log, 1_500_000, 4, false);
+        assert_eq!(log.unwrap().entries[0].before, REBASE_FROM - 5);
     }
 }
