@@ -76,7 +76,13 @@ async fn tasks_on_a_client_clock_never_over_admit_in_memory() {
     const MEMORY_CALLS: u64 = 200;
     for algo in ALGORITHMS {
         let o = exactness::in_memory(algo, MEMORY_TASKS, MEMORY_CALLS).await;
-        println!("memory {algo}: {} decisions, {} admitted over {:?}, {} over-admitted", o.decisions(), o.admitted, o.span, o.over);
+        println!(
+            "memory {algo}: {} decisions, {} admitted over {:?}, {} over-admitted",
+            o.decisions(),
+            o.admitted,
+            o.span,
+            o.over
+        );
         assert_eq!(o.decisions(), MEMORY_TASKS * MEMORY_CALLS, "{algo}: every task makes its full count");
         assert_eq!(o.over, 0, "{algo}: over-admitted on a client clock");
         assert!(o.admitted > 0, "{algo}: nothing admitted");

@@ -112,8 +112,7 @@ async fn a_late_call_is_judged_at_the_time_its_key_records() {
 async fn a_late_call_never_counts_a_window_a_later_call_trimmed() {
     let both = BothStores::start().await;
     for (backend, store) in both.each() {
-        let limiter =
-            Limiter::new("trimmed", Policy::sliding_log("2/1s").unwrap(), store).with_deny_cache(false);
+        let limiter = Limiter::new("trimmed", Policy::sliding_log("2/1s").unwrap(), store).with_deny_cache(false);
         let t = ratelimit::Clock::now_us(&both.clock).unwrap();
         let mut admitted = Vec::new();
         for at in [t, t, t + 1_050_000, t + 990_000, t + 1_050_000] {

@@ -38,8 +38,13 @@ fn exactness_worker() {
 fn every_algorithm_is_exact(url: &str, topology: &str) {
     let exe = std::env::current_exe().unwrap();
     for algo in ALGORITHMS {
-        let worker =
-            Worker { url: url.into(), algo: algo.into(), tasks: TASKS, bound: Bound::Calls(CALLS), timing: Timing::Server };
+        let worker = Worker {
+            url: url.into(),
+            algo: algo.into(),
+            tasks: TASKS,
+            bound: Bound::Calls(CALLS),
+            timing: Timing::Server,
+        };
         let commands = (0..PROCESSES)
             .map(|_| {
                 let mut command = Command::new(&exe);

@@ -238,7 +238,8 @@ async fn every_answer_is_dated_by_redis_time() {
     // The script's own reply: the decision, then Redis's time.
     let source = ratelimit::fixed_window_counter_source(&Policy::fixed_window("2/1h").unwrap()).unwrap();
     let before = redis_time(&mut s.admin).await;
-    let reply: Vec<i64> = redis::cmd("EVAL").arg(&source).arg(1).arg("by-hand").query_async(&mut s.admin).await.unwrap();
+    let reply: Vec<i64> =
+        redis::cmd("EVAL").arg(&source).arg(1).arg("by-hand").query_async(&mut s.admin).await.unwrap();
     let after = redis_time(&mut s.admin).await;
     assert_eq!(reply.len(), 2, "{reply:?}");
     assert!((before..=after).contains(&(reply[1] as u64)), "{before} <= {} <= {after}", reply[1]);

@@ -38,7 +38,8 @@ fn storage_key(name: &str, key: &str) -> String {
 async fn a_call_of_a_million_permits_takes_redis_under_10_ms_and_others_are_answered_meanwhile() {
     let server = RedisServer::start();
     let mut admin = connect(&server.url()).await;
-    let _: () = redis::cmd("CONFIG").arg(&["SET", "slowlog-log-slower-than", "10000"]).query_async(&mut admin).await.unwrap();
+    let _: () =
+        redis::cmd("CONFIG").arg(&["SET", "slowlog-log-slower-than", "10000"]).query_async(&mut admin).await.unwrap();
     let store = Store::redis(&server.url()).await.unwrap();
     let limiter = Limiter::new("victim", Policy::sliding_log("1000000/1m").unwrap(), &store).with_deny_cache(false);
     // The script loaded and run once, then the counters start from zero.

@@ -20,9 +20,8 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Windows>, now: 
     // a recorded one. Inside live windows, any time from there on finds the
     // same windows, so a write that starts none needs no time recorded.
     let now = (0..strategies.len()).filter_map(|i| stored(i).map(|(start, _)| start)).fold(now, u64::max);
-    let slots: Vec<Option<(u64, u64)>> = (0..strategies.len())
-        .map(|i| stored(i).filter(|&(start, _)| now - start < strategies[i].window_us))
-        .collect();
+    let slots: Vec<Option<(u64, u64)>> =
+        (0..strategies.len()).map(|i| stored(i).filter(|&(start, _)| now - start < strategies[i].window_us)).collect();
     let counts: Vec<u64> = slots.iter().map(|s| s.map_or(0, |(_, c)| c)).collect();
     let verdict = judge(strategies, &counts, cost);
 

@@ -96,7 +96,9 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Log>, now: u64,
         _ => strategies
             .iter()
             .zip(&counts_after)
-            .map(|(s, &c)| (s.limit.saturating_sub(c), newest_at.map_or(0, |at| (at + s.window_us).saturating_sub(now))))
+            .map(|(s, &c)| {
+                (s.limit.saturating_sub(c), newest_at.map_or(0, |at| (at + s.window_us).saturating_sub(now)))
+            })
             .collect(),
     };
 

@@ -43,7 +43,9 @@ impl Reply {
             }
             Reply::Counter(counter) => match redis::from_redis_value::<Vec<i64>>(reply).map_err(protocol)?[..] {
                 [v, now_us] if now_us >= 0 => counted(counter, v, cost, now_us as u64),
-                ref other => Err(Error::Protocol(format!("fixed window counter replied {other:?}: expected {{v, now}}"))),
+                ref other => {
+                    Err(Error::Protocol(format!("fixed window counter replied {other:?}: expected {{v, now}}")))
+                }
             },
         }
     }
