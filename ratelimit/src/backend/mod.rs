@@ -75,6 +75,24 @@ pub trait Bound: Send + Sync + 'static {
     /// under the key's lock, so calls on one key are decided in the order
     /// of their times. By default, read at once and passed to
     /// [`decide`](Bound::decide).
+    ///
+    /// Every store judges a call no earlier than the latest time its key
+    /// records, so a late call is answered as at that time:
+    ///
+    /// ```
+    /// use ratelimit::backend::{Answer, Backend, Binding};
+    /// use ratelimit::{ManualClock, MemoryBackend, Policy};
+    ///
+    /// let policy = Policy::sliding_log("2/1s")?;
+    /// let binding = Binding { prefix: "ratelimit", name: "api", policy: &policy, server_clock: false };
+    /// let bound = MemoryBackend::new().bind(binding);
+    /// let clock = ManualClock::new();
+    /// let Answer::Now(Ok(first)) = bound.decide_by(b"k", 1, false, &clock) else { panic!("in memory") };
+    /// clock.set_us(first.now_us - 500_000);
+    /// let Answer::Now(Ok(late)) = bound.decide_by(b"k", 1, false, &clock) else { panic!("in memory") };
+    /// assert_eq!((late.allowed, late.remaining, late.now_us), (true, 0, first.now_us));
+    /// # Ok::<(), ratelimit::Error>(())
+    /// ```
     fn decide_by<'a>(&'a self, key: &[u8], cost: u64, peek: bool, clock: &dyn Clock) -> Answer<'a> {
         self.decide(key, Call { cost, peek, now_us: clock.now_us() })
     }
