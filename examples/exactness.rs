@@ -17,7 +17,7 @@
 //! Prints decisions and admissions per algorithm and exits non-zero on any
 //! over-admission.
 
-use ratelimit_test_support::exactness::{self, Bound, Worker, ALGORITHMS, KEYS};
+use ratelimit_test_support::exactness::{self, Bound, Timing, Worker, ALGORITHMS, KEYS};
 use ratelimit_test_support::redis_cluster::RedisCluster;
 use ratelimit_test_support::redis_server::RedisServer;
 use std::process::{Command, ExitCode};
@@ -56,8 +56,8 @@ async fn main() -> ExitCode {
     let (mut decisions, mut over) = (0, 0);
     let exe = std::env::current_exe().unwrap();
     for algo in ALGORITHMS {
-        let worker =
-            Worker { url: url.clone(), algo: algo.into(), tasks, bound: Bound::For(Duration::from_secs(seconds)) };
+        let bound = Bound::For(Duration::from_secs(seconds));
+        let worker = Worker { url: url.clone(), algo: algo.into(), tasks, bound, timing: Timing::Server };
         let commands = (0..processes).map(|_| worker.command(Command::new(&exe))).collect();
         let o = tokio::task::block_in_place(|| exactness::run(algo, commands));
         println!("{algo:<16}{:>10}{:>10}{:>16}", o.decisions(), o.admitted, o.over);

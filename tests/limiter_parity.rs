@@ -16,9 +16,13 @@ fn policies() -> Vec<Policy> {
         Policy::sliding_window("5/1s", "100ms").unwrap(),
         Policy::sliding_window("4/1s,10/5s", "500ms").unwrap(),
         Policy::sliding_window("3/300ms", "100ms").unwrap(),
+        // 20 sub-windows: the totals layout on Redis.
+        Policy::sliding_window("6/2s,9/4s", "100ms").unwrap(),
         Policy::sliding_log("3/1s").unwrap(),
         Policy::sliding_log("5/1s,8/3s").unwrap(),
         Policy::sliding_log("2/250ms,5/1s").unwrap(),
+        // Costs up to 11 against these: a denial's retry bisects weighted entries.
+        Policy::sliding_log("20/1s,45/3s").unwrap(),
         Policy::token_bucket(3, "1/1s").unwrap(),
         Policy::token_bucket(5, "3/1s").unwrap(),
         Policy::token_bucket(10, "7/3s").unwrap(),

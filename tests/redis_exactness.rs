@@ -14,7 +14,7 @@
 //!
 //! `cargo test --test redis_exactness` (needs `redis-server` and `redis-cli`)
 
-use ratelimit_test_support::exactness::{self, Bound, Worker, ALGORITHMS, KEYS};
+use ratelimit_test_support::exactness::{self, Bound, Timing, Worker, ALGORITHMS, KEYS};
 use ratelimit_test_support::redis_cluster::RedisCluster;
 use ratelimit_test_support::redis_server::RedisServer;
 use std::process::Command;
@@ -38,7 +38,13 @@ fn exactness_worker() {
 fn every_algorithm_is_exact(url: &str, topology: &str) {
     let exe = std::env::current_exe().unwrap();
     for algo in ALGORITHMS {
-        let worker = Worker { url: url.into(), algo: algo.into(), tasks: TASKS, bound: Bound::Calls(CALLS) };
+        let worker = Worker {
+            url: url.into(),
+            algo: algo.into(),
+            tasks: TASKS,
+            bound: Bound::Calls(CALLS),
+            timing: Timing::Server,
+        };
         let commands = (0..PROCESSES)
             .map(|_| {
                 let mut command = Command::new(&exe);

@@ -225,3 +225,32 @@ async fn each_policy_has_its_own_script_and_a_lost_one_is_loaded_again() {
     assert!(exists(&mut s.admin).await, "loaded again after SCRIPT FLUSH");
     assert_eq!(get(&mut s.admin, &counter_key("api", "k")).await, Some(33));
 }
+
+/// Redis's `TIME` in µs.
+async fn redis_time(admin: &mut MultiplexedConnection) -> u64 {
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query_async(admin).await.unwrap();
+    seconds * 1_000_000 + micros
+}
+
+#[tokio::test]
+async fn every_answer_is_dated_by_redis_time() {
+    let mut s = setup().await;
+    // The script's own reply: the decision, then Redis's time.
+    let source = ratelimit::fixed_window_counter_source(&Policy::fixed_window("2/1h").unwrap()).unwrap();
+    let before = redis_time(&mut s.admin).await;
+    let reply: Vec<i64> =
+        redis::cmd("EVAL").arg(&source).arg(1).arg("by-hand").query_async(&mut s.admin).await.unwrap();
+    let after = redis_time(&mut s.admin).await;
+    assert_eq!(reply.len(), 2, "{reply:?}");
+    assert!((before..=after).contains(&(reply[1] as u64)), "{before} <= {} <= {after}", reply[1]);
+
+    // Every kind of answer through a limiter: admitted, denied, a peek.
+    let limiter = Limiter::new("dated", Policy::fixed_window("1/1h").unwrap(), &s.store).with_deny_cache(false);
+    for (cost, peek) in [(1, false), (1, false), (1, true), (0, false)] {
+        let before = redis_time(&mut s.admin).await;
+        let d = if peek { limiter.peek("k", cost).await } else { limiter.check("k", cost).await }.unwrap();
+        let after = redis_time(&mut s.admin).await;
+        let at = d.decided_at.duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
+        assert!((before..=after).contains(&at), "cost {cost}, peek {peek}: {before} <= {at} <= {after}");
+    }
+}

@@ -5,7 +5,8 @@
 --   reply    the units held (token) or the level (leaky) after the call;
 --   write    the call is admitted, costs something and is not a peek;
 --   missing  the units until the bucket is untouched again (full, or empty);
---   last     when its units were last counted (µs); covered as it says.
+--   last     when its units were last counted (µs), at most now (the
+--            time judged at, which this write records); covered as it says.
 -- Sets, for set_state.lua: value (the 17-byte state, or false), e (when the
 -- bucket is untouched again, µs), reset (e - last, rounded up) and kept.
 --
@@ -14,7 +15,7 @@
 -- recorded), so the next write in the same second can keep the TTL.
 local value, e, reset, kept = false
 if write then
-  if now > last then last = now end
+  last = now
   -- reset = ceil(missing / n): no division when n = 1 (every rate whose
   -- count divides its period), else floor, then step up if short, on
   -- integers held in doubles.

@@ -7,12 +7,14 @@
 -- Returns    the window reply (window.lua).
 --
 -- State (a hash): for strategy i (1-based) "s<i>" = window start µs, "c<i>"
--- = count in that window. A window covers now iff now < start or
--- now - start < W (half-open). Written only when allowed, cost > 0 and not
--- a peek. A write that starts (or runs before the start of) any window
--- rewrites every field, then sets the TTL to the latest window's end; a
--- write inside live windows only adds the cost to each count (HINCRBY), the
--- TTL already covering the latest window's end.
+-- = count in that window. The call is judged at the latest start if now is
+-- earlier (clock.lua), so a window covers now iff now - start < W
+-- (half-open). Written only when allowed, cost > 0 and not a peek. A write
+-- that starts any window rewrites every field, then sets the TTL to the
+-- latest window's end; a write inside live windows only adds the cost to
+-- each count (HINCRBY), the TTL already covering the latest window's end.
+-- A call inside live windows needs no time recorded: judged at any time
+-- from the latest start on, it finds the same windows.
 
 -- s<i>, c<i> for every strategy, and s<k+1>: present only if an earlier
 -- policy under this name had more strategies, whose fields must go.
@@ -23,10 +25,14 @@ end
 fields[2 * k + 1] = 's' .. (k + 1)
 local h = redis.call('HMGET', key, unpack(fields))
 
+for i = 1, k do
+  local s, c = tonumber(h[2 * i - 1]), tonumber(h[2 * i])
+  if s and c and s > now then now = s end
+end
 local starts, counts = {}, {}
 for i = 1, k do
   local s, c = tonumber(h[2 * i - 1]), tonumber(h[2 * i])
-  if s and c and (now < s or now - s < windows[i]) then
+  if s and c and now - s < windows[i] then
     starts[i], counts[i] = s, c
   else
     starts[i], counts[i] = false, 0
@@ -54,10 +60,10 @@ local starting = false
 local reset, ends, after = 0, {}, {}
 for i = 1, k do
   local s = starts[i]
-  if taken > 0 and not s then s = now end
-  -- A window that starts later than now (the clock stepped back) ends
-  -- later than its TTL says: rewrite, as for a window that starts.
-  if taken > 0 and s >= now then starting = true end
+  if taken > 0 and not s then
+    s = now
+    starting = true
+  end
   after[i] = s
   local e = 0
   if s then

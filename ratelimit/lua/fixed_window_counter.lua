@@ -1,16 +1,18 @@
 -- fixed_window_counter.lua: a fixed window of one strategy kept as a
 -- counter whose TTL is the window, started by the first admitted hit (INCR
--- or INCRBY, and PEXPIRE when it created the key), so no call reads a
+-- or INCRBY, and PEXPIRE when it created the key), so the decision needs no
 -- clock: Redis times the window by its own. Used on Redis's clock for a
 -- policy of one strategy whose reply fits a double (the rule is in
 -- ratelimit/src/backend/redis/counter.rs); fixed_window.lua decides every
 -- other fixed window. Joined after prelude.lua but not clock.lua: it takes
--- no `now` (the runtime never sends one to it).
+-- no `now` (the runtime never sends one to it), and reads TIME only to
+-- date its reply.
 --
 -- Constants  local limit, window, window_text = <L>, <W ms>, '<W ms>'
 --            (the window as a number and as the text PEXPIRE is given)
 -- KEYS, ARGV prelude.lua's (cost and peek; never now).
--- Returns    the counter reply, one integer v = count * (W + 2) + t, where
+-- Returns    the counter reply {v, now}: now = Redis's TIME in µs, the
+--            time of the decision, and v = count * (W + 2) + t, where
 --              count  permits taken in the window after the call (as if
 --                     taken for a peek; for a denial, as it stands, at most
 --                     L, so a count left by an earlier, larger limit fits);
@@ -18,13 +20,20 @@
 --                     up, until the window has surely ended (Redis drops a
 --                     key once its ms clock passes the expiry, so the window
 --                     lasts W to W + 1 ms from the first hit, never less);
---            and a denial returns -1 - v. The caller knows L and W, so this
+--            and a denial replies -1 - v. The caller knows L and W, so this
 --            one integer is the whole decision.
 --
 -- State (a string holding an integer): the count; its TTL is the window.
 -- A denied call takes nothing: its increment is undone with DECRBY in the
 -- same script. Peeks, cost 0 and a cost above L (never admitted) only read.
 local call = redis.call
+
+-- The reply: v, dated by Redis's clock.
+local function dated(v)
+  local t = call('TIME')
+  return {v, t[1] * 1000000 + t[2]}
+end
+
 if peek or cost == 0 or cost > limit then
   local count = tonumber(call('GET', key) or 0)
   local t = 0
@@ -33,9 +42,9 @@ if peek or cost == 0 or cost > limit then
     -- No TTL (-1, never written so by this script): as a window starting now.
     if t < 1 then t = window + 1 end
   end
-  if count + cost > limit then return -1 - (math.min(count, limit) * (window + 2) + t) end
+  if count + cost > limit then return dated(-1 - (math.min(count, limit) * (window + 2) + t)) end
   if cost > 0 and t == 0 then t = window + 1 end
-  return (count + cost) * (window + 2) + t
+  return dated((count + cost) * (window + 2) + t)
 end
 local count
 if cost == 1 then count = call('INCR', key) else count = call('INCRBY', key, string.format('%d', cost)) end
@@ -53,6 +62,6 @@ else
 end
 if count > limit then
   call('DECRBY', key, string.format('%d', cost))
-  return -1 - (math.min(count - cost, limit) * (window + 2) + t)
+  return dated(-1 - (math.min(count - cost, limit) * (window + 2) + t))
 end
-return count * (window + 2) + t
+return dated(count * (window + 2) + t)

@@ -19,6 +19,12 @@
 -- not a peek. With the server clock a TTL runs to the end of the second
 -- holding ceil(TAT), and a write whose ceil(TAT) falls in the second of the
 -- TAT it replaces keeps it (set_state.lua).
+--
+-- The TAT records no call's time, and none is needed: every write leaves
+-- a TAT after its own time, so a late call (now before an earlier call's)
+-- is judged at its own time against that TAT and finds more debt, never
+-- more room; the admitted calls, sorted by the times they were judged at,
+-- still conform.
 
 local limit = burst + 1
 local tolerance = limit * p

@@ -30,6 +30,9 @@ if v and #v == 17 then
 else
   level, last = 0, now
 end
+-- Judged at t if now is earlier (clock.lua): a late call finds the
+-- bucket no emptier than it was then.
+if last > now then now = last end
 if now > last then
   local drained = (now - last) * n
   if drained >= level then level = 0 else level = level - drained end

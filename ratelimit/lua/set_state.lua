@@ -7,20 +7,20 @@
 --          says what it counts); an integer below 2^53 held in a double;
 --   value  the new state (a string), or false when nothing is written;
 --   e      when the written state is untouched again (µs), and
---   reset  e - now rounded up to whole µs, for a client clock's TTL;
+--   reset  e - now rounded up to whole µs;
 --   kept   the key's TTL already runs to the end of e's second.
--- Writes `value` to `key`:
+-- Writes `value` to `key`, its TTL counted from `read_at` (clock.lua):
 --   with the server clock, the TTL runs to the end of e's whole second;
 --   when `kept` (a write in the same second), SET ... KEEPTTL leaves it,
 --   else SET ... PX sets it. Redis expires keys by the clock TIME reads,
 --   so a kept TTL still covers e, and a key lives at most 1 s past its reset;
---   with a client clock, always PX = ceil(reset / 1000) + slack.
+--   with a client clock, always PX = ceil((e - read_at) / 1000) + slack.
 --
 -- Returns  the bucket reply: struct.pack('<dd', reply, now), 16 bytes, two
 --          little-endian doubles holding integers exactly. The runtime
 --          rebuilds every field of the decision from `reply`, the cost and
 --          the policy's constants (ratelimit/src/backend/redis/reply.rs, by
---          the twins' formulas); `now` is the time of the decision
+--          the twins' formulas); `now` is the time the call was judged at
 --          (Redis's, on its own clock).
 if value then
   if kept and server_clock then
@@ -28,9 +28,9 @@ if value then
   else
     local ms
     if server_clock then
-      ms = math.floor((e - e % 1000000 + 1000999 - now) / 1000)
+      ms = math.floor((e - e % 1000000 + 1000999 - read_at) / 1000)
     else
-      ms = math.floor((reset + 999) / 1000) + slack
+      ms = math.floor((e - read_at + 999) / 1000) + slack
     end
     if ms < 1 then ms = 1 end
     redis.call('SET', key, value, 'PX', string.format('%d', ms))

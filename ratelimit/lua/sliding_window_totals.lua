@@ -12,13 +12,13 @@
 -- "n" = the newest index written, "p" = the precision and windows the
 -- totals were made for ("P:W_1:...:W_k").
 --
--- A call at current >= l, with n <= l and the same "p", starts from the
--- totals and subtracts the sub-windows that left each strategy's window
--- since l: current - l fields per strategy, none when current = l. Anything
--- else (first call, a clock that stepped back, a policy change, a state the
--- hash layout wrote, a gap wider than 64 fields) recounts every field, as
--- the hash layout does. Written only when allowed, cost > 0 and not a peek,
--- always followed by PEXPIRE to the reset.
+-- The call first catches up with n (sub_windows.lua), so current >= l.
+-- With n <= l and the same "p", it starts from the totals and subtracts
+-- the sub-windows that left each strategy's window since l: current - l
+-- fields per strategy, none when current = l. Anything else (first call, a
+-- policy change, a state the hash layout wrote, a gap wider than 64
+-- fields) recounts every field, as the hash layout does. Written only when
+-- allowed, cost > 0 and not a peek, always followed by PEXPIRE to the reset.
 
 local signature = {string.format('%d', precision)}
 local total_fields = {}
@@ -32,6 +32,11 @@ local current_field = string.format('%d', current)
 -- n, l, p, the current sub-window's count, t1..tk.
 local head = redis.call('HMGET', key, 'n', 'l', 'p', current_field, unpack(total_fields))
 local newest, last = tonumber(head[1]), tonumber(head[2])
+if newest and newest > current then
+  catch_up(newest)
+  current_field = string.format('%d', current)
+  head[4] = redis.call('HGET', key, current_field)
+end
 local counts, current_count, stale = {}, 0, {}
 local entries = nil -- every live sub-window as {index, count}, when recounted
 
@@ -85,6 +90,7 @@ else
   counts, newest, entries, current_count, stale = recount(redis.call('HGETALL', key), function(field)
     return string.match(field, '^t%d+$') and tonumber(string.sub(field, 2)) > k
   end)
+  current_field = string.format('%d', current)
 end
 
 local violated, never = judge(counts)

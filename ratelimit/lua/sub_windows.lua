@@ -7,6 +7,11 @@
 -- floor(now / P) and span_i = W_i / P, strategy i counts the fields with
 -- current - span_i < index <= current. Fields with index + widest <= current
 -- never count again; a write deletes those it finds.
+--
+-- A write records its time as the sub-window it counts in: a call is judged
+-- at the start of the newest sub-window written when now is earlier
+-- (`catch_up`), so no call goes back before a recorded one. Within one
+-- sub-window any time finds the same counts.
 local current = math.floor(now / precision)
 local spans, widest = {}, 0
 for i = 1, k do
@@ -14,12 +19,24 @@ for i = 1, k do
   if spans[i] > widest then widest = spans[i] end
 end
 
--- Reads every field of `raw` (HGETALL's reply): the counts per strategy,
--- the newest live index (nil if none; it may lie ahead of current when the
--- clock stepped back), the live entries up to current as {index, count},
--- the current sub-window's count and the fields to delete: dead ones, and
--- those that are not an index for which `drop(field)` says so.
+-- Judges the call at sub-window `index` if it is later than now's.
+local function catch_up(index)
+  if index > current then
+    current = index
+    now = index * precision
+  end
+end
+
+-- Reads every field of `raw` (HGETALL's reply), first catching up with the
+-- newest index: the counts per strategy, the newest live index (nil if
+-- none), the live entries as {index, count}, the current sub-window's count
+-- and the fields to delete: dead ones, and those that are not an index for
+-- which `drop(field)` says so.
 local function recount(raw, drop)
+  for j = 1, #raw, 2 do
+    local idx = tonumber(raw[j])
+    if idx and tonumber(raw[j + 1]) then catch_up(idx) end
+  end
   local counts, newest, entries, current_count, stale = {}, nil, {}, 0, {}
   for i = 1, k do counts[i] = 0 end
   for j = 1, #raw, 2 do
@@ -29,12 +46,10 @@ local function recount(raw, drop)
         stale[#stale + 1] = raw[j]
       else
         if newest == nil or idx > newest then newest = idx end
-        if idx <= current then
-          entries[#entries + 1] = {idx, c}
-          if idx == current then current_count = c end
-          for i = 1, k do
-            if idx + spans[i] > current then counts[i] = counts[i] + c end
-          end
+        entries[#entries + 1] = {idx, c}
+        if idx == current then current_count = c end
+        for i = 1, k do
+          if idx + spans[i] > current then counts[i] = counts[i] + c end
         end
       end
     elseif drop(raw[j]) then

@@ -31,6 +31,9 @@ if v and #v == 17 then
 else
   units, last = full, now
 end
+-- Judged at t if now is earlier (clock.lua): a late call finds no more
+-- than the bucket held then.
+if last > now then now = last end
 if now > last then
   local gained = (now - last) * n
   if gained >= full - units then units = full else units = units + gained end

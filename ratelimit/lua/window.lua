@@ -8,7 +8,7 @@
 -- Every window script returns the window reply, built by `window_reply`:
 --   {allowed (1|0), limit, remaining, reset_after_us,
 --    retry_after_us (-1 = none), violated (bit i-1 = strategy i),
---    now (µs: the time the decision was made at)}
+--    now (µs: the time the call was judged at, see clock.lua)}
 -- where limit and remaining are the strategy with the least room; only
 -- when there are several strategies, followed by one pair per strategy
 -- (declared order): remaining_i, reset_after_us_i after the call.
@@ -49,9 +49,10 @@ local function window_reply(violated, counts, taken, reset, retry, ends)
   return reply
 end
 
--- Sets the key's TTL to outlive a reset `us` from now (the slack added).
+-- Sets the key's TTL to outlive a reset `us` after `now` (the slack
+-- added), counted from `read_at`: Redis expires keys by the time it reads.
 local function expire_after(us)
-  local ms = math.floor((us + 999) / 1000) + slack
+  local ms = math.floor((us + now - read_at + 999) / 1000) + slack
   if ms < 1 then ms = 1 end
   redis.call('PEXPIRE', key, string.format('%d', ms))
 end

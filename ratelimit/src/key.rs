@@ -46,7 +46,8 @@ fn escape_prefix(prefix: &str) -> String {
 /// under the old policy is used as-is if it means the same under the new one,
 /// and otherwise lives under another key, so it is never misread:
 /// - `fixed_window`, `sliding_log`: a window's start and count, or a log of
-///   hit times, mean the same under any strategies: no detail; but a
+///   admitted calls' times and weights, mean the same under any strategies:
+///   no detail; but a
 ///   fixed window of one strategy on Redis's own clock is a counter whose
 ///   TTL is the window: `fixed_window/v1/counter`.
 /// - `gcra`: the state is a time (the theoretical arrival time): no detail.
@@ -86,7 +87,7 @@ pub(crate) fn layout(policy: &Policy, remote_server_clock: bool) -> String {
 const FIXED_WINDOW_FORMAT: &str = "v1";
 const COUNTER_FORMAT: &str = "v1";
 const SLIDING_WINDOW_FORMAT: &str = "v1";
-const SLIDING_LOG_FORMAT: &str = "v1";
+const SLIDING_LOG_FORMAT: &str = "v2";
 const BUCKET_FORMAT: &str = "v1";
 const GCRA_FORMAT: &str = "v1";
 
@@ -220,7 +221,7 @@ mod tests {
         assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap(), false).unwrap(), "rl:fixed_window/v1:3:api");
         let window = Policy::sliding_window("5/1s", "100ms").unwrap();
         assert_eq!(prefix(window, true).unwrap(), "rl:sliding_window/v1/100ms:3:api");
-        assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap(), true).unwrap(), "rl:sliding_log/v1:3:api");
+        assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap(), true).unwrap(), "rl:sliding_log/v2:3:api");
         assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), true).unwrap(), "rl:token_bucket/v1/3s:3:api");
         assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), true).unwrap(), "rl:leaky_bucket/v1/3s:3:api");
         assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap(), true).unwrap(), "rl:gcra/v1:3:api");

@@ -12,7 +12,7 @@
 //! An answer made in this process still spends tokio's cooperative budget,
 //! so a task looping on a denied key yields to the others as I/O would.
 
-use crate::backend::{Answer, BoxFuture, Call, Outcome};
+use crate::backend::{Answer, BoxFuture, Outcome};
 use crate::clock::{process_now_us, process_ns};
 use crate::deny_cache::DenyCache;
 use crate::observe::{self, LimiterMetrics};
@@ -71,19 +71,19 @@ impl Limiter {
         }
     }
 
-    /// Everything a call does before it may have to wait: read the clock,
-    /// look in the deny cache, and ask the bound store.
+    /// Everything a call does before it may have to wait: look in the deny
+    /// cache, and ask the bound store, which reads the clock when it decides.
     fn begin(&self, key: &[u8], cost: u64, peek: bool) -> Step<'_> {
-        let now_us = self.inner.store.clock.now_us();
+        let clock = &*self.inner.store.clock;
         let cache = self.deny_cache(cost, peek).map(|cache| Remembering {
             cache,
             // The store's own clock is not this process's: date by ours.
-            at_us: now_us.unwrap_or_else(process_now_us),
+            at_us: clock.now_us().unwrap_or_else(process_now_us),
         });
         if let Some(remembered) = cache.and_then(|c| c.cache.get(key, cost, c.at_us)) {
             return Step::Done(Ok(remembered));
         }
-        match self.inner.bound.decide(key, Call { cost, peek, now_us }) {
+        match self.inner.bound.decide_by(key, cost, peek, clock) {
             Answer::Now(outcome) => Step::Done(outcome.map(|outcome| self.settle(key, cost, cache, outcome))),
             Answer::Later(answer) => Step::Wait { answer, cache },
         }

@@ -116,6 +116,17 @@ impl<V: Expires> Sharded<V> {
         entry
     }
 
+    /// `key`'s shard, locked, and the time `now` reads once it is (swept
+    /// by that time when due, as [`Sharded::entry`] does).
+    pub(crate) fn entry_timed<'a>(&'a self, key: Key<'a>, now: impl FnOnce() -> u64) -> (Entry<'a, V>, u64) {
+        let mut entry = self.locked(key);
+        let now_us = now();
+        if now_us >= entry.shard.next_sweep_us {
+            self.sweep(&mut entry.shard, now_us);
+        }
+        (entry, now_us)
+    }
+
     /// Drops `key`'s value. No sweep: the caller may not know the map's time.
     pub(crate) fn remove(&self, key: Key<'_>) {
         self.locked(key).remove();

@@ -11,23 +11,17 @@ pub(crate) struct Windows {
     slots: Vec<Option<(u64, u64)>>,
 }
 
-/// Whether a window that started at `start` still covers `now` (half-open).
-fn covers(start: u64, window: u64, now: u64) -> bool {
-    now < start || now - start < window
-}
-
 // Kept out of line: a window's code would otherwise weigh on the integer
 // algorithms decided beside it (`algo::decide` inlines those).
 #[inline(never)]
 pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Windows>, now: u64, cost: u64, peek: bool) -> Outcome {
-    let slots: Vec<Option<(u64, u64)>> = (0..strategies.len())
-        .map(|i| {
-            state
-                .as_ref()
-                .and_then(|w| w.slots.get(i).copied().flatten())
-                .filter(|&(start, _)| covers(start, strategies[i].window_us, now))
-        })
-        .collect();
+    let stored = |i: usize| state.as_ref().and_then(|w| w.slots.get(i).copied().flatten());
+    // Judged at the latest start if now is earlier: no call goes back before
+    // a recorded one. Inside live windows, any time from there on finds the
+    // same windows, so a write that starts none needs no time recorded.
+    let now = (0..strategies.len()).filter_map(|i| stored(i).map(|(start, _)| start)).fold(now, u64::max);
+    let slots: Vec<Option<(u64, u64)>> =
+        (0..strategies.len()).map(|i| stored(i).filter(|&(start, _)| now - start < strategies[i].window_us)).collect();
     let counts: Vec<u64> = slots.iter().map(|s| s.map_or(0, |(_, c)| c)).collect();
     let verdict = judge(strategies, &counts, cost);
 

@@ -4,6 +4,10 @@
 //! units of `1/n` µs, the tolerance is `(burst + 1) * T`, and the theoretical
 //! arrival time (TAT) is kept as whole µs plus a remainder in units, so no
 //! rounding ever accumulates.
+//!
+//! A call is judged at its own time, even before an earlier call's: every
+//! write leaves the TAT after its own time, so a late call finds more debt,
+//! never more room, and the admitted calls sorted by time still conform.
 
 use super::ceil_div;
 use crate::backend::Outcome;

@@ -25,7 +25,10 @@ pub(crate) fn decide(
 ) -> Outcome {
     let full = capacity * p;
     let (mut level, last) = state.as_ref().map_or((0, now), |b| (b.level, b.last));
-    let drained = (now.saturating_sub(last) as u128) * n as u128;
+    // Judged at the last drain if now is earlier: a late call finds the
+    // bucket no emptier than it was then.
+    let now = now.max(last);
+    let drained = ((now - last) as u128) * n as u128;
     level = if drained >= level as u128 { 0 } else { level - drained as u64 };
 
     let never = cost > capacity;
@@ -34,7 +37,7 @@ pub(crate) fn decide(
     let after = if allowed { level + need } else { level };
     let retry_after_us = (!allowed && !never).then(|| ceil_div((level + need - full) as u128, n as u128) as u64);
     if allowed && cost > 0 && !peek {
-        *state = Some(Bucket { level: after, last: last.max(now) });
+        *state = Some(Bucket { level: after, last: now });
     }
     Outcome {
         allowed,

@@ -12,6 +12,9 @@ mod sliding_log;
 mod sliding_window;
 mod token_bucket;
 
+#[cfg(test)]
+pub(crate) use sliding_log::MAX_ENTRIES as SLIDING_LOG_MAX_ENTRIES;
+
 use crate::backend::Outcome;
 use crate::policy::{Params, Policy};
 use crate::Strategy;

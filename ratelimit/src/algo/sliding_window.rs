@@ -24,17 +24,22 @@ pub(crate) fn decide(
     cost: u64,
     peek: bool,
 ) -> Outcome {
+    let empty = BTreeMap::new();
+    let stored = state.as_ref().map_or(&empty, |subs| &subs.counts);
+    // A write records its time as its sub-window: judged at the start of the
+    // newest one written when now is earlier, no call goes back before a
+    // recorded one (within a sub-window, any time finds the same counts).
+    let now = match stored.keys().next_back() {
+        Some(&newest) if newest > now / precision => newest * precision,
+        _ => now,
+    };
     let current = now / precision;
     let span = |s: &Strategy| s.window_us / precision;
     let widest = strategies.iter().map(span).max().unwrap_or(1);
-    let empty = BTreeMap::new();
-    let stored = state.as_ref().map_or(&empty, |subs| &subs.counts);
     // Sub-windows at or before `current - widest` never count again.
     let live_from = (current + 1).saturating_sub(widest);
-    let counted = |s: &Strategy| {
-        let span = span(s);
-        stored.range(..=current).filter(move |(&k, _)| k + span > current)
-    };
+    // Strategy s counts the sub-windows k with k + span > current.
+    let counted = |s: &Strategy| stored.range((current + 1).saturating_sub(span(s))..);
     let counts: Vec<u64> = strategies.iter().map(|s| counted(s).map(|(_, c)| c).sum()).collect();
     let verdict = judge(strategies, &counts, cost);
     let taken = if verdict.allowed { cost } else { 0 };

@@ -25,7 +25,10 @@ pub(crate) fn decide(
 ) -> Outcome {
     let full = capacity * p;
     let (mut units, last) = state.as_ref().map_or((full, now), |b| (b.units.min(full), b.last));
-    let gained = (now.saturating_sub(last) as u128) * n as u128;
+    // Judged at the last count if now is earlier: a late call finds no
+    // more than the bucket held then.
+    let now = now.max(last);
+    let gained = ((now - last) as u128) * n as u128;
     units = if gained >= (full - units) as u128 { full } else { units + gained as u64 };
 
     let never = cost > capacity;
@@ -34,7 +37,7 @@ pub(crate) fn decide(
     let after = if allowed { units - need } else { units };
     let retry_after_us = (!allowed && !never).then(|| ceil_div((need - units) as u128, n as u128) as u64);
     if allowed && cost > 0 && !peek {
-        *state = Some(Bucket { units: after, last: last.max(now) });
+        *state = Some(Bucket { units: after, last: now });
     }
     Outcome {
         allowed,

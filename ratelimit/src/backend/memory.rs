@@ -2,7 +2,7 @@
 
 use super::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
-use crate::clock::process_now_us;
+use crate::clock::{process_now_us, Clock};
 use crate::sharded::{Expires, Key, Scope, Sharded};
 use crate::sweeper::{self, Sweep};
 use crate::{Error, Policy};
@@ -128,19 +128,33 @@ pub(crate) struct MemoryBound {
 impl MemoryBound {
     /// Decides at `call.now_us`, or at this process's time when it has none.
     pub(crate) fn decide_now(&self, key: &[u8], call: Call) -> Outcome {
-        let now = call.now_us.unwrap_or_else(process_now_us);
-        let mut entry = self.keys.entry(Key { scope: &self.prefix, key }, now);
-        // As on Redis, only a write moves the expiry; a client clock keeps a slack.
-        let slack = if call.now_us.is_some() { CLIENT_CLOCK_SLACK_US } else { 0 };
-        let writes = |outcome: &Outcome| outcome.allowed && call.cost > 0 && !call.peek;
+        self.decide_at(key, call.cost, call.peek, || call.now_us)
+    }
+
+    /// Decides at the time `read` gives, or this process's when it gives
+    /// none, read once the key's shard is locked: calls on one key are
+    /// decided in the order of their times.
+    #[inline]
+    fn decide_at(&self, key: &[u8], cost: u64, peek: bool, read: impl FnOnce() -> Option<u64>) -> Outcome {
+        let mut client_clock = false;
+        let (mut entry, now) = self.keys.entry_timed(Key { scope: &self.prefix, key }, || {
+            let read = read();
+            client_clock = read.is_some();
+            read.unwrap_or_else(process_now_us)
+        });
+        // As on Redis, only a write moves the expiry; a client clock keeps a
+        // slack. The state lasts until its reset after the time judged at.
+        let slack = if client_clock { CLIENT_CLOCK_SLACK_US } else { 0 };
+        let writes = |outcome: &Outcome| outcome.allowed && cost > 0 && !peek;
+        let expiry = |outcome: &Outcome| outcome.now_us + outcome.reset_after_us + slack;
         if let Some(held) = entry.get_mut() {
             // An expired state counts as untouched.
             if held.expires_at_us <= now {
                 held.state = None;
             }
-            let outcome = algo::decide(&self.policy, &mut held.state, now, call.cost, call.peek);
+            let outcome = algo::decide(&self.policy, &mut held.state, now, cost, peek);
             if writes(&outcome) {
-                held.expires_at_us = now + outcome.reset_after_us + slack;
+                held.expires_at_us = expiry(&outcome);
             }
             if held.state.is_none() {
                 entry.remove();
@@ -148,10 +162,10 @@ impl MemoryBound {
             return outcome;
         }
         let mut state = None;
-        let outcome = algo::decide(&self.policy, &mut state, now, call.cost, call.peek);
+        let outcome = algo::decide(&self.policy, &mut state, now, cost, peek);
         if state.is_some() {
-            let expires_at_us = if writes(&outcome) { now + outcome.reset_after_us + slack } else { 0 };
-            entry.insert(Entry { state, expires_at_us, process_timed: call.now_us.is_none() });
+            let expires_at_us = if writes(&outcome) { expiry(&outcome) } else { 0 };
+            entry.insert(Entry { state, expires_at_us, process_timed: !client_clock });
         }
         outcome
     }
@@ -160,6 +174,10 @@ impl MemoryBound {
 impl Bound for MemoryBound {
     fn decide<'a>(&'a self, key: &[u8], call: Call) -> Answer<'a> {
         Answer::Now(Ok(self.decide_now(key, call)))
+    }
+
+    fn decide_by<'a>(&'a self, key: &[u8], cost: u64, peek: bool, clock: &dyn Clock) -> Answer<'a> {
+        Answer::Now(Ok(self.decide_at(key, cost, peek, || clock.now_us())))
     }
 
     fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>> {

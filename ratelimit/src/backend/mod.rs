@@ -9,6 +9,7 @@ pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
 pub(crate) use self::unavailable::Unavailable;
 
+use crate::clock::Clock;
 use crate::{Error, Policy};
 use std::future::Future;
 use std::pin::Pin;
@@ -69,6 +70,33 @@ pub trait Bound: Send + Sync + 'static {
     /// this process, else through a future.
     fn decide<'a>(&'a self, key: &[u8], call: Call) -> Answer<'a>;
 
+    /// Decides one call at the time `clock` gives (`None`: the store's own
+    /// clock), read when the store decides: the memory store reads it
+    /// under the key's lock, so calls on one key are decided in the order
+    /// of their times. By default, read at once and passed to
+    /// [`decide`](Bound::decide).
+    ///
+    /// Every store judges a call no earlier than the latest time its key
+    /// records, so a late call is answered as at that time:
+    ///
+    /// ```
+    /// use ratelimit::backend::{Answer, Backend, Binding};
+    /// use ratelimit::{ManualClock, MemoryBackend, Policy};
+    ///
+    /// let policy = Policy::sliding_log("2/1s")?;
+    /// let binding = Binding { prefix: "ratelimit", name: "api", policy: &policy, server_clock: false };
+    /// let bound = MemoryBackend::new().bind(binding);
+    /// let clock = ManualClock::new();
+    /// let Answer::Now(Ok(first)) = bound.decide_by(b"k", 1, false, &clock) else { panic!("in memory") };
+    /// clock.set_us(first.now_us - 500_000);
+    /// let Answer::Now(Ok(late)) = bound.decide_by(b"k", 1, false, &clock) else { panic!("in memory") };
+    /// assert_eq!((late.allowed, late.remaining, late.now_us), (true, 0, first.now_us));
+    /// # Ok::<(), ratelimit::Error>(())
+    /// ```
+    fn decide_by<'a>(&'a self, key: &[u8], cost: u64, peek: bool, clock: &dyn Clock) -> Answer<'a> {
+        self.decide(key, Call { cost, peek, now_us: clock.now_us() })
+    }
+
     /// Forgets `key`: its next call sees an untouched state.
     fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>>;
 
@@ -112,8 +140,10 @@ pub struct Outcome {
     pub retry_after_us: Option<u64>,
     /// Bit `i` set: strategy `i` (declared order) is violated.
     pub violated: u32,
-    /// The time the decision was made at, µs since the epoch (the store's
-    /// clock, or the one the call carried).
+    /// The time the call was judged at, µs since the epoch: the store's
+    /// clock, or the one the call carried, moved up to the latest time the
+    /// key's state records when that is later (a late call is never judged
+    /// before one already recorded).
     pub now_us: u64,
     /// Per strategy (declared order), `(remaining, reset_after_us)`, for
     /// window policies with more than one strategy; empty otherwise (then

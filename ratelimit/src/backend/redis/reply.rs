@@ -9,8 +9,8 @@
 //!   leaky bucket's level) and the time it decided at. With the policy's
 //!   constants and the call's cost, that one number gives every field, by
 //!   the same formulas as the in-process twins (`algo/*.rs`).
-//! - The fixed window counter (`lua/fixed_window_counter.lua`) returns one
-//!   integer; it reads no clock, so this process's clock dates it.
+//! - The fixed window counter (`lua/fixed_window_counter.lua`) returns two
+//!   integers: the decision packed in one, and Redis's time.
 
 use super::counter::Counter;
 use crate::algo::ceil_div;
@@ -28,7 +28,7 @@ pub(crate) enum Reply {
     /// 16 bytes from a bucket or gcra, whose constants are
     /// `[capacity or burst, n, p]`.
     Bucket { kind: AlgorithmKind, constants: [u64; 3] },
-    /// One integer from the fixed window counter.
+    /// Two integers from the fixed window counter: the decision and its time.
     Counter(Counter),
 }
 
@@ -41,14 +41,12 @@ impl Reply {
             Reply::Bucket { kind, constants } => {
                 bucket(kind, constants, &redis::from_redis_value::<Vec<u8>>(reply).map_err(protocol)?, cost)
             }
-            // The script reads no clock: the decision is dated by this
-            // process's (the clock the deny cache dates it by).
-            Reply::Counter(counter) => counted(
-                counter,
-                redis::from_redis_value::<i64>(reply).map_err(protocol)?,
-                cost,
-                crate::clock::process_now_us(),
-            ),
+            Reply::Counter(counter) => match redis::from_redis_value::<Vec<i64>>(reply).map_err(protocol)?[..] {
+                [v, now_us] if now_us >= 0 => counted(counter, v, cost, now_us as u64),
+                ref other => {
+                    Err(Error::Protocol(format!("fixed window counter replied {other:?}: expected {{v, now}}")))
+                }
+            },
         }
     }
 }
@@ -77,8 +75,8 @@ fn window(reply: &[i64], quotas: usize) -> Result<Outcome, Error> {
     })
 }
 
-/// Reads the counter's one integer (`count × (W + 2) + t`, negated as
-/// `-1 - v` for a denial); `now_us` dates the decision.
+/// Reads the counter's decision (`count × (W + 2) + t`, negated as
+/// `-1 - v` for a denial); `now_us`, Redis's time, dates it.
 fn counted(counter: Counter, reply: i64, cost: u64, now_us: u64) -> Result<Outcome, Error> {
     let allowed = reply >= 0;
     let packed = if allowed { reply } else { -1 - reply } as u64;
@@ -293,5 +291,9 @@ mod tests {
         assert!(window.outcome(Value::BulkString(vec![0; 16]), 1).is_err());
         let counter = Reply::Counter(Counter { limit: 10, window_ms: 1000 });
         assert!(counter.outcome(Value::Array(vec![Value::Int(1)]), 1).is_err());
+        assert!(counter.outcome(Value::Int(1002 + 400), 1).is_err(), "undated");
+        assert!(counter.outcome(Value::Array(vec![Value::Int(1002 + 400), Value::Int(-5)]), 1).is_err());
+        let dated = counter.outcome(Value::Array(vec![Value::Int(1002 + 400), Value::Int(1_767_225_600_000_000)]), 1);
+        assert_eq!(dated.unwrap().now_us, 1_767_225_600_000_000, "Redis's time dates the decision");
     }
 }

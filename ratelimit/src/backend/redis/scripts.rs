@@ -131,7 +131,7 @@ pub fn script_source(policy: &Policy, server_clock: bool) -> String {
 ///
 /// let source = fixed_window_counter_source(&Policy::fixed_window("10/1s").unwrap()).unwrap();
 /// assert!(source.starts_with("local limit, window, window_text = 10, 1000, '1000'"));
-/// assert!(source.contains("INCR") && !source.contains("redis.call('TIME')"));
+/// assert!(source.contains("INCR") && source.contains("PEXPIRE"));
 /// assert!(fixed_window_counter_source(&Policy::fixed_window("10/1s,100/1m").unwrap()).is_none());
 /// ```
 pub fn fixed_window_counter_source(policy: &Policy) -> Option<String> {
@@ -211,7 +211,13 @@ mod tests {
     }
 
     #[test]
-    fn only_the_counter_reads_no_clock() {
+    fn the_sliding_log_holds_as_many_entries_as_its_twin() {
+        let bound = format!("local max_entries = {}\n", crate::algo::SLIDING_LOG_MAX_ENTRIES);
+        assert!(SLIDING_LOG.contains(&bound));
+    }
+
+    #[test]
+    fn only_the_counter_decides_without_clock_lua() {
         for policy in [Policy::fixed_window("10/1s,100/1m").unwrap(), Policy::gcra("1/1s", 0).unwrap()] {
             assert!(make(&policy, true).source.contains(CLOCK));
         }
