@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use ratelimit::http::{KeyBy, TrustedProxies};
 use ratelimit::policies::PolicySet;
 use ratelimit::{AlgorithmKind, Limiter, ManualClock, Policy, Store};
-use ratelimit_grammar::{Param, PolicySpec, MAX_DURATION_US, MAX_EXACT, MAX_LIMIT, MAX_LOG_LIMIT};
+use ratelimit_grammar::{Param, PolicySpec, MAX_DURATION_US, MAX_EXACT, MAX_LIMIT};
 use ratelimit_test_support::redis_server::RedisServer;
 use ratelimit_test_support::runtime::block_on;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,8 +42,6 @@ fn count() -> impl Strategy<Value = u64> {
         2 => prop::sample::select(vec![
             0,
             1,
-            MAX_LOG_LIMIT,
-            MAX_LOG_LIMIT + 1,
             MAX_LIMIT - 1,
             MAX_LIMIT,
             MAX_LIMIT + 1,
@@ -152,9 +150,6 @@ fn toml(spec: &PolicySpec) -> String {
     text
 }
 
-/// The largest cost a sliding log is asked here.
-const LOG_COST_CAP: u64 = 10_000;
-
 /// Decides `policy` at costs 0, its largest admissible, 1 and `u64::MAX` on
 /// every store, each time under a limiter name of its own: no error, the
 /// largest cost fits a fresh key exactly, and memory and Redis on the same
@@ -162,10 +157,7 @@ const LOG_COST_CAP: u64 = 10_000;
 fn decides_everywhere(policy: &Policy) -> Result<(), TestCaseError> {
     static CASE: AtomicU64 = AtomicU64::new(0);
     let s = stores();
-    let largest = policy.max_cost();
-    // A sliding log's work grows with the cost on some builds; its largest
-    // costs have a test of their own.
-    let max = if policy.algorithm() == AlgorithmKind::SlidingLog { largest.min(LOG_COST_CAP) } else { largest };
+    let max = policy.max_cost();
     let mut seen = Vec::new();
     // Redis's own clock runs between calls: a fast refill may admit the next one.
     for (store_name, store, still) in [
@@ -196,10 +188,8 @@ fn decides_everywhere(policy: &Policy) -> Result<(), TestCaseError> {
             prop_assert!(d.allowed, "{} {}: {} denied: {:?}", store_name, policy, what, d);
         }
         prop_assert!(all.allowed, "{} {}: cost {} on a fresh key denied: {:?}", store_name, policy, max, all);
-        if max == largest {
-            prop_assert!(all.remaining == 0, "{} {}: {:?}", store_name, policy, all);
-            prop_assert!(!still || (!one.allowed && one.retry_after.is_some()), "{} {}: {:?}", store_name, policy, one);
-        }
+        prop_assert!(all.remaining == 0, "{} {}: {:?}", store_name, policy, all);
+        prop_assert!(!still || (!one.allowed && one.retry_after.is_some()), "{} {}: {:?}", store_name, policy, one);
         prop_assert!(huge.can_never_pass(), "{} {}: {:?}", store_name, policy, huge);
         seen.push(decisions);
     }
@@ -280,7 +270,7 @@ fn the_largest_accepted_policies_decide_everywhere() {
         Policy::fixed_window(&format!("{MAX_LIMIT}/1us,{MAX_LIMIT}/366d")).unwrap(),
         Policy::sliding_window(&format!("{MAX_LIMIT}/366d"), "1d").unwrap(),
         Policy::sliding_window(&format!("{MAX_LIMIT}/10000us"), "1us").unwrap(),
-        Policy::sliding_log(&format!("{MAX_LOG_LIMIT}/366d")).unwrap(),
+        Policy::sliding_log(&format!("{MAX_LIMIT}/366d")).unwrap(),
         Policy::token_bucket(MAX_LIMIT, "1099511627776/1us").unwrap(),
         Policy::token_bucket(1 << 30, "1/4194304us").unwrap(),
         Policy::leaky_bucket(MAX_LIMIT, "1/4096us").unwrap(),

@@ -6,9 +6,6 @@ use std::fmt;
 /// At most this many strategies in one policy (`violated` is reported as a bit set).
 pub const MAX_STRATEGIES: usize = 16;
 
-/// The largest limit of a `sliding_log` strategy: the log keeps one entry per permit.
-pub const MAX_LOG_LIMIT: u64 = 1_000_000;
-
 /// Bucket arithmetic runs on integers scaled by the rate's period (see
 /// [`Rate::reduced`]); every such product must stay at or below 2^52 so the
 /// Redis scripts, which compute with doubles, stay exact.
@@ -286,13 +283,6 @@ impl PolicySpec {
         if let Some(e) = strategies.iter().find_map(|s| check_strategy(*s).err()) {
             errors.push((Some(Param::Strategies), e));
             return;
-        }
-        if self.kind == AlgorithmKind::SlidingLog {
-            if let Some(s) = strategies.iter().find(|s| s.limit > MAX_LOG_LIMIT) {
-                errors.push(strategies_error(format!(
-                    "`{s}`: a sliding log keeps one entry per permit, so its limit is at most {MAX_LOG_LIMIT}; use `sliding_window` for larger limits"
-                )));
-            }
         }
         if self.kind == AlgorithmKind::SlidingWindow {
             let precision = match self.precision.map(check_duration) {

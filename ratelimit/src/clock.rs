@@ -10,6 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 ///
 /// Returning `None` means "let the store read its own clock": Redis scripts then
 /// call `TIME`, so every app server agrees whatever its local clock says.
+/// A reading past 2^52 µs (the year 2112) is taken as that time: the stores'
+/// sums of times and windows stay exact and cannot overflow.
 pub trait Clock: Send + Sync + Debug + 'static {
     /// Microseconds since the Unix epoch, or `None` for the store's own clock.
     fn now_us(&self) -> Option<u64>;
@@ -41,6 +43,14 @@ impl Clock for SystemClock {
     fn now_us(&self) -> Option<u64> {
         Some(system_now_us())
     }
+}
+
+/// The latest time a decision is judged at (see [`Clock`]).
+pub(crate) const LATEST_US: u64 = 1 << 52;
+
+/// A time a call carries, kept to [`LATEST_US`].
+pub(crate) fn bounded(now_us: u64) -> u64 {
+    now_us.min(LATEST_US)
 }
 
 pub(crate) fn system_now_us() -> u64 {
@@ -112,9 +122,11 @@ impl ManualClock {
         ManualClock { now_us: Arc::new(AtomicU64::new(now_us)) }
     }
 
-    /// Moves time forward.
+    /// Moves time forward; time stops at `u64::MAX` µs rather than wrap.
     pub fn advance(&self, by: Duration) {
-        self.now_us.fetch_add(by.as_micros() as u64, Ordering::SeqCst);
+        let by = u64::try_from(by.as_micros()).unwrap_or(u64::MAX);
+        // The closure always returns Some, so the update cannot fail.
+        let _ = self.now_us.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |now| Some(now.saturating_add(by)));
     }
 
     /// Sets the time, in microseconds since the epoch.

@@ -48,7 +48,8 @@ impl OnError {
         let now_us = inner.store.clock.now_us();
         let decision = match self {
             OnError::Allow | OnError::Deny => {
-                let decided_at = UNIX_EPOCH + Duration::from_micros(now_us.unwrap_or_else(crate::clock::system_now_us));
+                let decided_at = UNIX_EPOCH
+                    + Duration::from_micros(now_us.map_or_else(crate::clock::system_now_us, crate::clock::bounded));
                 unsettled(self == OnError::Allow, inner.policy.max_cost(), decided_at)
             }
             OnError::Local => {

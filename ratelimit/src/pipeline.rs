@@ -78,7 +78,7 @@ impl Limiter {
         let cache = self.deny_cache(cost, peek).map(|cache| Remembering {
             cache,
             // The store's own clock is not this process's: date by ours.
-            at_us: clock.now_us().unwrap_or_else(process_now_us),
+            at_us: clock.now_us().map_or_else(process_now_us, crate::clock::bounded),
         });
         if let Some(remembered) = cache.and_then(|c| c.cache.get(key, cost, c.at_us)) {
             return Step::Done(Ok(remembered));

@@ -140,7 +140,7 @@ impl MemoryBound {
         let (mut entry, now) = self.keys.entry_timed(Key { scope: &self.prefix, key }, || {
             let read = read();
             client_clock = read.is_some();
-            read.unwrap_or_else(process_now_us)
+            read.map_or_else(process_now_us, crate::clock::bounded)
         });
         // As on Redis, only a write moves the expiry; a client clock keeps a
         // slack. The state lasts until its reset after the time judged at.

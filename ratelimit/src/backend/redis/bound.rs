@@ -167,7 +167,7 @@ fn is_no_script(error: &redis::RedisError) -> bool {
 fn arguments(call: &mut Cmd, cost: u64, peek: bool, now_us: Option<u64>) {
     match now_us {
         Some(now) => {
-            call.arg(cost).arg(u8::from(peek)).arg(now).arg(CLIENT_CLOCK_SLACK_US / 1000);
+            call.arg(cost).arg(u8::from(peek)).arg(crate::clock::bounded(now)).arg(CLIENT_CLOCK_SLACK_US / 1000);
         }
         None if peek => {
             call.arg(cost).arg(1);
