@@ -85,6 +85,43 @@ async fn a_remembered_denial_counts_down_and_ends_at_the_time_the_store_said() {
     }
 }
 
+/// A denial by two strategies, replayed after the shorter one's own retry
+/// time: that strategy no longer fails, so the cached answer drops it and
+/// names the other's limit, as the store itself answers then.
+#[tokio::test]
+async fn a_replayed_denial_drops_the_strategies_that_pass_again() {
+    let both = BothStores::start().await;
+    let policy = Policy::fixed_window("1/1s,2/10s").unwrap();
+    let cached = Limiter::new("replayed", policy.clone(), &both.redis);
+    let direct = Limiter::new("replayed", policy.clone(), &both.redis).with_deny_cache(false);
+    assert!(cached.check("k", 1).await.unwrap().allowed);
+    both.clock.advance(Duration::from_millis(1500));
+    assert!(cached.check("k", 1).await.unwrap().allowed);
+    both.clock.advance(Duration::from_millis(100));
+    let denied = cached.check("k", 1).await.unwrap();
+    let names = |d: &Decision| d.violated.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(names(&denied), ["1/1s", "2/10s"]);
+    assert_eq!(denied.quotas[0].retry_after, Some(Duration::from_millis(900)));
+    assert_eq!(denied.quotas[1].retry_after, Some(Duration::from_millis(8400)));
+
+    // Still within the 1 s strategy's wait: remembered as it was, counted down.
+    both.clock.advance(Duration::from_millis(500));
+    let before = both.server.evalsha_calls().await;
+    let early = cached.check("k", 1).await.unwrap();
+    assert_eq!(both.server.evalsha_calls().await, before, "answered from the cache");
+    assert_eq!(names(&early), ["1/1s", "2/10s"]);
+    assert_eq!(early.quotas[0].retry_after, Some(Duration::from_millis(400)));
+
+    // Past it: only the 10 s strategy still fails, and the cache says so.
+    both.clock.advance(Duration::from_millis(500));
+    let late = cached.check("k", 1).await.unwrap();
+    assert_eq!(both.server.evalsha_calls().await, before, "answered from the cache");
+    assert_eq!(names(&late), ["2/10s"]);
+    assert_eq!((late.limit, late.remaining, late.retry_after), (2, 0, Some(Duration::from_millis(7400))));
+    assert_eq!((late.quotas[0].remaining, late.quotas[0].retry_after), (1, None));
+    assert_eq!(late, direct.check("k", 1).await.unwrap(), "the store's own answer at that time");
+}
+
 /// Denials consume nothing, so a limiter with the cache and one without see
 /// the same states on the same timeline: they must admit exactly the same
 /// calls, whatever the costs, steps, peeks and resets.

@@ -203,9 +203,9 @@ async fn with_the_server_clock_every_key_gets_a_ttl() {
         let scripts = Scripts::new(&policy);
         for _ in 0..5 {
             let reply = call(&mut con, &scripts.totals, "server-clock", None, 1, false).await;
-            // 7 fields, then a (remaining, reset) pair per strategy when there are several.
+            // 7 fields, then a (remaining, reset, retry) triple per strategy when there are several.
             let k = policy.strategies.len();
-            assert_eq!(reply.len(), if k > 1 { 7 + 2 * k } else { 7 });
+            assert_eq!(reply.len(), if k > 1 { 7 + 3 * k } else { 7 });
         }
         let ttl: i64 = redis::cmd("PTTL").arg("server-clock").query_async(&mut con).await.unwrap();
         assert!(ttl > 0, "no TTL ({ttl})");

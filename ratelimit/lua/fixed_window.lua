@@ -50,6 +50,7 @@ if not allowed and not never then
   for i = 1, k do
     if violates(violated, i) and starts[i] then
       local e = starts[i] + windows[i] - now
+      retries[i] = e
       if e > retry then retry = e end
     end
   end

@@ -104,6 +104,7 @@ if violated ~= 0 and not never then
       end
       local hit = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')
       local r = tonumber(hit[2]) + windows[i] - now
+      retries[i] = r
       if r > retry then retry = r end
     end
   end

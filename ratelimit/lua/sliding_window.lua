@@ -28,6 +28,7 @@ if violated ~= 0 and not never then
   for i = 1, k do
     if violates(violated, i) then
       local r = retry_from_entries(entries, counts, i)
+      retries[i] = r
       if r > retry then retry = r end
     end
   end

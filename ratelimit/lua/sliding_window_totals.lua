@@ -132,6 +132,7 @@ if violated ~= 0 and not never then
         end
         r = passes_at - now
       end
+      retries[i] = r
       if r > retry then retry = r end
     end
   end

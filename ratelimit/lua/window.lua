@@ -10,9 +10,15 @@
 --    retry_after_us (-1 = none), violated (bit i-1 = strategy i),
 --    now (µs: the time the call was judged at, see clock.lua)}
 -- where limit and remaining are the strategy with the least room; only
--- when there are several strategies, followed by one pair per strategy
--- (declared order): remaining_i, reset_after_us_i after the call.
+-- when there are several strategies, followed by one triple per strategy
+-- (declared order): remaining_i, reset_after_us_i after the call, and
+-- retry_after_us_i, when that strategy alone would let the call pass
+-- (-1 = not violated, or no wait helps).
 local k = #limits
+
+-- Each violated strategy's own retry time, set by the script while it
+-- finds the call's (the latest of them); read only when k > 1.
+local retries = {}
 
 -- Which strategies a call of `cost` violates, from each one's count before
 -- the call: the bits of `violated`, and whether some limit is below the
@@ -43,7 +49,7 @@ local function window_reply(violated, counts, taken, reset, retry, ends)
     local rem = limits[i] - (counts[i] + taken)
     if rem < 0 then rem = 0 end
     if best_rem == nil or rem < best_rem then best_limit, best_rem = limits[i], rem end
-    if k > 1 then reply[6 + 2 * i], reply[7 + 2 * i] = rem, ends[i] end
+    if k > 1 then reply[5 + 3 * i], reply[6 + 3 * i], reply[7 + 3 * i] = rem, ends[i], retries[i] or -1 end
   end
   reply[2], reply[3] = best_limit, best_rem
   return reply

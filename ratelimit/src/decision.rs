@@ -1,6 +1,6 @@
 //! [`Decision`]: what the store answered for one call.
 
-use crate::backend::Outcome;
+use crate::backend::{Outcome, QuotaOutcome};
 use crate::{Policy, Strategy};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -66,6 +66,11 @@ pub struct Decision {
 /// let d = limiter.check("alice", 1).await?;
 /// let quotas: Vec<_> = d.quotas.iter().map(|q| (q.strategy.to_string(), q.remaining, q.reset_after)).collect();
 /// assert_eq!(quotas, [("2/1s".to_string(), 0, Duration::from_secs(1)), ("3/1m".to_string(), 1, Duration::from_secs(60))]);
+///
+/// // Denied by the first strategy only: it alone names a time to retry.
+/// let denied = limiter.check("alice", 1).await?;
+/// let retries: Vec<_> = denied.quotas.iter().map(|q| q.retry_after).collect();
+/// assert_eq!(retries, [Some(Duration::from_secs(1)), None]);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +81,10 @@ pub struct Quota {
     pub remaining: u64,
     /// Time until this strategy's state is untouched again.
     pub reset_after: Duration,
+    /// On a denial, the time until this strategy alone would let the same
+    /// call pass (rounded up); `None` when it is not violated, or when no
+    /// wait helps. The decision's `retry_after` is the latest of these.
+    pub retry_after: Option<Duration>,
 }
 
 impl Decision {
@@ -112,16 +121,17 @@ impl Decision {
 
 /// The violated strategies (bit `i`: strategy `i`) and the per-strategy quotas, by strategy.
 #[cold]
-fn violated_and_quotas(policy: &Policy, violated: u32, quotas: &[(u64, u64)]) -> (Vec<Strategy>, Vec<Quota>) {
+fn violated_and_quotas(policy: &Policy, violated: u32, quotas: &[QuotaOutcome]) -> (Vec<Strategy>, Vec<Quota>) {
     let strategies = policy.strategies();
     let violated = strategies.iter().enumerate().filter(|(i, _)| violated >> i & 1 == 1).map(|(_, s)| *s).collect();
     let quotas = quotas
         .iter()
         .zip(strategies)
-        .map(|(&(remaining, reset_after_us), &strategy)| Quota {
+        .map(|(quota, &strategy)| Quota {
             strategy,
-            remaining,
-            reset_after: Duration::from_micros(reset_after_us),
+            remaining: quota.remaining,
+            reset_after: Duration::from_micros(quota.reset_after_us),
+            retry_after: quota.retry_after_us.map(Duration::from_micros),
         })
         .collect();
     (violated, quotas)

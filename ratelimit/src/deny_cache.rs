@@ -77,11 +77,12 @@ impl DenyCache {
             return None;
         }
         let mut decision = entry.decision.clone();
+        let elapsed = Duration::from_micros(now - entry.at);
         decision.retry_after = Some(Duration::from_micros(entry.until - now));
         decision.reset_after = Duration::from_micros(entry.reset_at.saturating_sub(now));
-        decision.decided_at += Duration::from_micros(now - entry.at);
-        for quota in &mut decision.quotas {
-            quota.reset_after = quota.reset_after.saturating_sub(Duration::from_micros(now - entry.at));
+        decision.decided_at += elapsed;
+        if !decision.quotas.is_empty() {
+            still_violated(&mut decision, elapsed);
         }
         Some(decision)
     }
@@ -121,6 +122,26 @@ impl DenyCache {
     fn len(&self) -> usize {
         self.denials.len()
     }
+}
+
+/// Counts a remembered denial of several strategies down by `elapsed`: a
+/// strategy whose own retry time has passed no longer fails the call, so it
+/// leaves `violated`, and `limit`/`remaining` are again the least room among
+/// those that still fail (the strategy that named the denial's retry time
+/// fails until the entry expires, so one always does).
+fn still_violated(decision: &mut Decision, elapsed: Duration) {
+    for quota in &mut decision.quotas {
+        quota.reset_after = quota.reset_after.saturating_sub(elapsed);
+        quota.retry_after = quota.retry_after.and_then(|r| r.checked_sub(elapsed)).filter(|r| !r.is_zero());
+        if quota.reset_after.is_zero() {
+            quota.remaining = quota.strategy.limit;
+        }
+    }
+    let failing = || decision.quotas.iter().filter(|q| q.retry_after.is_some());
+    if let Some(least) = failing().reduce(|best, q| if q.remaining < best.remaining { q } else { best }) {
+        (decision.limit, decision.remaining) = (least.strategy.limit, least.remaining);
+    }
+    decision.violated = failing().map(|q| q.strategy).collect();
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! Twin of `lua/fixed_window.lua`: per strategy, a window started by the first
 //! admitted hit after the previous one ended.
 
-use super::{judge, least_room};
-use crate::backend::Outcome;
+use super::{judge, least_room, retry_times};
+use crate::backend::{Outcome, QuotaOutcome};
 use crate::Strategy;
 
 /// Per strategy (declared order): the current window's start and count.
@@ -47,7 +47,8 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Windows>, now: 
             .unwrap_or(0)
     };
     let reset_after_us = ends(&after, u32::MAX);
-    let retry_after_us = (!verdict.allowed && !verdict.never).then(|| ends(&slots, verdict.violated));
+    // A violated strategy lets the call pass when its window ends.
+    let (retry_after_us, retries) = retry_times(strategies, &verdict, |i, _| ends(&slots, 1 << i));
 
     // Per strategy, only when there are several (the single rule is above).
     let quotas = match strategies.len() {
@@ -55,9 +56,13 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Windows>, now: 
         _ => strategies
             .iter()
             .zip(&after)
-            .map(|(s, slot)| match *slot {
-                Some((start, count)) => (s.limit.saturating_sub(count), (start + s.window_us).saturating_sub(now)),
-                None => (s.limit, 0),
+            .enumerate()
+            .map(|(i, (s, slot))| {
+                let (remaining, reset_after_us) = match *slot {
+                    Some((start, count)) => (s.limit.saturating_sub(count), (start + s.window_us).saturating_sub(now)),
+                    None => (s.limit, 0),
+                };
+                QuotaOutcome { remaining, reset_after_us, retry_after_us: retries.get(i).copied().flatten() }
             })
             .collect(),
     };

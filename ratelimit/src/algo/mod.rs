@@ -116,6 +116,22 @@ pub(crate) fn judge(strategies: &[Strategy], counts: &[u64], cost: u64) -> Windo
     WindowVerdict { allowed: violated == 0, never, violated }
 }
 
+/// On a denial that a wait can cure, each strategy's own retry time (`own`,
+/// asked of the violated ones only; `None` for the others) and the call's,
+/// the latest of them. `(None, [])` otherwise.
+pub(crate) fn retry_times(
+    strategies: &[Strategy],
+    verdict: &WindowVerdict,
+    own: impl Fn(usize, &Strategy) -> u64,
+) -> (Option<u64>, Vec<Option<u64>>) {
+    if verdict.allowed || verdict.never {
+        return (None, Vec::new());
+    }
+    let each: Vec<Option<u64>> =
+        strategies.iter().enumerate().map(|(i, s)| (verdict.violated >> i & 1 == 1).then(|| own(i, s))).collect();
+    (Some(each.iter().flatten().copied().max().unwrap_or(0)), each)
+}
+
 /// `(limit, remaining)` of the strategy with the least room after the call.
 pub(crate) fn least_room(strategies: &[Strategy], counts_after: &[u64]) -> (u64, u64) {
     let mut best: Option<(u64, u64)> = None;

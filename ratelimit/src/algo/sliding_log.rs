@@ -2,8 +2,8 @@
 //! per call (not per permit) with its weight and the weight of every entry
 //! before it, so a call's work never depends on its cost.
 
-use super::{judge, least_room};
-use crate::backend::Outcome;
+use super::{judge, least_room, retry_times};
+use crate::backend::{Outcome, QuotaOutcome};
 use crate::Strategy;
 use std::collections::VecDeque;
 
@@ -74,20 +74,12 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Log>, now: u64,
     let newest_at = newest.map(|e| e.at).filter(|&at| at + widest > now);
     let newest_at = if taken > 0 { Some(now) } else { newest_at };
     let reset_after_us = newest_at.map_or(0, |at| (at + widest).saturating_sub(now));
-    let retry_after_us = (!verdict.allowed && !verdict.never).then(|| {
-        strategies
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| verdict.violated >> i & 1 == 1)
-            .map(|(_, s)| {
-                // The weight up to the running total `total + cost - limit`
-                // must leave: the entry holding it leaves at its time + W.
-                let must_leave = total + cost - s.limit;
-                let holding = entries.partition_point(|e| e.through() < must_leave);
-                (entries[holding].at + s.window_us).saturating_sub(now)
-            })
-            .max()
-            .unwrap_or(0)
+    let (retry_after_us, retries) = retry_times(strategies, &verdict, |_, s| {
+        // The weight up to the running total `total + cost - limit`
+        // must leave: the entry holding it leaves at its time + W.
+        let must_leave = total + cost - s.limit;
+        let holding = entries.partition_point(|e| e.through() < must_leave);
+        (entries[holding].at + s.window_us).saturating_sub(now)
     });
 
     // Per strategy, only when there are several: the newest entry leaves it last.
@@ -96,8 +88,11 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Log>, now: u64,
         _ => strategies
             .iter()
             .zip(&counts_after)
-            .map(|(s, &c)| {
-                (s.limit.saturating_sub(c), newest_at.map_or(0, |at| (at + s.window_us).saturating_sub(now)))
+            .enumerate()
+            .map(|(i, (s, &c))| QuotaOutcome {
+                remaining: s.limit.saturating_sub(c),
+                reset_after_us: newest_at.map_or(0, |at| (at + s.window_us).saturating_sub(now)),
+                retry_after_us: retries.get(i).copied().flatten(),
             })
             .collect(),
     };

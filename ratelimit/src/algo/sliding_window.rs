@@ -2,8 +2,8 @@
 //! aligned to multiples of it; a strategy of window W sums the W/P most recent
 //! sub-windows, the current one included.
 
-use super::{judge, least_room};
-use crate::backend::Outcome;
+use super::{judge, least_room, retry_times};
+use crate::backend::{Outcome, QuotaOutcome};
 use crate::Strategy;
 use std::collections::BTreeMap;
 
@@ -49,27 +49,18 @@ pub(crate) fn decide(
     let newest = stored.range(live_from..).next_back().map(|(&k, _)| k);
     let newest = if taken > 0 { Some(newest.map_or(current, |k| k.max(current))) } else { newest };
     let reset_after_us = newest.map_or(0, |k| ((k + widest) * precision).saturating_sub(now));
-    let retry_after_us = (!verdict.allowed && !verdict.never).then(|| {
-        strategies
-            .iter()
-            .zip(&counts)
-            .enumerate()
-            .filter(|(i, _)| verdict.violated >> i & 1 == 1)
-            .map(|(_, (s, &c))| {
-                // Drop sub-windows oldest first until the cost fits.
-                let mut left = c;
-                let mut passes_at = (current + 1) * precision;
-                for (&k, &n) in counted(s) {
-                    left -= n;
-                    passes_at = (k + span(s)) * precision;
-                    if left + cost <= s.limit {
-                        break;
-                    }
-                }
-                passes_at.saturating_sub(now)
-            })
-            .max()
-            .unwrap_or(0)
+    let (retry_after_us, retries) = retry_times(strategies, &verdict, |i, s| {
+        // Drop sub-windows oldest first until the cost fits.
+        let mut left = counts[i];
+        let mut passes_at = (current + 1) * precision;
+        for (&k, &n) in counted(s) {
+            left -= n;
+            passes_at = (k + span(s)) * precision;
+            if left + cost <= s.limit {
+                break;
+            }
+        }
+        passes_at.saturating_sub(now)
     });
 
     // Per strategy, only when there are several: its newest counted
@@ -79,8 +70,11 @@ pub(crate) fn decide(
         _ => strategies
             .iter()
             .zip(&counts_after)
-            .map(|(s, &c)| {
-                (s.limit.saturating_sub(c), newest.map_or(0, |k| ((k + span(s)) * precision).saturating_sub(now)))
+            .enumerate()
+            .map(|(i, (s, &c))| QuotaOutcome {
+                remaining: s.limit.saturating_sub(c),
+                reset_after_us: newest.map_or(0, |k| ((k + span(s)) * precision).saturating_sub(now)),
+                retry_after_us: retries.get(i).copied().flatten(),
             })
             .collect(),
     };

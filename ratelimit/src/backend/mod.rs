@@ -145,8 +145,20 @@ pub struct Outcome {
     /// key's state records when that is later (a late call is never judged
     /// before one already recorded).
     pub now_us: u64,
-    /// Per strategy (declared order), `(remaining, reset_after_us)`, for
-    /// window policies with more than one strategy; empty otherwise (then
-    /// the fields above describe the only rule).
-    pub quotas: Vec<(u64, u64)>,
+    /// Per strategy (declared order), for window policies with more than
+    /// one strategy; empty otherwise (then the fields above describe the
+    /// only rule).
+    pub quotas: Vec<QuotaOutcome>,
+}
+
+/// One strategy's part of an [`Outcome`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaOutcome {
+    /// Permits left on this strategy after the call (now, if denied).
+    pub remaining: u64,
+    /// µs until this strategy's state is untouched again.
+    pub reset_after_us: u64,
+    /// On a denial, µs until this strategy alone would let the same call
+    /// pass; `None` when it is not violated, or when no wait helps.
+    pub retry_after_us: Option<u64>,
 }

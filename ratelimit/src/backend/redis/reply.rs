@@ -14,7 +14,7 @@
 
 use super::counter::Counter;
 use crate::algo::ceil_div;
-use crate::backend::Outcome;
+use crate::backend::{Outcome, QuotaOutcome};
 use crate::Error;
 use ratelimit_grammar::AlgorithmKind;
 use redis::Value;
@@ -22,8 +22,8 @@ use redis::Value;
 /// How a bound limiter reads its script's reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reply {
-    /// A table of 7 integers, then a (remaining, reset) pair per strategy
-    /// when there are several (`quotas` of them, else 0).
+    /// A table of 7 integers, then a (remaining, reset, retry) triple per
+    /// strategy when there are several (`quotas` of them, else 0).
     Window { quotas: usize },
     /// 16 bytes from a bucket or gcra, whose constants are
     /// `[capacity or burst, n, p]`.
@@ -51,17 +51,20 @@ impl Reply {
     }
 }
 
-/// Reads a window reply: 7 integers, then `quotas` pairs.
+/// Reads a window reply: 7 integers, then `quotas` triples.
 fn window(reply: &[i64], quotas: usize) -> Result<Outcome, Error> {
-    let Some((&[allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us], pairs)) =
-        reply.split_first_chunk::<7>().filter(|(_, rest)| rest.len() == 2 * quotas)
+    let Some((&[allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us], triples)) =
+        reply.split_first_chunk::<7>().filter(|(_, rest)| rest.len() == 3 * quotas)
     else {
-        return Err(Error::Protocol(format!("expected {} integers, got {reply:?}", 7 + 2 * quotas)));
+        return Err(Error::Protocol(format!("expected {} integers, got {reply:?}", 7 + 3 * quotas)));
     };
     let non_negative = |v: i64| u64::try_from(v).map_err(|_| Error::Protocol(format!("negative field in {reply:?}")));
-    let quotas = pairs
-        .chunks_exact(2)
-        .map(|pair| Ok((non_negative(pair[0])?, non_negative(pair[1])?)))
+    let quotas = triples
+        .chunks_exact(3)
+        .map(|t| {
+            let retry_after_us = if t[2] < 0 { None } else { Some(t[2] as u64) };
+            Ok(QuotaOutcome { remaining: non_negative(t[0])?, reset_after_us: non_negative(t[1])?, retry_after_us })
+        })
         .collect::<Result<_, Error>>()?;
     Ok(Outcome {
         allowed: allowed == 1,
@@ -253,11 +256,14 @@ mod tests {
         assert!(window(&[1, 2, 3], 0).is_err());
         assert!(window(&[1, -2, 3, 4, -1, 0, 9], 0).is_err());
         assert_eq!(window(&[0, 5, 0, 10, 7, 2, 9], 0).unwrap().retry_after_us, Some(7));
-        // Quota pairs: exactly as many as strategies, none negative.
+        // Quota triples: exactly as many as strategies, none negative but a retry (-1 = none).
         assert!(window(&[0, 5, 0, 10, 7, 2, 9], 2).is_err());
-        assert!(window(&[0, 5, 0, 10, 7, 2, 9, 1, 2], 2).is_err());
-        assert!(window(&[0, 5, 0, 10, 7, 2, 9, 1, 2, -3, 4], 2).is_err());
-        assert_eq!(window(&[0, 5, 0, 10, 7, 2, 9, 1, 2, 3, 4], 2).unwrap().quotas, [(1, 2), (3, 4)]);
+        assert!(window(&[0, 5, 0, 10, 7, 2, 9, 1, 2, -1], 2).is_err());
+        assert!(window(&[0, 5, 0, 10, 7, 2, 9, 1, 2, -1, -3, 4, 7], 2).is_err());
+        let quota =
+            |remaining, reset_after_us, retry_after_us| QuotaOutcome { remaining, reset_after_us, retry_after_us };
+        let two = window(&[0, 5, 0, 10, 7, 2, 9, 1, 2, -1, 0, 4, 7], 2).unwrap();
+        assert_eq!(two.quotas, [quota(1, 2, None), quota(0, 4, Some(7))]);
     }
 
     #[test]
