@@ -150,3 +150,24 @@ async fn a_never_answering_server_fails_within_the_connect_timeout() {
     }
     assert!(silent.accepted() >= 2, "the connects reached the listener");
 }
+
+/// A URL of any size and bytes gives an error of bounded size, its parts
+/// quoted and escaped (the message names what is wrong, not the whole input).
+#[tokio::test]
+async fn a_huge_or_hostile_url_gives_a_bounded_escaped_error() {
+    let long = "h".repeat(500_000);
+    for url in [
+        format!("redis://{long}:x"),
+        format!("redis+cluster://{long}:1,:2"),
+        format!("redis+sentinel://{long}:1/"),
+        format!("nope{long}://host"),
+        "redis+cluster://a:1\x1b[31m,b:x".to_string(),
+    ] {
+        let message = match Store::redis(&url).await {
+            Err(error) => error.to_string(),
+            Ok(_) => panic!("{} connected", &url[..20]),
+        };
+        assert!(message.len() < 1_000, "{} bytes: {}", message.len(), &message[..200]);
+        assert!(!message.contains('\x1b'), "control bytes echoed: {message}");
+    }
+}

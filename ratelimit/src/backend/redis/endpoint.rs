@@ -7,6 +7,7 @@
 //!   the Redis nodes, the sentinels are asked without them.
 
 use crate::Error;
+use ratelimit_grammar::quote;
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 /// A parsed store URL.
@@ -24,7 +25,7 @@ const SCHEMES: &str =
     "redis://, rediss://, redis+cluster://, rediss+cluster://, redis+sentinel:// or rediss+sentinel://";
 
 fn invalid(url: &str, problem: impl std::fmt::Display) -> Error {
-    Error::InvalidConfig(format!("invalid Redis URL {}: {problem}", redact(url)))
+    Error::InvalidConfig(format!("invalid Redis URL {}: {problem}", quote(&redact(url))))
 }
 
 /// Parses any of the forms above; the error names the part that is wrong.
@@ -33,11 +34,14 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
         return Err(invalid(url, format!("no scheme: expected {SCHEMES}")));
     };
     if scheme.starts_with("rediss") && !cfg!(feature = "tls") {
-        return Err(invalid(url, format!("`{scheme}://` needs TLS: enable the `tls` feature of the ratelimit crate")));
+        return Err(invalid(
+            url,
+            format!("`{}://` needs TLS: enable the `tls` feature of the ratelimit crate", quote(&scheme)),
+        ));
     }
     match scheme {
         "redis" | "rediss" => {
-            let info = url.into_connection_info().map_err(|e| invalid(url, e))?;
+            let info = url.into_connection_info().map_err(|e| invalid(url, quote(&e.to_string())))?;
             Ok(Endpoint::Single(info))
         }
         "redis+cluster" | "rediss+cluster" => {
@@ -45,7 +49,7 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
             let (credentials, hosts) = split_credentials(rest);
             let (hosts, path) = hosts.split_once('/').map_or((hosts, ""), |(h, p)| (h, p));
             if !path.is_empty() {
-                return Err(invalid(url, format!("a cluster has no database or path, found `/{path}`")));
+                return Err(invalid(url, format!("a cluster has no database or path, found `/{}`", quote(&path))));
             }
             let nodes = host_list(url, hosts, 6379)?
                 .iter()
@@ -64,21 +68,21 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
                 return Err(invalid(url, "empty master name: expected redis+sentinel://host:port,.../master_name"));
             }
             if !db.is_empty() && db.parse::<u16>().is_err() {
-                return Err(invalid(url, format!("database `{db}` is not a number")));
+                return Err(invalid(url, format!("database `{}` is not a number", quote(&db))));
             }
             let sentinels = host_list(url, hosts, 26379)?
                 .iter()
                 .map(|host| {
                     format!("redis://{host}")
                         .into_connection_info()
-                        .map_err(|e| invalid(url, format!("sentinel `{host}`: {e}")))
+                        .map_err(|e| invalid(url, format!("sentinel `{}`: {}", quote(&host), quote(&e.to_string()))))
                 })
                 .collect::<Result<_, _>>()?;
             // The master's address comes from the sentinels; this carries the rest.
             let node = node_info(url, tls, credentials, "master.invalid:6379", db)?;
             Ok(Endpoint::Sentinel { sentinels, master: master.to_string(), node, tls })
         }
-        other => Err(invalid(url, format!("unknown scheme `{other}://`: expected {SCHEMES}"))),
+        other => Err(invalid(url, format!("unknown scheme `{}://`: expected {SCHEMES}", quote(&other)))),
     }
 }
 
@@ -103,12 +107,13 @@ fn host_list(url: &str, hosts: &str, default: u16) -> Result<Vec<String>, Error>
                 _ => (host, ""),
             };
             if name.is_empty() {
-                return Err(invalid(url, format!("empty host in `{hosts}`")));
+                return Err(invalid(url, format!("empty host in `{}`", quote(&hosts))));
             }
             let port = if port.is_empty() {
                 default
             } else {
-                port.parse().map_err(|_| invalid(url, format!("invalid port `{port}` in `{host}`")))?
+                port.parse()
+                    .map_err(|_| invalid(url, format!("invalid port `{}` in `{}`", quote(&port), quote(&host))))?
             };
             Ok(format!("{name}:{port}"))
         })
@@ -120,7 +125,7 @@ fn node_info(url: &str, tls: bool, credentials: &str, host: &str, db: &str) -> R
     let db = if db.is_empty() { String::new() } else { format!("/{db}") };
     format!("{scheme}://{credentials}{host}{db}")
         .into_connection_info()
-        .map_err(|e| invalid(url, format!("node `{host}`: {e}")))
+        .map_err(|e| invalid(url, format!("node `{}`: {}", quote(&host), quote(&e.to_string()))))
 }
 
 /// The URL without its password, for messages.
