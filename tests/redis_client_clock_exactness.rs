@@ -17,7 +17,6 @@
 
 use ratelimit_test_support::exactness::{self, Bound, Timing, Worker, ALGORITHMS};
 use ratelimit_test_support::redis_server::RedisServer;
-use std::process::Command;
 use std::time::Instant;
 
 const PROCESSES: usize = 4;
@@ -37,7 +36,6 @@ fn exactness_worker() {
 #[test]
 fn four_processes_on_their_own_clocks_never_over_admit_on_one_key() {
     let server = RedisServer::start();
-    let exe = std::env::current_exe().unwrap();
     for algo in ALGORITHMS {
         let worker = Worker {
             url: server.url(),
@@ -46,13 +44,7 @@ fn four_processes_on_their_own_clocks_never_over_admit_on_one_key() {
             bound: Bound::Calls(CALLS),
             timing: Timing::Client,
         };
-        let commands = (0..PROCESSES)
-            .map(|_| {
-                let mut command = Command::new(&exe);
-                command.args(["--exact", "exactness_worker", "--nocapture", "--quiet"]);
-                worker.command(command)
-            })
-            .collect();
+        let commands = worker.test_processes(PROCESSES);
         let started = Instant::now();
         let o = exactness::run_on(Timing::Client, algo, commands);
         println!(

@@ -17,7 +17,6 @@
 use ratelimit_test_support::exactness::{self, Bound, Timing, Worker, ALGORITHMS, KEYS};
 use ratelimit_test_support::redis_cluster::RedisCluster;
 use ratelimit_test_support::redis_server::RedisServer;
-use std::process::Command;
 use std::time::Instant;
 
 const PROCESSES: usize = 4;
@@ -36,7 +35,6 @@ fn exactness_worker() {
 }
 
 fn every_algorithm_is_exact(url: &str, topology: &str) {
-    let exe = std::env::current_exe().unwrap();
     for algo in ALGORITHMS {
         let worker = Worker {
             url: url.into(),
@@ -45,13 +43,7 @@ fn every_algorithm_is_exact(url: &str, topology: &str) {
             bound: Bound::Calls(CALLS),
             timing: Timing::Server,
         };
-        let commands = (0..PROCESSES)
-            .map(|_| {
-                let mut command = Command::new(&exe);
-                command.args(["--exact", "exactness_worker", "--nocapture", "--quiet"]);
-                worker.command(command)
-            })
-            .collect();
+        let commands = worker.test_processes(PROCESSES);
         let started = Instant::now();
         let o = exactness::run(algo, commands);
         println!(

@@ -166,6 +166,19 @@ impl Worker {
         command
     }
 
+    /// `processes` copies of this test binary, each running only its
+    /// `exactness_worker` test as this worker.
+    pub fn test_processes(&self, processes: usize) -> Vec<Command> {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        (0..processes)
+            .map(|_| {
+                let mut command = Command::new(&exe);
+                command.args(["--exact", "exactness_worker", "--nocapture", "--quiet"]);
+                self.command(command)
+            })
+            .collect()
+    }
+
     /// The worker this process must be, when [`WORKER_VAR`] is set.
     pub fn from_env() -> Option<Worker> {
         let spec = std::env::var(WORKER_VAR).ok()?;
