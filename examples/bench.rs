@@ -334,8 +334,8 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
     let key = algo.storage_key("bench.argcheck", "raw-fresh", false);
     let (allowed, limit, remaining) = match algo.counter {
         Some((limit, window_ms)) => {
-            let reply: i64 = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
-            (reply >= 0, limit, limit - reply.unsigned_abs() / (window_ms + 2))
+            let reply: (i64, i64) = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
+            (reply.0 >= 0, limit, limit - reply.0.unsigned_abs() / (window_ms + 2))
         }
         // A bucket or gcra: `v` and `now` as two doubles; on a fresh key v
         // is, in units of 1/p of a permit, the tokens left, or the level or
@@ -377,7 +377,7 @@ enum Family {
     Window,
     /// The buckets and gcra: 16 bytes.
     Bucket,
-    /// The fixed window counter: one integer.
+    /// The fixed window counter: the decision and Redis's time.
     Counter,
 }
 
@@ -397,7 +397,7 @@ impl RawCall {
         let invocation = self.invocation(key, 1);
         match self.family {
             Family::Counter => {
-                let _: i64 = invocation.invoke_async(con).await.expect("raw EVALSHA");
+                let _: (i64, i64) = invocation.invoke_async(con).await.expect("raw EVALSHA");
             }
             Family::Bucket => {
                 let _: Vec<u8> = invocation.invoke_async(con).await.expect("raw EVALSHA");

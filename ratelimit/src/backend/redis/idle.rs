@@ -3,7 +3,7 @@
 //! slot a key is in.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a connection may go without an answer before a request asks
 /// `PING` first: under a second, the shortest idle `timeout` Redis takes,
@@ -16,31 +16,40 @@ pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(500);
 pub(crate) const SLOTS_PER_GROUP: usize = 256;
 pub(crate) const SLOTS: usize = 16_384;
 
-/// When the connection last answered, as µs since `origin`; per group of
-/// slots for a cluster, whose nodes each have their own connection.
+/// A touch moves the recorded time only when it is older than this, so
+/// under load calls only read the shared time and never contend to write it.
+const TOUCH_EVERY_US: u64 = 10_000;
+
+/// When the connection last answered, µs on this process's monotonic clock
+/// (at most [`TOUCH_EVERY_US`] late); per group of slots for a cluster,
+/// whose nodes each have their own connection.
 pub(crate) struct Answered {
-    origin: Instant,
     at_us: Box<[AtomicU64]>,
+}
+
+fn now_us() -> u64 {
+    crate::clock::process_ns() / 1000
 }
 
 impl Answered {
     pub(crate) fn new(groups: usize) -> Answered {
-        Answered { origin: Instant::now(), at_us: (0..groups).map(|_| AtomicU64::new(0)).collect() }
-    }
-
-    fn elapsed_us(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX)
+        Answered { at_us: (0..groups).map(|_| AtomicU64::new(now_us())).collect() }
     }
 
     pub(crate) fn touch(&self, group: usize) {
         if let Some(at) = self.at_us.get(group) {
-            at.fetch_max(self.elapsed_us(), Ordering::Relaxed);
+            let now = now_us();
+            // Two touches may race and store slightly out of order: a probe
+            // then comes a few µs early, which is harmless.
+            if at.load(Ordering::Relaxed).saturating_add(TOUCH_EVERY_US) < now {
+                at.store(now, Ordering::Relaxed);
+            }
         }
     }
 
     pub(crate) fn idle(&self, group: usize) -> bool {
         let at = self.at_us.get(group).map_or(0, |at| at.load(Ordering::Relaxed));
-        self.elapsed_us().saturating_sub(at) >= PROBE_AFTER.as_micros() as u64
+        now_us().saturating_sub(at) >= PROBE_AFTER.as_micros() as u64
     }
 }
 
