@@ -109,11 +109,7 @@ impl<V: Expires> Sharded<V> {
 
     /// `key`'s shard, locked; dead values are swept from it first when due.
     pub(crate) fn entry<'a>(&'a self, key: Key<'a>, now_us: u64) -> Entry<'a, V> {
-        let mut entry = self.locked(key);
-        if now_us >= entry.shard.next_sweep_us {
-            self.sweep(&mut entry.shard, now_us);
-        }
-        entry
+        self.entry_timed(key, || now_us).0
     }
 
     /// `key`'s shard, locked, and the time `now` reads once it is (swept

@@ -16,13 +16,8 @@ pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(500);
 pub(crate) const SLOTS_PER_GROUP: usize = 256;
 pub(crate) const SLOTS: usize = 16_384;
 
-/// A touch moves the recorded time only when it is older than this, so
-/// under load calls only read the shared time and never contend to write it.
-const TOUCH_EVERY_US: u64 = 10_000;
-
-/// When the connection last answered, µs on this process's monotonic clock
-/// (at most [`TOUCH_EVERY_US`] late); per group of slots for a cluster,
-/// whose nodes each have their own connection.
+/// When the connection last answered, µs on this process's monotonic clock;
+/// per group of slots for a cluster, whose nodes each have their own connection.
 pub(crate) struct Answered {
     at_us: Box<[AtomicU64]>,
 }
@@ -38,12 +33,9 @@ impl Answered {
 
     pub(crate) fn touch(&self, group: usize) {
         if let Some(at) = self.at_us.get(group) {
-            let now = now_us();
             // Two touches may race and store slightly out of order: a probe
             // then comes a few µs early, which is harmless.
-            if at.load(Ordering::Relaxed).saturating_add(TOUCH_EVERY_US) < now {
-                at.store(now, Ordering::Relaxed);
-            }
+            at.store(now_us(), Ordering::Relaxed);
         }
     }
 
@@ -55,6 +47,8 @@ impl Answered {
 
 /// Redis Cluster's slot of `key`: CRC16 (XMODEM) of its hash tag (the part
 /// between the first `{` and the next `}`, when not empty), else of the key.
+/// Written here because redis-rs computes slots (`cluster_routing::Slot`)
+/// but does not give their number out.
 pub(crate) fn slot(key: &[u8]) -> u16 {
     let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
         let rest = &key[open + 1..];
