@@ -4,11 +4,11 @@
 //!
 //! ```text
 //! cargo run --example axum_server -- --port 3000
-//! RATELIMIT_REDIS_URL=redis://127.0.0.1:6379 PORT=3001 cargo run --example axum_server
+//! REDLIMIT_REDIS_URL=redis://127.0.0.1:6379 PORT=3001 cargo run --example axum_server
 //! curl -i localhost:3000/hello
 //! ```
 //!
-//! On the in-memory store each process counts alone; with `RATELIMIT_REDIS_URL`
+//! On the in-memory store each process counts alone; with `REDLIMIT_REDIS_URL`
 //! every instance on that Redis shares the limits (`tests/http_axum_server.rs`
 //! runs two). The port comes from `--port` or `PORT` (default 3000; 0 picks a
 //! free one); the first line printed is `listening on http://<address>`.
@@ -25,8 +25,8 @@ use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use ratelimit::http::{HeaderStyle, KeyBy, RateLimitLayer, TrustedProxies};
-use ratelimit::{rate_limit, Policy, RateLimited};
+use redlimit::http::{HeaderStyle, KeyBy, RateLimitLayer, TrustedProxies};
+use redlimit::{rate_limit, Policy, RateLimited};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -65,7 +65,7 @@ async fn search() -> &'static str {
     "results\n"
 }
 
-fn app(proxies: TrustedProxies) -> Result<Router, ratelimit::Error> {
+fn app(proxies: TrustedProxies) -> Result<Router, redlimit::Error> {
     let hello_limit =
         RateLimitLayer::new("axum_server.hello", Policy::fixed_window("5/1h")?).key(KeyBy::client_ip(proxies));
     let search_limit = RateLimitLayer::new("axum_server.search", Policy::token_bucket(3, "1/1h")?)
@@ -92,8 +92,8 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let proxies = std::env::var("TRUSTED_PROXIES").unwrap_or_default();
     let proxies = TrustedProxies::new(proxies.split(',').map(str::trim).filter(|p| !p.is_empty()))?;
     // The layers and the handler would build the store at their first
-    // request; building it here fails fast on a wrong RATELIMIT_REDIS_URL.
-    let store = ratelimit::global().await?;
+    // request; building it here fails fast on a wrong REDLIMIT_REDIS_URL.
+    let store = redlimit::global().await?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     println!("listening on http://{}", listener.local_addr()?);
     std::io::stdout().flush()?;

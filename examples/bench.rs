@@ -42,8 +42,8 @@ mod local;
 mod naive;
 
 use load::{drive, Measured};
-use ratelimit::{AlgorithmKind, Limiter, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{AlgorithmKind, Limiter, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
 use redis::io::tcp::TcpSettings;
 use redis::IntoConnectionInfo;
@@ -150,7 +150,7 @@ fn main() {
 
 async fn run(options: Options) {
     if options.only_memory {
-        ratelimit::init(Store::memory()).expect("the global store is set once");
+        redlimit::init(Store::memory()).expect("the global store is set once");
         local::memory_backend(options).await;
         return;
     }
@@ -170,9 +170,9 @@ async fn run(options: Options) {
     // A generous response timeout: on a shared, overloaded machine a call
     // can wait longer than the default 250 ms, which would end the run.
     let redis_options =
-        ratelimit::RedisOptions { response_timeout: Duration::from_secs(5), ..ratelimit::RedisOptions::default() };
+        redlimit::RedisOptions { response_timeout: Duration::from_secs(5), ..redlimit::RedisOptions::default() };
     let store = Store::redis_with(&server.url(), redis_options).await.expect("connect the runtime");
-    ratelimit::init(store.clone()).expect("the global store is set once");
+    redlimit::init(store.clone()).expect("the global store is set once");
 
     let mut rows: Vec<Row> = Vec::new();
     let ceiling = measure_ceiling(&mut admin, &load_connection, options).await;
@@ -345,7 +345,7 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
             let v = f64::from_le_bytes(reply[..8].try_into().expect("16 bytes"));
             let (limit, p) = (decision.limit, algo.params[2]);
             let left =
-                if algo.kind == ratelimit::AlgorithmKind::TokenBucket { v as u64 / p } else { limit - v as u64 / p };
+                if algo.kind == redlimit::AlgorithmKind::TokenBucket { v as u64 / p } else { limit - v as u64 / p };
             (v >= 0.0, limit, left)
         }
         None => {
@@ -388,7 +388,7 @@ impl RawCall {
             AlgorithmKind::FixedWindow | AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog => Family::Window,
             _ => Family::Bucket,
         };
-        let source = ratelimit::script_source(&algo.policy, !client_clock);
+        let source = redlimit::script_source(&algo.policy, !client_clock);
         RawCall { script: redis::Script::new(&source), family, client_clock }
     }
 

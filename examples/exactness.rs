@@ -5,7 +5,7 @@
 //! replayed against the policy's definition: no window or bucket may ever
 //! have admitted more than its policy allows (for `sliding_window`, no run
 //! of W/P aligned sub-windows). The workers, policies and checks are
-//! `ratelimit_test_support::exactness`, which `tests/redis_exactness.rs`
+//! `redlimit_test_support::exactness`, which `tests/redis_exactness.rs`
 //! runs bounded by a count of calls instead.
 //!
 //! ```sh
@@ -17,9 +17,9 @@
 //! Prints decisions and admissions per algorithm and exits non-zero on any
 //! over-admission.
 
-use ratelimit_test_support::exactness::{self, Bound, Timing, Worker, ALGORITHMS, KEYS};
-use ratelimit_test_support::redis_cluster::RedisCluster;
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::exactness::{self, Bound, Timing, Worker, ALGORITHMS, KEYS};
+use redlimit_test_support::redis_cluster::RedisCluster;
+use redlimit_test_support::redis_server::RedisServer;
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 

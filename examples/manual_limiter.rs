@@ -4,21 +4,21 @@
 //!
 //! ```text
 //! cargo run --example manual_limiter
-//! RATELIMIT_REDIS_URL=redis://127.0.0.1:6379 cargo run --example manual_limiter
+//! REDLIMIT_REDIS_URL=redis://127.0.0.1:6379 cargo run --example manual_limiter
 //! ```
 //!
 //! It prints every `Decision` of a token bucket (capacity 3, one token back
 //! every 500 ms): three calls pass, the fourth is refused with the exact
 //! time to wait, `wait` sleeps that long and passes, and `reset` refills.
 
-use ratelimit::{Decision, Limiter, Policy, Store};
+use redlimit::{Decision, Limiter, Policy, Store};
 use std::time::Instant;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // The store the environment chooses (Redis when RATELIMIT_REDIS_URL is
+    // The store the environment chooses (Redis when REDLIMIT_REDIS_URL is
     // set); `Store::memory()` or `Store::redis(url).await?` work as well.
-    let store: Store = ratelimit::from_env().await?;
+    let store: Store = redlimit::from_env().await?;
     let limiter = Limiter::new("manual.uploads", Policy::token_bucket(3, "1/500ms")?, &store);
     // Start from full buckets even if a previous run used them on Redis.
     limiter.reset("alice").await?;

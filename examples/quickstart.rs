@@ -10,14 +10,14 @@
 //! or on Redis, shared by every process that uses the same server:
 //!
 //! ```text
-//! RATELIMIT_REDIS_URL=redis://127.0.0.1:6379 cargo run --example quickstart
+//! REDLIMIT_REDIS_URL=redis://127.0.0.1:6379 cargo run --example quickstart
 //! ```
 //!
 //! It prints one row per round (calls, passed, denied, what a denial says),
 //! then a two-strategy policy (`2/1s,3/1m`) denying a call and naming the
 //! strategy it broke. It runs in about 4 seconds.
 
-use ratelimit::{rate_limit, Limiter, Policy, RateLimited};
+use redlimit::{rate_limit, Limiter, Policy, RateLimited};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
@@ -43,7 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The first limited call would build the store from the environment;
     // ask for it here to say which one runs, and to start from a clean slate
     // on Redis (a run a moment ago may have left its counts there).
-    let store = ratelimit::global().await?;
+    let store = redlimit::global().await?;
     println!("store: {}", store.backend().kind());
     Limiter::new("quickstart.profile", Policy::sliding_log("5/3s")?, store).reset("user:42").await?;
     Limiter::new("quickstart.search", Policy::sliding_log("2/1s,3/1m")?, store).reset("rust").await?;

@@ -4,14 +4,14 @@
 //!
 //! ```text
 //! cargo run --example shaping
-//! RATELIMIT_REDIS_URL=redis://127.0.0.1:6379 cargo run --example shaping
+//! REDLIMIT_REDIS_URL=redis://127.0.0.1:6379 cargo run --example shaping
 //! ```
 //!
 //! It prints each call's start time and a timeline: 3 calls start at once
 //! (the bucket's capacity), then one every 100 ms (its drain rate, 10/1s),
 //! so the 20th starts about 1.7 s after the first.
 
-use ratelimit::{rate_limit, Limiter, Policy};
+use redlimit::{rate_limit, Limiter, Policy};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
@@ -25,7 +25,7 @@ async fn send(message: usize, start: Instant) -> (usize, Duration) {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let store = ratelimit::global().await?;
+    let store = redlimit::global().await?;
     // Start with an empty bucket even if a previous run just filled it on Redis.
     Limiter::new("shaping.send", Policy::leaky_bucket(3, "10/1s")?, store).reset("").await?;
     println!("store: {}; leaky bucket: capacity 3, drains 10/1s; 20 calls at once\n", store.backend().kind());

@@ -20,8 +20,8 @@
 //! whole send-to-answer spans fit inside one window (Redis reads the same
 //! wall clock as this process, on this machine).
 
-use ratelimit::{Error, Limiter, Policy, RedisOptions, Store};
-use ratelimit_test_support::redis_server::{free_port, RedisServer};
+use redlimit::{Error, Limiter, Policy, RedisOptions, Store};
+use redlimit_test_support::redis_server::{free_port, RedisServer};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

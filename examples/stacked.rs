@@ -3,14 +3,14 @@
 //!
 //! ```text
 //! cargo run --example stacked
-//! RATELIMIT_REDIS_URL=redis://127.0.0.1:6379 cargo run --example stacked
+//! REDLIMIT_REDIS_URL=redis://127.0.0.1:6379 cargo run --example stacked
 //! ```
 //!
 //! Each user may search 3 times per minute, and everyone together 5 times
 //! per minute. It prints one line per call: who called, and which limit (if
 //! any) refused, with the error the service's own error type carries.
 
-use ratelimit::{rate_limit, Limiter, Policy, RateLimited};
+use redlimit::{rate_limit, Limiter, Policy, RateLimited};
 use std::fmt;
 
 /// The service's error type: a denial converts into it, so limited
@@ -42,7 +42,7 @@ async fn search(user: &str, query: &str) -> Result<String, ApiError> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let store = ratelimit::global().await?;
+    let store = redlimit::global().await?;
     // Start clean even if a previous run left its counts on Redis.
     let per_user = Limiter::new("search.per_user", Policy::fixed_window("3/1m")?, store);
     for user in ["alice", "bob", "carol"] {

@@ -1,3 +1,3 @@
 //! Nothing to see here: this package holds the runnable examples
 //! (`examples/`) and the integration tests (`tests/`). What they share lives
-//! in the `ratelimit-test-support` crate (`test-support/`).
+//! in the `redlimit-test-support` crate (`test-support/`).

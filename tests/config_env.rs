@@ -1,12 +1,12 @@
-//! Policies from the environment: `RATELIMIT_POLICIES` (the TOML itself) or
-//! `RATELIMIT_POLICIES_FILE` (a path), read on the first call that names a
+//! Policies from the environment: `REDLIMIT_POLICIES` (the TOML itself) or
+//! `REDLIMIT_POLICIES_FILE` (a path), read on the first call that names a
 //! policy when nothing was loaded explicitly. One test: the environment and
 //! the policies are process-wide.
 //!
 //! `cargo test --test config_env`
 
-use ratelimit::policies::{self, POLICIES_FILE_VAR, POLICIES_VAR};
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::policies::{self, POLICIES_FILE_VAR, POLICIES_VAR};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(policy = "api", key = "<user>")]
 async fn api(user: u32) -> Result<u32, RateLimited> {
@@ -15,7 +15,7 @@ async fn api(user: u32) -> Result<u32, RateLimited> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn the_environment_supplies_the_policies() {
-    ratelimit::init(ratelimit::Store::memory().with_clock(ratelimit::ManualClock::new())).unwrap();
+    redlimit::init(redlimit::Store::memory().with_clock(redlimit::ManualClock::new())).unwrap();
     std::env::set_var(POLICIES_VAR, "[policies.api]\nalgo = \"sliding_log\"\nstrategies = \"2/1h\"\n");
 
     // Lazily, on the first call.
@@ -25,10 +25,10 @@ async fn the_environment_supplies_the_policies() {
     assert_eq!(policies::current().origin(), POLICIES_VAR);
 
     // Both set: ambiguous, an error; the set in use stays.
-    let path = std::env::temp_dir().join(format!("ratelimit-config-env-{}.toml", std::process::id()));
+    let path = std::env::temp_dir().join(format!("redlimit-config-env-{}.toml", std::process::id()));
     std::env::set_var(POLICIES_FILE_VAR, &path);
     let err = policies::load_env().unwrap_err();
-    assert_eq!(err.to_string(), "RATELIMIT_POLICIES_FILE and RATELIMIT_POLICIES are both set: set one (a path to a TOML file, or the TOML itself)");
+    assert_eq!(err.to_string(), "REDLIMIT_POLICIES_FILE and REDLIMIT_POLICIES are both set: set one (a path to a TOML file, or the TOML itself)");
     assert_eq!(api(1).await.unwrap_err().decision.limit, 2);
 
     // The file variable alone; `reload` reads the environment again.

@@ -4,9 +4,9 @@
 //!
 //! `cargo test --test config_env_broken`
 
-use ratelimit::policies::POLICIES_FILE_VAR;
-use ratelimit::{rate_limit, RateLimited};
-use ratelimit_test_support::log_capture::LogCapture;
+use redlimit::policies::POLICIES_FILE_VAR;
+use redlimit::{rate_limit, RateLimited};
+use redlimit_test_support::log_capture::LogCapture;
 
 #[rate_limit(policy = "api")]
 async fn open() -> Result<(), RateLimited> {
@@ -22,8 +22,8 @@ async fn closed() -> Result<(), RateLimited> {
 async fn a_bad_file_is_reported_once_and_calls_follow_on_error() {
     let logs = LogCapture::default();
     let _guard = logs.install();
-    ratelimit::init(ratelimit::Store::memory()).unwrap();
-    let path = std::env::temp_dir().join(format!("ratelimit-config-env-broken-{}.toml", std::process::id()));
+    redlimit::init(redlimit::Store::memory()).unwrap();
+    let path = std::env::temp_dir().join(format!("redlimit-config-env-broken-{}.toml", std::process::id()));
     std::fs::write(&path, "[policies.api]\nalgo = \"gcra\"\nrate = \"0/1s\"\n[policies.api]\n").unwrap();
     std::env::set_var(POLICIES_FILE_VAR, &path);
 

@@ -3,8 +3,8 @@
 //!
 //! `cargo test --test config_file`
 
-use ratelimit::policies::{self, PolicySet};
-use ratelimit::Policy;
+use redlimit::policies::{self, PolicySet};
+use redlimit::Policy;
 
 fn problems(text: &str) -> Vec<String> {
     PolicySet::parse("policies.toml", text).unwrap_err().problems().to_vec()
@@ -167,7 +167,7 @@ fn names_algorithms_and_layout() {
 
 #[test]
 fn a_missing_file_is_an_error_naming_it_and_loads_nothing() {
-    let path = std::env::temp_dir().join(format!("ratelimit-config-file-missing-{}.toml", std::process::id()));
+    let path = std::env::temp_dir().join(format!("redlimit-config-file-missing-{}.toml", std::process::id()));
     let err = policies::load(&path).unwrap_err();
     assert_eq!(err.problems().len(), 1);
     assert!(err.to_string().starts_with(&format!("{}: cannot read the policies file: ", path.display())), "{err}");

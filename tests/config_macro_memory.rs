@@ -7,7 +7,7 @@ mod cases;
 
 #[tokio::test(flavor = "current_thread")]
 async fn named_policies_on_the_memory_store() {
-    let clock = ratelimit::ManualClock::new();
-    ratelimit::init(ratelimit::Store::memory().with_clock(clock)).unwrap();
+    let clock = redlimit::ManualClock::new();
+    redlimit::init(redlimit::Store::memory().with_clock(clock)).unwrap();
     cases::run("memory").await;
 }

@@ -6,15 +6,15 @@
 #[path = "cases/config_macro.rs"]
 mod cases;
 
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::redis_server::RedisServer;
 
 #[tokio::test(flavor = "current_thread")]
 async fn named_policies_on_redis() {
     let server = RedisServer::start();
-    let clock = ratelimit::ManualClock::new();
-    let store = ratelimit::Store::redis(&server.url()).await.unwrap().with_clock(clock);
+    let clock = redlimit::ManualClock::new();
+    let store = redlimit::Store::redis(&server.url()).await.unwrap().with_clock(clock);
     assert_eq!(store.backend().kind(), "redis");
-    ratelimit::init(store).unwrap();
+    redlimit::init(store).unwrap();
     cases::run("redis").await;
     drop(server);
 }

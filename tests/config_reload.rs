@@ -7,9 +7,9 @@
 //!
 //! `cargo test --test config_reload`
 
-use ratelimit::policies::{self, PolicySet};
-use ratelimit::{Limiter, Policy, Store};
-use ratelimit_test_support::stores::BothStores;
+use redlimit::policies::{self, PolicySet};
+use redlimit::{Limiter, Policy, Store};
+use redlimit_test_support::stores::BothStores;
 use redis::AsyncCommands;
 
 fn policy(body: &str) -> Policy {
@@ -104,28 +104,28 @@ async fn a_changed_layout_starts_fresh_and_leaves_the_old_state_alone() {
         (
             Policy::sliding_window("10/1h", "10m").unwrap(),
             Policy::sliding_window("10/1h", "1m").unwrap(),
-            "ratelimit:sliding_window/v1/10m:6:reload:k",
-            "ratelimit:sliding_window/v1/1m:6:reload:k",
+            "redlimit:sliding_window/v1/10m:6:reload:k",
+            "redlimit:sliding_window/v1/1m:6:reload:k",
         ),
         // one token = 1h of refill -> 30m: the stored units would read as twice the tokens
         (
             Policy::token_bucket(10, "1/1h").unwrap(),
             Policy::token_bucket(10, "2/1h").unwrap(),
-            "ratelimit:token_bucket/v1/1h:6:reload:k",
-            "ratelimit:token_bucket/v1/30m:6:reload:k",
+            "redlimit:token_bucket/v1/1h:6:reload:k",
+            "redlimit:token_bucket/v1/30m:6:reload:k",
         ),
         (
             Policy::leaky_bucket(10, "1/1h").unwrap(),
             Policy::leaky_bucket(10, "1/2h").unwrap(),
-            "ratelimit:leaky_bucket/v1/1h:6:reload:k",
-            "ratelimit:leaky_bucket/v1/2h:6:reload:k",
+            "redlimit:leaky_bucket/v1/1h:6:reload:k",
+            "redlimit:leaky_bucket/v1/2h:6:reload:k",
         ),
         // another algorithm
         (
             Policy::fixed_window("10/1h").unwrap(),
             Policy::sliding_log("10/1h").unwrap(),
-            "ratelimit:fixed_window/v1:6:reload:k",
-            "ratelimit:sliding_log/v2:6:reload:k",
+            "redlimit:fixed_window/v1:6:reload:k",
+            "redlimit:sliding_log/v2:6:reload:k",
         ),
     ];
     let mut redis = redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
@@ -150,7 +150,7 @@ async fn a_changed_layout_starts_fresh_and_leaves_the_old_state_alone() {
 /// (bad TOML, a bad value, a deleted file) keeps the set in use.
 #[tokio::test]
 async fn reload_swaps_the_set_or_keeps_it() {
-    let path = std::env::temp_dir().join(format!("ratelimit-config-reload-{}.toml", std::process::id()));
+    let path = std::env::temp_dir().join(format!("redlimit-config-reload-{}.toml", std::process::id()));
     std::fs::write(&path, "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"10/1h\"\n").unwrap();
     assert_eq!(policies::load(&path).unwrap(), 1);
     assert_eq!(policies::get("search"), Some(Policy::fixed_window("10/1h").unwrap()));

@@ -1,4 +1,4 @@
-//! The published `ratelimit` crate carries its Lua scripts.
+//! The published `redlimit` crate carries its Lua scripts.
 
 use std::process::Command;
 
@@ -6,7 +6,7 @@ use std::process::Command;
 fn the_runtime_crate_packages_every_script() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
-        .args(["package", "--list", "--allow-dirty", "-p", "ratelimit"])
+        .args(["package", "--list", "--allow-dirty", "-p", "redlimit"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run cargo package --list");

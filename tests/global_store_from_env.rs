@@ -1,10 +1,10 @@
-//! The global store: built from `RATELIMIT_REDIS_URL` on first use, in memory
+//! The global store: built from `REDLIMIT_REDIS_URL` on first use, in memory
 //! when it is unset (said once in a log line), a clear error when it points
 //! at nothing. One test, because the environment is process-wide.
 
-use ratelimit::{from_env, global, REDIS_URL_VAR};
-use ratelimit_test_support::log_capture::LogCapture;
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{from_env, global, REDIS_URL_VAR};
+use redlimit_test_support::log_capture::LogCapture;
+use redlimit_test_support::redis_server::RedisServer;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "current_thread")]
@@ -30,5 +30,5 @@ async fn the_environment_chooses_the_store() {
     assert_eq!(global().await.unwrap().backend().kind(), "memory");
     assert_eq!(global().await.unwrap().backend().kind(), "memory");
     let text = logs.text();
-    assert_eq!(text.matches("RATELIMIT_REDIS_URL is not set").count(), 1, "{text}");
+    assert_eq!(text.matches("REDLIMIT_REDIS_URL is not set").count(), 1, "{text}");
 }

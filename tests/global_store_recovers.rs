@@ -3,8 +3,8 @@
 //! once it is up, with no restart. One test, because the environment is
 //! process-wide.
 
-use ratelimit::{rate_limit, RateLimited};
-use ratelimit_test_support::redis_server::{free_port, RedisServer};
+use redlimit::{rate_limit, RateLimited};
+use redlimit_test_support::redis_server::{free_port, RedisServer};
 use std::time::{Duration, Instant};
 
 #[rate_limit(algo = "fixed_window", strategies = "1000/1h", on_error = "deny")]
@@ -18,7 +18,7 @@ const BOUND: Duration = Duration::from_secs(1);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_are_decided_by_redis_once_it_comes_up() {
     let port = free_port();
-    std::env::set_var(ratelimit::REDIS_URL_VAR, format!("redis://127.0.0.1:{port}"));
+    std::env::set_var(redlimit::REDIS_URL_VAR, format!("redis://127.0.0.1:{port}"));
     for _ in 0..10 {
         let started = Instant::now();
         let refused = deny().await.expect_err("nothing listens: on_error = deny refuses");

@@ -3,8 +3,8 @@
 //! `on_error` settles each, while the store keeps trying to connect in the
 //! background. One test, because the environment is process-wide.
 
-use ratelimit::{rate_limit, RateLimited};
-use ratelimit_test_support::silent_listener::SilentListener;
+use redlimit::{rate_limit, RateLimited};
+use redlimit_test_support::silent_listener::SilentListener;
 use std::time::{Duration, Instant};
 
 #[rate_limit(algo = "fixed_window", strategies = "1000/1h")]
@@ -28,7 +28,7 @@ const BOUND: Duration = Duration::from_secs(1);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_are_settled_by_on_error_within_the_response_timeout_while_redis_never_answers() {
     let silent = SilentListener::start();
-    std::env::set_var(ratelimit::REDIS_URL_VAR, silent.url());
+    std::env::set_var(redlimit::REDIS_URL_VAR, silent.url());
     let tasks: Vec<_> = (0..TASKS)
         .map(|_| {
             tokio::spawn(async move {

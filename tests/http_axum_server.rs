@@ -6,7 +6,7 @@
 //! until a window ends (`t`, `Retry-After`), which the first hit fixes at the
 //! full window and later ones can only have counted down from.
 
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::redis_server::RedisServer;
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
 use std::io::{BufRead, BufReader};
@@ -49,7 +49,7 @@ fn build_example() -> PathBuf {
 fn start(exe: &PathBuf, redis_url: &str) -> Instance {
     let mut child = Command::new(exe)
         .args(["--port", "0"])
-        .env("RATELIMIT_REDIS_URL", redis_url)
+        .env("REDLIMIT_REDIS_URL", redis_url)
         .env("TRUSTED_PROXIES", "127.0.0.1")
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())

@@ -7,10 +7,10 @@ use axum::extract::{ConnectInfo, Request};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use ratelimit::http::{HeaderStyle, KeyBy, MissingKey, RateLimitLayer, TrustedProxies};
-use ratelimit::{Limiter, OnError, Policy, Store};
-use ratelimit_test_support::redis_server::RedisServer;
-use ratelimit_test_support::stores::BothStores;
+use redlimit::http::{HeaderStyle, KeyBy, MissingKey, RateLimitLayer, TrustedProxies};
+use redlimit::{Limiter, OnError, Policy, Store};
+use redlimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::stores::BothStores;
 use std::net::SocketAddr;
 use tower_service::Service;
 
@@ -132,7 +132,7 @@ async fn header_keys_function_keys_and_requests_without_a_key() {
 
 #[tokio::test]
 async fn allowed_responses_can_leave_the_headers_out() {
-    let store = Store::memory().with_clock(ratelimit::ManualClock::new());
+    let store = Store::memory().with_clock(redlimit::ManualClock::new());
     let limiter = Limiter::new("quiet", Policy::fixed_window("1/1m").unwrap(), &store);
     let mut app = app(RateLimitLayer::from_limiter(limiter).headers_on_allowed(false));
     let ok = send(&mut app, from("192.0.2.1:1", &[])).await;
@@ -177,7 +177,7 @@ async fn a_cost_the_policy_can_never_admit_is_a_429_without_retry_after() {
     let limiter = Limiter::new(
         "too_big",
         Policy::fixed_window("2/1m").unwrap(),
-        &Store::memory().with_clock(ratelimit::ManualClock::new()),
+        &Store::memory().with_clock(redlimit::ManualClock::new()),
     );
     let mut app = app(RateLimitLayer::from_limiter(limiter).cost(3));
     let response = send(&mut app, from("192.0.2.1:1", &[])).await;

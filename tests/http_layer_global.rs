@@ -1,13 +1,13 @@
 //! `RateLimitLayer::new` runs on the global store, looked up at the first
-//! request: a layer built before `ratelimit::init` uses the store set by it.
+//! request: a layer built before `redlimit::init` uses the store set by it.
 //! (Its own test binary: the global store is set once per process.)
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
 use axum::routing::get;
 use axum::Router;
-use ratelimit::http::RateLimitLayer;
-use ratelimit::{Limiter, ManualClock, Policy, Store};
+use redlimit::http::RateLimitLayer;
+use redlimit::{Limiter, ManualClock, Policy, Store};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tower_service::Service;
@@ -19,7 +19,7 @@ async fn the_global_store_is_resolved_at_the_first_request() {
     let mut other = Router::new().route("/other", get(|| async { "ok" })).layer(layer);
 
     let clock = ManualClock::new();
-    ratelimit::init(Store::memory().with_clock(clock.clone())).unwrap();
+    redlimit::init(Store::memory().with_clock(clock.clone())).unwrap();
     let request = |path: &str| {
         let mut r = Request::builder().uri(path).body(Body::empty()).unwrap();
         r.extensions_mut().insert(ConnectInfo("192.0.2.7:1234".parse::<SocketAddr>().unwrap()));
@@ -31,7 +31,7 @@ async fn the_global_store_is_resolved_at_the_first_request() {
     assert_eq!(app.call(request("/")).await.unwrap().status(), 429);
     // The count is in the global store, under the layer's name and the client IP.
     let limiter =
-        Limiter::new("global_layer", Policy::fixed_window("2/1s").unwrap(), ratelimit::global().await.unwrap());
+        Limiter::new("global_layer", Policy::fixed_window("2/1s").unwrap(), redlimit::global().await.unwrap());
     assert_eq!(limiter.peek("192.0.2.7", 0).await.unwrap().remaining, 0);
     clock.advance(Duration::from_secs(1));
     assert_eq!(app.call(request("/")).await.unwrap().status(), 200);

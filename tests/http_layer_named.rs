@@ -7,10 +7,10 @@ use axum::extract::Request;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use ratelimit::http::{KeyBy, RateLimitLayer};
-use ratelimit::{policies, ManualClock, OnError, Store};
-use ratelimit_test_support::log_capture::LogCapture;
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::http::{KeyBy, RateLimitLayer};
+use redlimit::{policies, ManualClock, OnError, Store};
+use redlimit_test_support::log_capture::LogCapture;
+use redlimit_test_support::redis_server::RedisServer;
 use tower_service::Service;
 
 fn app(layer: RateLimitLayer) -> Router {
@@ -30,9 +30,9 @@ async fn a_named_layer_follows_reloads_and_a_missing_policy_is_settled_by_on_err
     let logs = LogCapture::default();
     let _guard = logs.install();
     let server = RedisServer::start();
-    ratelimit::init(Store::redis(&server.url()).await.unwrap().with_clock(ManualClock::new())).unwrap();
+    redlimit::init(Store::redis(&server.url()).await.unwrap().with_clock(ManualClock::new())).unwrap();
 
-    let dir = std::env::temp_dir().join(format!("ratelimit-http-named-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("redlimit-http-named-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("policies.toml");
     let write = |strategies: &str| {

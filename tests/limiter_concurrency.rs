@@ -1,8 +1,8 @@
 //! Atomicity under concurrency: many tasks on one key admit exactly the limit.
 
-use ratelimit::{Limiter, Policy, Store};
-use ratelimit_test_support::redis_server::RedisServer;
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{Limiter, Policy, Store};
+use redlimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 async fn admitted(limiter: &Limiter, calls: usize) -> usize {

@@ -4,12 +4,12 @@
 //! client clock) at costs 0, 1, the largest admissible and `u64::MAX`.
 
 use proptest::prelude::*;
-use ratelimit::http::{KeyBy, TrustedProxies};
-use ratelimit::policies::PolicySet;
-use ratelimit::{AlgorithmKind, Limiter, ManualClock, Policy, Store};
-use ratelimit_grammar::{Param, PolicySpec, MAX_DURATION_US, MAX_EXACT, MAX_LIMIT};
-use ratelimit_test_support::redis_server::RedisServer;
-use ratelimit_test_support::runtime::block_on;
+use redlimit::http::{KeyBy, TrustedProxies};
+use redlimit::policies::PolicySet;
+use redlimit::{AlgorithmKind, Limiter, ManualClock, Policy, Store};
+use redlimit_grammar::{Param, PolicySpec, MAX_DURATION_US, MAX_EXACT, MAX_LIMIT};
+use redlimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::runtime::block_on;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -92,11 +92,11 @@ fn spec() -> impl Strategy<Value = PolicySpec> {
             .filter(|_| given(Param::Precision));
             if given(Param::Strategies) {
                 spec.strategies = Some(
-                    strategies.into_iter().map(|(limit, window_us)| ratelimit::Strategy { limit, window_us }).collect(),
+                    strategies.into_iter().map(|(limit, window_us)| redlimit::Strategy { limit, window_us }).collect(),
                 );
             }
             spec.capacity = Some(capacity).filter(|_| given(Param::Capacity));
-            spec.rate = Some(ratelimit::Rate { count: n, period_us }).filter(|_| given(Param::Rate));
+            spec.rate = Some(redlimit::Rate { count: n, period_us }).filter(|_| given(Param::Rate));
             spec.burst = burst.filter(|_| given(Param::Burst));
             spec
         },
@@ -112,7 +112,7 @@ fn gcd(a: u64, b: u64) -> u64 {
 }
 
 /// The same policy through the typed constructor, its numbers written as text.
-fn typed(spec: &PolicySpec) -> Option<Result<Policy, ratelimit::Error>> {
+fn typed(spec: &PolicySpec) -> Option<Result<Policy, redlimit::Error>> {
     let strategies = || {
         let list = spec.strategies.as_ref()?;
         Some(list.iter().map(|s| format!("{}/{}us", s.limit, s.window_us)).collect::<Vec<_>>().join(","))

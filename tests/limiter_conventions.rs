@@ -4,7 +4,7 @@
 #[path = "cases/behaviour.rs"]
 mod behaviour;
 
-use ratelimit_test_support::stores::BothStores;
+use redlimit_test_support::stores::BothStores;
 
 #[tokio::test]
 async fn remaining_counts_down_after_each_request() {

@@ -6,8 +6,8 @@
 //! 2-thread runtime busy: another task's Redis call waited seconds and timed
 //! out, with four loopers it never ran.
 
-use ratelimit::{Limiter, Policy, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{Limiter, Policy, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,9 +5,9 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use ratelimit::{Decision, Limiter, Policy, Store};
-use ratelimit_test_support::redis_server::RedisServer;
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{Decision, Limiter, Policy, Store};
+use redlimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 fn every_algorithm() -> Vec<Policy> {
@@ -235,12 +235,12 @@ async fn with_the_server_clock_a_denial_is_remembered_no_longer_than_the_store_s
 /// smaller cost that changed the state, and named too early a retry time.
 #[tokio::test]
 async fn an_admitted_call_forgets_the_keys_remembered_denials() {
-    let clock = ratelimit::ManualClock::new();
-    let store = ratelimit::Store::memory().with_clock(clock.clone());
+    let clock = redlimit::ManualClock::new();
+    let store = redlimit::Store::memory().with_clock(clock.clone());
     let limiter =
-        ratelimit::Limiter::new("forget-on-admit", ratelimit::Policy::token_bucket(3, "1/1s").unwrap(), &store);
+        redlimit::Limiter::new("forget-on-admit", redlimit::Policy::token_bucket(3, "1/1s").unwrap(), &store);
     let uncached =
-        ratelimit::Limiter::new("forget-on-admit", ratelimit::Policy::token_bucket(3, "1/1s").unwrap(), &store)
+        redlimit::Limiter::new("forget-on-admit", redlimit::Policy::token_bucket(3, "1/1s").unwrap(), &store)
             .with_deny_cache(false);
     assert!(limiter.check("k", 2).await.unwrap().allowed);
     assert!(!limiter.check("k", 3).await.unwrap().allowed, "remembered: 1 token left, 3 asked");

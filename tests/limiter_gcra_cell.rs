@@ -5,8 +5,8 @@
 //! limit 5); the rest work its definition through a rate whose emission
 //! interval is not a whole number of microseconds (3 per second).
 
-use ratelimit::{Limiter, Policy};
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{Limiter, Policy};
+use redlimit_test_support::stores::BothStores;
 
 struct Row {
     at_us: u64,
@@ -69,7 +69,7 @@ const THREE_PER_SECOND: [Row; 4] = [
 async fn replay(both: &BothStores, name: &str, policy: Policy, rows: &[Row]) {
     for (backend, store) in both.each() {
         let limiter = Limiter::new(format!("{name}-{backend}"), policy.clone(), store);
-        let start = ratelimit::Clock::now_us(&both.clock).unwrap();
+        let start = redlimit::Clock::now_us(&both.clock).unwrap();
         for (i, r) in rows.iter().enumerate() {
             both.clock.set_us(start + r.at_us);
             let d = limiter.check("cell", r.quantity).await.unwrap();

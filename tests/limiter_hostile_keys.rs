@@ -2,8 +2,8 @@
 //! limit between distinct keys, and nothing unbounded stored in Redis.
 
 use proptest::prelude::*;
-use ratelimit::{Limiter, Policy, Store};
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{Limiter, Policy, Store};
+use redlimit_test_support::stores::BothStores;
 use redis::AsyncCommands;
 
 fn hostile_keys() -> Vec<Vec<u8>> {
@@ -24,7 +24,7 @@ fn hostile_keys() -> Vec<Vec<u8>> {
         format!("{long}y").into_bytes(),
         format!("y{long}").into_bytes(),
         b"*".to_vec(),
-        b"ratelimit:gcra:1:x:y".to_vec(),
+        b"redlimit:gcra:1:x:y".to_vec(),
     ]
 }
 
@@ -137,9 +137,9 @@ async fn a_denial_carries_the_keys_bytes_and_shows_them_escaped() {
 
 fn template_key(a: &str, b: &str) -> String {
     let mut key = String::new();
-    ratelimit::__private::push_key_value(&mut key, &a);
+    redlimit::__private::push_key_value(&mut key, &a);
     key.push(':');
-    ratelimit::__private::push_key_value(&mut key, &b);
+    redlimit::__private::push_key_value(&mut key, &b);
     key
 }
 

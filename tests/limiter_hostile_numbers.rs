@@ -3,9 +3,9 @@
 //! panic or a silently wrong limit.
 
 use proptest::prelude::*;
-use ratelimit::{AlgorithmKind, Error, Limiter, ManualClock, Policy, Rate, Store, Strategy};
-use ratelimit_grammar::PolicySpec;
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{AlgorithmKind, Error, Limiter, ManualClock, Policy, Rate, Store, Strategy};
+use redlimit_grammar::PolicySpec;
+use redlimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 #[test]
@@ -106,7 +106,7 @@ fn errors_quote_a_bounded_escaped_prefix_of_their_input() {
     assert!(err.contains(r"1s\n\u{7}\u{202e}x"), "{err}");
     // TOML strings hold no raw control characters: the document's is plain.
     let doc = format!("[policies.a]\nalgo = \"fixed_window\"\nstrategies = \"10/1s,{}\"\n", "9".repeat(500_000));
-    let problems = ratelimit::policies::PolicySet::parse("p.toml", &doc).unwrap_err().to_string();
+    let problems = redlimit::policies::PolicySet::parse("p.toml", &doc).unwrap_err().to_string();
     assert!(problems.len() < 1_000 && problems.contains("…(500006 bytes)"), "{problems}");
 }
 
@@ -180,7 +180,7 @@ async fn a_clock_at_the_end_of_time_decides_without_panic_and_never_wraps() {
     let both = BothStores::start().await;
     both.clock.set_us(u64::MAX - 10);
     both.clock.advance(Duration::MAX);
-    assert_eq!(ratelimit::Clock::now_us(&both.clock), Some(u64::MAX));
+    assert_eq!(redlimit::Clock::now_us(&both.clock), Some(u64::MAX));
     for spec in ["fixed_window", "sliding_window", "sliding_log", "token_bucket", "leaky_bucket", "gcra"] {
         let policy = match spec {
             "fixed_window" => Policy::fixed_window("2/1s,5/1d"),

@@ -4,8 +4,8 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use ratelimit::{Decision, Limiter, Policy};
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{Decision, Limiter, Policy};
+use redlimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 fn policies() -> Vec<Policy> {
@@ -77,7 +77,7 @@ async fn replay(steps_back: bool) {
             let mut last: Option<Decision> = None;
             for i in 0..150 {
                 if steps_back && rng.random_range(0..8) == 0 {
-                    let now = ratelimit::Clock::now_us(&both.clock).unwrap();
+                    let now = redlimit::Clock::now_us(&both.clock).unwrap();
                     both.clock.set_us(now - rng.random_range(0..2_000_000));
                 } else {
                     both.clock.advance(step(&mut rng, last.as_ref()));

@@ -1,8 +1,8 @@
 //! `Decision::quotas`: every strategy's own state after a multi-strategy
 //! window decision (for IETF `RateLimit` headers), the same on both backends.
 
-use ratelimit::{Decision, Limiter, Policy, Store};
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{Decision, Limiter, Policy, Store};
+use redlimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 const S: u64 = 1_000_000;
@@ -22,7 +22,7 @@ async fn check(store: &Store, policy: &Policy, cost: u64) -> Decision {
 async fn pins(policy: Policy, after_one_second: [(u64, u64); 2]) {
     let both = BothStores::start().await;
     for (name, store) in both.each() {
-        let start = ratelimit::Clock::now_us(&both.clock).unwrap();
+        let start = redlimit::Clock::now_us(&both.clock).unwrap();
         let first = check(store, &policy, 1).await;
         let names: Vec<String> = first.quotas.iter().map(|q| q.strategy.to_string()).collect();
         assert_eq!(names, ["2/1s", "3/1m"], "{name} {policy}");

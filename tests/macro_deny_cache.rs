@@ -3,8 +3,8 @@
 //! it reaches Redis again. The global store of this binary is a private
 //! `redis-server` on a manual clock.
 
-use ratelimit::{rate_limit, ManualClock, RateLimited, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{rate_limit, ManualClock, RateLimited, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use std::time::Duration;
 
 #[rate_limit(algo = "gcra", rate = "1/1m", burst = 0, key = "<user>", name = "flooded")]
@@ -16,7 +16,7 @@ async fn flooded(user: &str) -> Result<(), RateLimited> {
 async fn an_annotated_flood_is_answered_in_process_until_the_time_redis_said() {
     let server = RedisServer::start();
     let clock = ManualClock::new();
-    ratelimit::init(Store::redis(&server.url()).await.unwrap().with_clock(clock.clone())).unwrap();
+    redlimit::init(Store::redis(&server.url()).await.unwrap().with_clock(clock.clone())).unwrap();
 
     flooded("u").await.unwrap();
     let first = flooded("u").await.unwrap_err();

@@ -6,7 +6,7 @@
 #[path = "cases/macro_options/mod.rs"]
 mod cases;
 
-use ratelimit_test_support::runtime;
+use redlimit_test_support::runtime;
 use std::future::Future;
 use std::sync::Once;
 
@@ -14,6 +14,6 @@ use std::sync::Once;
 /// `Store::memory()` (set by whichever case comes first).
 fn on_global_store<F: Future>(case: F) -> F::Output {
     static STORE: Once = Once::new();
-    STORE.call_once(|| ratelimit::init(ratelimit::Store::memory()).unwrap());
+    STORE.call_once(|| redlimit::init(redlimit::Store::memory()).unwrap());
     runtime::block_on(case)
 }

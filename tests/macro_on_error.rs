@@ -7,8 +7,8 @@
 //!
 //! `cargo test --test macro_on_error` (needs `redis-server` on the PATH)
 
-use ratelimit::{rate_limit, RateLimited};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{rate_limit, RateLimited};
+use redlimit_test_support::redis_server::RedisServer;
 use std::time::{Duration, Instant};
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "<k>")]
@@ -34,7 +34,7 @@ async fn local(k: &str) -> Result<(), RateLimited> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_error_decides_while_the_store_is_down() {
     let mut server = RedisServer::start();
-    ratelimit::init(ratelimit::Store::redis(&server.url()).await.unwrap()).unwrap();
+    redlimit::init(redlimit::Store::redis(&server.url()).await.unwrap()).unwrap();
 
     // Up: every limit is 1 per hour per key, decided on Redis.
     macro_rules! once_then_denied {

@@ -9,8 +9,8 @@
 mod cases;
 
 use once_cell::sync::OnceCell;
-use ratelimit_test_support::redis_server::RedisServer;
-use ratelimit_test_support::runtime;
+use redlimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::runtime;
 use std::future::Future;
 use std::sync::Once;
 
@@ -23,9 +23,9 @@ fn on_global_store<F: Future>(case: F) -> F::Output {
     static STORE: Once = Once::new();
     STORE.call_once(|| {
         let server = SERVER.get_or_init(RedisServer::start);
-        let store = runtime::block_on(ratelimit::Store::redis(&server.url())).unwrap();
+        let store = runtime::block_on(redlimit::Store::redis(&server.url())).unwrap();
         assert_eq!(store.backend().kind(), "redis");
-        ratelimit::init(store).unwrap();
+        redlimit::init(store).unwrap();
     });
     runtime::block_on(case)
 }

@@ -4,7 +4,7 @@
 //!
 //! `cargo test --test macro_store_unbuildable`
 
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 use std::time::{Duration, Instant};
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h")]
@@ -30,7 +30,7 @@ async fn local_wait() -> Instant {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_error_settles_calls_while_the_store_cannot_be_built() {
     let vacant = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    std::env::set_var(ratelimit::REDIS_URL_VAR, format!("redis://127.0.0.1:{vacant}"));
+    std::env::set_var(redlimit::REDIS_URL_VAR, format!("redis://127.0.0.1:{vacant}"));
 
     // The store connects in the background; each call waits for it at most
     // the response timeout.

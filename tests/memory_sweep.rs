@@ -4,7 +4,7 @@
 //!
 //! One test in its own binary: it reads this process's resident memory.
 
-use ratelimit::{Limiter, MemoryBackend, Policy, Store};
+use redlimit::{Limiter, MemoryBackend, Policy, Store};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -2,11 +2,11 @@
 //! `metrics` facade, store failures are WARN events and counted by kind, and
 //! no key ever reaches a log line or a label.
 
-use ratelimit::{rate_limit, Limiter, ManualClock, OnError, Policy, RateLimited, RedisOptions, Store};
-use ratelimit_test_support::log_capture::LogCapture;
-use ratelimit_test_support::metrics_capture::{counter, histogram_samples, recorded};
-use ratelimit_test_support::redis_server::RedisServer;
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{rate_limit, Limiter, ManualClock, OnError, Policy, RateLimited, RedisOptions, Store};
+use redlimit_test_support::log_capture::LogCapture;
+use redlimit_test_support::metrics_capture::{counter, histogram_samples, recorded};
+use redlimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 #[tokio::test(flavor = "current_thread")]
@@ -24,12 +24,12 @@ async fn decisions_are_counted_by_limiter_algo_and_outcome_on_both_stores() {
         assert!(!denied.decision.allowed);
 
         let labels = |outcome| [("limiter", name.as_str()), ("algo", "fixed_window"), ("outcome", outcome)];
-        assert_eq!(counter("ratelimit_decisions_total", &labels("allowed")), 3, "{backend}");
-        assert_eq!(counter("ratelimit_decisions_total", &labels("denied")), 3, "{backend}");
+        assert_eq!(counter("redlimit_decisions_total", &labels("allowed")), 3, "{backend}");
+        assert_eq!(counter("redlimit_decisions_total", &labels("denied")), 3, "{backend}");
 
         // Only the remote store's answer time is recorded: five calls reached Redis
         // (three admitted, the first denial, the peek, the cache answered the rest).
-        let samples = histogram_samples("ratelimit_store_duration_seconds", &name);
+        let samples = histogram_samples("redlimit_store_duration_seconds", &name);
         let expected = if backend == "redis" { 5 } else { 0 };
         assert_eq!(samples.len(), expected, "{backend}: {samples:?}");
         assert!(samples.iter().all(|s| *s > 0.0 && *s < 10.0), "{samples:?}");
@@ -48,7 +48,7 @@ async fn annotated(k: &str) -> Result<(), RateLimited> {
 async fn annotated_calls_are_counted_timed_and_their_denials_remembered() {
     drop(recorded());
     let server = RedisServer::start();
-    ratelimit::init(Store::redis(&server.url()).await.unwrap()).unwrap();
+    redlimit::init(Store::redis(&server.url()).await.unwrap()).unwrap();
     for _ in 0..3 {
         annotated("user:1").await.unwrap();
     }
@@ -61,10 +61,10 @@ async fn annotated_calls_are_counted_timed_and_their_denials_remembered() {
 
     let name = format!("{}::annotated", module_path!());
     let labels = |outcome| [("limiter", name.as_str()), ("algo", "fixed_window"), ("outcome", outcome)];
-    assert_eq!(counter("ratelimit_decisions_total", &labels("allowed")), 3);
-    assert_eq!(counter("ratelimit_decisions_total", &labels("denied")), 3);
+    assert_eq!(counter("redlimit_decisions_total", &labels("allowed")), 3);
+    assert_eq!(counter("redlimit_decisions_total", &labels("denied")), 3);
     // Four calls reached Redis: the three admitted and the first denial.
-    assert_eq!(histogram_samples("ratelimit_store_duration_seconds", &name).len(), 4);
+    assert_eq!(histogram_samples("redlimit_store_duration_seconds", &name).len(), 4);
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -81,23 +81,23 @@ async fn store_errors_are_counted_by_kind_and_warned_with_the_verdict() {
     let local = allow.clone().with_on_error(OnError::Local);
     server.kill();
 
-    let before = counter("ratelimit_store_errors_total", &[]);
+    let before = counter("redlimit_store_errors_total", &[]);
     assert!(allow.limit("secret-user-key", 1).await.is_ok());
     assert!(deny.limit("secret-user-key", 1).await.unwrap_err().store_unavailable);
     assert!(local.limit("secret-user-key", 1).await.is_ok(), "the in-memory limiter admits the first call");
     assert!(local.limit("secret-user-key", 1).await.is_err(), "and denies the second, 1/1s");
     assert!(allow.check("secret-user-key", 1).await.is_err(), "check reports the failure itself");
-    assert_eq!(counter("ratelimit_store_errors_total", &[]) - before, 5);
+    assert_eq!(counter("redlimit_store_errors_total", &[]) - before, 5);
     let by_kind: u64 = ["connection", "unavailable", "timeout"]
         .into_iter()
-        .map(|kind| counter("ratelimit_store_errors_total", &[("kind", kind)]))
+        .map(|kind| counter("redlimit_store_errors_total", &[("kind", kind)]))
         .sum();
     assert_eq!(by_kind - before, 5, "a killed server is a connection failure, then the breaker's fast failures");
 
     // on_error decisions count as decisions; check's bare failure does not.
     let labels = |outcome| [("limiter", "metrics.outage"), ("outcome", outcome)];
-    assert_eq!(counter("ratelimit_decisions_total", &labels("allowed")), 2);
-    assert_eq!(counter("ratelimit_decisions_total", &labels("denied")), 2);
+    assert_eq!(counter("redlimit_decisions_total", &labels("allowed")), 2);
+    assert_eq!(counter("redlimit_decisions_total", &labels("denied")), 2);
 
     let text = logs.text();
     assert!(text.contains("call allowed (on_error = allow)"), "{text}");
@@ -120,7 +120,7 @@ async fn every_decision_is_a_debug_span_with_its_outcome_and_never_the_key() {
 
     let text = logs.text();
     let closes: Vec<&str> =
-        text.lines().filter(|l| l.contains("ratelimit.decision{") && l.contains(": close")).collect();
+        text.lines().filter(|l| l.contains("redlimit.decision{") && l.contains(": close")).collect();
     assert_eq!(closes.len(), 3, "{text}");
     for (line, (outcome, remaining)) in closes.iter().zip([("allowed", 1), ("allowed", 0), ("denied", 0)]) {
         assert!(line.contains("DEBUG"), "{line}");

@@ -4,9 +4,9 @@
 //! on a manual clock.
 
 use once_cell::sync::OnceCell;
-use ratelimit::{rate_limit, ManualClock, RateLimited, Store};
-use ratelimit_test_support::log_capture::LogCapture;
-use ratelimit_test_support::metrics_capture::{counter, histogram_samples, recorded};
+use redlimit::{rate_limit, ManualClock, RateLimited, Store};
+use redlimit_test_support::log_capture::LogCapture;
+use redlimit_test_support::metrics_capture::{counter, histogram_samples, recorded};
 use std::time::Duration;
 
 /// The clock of this binary's global store, set once for every test.
@@ -14,7 +14,7 @@ fn clock() -> &'static ManualClock {
     static CLOCK: OnceCell<ManualClock> = OnceCell::new();
     CLOCK.get_or_init(|| {
         let clock = ManualClock::new();
-        ratelimit::init(Store::memory().with_clock(clock.clone())).unwrap();
+        redlimit::init(Store::memory().with_clock(clock.clone())).unwrap();
         clock
     })
 }
@@ -40,10 +40,10 @@ async fn annotated_calls_on_the_memory_store_are_counted_and_their_denials_compl
 
     let name = format!("{}::annotated", module_path!());
     let labels = |outcome| [("limiter", name.as_str()), ("algo", "gcra"), ("outcome", outcome)];
-    assert_eq!(counter("ratelimit_decisions_total", &labels("allowed")), 4);
-    assert_eq!(counter("ratelimit_decisions_total", &labels("denied")), 1);
+    assert_eq!(counter("redlimit_decisions_total", &labels("allowed")), 4);
+    assert_eq!(counter("redlimit_decisions_total", &labels("denied")), 1);
     assert!(
-        histogram_samples("ratelimit_store_duration_seconds", &name).is_empty(),
+        histogram_samples("redlimit_store_duration_seconds", &name).is_empty(),
         "the memory store's time is not a metric"
     );
 }
@@ -66,7 +66,7 @@ async fn a_program_taking_debug_events_gets_a_span_for_every_annotated_call() {
 
     let text = logs.text();
     let closes: Vec<&str> =
-        text.lines().filter(|l| l.contains("ratelimit.decision{") && l.contains(": close")).collect();
+        text.lines().filter(|l| l.contains("redlimit.decision{") && l.contains(": close")).collect();
     assert_eq!(closes.len(), 2, "{text}");
     for (line, outcome) in closes.iter().zip(["allowed", "denied"]) {
         assert!(line.contains("limiter=\"traced.annotated\"") || line.contains("limiter=traced.annotated"), "{line}");

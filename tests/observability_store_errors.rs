@@ -1,9 +1,9 @@
 //! A call settled by `on_error` is logged at WARN (saying whether it was
 //! allowed or denied, never the key) and counted.
 
-use ratelimit::{Limiter, OnError, Policy, RedisOptions, Store};
-use ratelimit_test_support::log_capture::LogCapture;
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{Limiter, OnError, Policy, RedisOptions, Store};
+use redlimit_test_support::log_capture::LogCapture;
+use redlimit_test_support::redis_server::RedisServer;
 use std::time::Duration;
 
 #[tokio::test(flavor = "current_thread")]

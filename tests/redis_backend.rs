@@ -2,8 +2,8 @@
 //! at start-up and reloaded after SCRIPT FLUSH, a TTL on every key, bounded
 //! connects and round trips.
 
-use ratelimit::{Error, Limiter, ManualClock, Policy, RedisOptions, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{Error, Limiter, ManualClock, Policy, RedisOptions, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use redis::AsyncCommands;
 use std::time::{Duration, Instant};
 
@@ -55,7 +55,7 @@ async fn scripts_are_loaded_with_a_policys_first_call_and_reloaded_after_a_flush
     // Every script is made per policy (its constants written in), and
     // loaded with its first call.
     let policy = Policy::gcra("1/1s", 5).unwrap();
-    let own = redis::Script::new(&ratelimit::script_source(&policy, true)).get_hash().to_string();
+    let own = redis::Script::new(&redlimit::script_source(&policy, true)).get_hash().to_string();
     let exists = |con: &mut redis::aio::MultiplexedConnection| {
         let (mut con, own) = (con.clone(), own.clone());
         async move { redis::cmd("SCRIPT").arg("EXISTS").arg(own).query_async::<Vec<bool>>(&mut con).await.unwrap()[0] }
@@ -138,7 +138,7 @@ async fn a_frozen_server_gives_a_timeout_within_the_response_timeout() {
 /// whatever the reconnect retries.
 #[tokio::test]
 async fn a_never_answering_server_fails_within_the_connect_timeout() {
-    let silent = ratelimit_test_support::silent_listener::SilentListener::start();
+    let silent = redlimit_test_support::silent_listener::SilentListener::start();
     for (connect_timeout, reconnect_retries) in [(Duration::from_millis(300), 3), (Duration::from_secs(1), 10)] {
         let options = RedisOptions { connect_timeout, reconnect_retries, ..RedisOptions::default() };
         let started = Instant::now();

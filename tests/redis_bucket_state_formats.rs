@@ -4,8 +4,8 @@
 //! other form is read: the state-format version in every key keeps state of
 //! another format under another key.
 
-use ratelimit::{Limiter, Policy};
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{Limiter, Policy};
+use redlimit_test_support::stores::BothStores;
 use redis::aio::MultiplexedConnection;
 use std::time::Duration;
 

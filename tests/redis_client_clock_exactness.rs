@@ -3,7 +3,7 @@
 //! stamped in one order reach the store in another; a late one must never
 //! reopen capacity a later one already used. Each admitted call's
 //! `decided_at` (the time it was judged at) is replayed against the
-//! policy's definition (`ratelimit_test_support::exactness`).
+//! policy's definition (`redlimit_test_support::exactness`).
 //!
 //! On Redis: 4 OS processes × 50 tasks, for every algorithm. In memory: 200
 //! tasks of this process on a 2-thread runtime. Every task makes a fixed
@@ -11,12 +11,12 @@
 //! was over-admitted, which holds on a slow machine as on a fast one.
 //!
 //! The workers are this test binary again, running only `exactness_worker`
-//! with `RATELIMIT_EXACTNESS_WORKER` set.
+//! with `REDLIMIT_EXACTNESS_WORKER` set.
 //!
 //! `cargo test --test redis_client_clock_exactness` (needs `redis-server`)
 
-use ratelimit_test_support::exactness::{self, Bound, Timing, Worker, ALGORITHMS};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::exactness::{self, Bound, Timing, Worker, ALGORITHMS};
+use redlimit_test_support::redis_server::RedisServer;
 use std::time::Instant;
 
 const PROCESSES: usize = 4;
@@ -24,7 +24,7 @@ const TASKS: u64 = 50;
 /// Calls per task: 10 000 decisions per algorithm on Redis.
 const CALLS: u64 = 50;
 
-/// The body of a worker process; without `RATELIMIT_EXACTNESS_WORKER` (an
+/// The body of a worker process; without `REDLIMIT_EXACTNESS_WORKER` (an
 /// ordinary `cargo test`) it does nothing.
 #[test]
 fn exactness_worker() {

@@ -7,10 +7,10 @@
 //! already recorded for its key) is judged at the recorded time, never
 //! before it, on both stores: it can never reopen capacity.
 
-use ratelimit::{AlgorithmKind, Clock, Limiter, Policy, ServerClock, Store, SystemClock};
-use ratelimit_test_support::exactness;
-use ratelimit_test_support::redis_server::RedisServer;
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{AlgorithmKind, Clock, Limiter, Policy, ServerClock, Store, SystemClock};
+use redlimit_test_support::exactness;
+use redlimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::stores::BothStores;
 use std::time::{Duration, UNIX_EPOCH};
 
 /// This process's clock, off by `offset_us`.
@@ -84,7 +84,7 @@ async fn a_late_call_is_judged_at_the_time_its_key_records() {
     for (backend, store) in both.each() {
         for policy in late_policies() {
             let limiter = Limiter::new(format!("late-{backend}"), policy.clone(), store).with_deny_cache(false);
-            let t = ratelimit::Clock::now_us(&both.clock).unwrap();
+            let t = redlimit::Clock::now_us(&both.clock).unwrap();
             let at = |us: u64| UNIX_EPOCH + Duration::from_micros(us);
             both.clock.set_us(t + 1_000_000);
             limiter.check("late", 1).await.unwrap();
@@ -113,7 +113,7 @@ async fn a_late_call_never_counts_a_window_a_later_call_trimmed() {
     let both = BothStores::start().await;
     for (backend, store) in both.each() {
         let limiter = Limiter::new("trimmed", Policy::sliding_log("2/1s").unwrap(), store).with_deny_cache(false);
-        let t = ratelimit::Clock::now_us(&both.clock).unwrap();
+        let t = redlimit::Clock::now_us(&both.clock).unwrap();
         let mut admitted = Vec::new();
         for at in [t, t, t + 1_050_000, t + 990_000, t + 1_050_000] {
             both.clock.set_us(at);

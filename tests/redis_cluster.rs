@@ -7,14 +7,14 @@
 mod behaviour;
 
 use once_cell::sync::OnceCell;
-use ratelimit::{Limiter, ManualClock, OnError, Policy, RedisOptions, Store};
-use ratelimit_test_support::redis_cluster::RedisCluster;
+use redlimit::{Limiter, ManualClock, OnError, Policy, RedisOptions, Store};
+use redlimit_test_support::redis_cluster::RedisCluster;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The script of the gcra policy the behaviour cases run (on a manual clock).
 fn gcra_script_hash() -> [String; 1] {
-    [redis::Script::new(&ratelimit::script_source(&Policy::gcra("3/1s", 2).unwrap(), false)).get_hash().to_string()]
+    [redis::Script::new(&redlimit::script_source(&Policy::gcra("3/1s", 2).unwrap(), false)).get_hash().to_string()]
 }
 
 fn exists_on(port: u16, hashes: &[String]) -> usize {

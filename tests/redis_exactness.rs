@@ -2,7 +2,7 @@
 //! tasks share 4 keys on one private Redis (and on a private 3+3 Redis
 //! Cluster), every decision made by Redis; each admitted call's server
 //! timestamp is replayed against the policy's definition
-//! (`ratelimit_test_support::exactness`).
+//! (`redlimit_test_support::exactness`).
 //!
 //! Every task makes a fixed count of calls, never "as many as fit in a
 //! second": the test asserts that each worker made its full count and that
@@ -10,13 +10,13 @@
 //! one. The policies' windows are tens of ms, so even a fast run spans many.
 //!
 //! The workers are this test binary again, running only `exactness_worker`
-//! with `RATELIMIT_EXACTNESS_WORKER` set; `cargo` is not involved.
+//! with `REDLIMIT_EXACTNESS_WORKER` set; `cargo` is not involved.
 //!
 //! `cargo test --test redis_exactness` (needs `redis-server` and `redis-cli`)
 
-use ratelimit_test_support::exactness::{self, Bound, Timing, Worker, ALGORITHMS, KEYS};
-use ratelimit_test_support::redis_cluster::RedisCluster;
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::exactness::{self, Bound, Timing, Worker, ALGORITHMS, KEYS};
+use redlimit_test_support::redis_cluster::RedisCluster;
+use redlimit_test_support::redis_server::RedisServer;
 use std::time::Instant;
 
 const PROCESSES: usize = 4;
@@ -25,7 +25,7 @@ const TASKS: u64 = 25;
 /// all: about 25 s on a loaded 2-core machine in debug, a few on an idle one.
 const CALLS: u64 = 80;
 
-/// The body of a worker process; without `RATELIMIT_EXACTNESS_WORKER` (an
+/// The body of a worker process; without `REDLIMIT_EXACTNESS_WORKER` (an
 /// ordinary `cargo test`) it does nothing.
 #[test]
 fn exactness_worker() {

@@ -4,8 +4,8 @@
 //! Time is moved the only way Redis's clock can be: by expiring the key
 //! (`PEXPIREAT` in the past), never by sleeping.
 
-use ratelimit::{Limiter, ManualClock, Policy, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{Limiter, ManualClock, Policy, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,7 +26,7 @@ async fn setup() -> Setup {
 }
 
 fn counter_key(name: &str, key: &str) -> String {
-    format!("ratelimit:fixed_window/v1/counter:{}:{name}:{key}", name.len())
+    format!("redlimit:fixed_window/v1/counter:{}:{name}:{key}", name.len())
 }
 
 async fn get(admin: &mut MultiplexedConnection, key: &str) -> Option<u64> {
@@ -185,16 +185,16 @@ async fn only_one_strategy_on_the_servers_clock_is_a_counter() {
     assert_eq!(key_type(&mut s.admin, counter_key("one", "k")).await, "string");
 
     Limiter::new("two", Policy::fixed_window("5/1s,50/1h").unwrap(), &s.store).check("k", 1).await.unwrap();
-    assert_eq!(key_type(&mut s.admin, "ratelimit:fixed_window/v1:3:two:k".into()).await, "hash");
+    assert_eq!(key_type(&mut s.admin, "redlimit:fixed_window/v1:3:two:k".into()).await, "hash");
 
     // A reply that would not fit a double: the hash layout.
     Limiter::new("big", Policy::fixed_window("1000000000/1d").unwrap(), &s.store).check("k", 1).await.unwrap();
-    assert_eq!(key_type(&mut s.admin, "ratelimit:fixed_window/v1:3:big:k".into()).await, "hash");
+    assert_eq!(key_type(&mut s.admin, "redlimit:fixed_window/v1:3:big:k".into()).await, "hash");
 
     // A client clock: Redis cannot time the window, so the hash with its start.
     let manual = s.store.clone().with_clock(ManualClock::new());
     Limiter::new("manual", Policy::fixed_window("5/1h").unwrap(), &manual).check("k", 1).await.unwrap();
-    assert_eq!(key_type(&mut s.admin, "ratelimit:fixed_window/v1:6:manual:k".into()).await, "hash");
+    assert_eq!(key_type(&mut s.admin, "redlimit:fixed_window/v1:6:manual:k".into()).await, "hash");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,7 +203,7 @@ async fn each_policy_has_its_own_script_and_a_lost_one_is_loaded_again() {
     let policy = Policy::fixed_window("40/1h").unwrap();
     let limiter = Limiter::new("api", policy.clone(), &s.store).with_deny_cache(false);
     limiter.check("k", 1).await.unwrap();
-    let source = ratelimit::fixed_window_counter_source(&policy).unwrap();
+    let source = redlimit::fixed_window_counter_source(&policy).unwrap();
     let sha = redis::Script::new(&source).get_hash().to_string();
     let exists = |admin: &mut MultiplexedConnection| {
         let (mut admin, sha) = (admin.clone(), sha.clone());
@@ -236,7 +236,7 @@ async fn redis_time(admin: &mut MultiplexedConnection) -> u64 {
 async fn every_answer_is_dated_by_redis_time() {
     let mut s = setup().await;
     // The script's own reply: the decision, then Redis's time.
-    let source = ratelimit::fixed_window_counter_source(&Policy::fixed_window("2/1h").unwrap()).unwrap();
+    let source = redlimit::fixed_window_counter_source(&Policy::fixed_window("2/1h").unwrap()).unwrap();
     let before = redis_time(&mut s.admin).await;
     let reply: Vec<i64> =
         redis::cmd("EVAL").arg(&source).arg(1).arg("by-hand").query_async(&mut s.admin).await.unwrap();

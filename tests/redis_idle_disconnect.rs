@@ -7,9 +7,9 @@
 //! timeout (so Redis closes the connection during it), then a fixed number
 //! of calls.
 
-use ratelimit::{Limiter, OnError, Policy, Store};
-use ratelimit_test_support::redis_cluster::RedisCluster;
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{Limiter, OnError, Policy, Store};
+use redlimit_test_support::redis_cluster::RedisCluster;
+use redlimit_test_support::redis_server::RedisServer;
 use std::time::Duration;
 
 const SPELLS: usize = 3;

@@ -2,8 +2,8 @@
 //! Every value either connects or is refused with an error naming the field.
 
 use proptest::prelude::*;
-use ratelimit::{Error, Limiter, Policy, RedisOptions, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{Error, Limiter, Policy, RedisOptions, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use std::sync::OnceLock;
 use std::time::Duration;
 

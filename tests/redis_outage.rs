@@ -3,9 +3,9 @@
 //! store is away, and decisions flow through Redis again by themselves
 //! (within a count of probes, not a time).
 
-use ratelimit::{Error, Limiter, OnError, Policy, RedisOptions, Store};
-use ratelimit_test_support::log_capture::LogCapture;
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{Error, Limiter, OnError, Policy, RedisOptions, Store};
+use redlimit_test_support::log_capture::LogCapture;
+use redlimit_test_support::redis_server::RedisServer;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

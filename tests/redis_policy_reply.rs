@@ -4,8 +4,8 @@
 //! own: `Decision::decided_at` promises it, and the exactness check replays
 //! it. Every other field is pinned against the memory twin by limiter_parity.rs.
 
-use ratelimit::{Limiter, Policy, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{Limiter, Policy, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use std::time::UNIX_EPOCH;
 
 /// The only key on the server and its state's bytes.

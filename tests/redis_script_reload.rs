@@ -2,8 +2,8 @@
 //! calls that meet `NOSCRIPT` at the same time wait for one reload of every
 //! script bound on the backend instead of each sending its own `SCRIPT LOAD`.
 
-use ratelimit::{Limiter, Policy, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{Limiter, Policy, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use std::sync::Arc;
 use tokio::sync::Barrier;
 

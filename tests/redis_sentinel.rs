@@ -2,8 +2,8 @@
 //! `SENTINEL FAILOVER` the old master answers writes with READONLY; the
 //! limiter asks the sentinel again and carries on, with its state.
 
-use ratelimit::{Limiter, Policy, RedisOptions, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{Limiter, Policy, RedisOptions, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -24,18 +24,18 @@ fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
 async fn writes_follow_the_master_after_a_sentinel_failover() {
     let master = RedisServer::start();
     let replica = RedisServer::start_with(
-        ratelimit_test_support::redis_server::free_port(),
+        redlimit_test_support::redis_server::free_port(),
         &["--appendonly", "no", "--replicaof", "127.0.0.1", &master.port().to_string()],
         None,
     );
     wait_for("the replica to sync", || cli(replica.port(), &["INFO", "replication"]).contains("master_link_status:up"));
-    let sentinel = RedisServer::start_sentinel("ratelimit-test", master.port());
+    let sentinel = RedisServer::start_sentinel("redlimit-test", master.port());
     wait_for("the sentinel to see the replica", || {
-        cli(sentinel.port(), &["SENTINEL", "REPLICAS", "ratelimit-test"]).contains(&replica.port().to_string())
+        cli(sentinel.port(), &["SENTINEL", "REPLICAS", "redlimit-test"]).contains(&replica.port().to_string())
     });
 
     let options = RedisOptions { retry_interval: Duration::from_millis(50), ..RedisOptions::default() };
-    let store = Store::redis_with(&format!("redis+sentinel://127.0.0.1:{}/ratelimit-test", sentinel.port()), options)
+    let store = Store::redis_with(&format!("redis+sentinel://127.0.0.1:{}/redlimit-test", sentinel.port()), options)
         .await
         .unwrap();
     let limiter = Limiter::new("sentinel", Policy::fixed_window("5/1h").unwrap(), &store).with_deny_cache(false);
@@ -47,7 +47,7 @@ async fn writes_follow_the_master_after_a_sentinel_failover() {
     // The sentinel accepts a failover once it has talked to the replica itself.
     let mut answer = String::new();
     wait_for("the sentinel to accept SENTINEL FAILOVER", || {
-        answer = cli(sentinel.port(), &["SENTINEL", "FAILOVER", "ratelimit-test"]);
+        answer = cli(sentinel.port(), &["SENTINEL", "FAILOVER", "redlimit-test"]);
         answer.contains("OK")
     });
     wait_for("the old master to become a replica", || cli(master.port(), &["ROLE"]).starts_with("slave"));

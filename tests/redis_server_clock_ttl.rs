@@ -4,8 +4,8 @@
 //! Whatever they do, a key must outlive its reset and live at most about
 //! 1 s past it.
 
-use ratelimit::{Limiter, Policy, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::{Limiter, Policy, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use std::time::Instant;
 
 #[tokio::test]

@@ -6,9 +6,9 @@
 //!
 //! `cargo test --test redis_sliding_log` (needs `redis-server`)
 
-use ratelimit::{Limiter, Policy, Store};
-use ratelimit_test_support::redis_server::RedisServer;
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{Limiter, Policy, Store};
+use redlimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::stores::BothStores;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ async fn usec(con: &mut MultiplexedConnection, command: &str) -> u64 {
 
 /// The storage key of `name`'s limiter for the user key `key`.
 fn storage_key(name: &str, key: &str) -> String {
-    format!("ratelimit:sliding_log/v2:{}:{name}:{key}", name.len())
+    format!("redlimit:sliding_log/v2:{}:{name}:{key}", name.len())
 }
 
 #[tokio::test]
@@ -86,7 +86,7 @@ async fn a_call_of_a_million_permits_decides_alike_in_memory_and_on_redis() {
     let mut decisions = Vec::new();
     for (backend, store) in both.each() {
         let limiter = Limiter::new(format!("big-{backend}"), policy.clone(), store).with_deny_cache(false);
-        let start = ratelimit::Clock::now_us(&both.clock).unwrap();
+        let start = redlimit::Clock::now_us(&both.clock).unwrap();
         let mut seen = Vec::new();
         for (at_ms, cost) in [(0, 999_999), (10, 2), (20, 1), (30, 1_000_000), (60_000, 1_000_000)] {
             both.clock.set_us(start + at_ms * 1000);
@@ -115,7 +115,7 @@ async fn a_full_log_joins_its_newest_entry_and_errs_toward_denying() {
     for (backend, store) in both.each() {
         let name = format!("full-{backend}");
         let limiter = Limiter::new(name.as_str(), policy.clone(), store).with_deny_cache(false);
-        let start = ratelimit::Clock::now_us(&both.clock).unwrap();
+        let start = redlimit::Clock::now_us(&both.clock).unwrap();
         // 1 010 calls a µs apart: the last 11 share the newest entry.
         for i in 0..MAX_ENTRIES + 10 {
             both.clock.set_us(start + i);
@@ -145,7 +145,7 @@ async fn running_totals_near_2_pow_48_are_lowered_on_redis() {
     let both = BothStores::start().await;
     let mut redis = connect(&both.server.url()).await;
     let limiter = Limiter::new("rebase", Policy::sliding_log("10/1s").unwrap(), &both.redis).with_deny_cache(false);
-    let start = ratelimit::Clock::now_us(&both.clock).unwrap();
+    let start = redlimit::Clock::now_us(&both.clock).unwrap();
     // A log that ran for a long time: its one live entry of 3 permits has 2^48 + 5 before it.
     let key = storage_key("rebase", "k");
     let _: () = redis.zadd(&key, format!("{}:3", (1u64 << 48) + 5), start).await.unwrap();

@@ -4,8 +4,8 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use ratelimit::{Decision, Limiter, Policy};
-use ratelimit_test_support::stores::BothStores;
+use redlimit::{Decision, Limiter, Policy};
+use redlimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 /// Replays a seeded timeline on both stores, comparing every decision, and

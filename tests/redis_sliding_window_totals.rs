@@ -6,7 +6,7 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
 
 /// What both layouts' scripts start with, after the policy's constants

@@ -14,8 +14,8 @@
 //! The window is an hour: any key admitted more than the limit is an
 //! over-admission.
 
-use ratelimit::{Limiter, Policy, RedisOptions, Store};
-use ratelimit_test_support::redis_server::{free_port, RedisServer};
+use redlimit::{Limiter, Policy, RedisOptions, Store};
+use redlimit_test_support::redis_server::{free_port, RedisServer};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

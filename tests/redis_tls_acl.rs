@@ -3,8 +3,8 @@
 //! limiter needs. Decisions work; a wrong password or an untrusted
 //! certificate is a clear error.
 
-use ratelimit::{Limiter, Policy, RedisOptions, Store};
-use ratelimit_test_support::redis_server::{free_port, RedisServer};
+use redlimit::{Limiter, Policy, RedisOptions, Store};
+use redlimit_test_support::redis_server::{free_port, RedisServer};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -32,7 +32,7 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
         "-days",
         "2",
         "-subj",
-        "/CN=ratelimit test CA",
+        "/CN=redlimit test CA",
     ]);
     run(&[
         "req",
@@ -68,12 +68,12 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 }
 
 /// The commands the six scripts and the backend use, and the keys it writes.
-const LIMITER_ACL: &str = "limiter on >s3cret ~ratelimit:* resetchannels -@all +evalsha +script|load +del +ping \
+const LIMITER_ACL: &str = "limiter on >s3cret ~redlimit:* resetchannels -@all +evalsha +script|load +del +ping \
      +time +get +set +hgetall +hmget +hset +hincrby +hdel +pexpire +zadd +zrange +zrangebyscore +zrem +zcard +zremrangebyscore";
 
 #[tokio::test]
 async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
-    let dir = std::env::temp_dir().join(format!("ratelimit-tls-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("redlimit-tls-{}", std::process::id()));
     let (ca, cert, key) = certificates(&dir);
     let (ca, cert, key) = (ca.to_str().unwrap(), cert.to_str().unwrap(), key.to_str().unwrap());
     let port = free_port();

@@ -4,7 +4,7 @@
 //! Limits are generous (1000 per second per user, spread over 10 000 users),
 //! so nearly every call is admitted and writes: the expensive path.
 
-use ratelimit::{rate_limit, AlgorithmKind, Policy, Rate, RateLimited};
+use redlimit::{rate_limit, AlgorithmKind, Policy, Rate, RateLimited};
 
 /// One algorithm's case.
 pub struct Algo {
@@ -21,14 +21,14 @@ pub struct Algo {
 
 impl Algo {
     /// A storage key like the runtime's for `name` and `user_key`
-    /// (`ratelimit:<layout>:<name length>:<name>:<key>`), for the raw script cases.
+    /// (`redlimit:<layout>:<name length>:<name>:<key>`), for the raw script cases.
     pub fn storage_key(&self, name: &str, user_key: &str, client_clock: bool) -> String {
         let layout = if self.counter.is_some() && !client_clock {
             format!("{}/v1/counter", self.kind.name())
         } else {
             format!("{}/v1", self.kind.name())
         };
-        format!("ratelimit:{layout}:{}:{name}:{user_key}", name.len())
+        format!("redlimit:{layout}:{}:{name}:{user_key}", name.len())
     }
 }
 

@@ -18,10 +18,10 @@
 
 use crate::{cases, load, raw_connection, raw_keys, RawCall};
 use governor::{Quota, RateLimiter};
-use ratelimit::backend::{Binding, Call};
-use ratelimit::Backend;
-use ratelimit::{Limiter, MemoryBackend, Policy, RedisOptions, Store};
-use ratelimit_test_support::redis_server::RedisServer;
+use redlimit::backend::{Binding, Call};
+use redlimit::Backend;
+use redlimit::{Limiter, MemoryBackend, Policy, RedisOptions, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -59,7 +59,7 @@ pub fn run(case: &str, calls: u64) {
     let (store, con) = runtime.block_on(async {
         let options = RedisOptions { response_timeout: Duration::from_secs(5), ..RedisOptions::default() };
         let store = Store::redis_with(&server.url(), options).await.expect("connect the runtime");
-        ratelimit::init(store.clone()).expect("the global store is set once");
+        redlimit::init(store.clone()).expect("the global store is set once");
         (store, raw_connection(&server.url()).await)
     });
     match path {
@@ -106,7 +106,7 @@ fn memory(path: &str, calls: u64) {
             });
         }
         "backend" => {
-            let binding = Binding { prefix: "ratelimit", name: "bench.memory", policy: &gcra, server_clock: true };
+            let binding = Binding { prefix: "redlimit", name: "bench.memory", policy: &gcra, server_clock: true };
             let bound = MemoryBackend::new().bind(binding);
             one_at_a_time(&runtime, calls, |i| {
                 black_box(bound.decide(key(i).as_bytes(), Call { cost: 1, peek: false, now_us: None }));
@@ -124,7 +124,7 @@ fn memory(path: &str, calls: u64) {
         }
         // The attribute, on the global store made `Store::memory()`.
         "macro" => {
-            ratelimit::init(Store::memory()).expect("the global store is set once");
+            redlimit::init(Store::memory()).expect("the global store is set once");
             one_at_a_time(&runtime, calls, |i| async move {
                 assert!(black_box(cases::memory_gcra(i % 10_000).await).is_ok());
             });

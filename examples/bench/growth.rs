@@ -118,8 +118,8 @@ pub async fn sliding_log_memory(admin: &mut MultiplexedConnection, con: &Multipl
     println!("\nsliding_log memory per key, filled to its limit (MEMORY USAGE, all entries sampled)");
     let mut con = con.clone();
     for limit in [10u64, 100, 1000, 10_000] {
-        let policy = ratelimit::Policy::sliding_log(&format!("{limit}/1h")).expect("a valid policy");
-        let script = redis::Script::new(&ratelimit::script_source(&policy, false));
+        let policy = redlimit::Policy::sliding_log(&format!("{limit}/1h")).expect("a valid policy");
+        let script = redis::Script::new(&redlimit::script_source(&policy, false));
         let key = format!("log-memory:{limit}");
         // One call per hit, each a microsecond apart: members "<time>:0".
         for j in 0..limit {

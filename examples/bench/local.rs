@@ -4,8 +4,8 @@
 use crate::load::{evalsha_stats, reset_stats};
 use crate::Options;
 use governor::{Quota, RateLimiter};
-use ratelimit::backend::{Answer, Binding, Bound, BoxFuture, Call, Outcome};
-use ratelimit::{Backend, Error, Limiter, MemoryBackend, Policy, Store};
+use redlimit::backend::{Answer, Binding, Bound, BoxFuture, Call, Outcome};
+use redlimit::{Backend, Error, Limiter, MemoryBackend, Policy, Store};
 use redis::aio::MultiplexedConnection;
 use std::future::Future;
 use std::hint::black_box;
@@ -177,7 +177,7 @@ pub async fn memory_backend(options: Options) {
     println!("bench case=limiter_overhead/instant_backend ns_per_check={:.0}", 1e9 / rate);
     // The store itself, bound to one limiter as `Limiter::new` binds it.
     let bound = MemoryBackend::new().bind(Binding {
-        prefix: "ratelimit",
+        prefix: "redlimit",
         name: "bench.memory",
         policy: &gcra,
         server_clock: true,
@@ -194,7 +194,7 @@ pub async fn memory_backend(options: Options) {
     let rounds = 9;
     let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let (mut backend_ns, mut backend_ratios) = (Vec::new(), Vec::new());
-    let global_in_memory = ratelimit::global().await.is_ok_and(|store| store.backend().kind() == "memory");
+    let global_in_memory = redlimit::global().await.is_ok_and(|store| store.backend().kind() == "memory");
     let (mut macro_ns, mut macro_ratios) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         // The bound store's own answer, given governor's keys.

@@ -17,8 +17,8 @@ const UNITS: &[(&str, u64)] =
 /// A missing number means one (`s` is `1s`), so `10/s` reads naturally.
 ///
 /// ```
-/// assert_eq!(ratelimit_grammar::parse_duration("1m").unwrap(), 60_000_000);
-/// assert!(ratelimit_grammar::parse_duration("1x").is_err());
+/// assert_eq!(redlimit_grammar::parse_duration("1m").unwrap(), 60_000_000);
+/// assert!(redlimit_grammar::parse_duration("1x").is_err());
 /// ```
 pub fn parse_duration(text: &str) -> Result<u64, GrammarError> {
     let text = text.trim();
@@ -49,7 +49,7 @@ pub fn parse_duration(text: &str) -> Result<u64, GrammarError> {
 /// [`parse_duration`] gives for the same duration written out.
 ///
 /// ```
-/// use ratelimit_grammar::check_duration;
+/// use redlimit_grammar::check_duration;
 /// assert_eq!(check_duration(1_000_000).unwrap(), 1_000_000);
 /// assert!(check_duration(0).unwrap_err().message().contains("`0s` is zero"));
 /// assert!(check_duration(u64::MAX).unwrap_err().message().contains("too long"));
@@ -72,8 +72,8 @@ fn in_range(shown: &dyn fmt::Display, us: Option<u64>) -> Result<u64, GrammarErr
 /// Writes microseconds back in the largest unit that divides them exactly.
 ///
 /// ```
-/// assert_eq!(ratelimit_grammar::format_duration(60_000_000), "1m");
-/// assert_eq!(ratelimit_grammar::format_duration(1_500_000), "1500ms");
+/// assert_eq!(redlimit_grammar::format_duration(60_000_000), "1m");
+/// assert_eq!(redlimit_grammar::format_duration(1_500_000), "1500ms");
 /// ```
 pub fn format_duration(us: u64) -> String {
     if us == 0 {

@@ -1,12 +1,12 @@
 #![warn(missing_docs)]
-//! The policy grammar of `ratelimit`, in one place.
+//! The policy grammar of `redlimit`, in one place.
 //!
 //! The `#[rate_limit]` macro validates its arguments with this crate at compile
 //! time and the runtime's `Policy` builder validates with it at run time, so a
 //! policy that compiles as an attribute is exactly a policy the builder accepts.
 //!
 //! ```
-//! use ratelimit_grammar::{parse_duration, parse_strategies};
+//! use redlimit_grammar::{parse_duration, parse_strategies};
 //!
 //! assert_eq!(parse_duration("500ms").unwrap(), 500_000); // microseconds
 //! let s = parse_strategies("10/1s,100/1m").unwrap();

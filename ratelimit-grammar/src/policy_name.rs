@@ -10,7 +10,7 @@ pub const MAX_POLICY_NAME_LEN: usize = 64;
 /// attribute, the configuration and every error message.
 ///
 /// ```
-/// use ratelimit_grammar::check_policy_name;
+/// use redlimit_grammar::check_policy_name;
 /// assert!(check_policy_name("search-v2").is_ok());
 /// assert!(check_policy_name("search api").unwrap_err().message().contains("letters, digits"));
 /// assert!(check_policy_name("").is_err());

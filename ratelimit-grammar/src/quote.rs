@@ -20,7 +20,7 @@ pub struct Quoted<'a> {
 /// distinctly.
 ///
 /// ```
-/// use ratelimit_grammar::quote;
+/// use redlimit_grammar::quote;
 ///
 /// assert_eq!(quote("10/1s").to_string(), "10/1s");
 /// assert_eq!(quote("a\nb\\").to_string(), r"a\nb\\");

@@ -82,7 +82,7 @@ impl AlgorithmKind {
     /// Looks an algorithm up by name; the error lists the valid names.
     ///
     /// ```
-    /// use ratelimit_grammar::AlgorithmKind;
+    /// use redlimit_grammar::AlgorithmKind;
     /// assert_eq!(AlgorithmKind::from_name("gcra").unwrap(), AlgorithmKind::Gcra);
     /// assert!(AlgorithmKind::from_name("fixed").unwrap_err().message().contains("fixed_window"));
     /// ```
@@ -131,7 +131,7 @@ impl fmt::Display for AlgorithmKind {
 /// can point at the offending token and show all mistakes in one build.
 ///
 /// ```
-/// use ratelimit_grammar::{parse_strategies, AlgorithmKind, Param, PolicySpec};
+/// use redlimit_grammar::{parse_strategies, AlgorithmKind, Param, PolicySpec};
 ///
 /// let mut spec = PolicySpec::new(AlgorithmKind::SlidingWindow);
 /// spec.strategies = Some(parse_strategies("10/1s").unwrap());

@@ -12,7 +12,7 @@ pub const MAX_LIMIT: u64 = 1 << 40;
 /// One window rule: at most `limit` permits in any window of `window_us` microseconds.
 ///
 /// ```
-/// let s = ratelimit_grammar::parse_strategy("10/1s").unwrap();
+/// let s = redlimit_grammar::parse_strategy("10/1s").unwrap();
 /// assert_eq!((s.limit, s.window_us), (10, 1_000_000));
 /// assert_eq!(s.to_string(), "10/1s");
 /// ```
@@ -27,7 +27,7 @@ pub struct Strategy {
 /// A refill or drain rate: `count` units every `period_us` microseconds.
 ///
 /// ```
-/// let r = ratelimit_grammar::parse_rate("1/3s").unwrap();
+/// let r = redlimit_grammar::parse_rate("1/3s").unwrap();
 /// assert_eq!((r.count, r.period_us), (1, 3_000_000));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,7 +109,7 @@ fn check_count(shown: &dyn fmt::Display, what: &str, count: u64) -> Result<u64, 
 /// gives for the same strategy written out.
 ///
 /// ```
-/// use ratelimit_grammar::{check_strategy, parse_strategy, Strategy};
+/// use redlimit_grammar::{check_strategy, parse_strategy, Strategy};
 ///
 /// let zero = Strategy { limit: 0, window_us: 1_000_000 };
 /// assert_eq!(check_strategy(zero).unwrap_err(), parse_strategy("0/1s").unwrap_err());
@@ -124,7 +124,7 @@ pub fn check_strategy(strategy: Strategy) -> Result<Strategy, GrammarError> {
 /// for the same rate written out.
 ///
 /// ```
-/// use ratelimit_grammar::{check_rate, Rate};
+/// use redlimit_grammar::{check_rate, Rate};
 /// let never = Rate { count: 0, period_us: 1_000_000 };
 /// assert_eq!(check_rate(never).unwrap_err().message(), "`0/1s`: a count of 0 would deny every call; use at least 1");
 /// ```

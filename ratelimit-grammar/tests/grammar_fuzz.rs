@@ -2,7 +2,7 @@
 //! policy within the bounds that keep Redis arithmetic exact.
 
 use proptest::prelude::*;
-use ratelimit_grammar::*;
+use redlimit_grammar::*;
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(4096))]
@@ -64,7 +64,7 @@ proptest! {
         // Half the cases small numbers, where zeros and valid policies are frequent.
         let shrink = |n: u64| if small { n % 4 } else { n };
         let mut spec = PolicySpec::new(kind);
-        spec.strategies = strategies.map(|v| v.into_iter().map(|(l, w)| ratelimit_grammar::Strategy { limit: shrink(l), window_us: shrink(w) }).collect());
+        spec.strategies = strategies.map(|v| v.into_iter().map(|(l, w)| redlimit_grammar::Strategy { limit: shrink(l), window_us: shrink(w) }).collect());
         spec.precision = precision.map(shrink);
         spec.capacity = capacity.map(shrink);
         spec.rate = rate.map(|(c, p)| Rate { count: shrink(c), period_us: shrink(p) });

@@ -1,7 +1,7 @@
 //! The rules a whole policy obeys, and that a policy built from numbers
 //! rather than text meets the same rules with the same messages.
 
-use ratelimit_grammar::*;
+use redlimit_grammar::*;
 
 fn spec(kind: AlgorithmKind) -> PolicySpec {
     PolicySpec::new(kind)

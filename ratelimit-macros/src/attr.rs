@@ -155,9 +155,9 @@ impl Options {
                 "max_wait" => string(&name, value, "max_wait = \"2s\"").map(|v| options.max_wait = Some(v)),
                 "fallback" => path(&name, value, "fallback = cached_profile").map(|v| options.fallback = Some(v)),
                 "on_error" => string(&name, value, "on_error = \"deny\"").map(|v| options.on_error = Some(v)),
-                "crate" => string(&name, value, "crate = \"my_facade::ratelimit\"")
+                "crate" => string(&name, value, "crate = \"my_facade::redlimit\"")
                     .and_then(|lit| lit.parse::<Path>().map_err(|_| {
-                        syn::Error::new(lit.span(), "`crate` must name a path to the `ratelimit` crate, like `crate = \"::ratelimit\"` or `crate = \"my_facade::ratelimit\"`")
+                        syn::Error::new(lit.span(), "`crate` must name a path to the `redlimit` crate, like `crate = \"::redlimit\"` or `crate = \"my_facade::redlimit\"`")
                     }))
                     .map(|v| options.krate = Some(v)),
                 _ => unreachable!("every name in OPTIONS is matched"),

@@ -2,14 +2,14 @@
 //!
 //! The user's signature is kept as written. Each attribute adds one block
 //! before the body: a `static` site, the key, one call into
-//! `::ratelimit::__private`, and a branch. All logic lives in the runtime.
+//! `::redlimit::__private`, and a branch. All logic lives in the runtime.
 
 use crate::item::{self, Argument, Arguments, Function};
 use crate::key::Part;
 use crate::validate::{Config, Cost, OnError, OnLimit, SitePolicy};
 use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
-use ratelimit_grammar::{AlgorithmKind, Strategy};
+use redlimit_grammar::{AlgorithmKind, Strategy};
 use syn::spanned::Spanned;
 use syn::Ident;
 
@@ -45,7 +45,7 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
     let sites = configs.iter().map(|config| site(config, sig, args));
     let fake_return = match item::return_type(sig) {
         Some(ty) if !item::mentions_impl_trait(ty) => {
-            let fake = Ident::new("__ratelimit_fake_return", Span::mixed_site());
+            let fake = Ident::new("__redlimit_fake_return", Span::mixed_site());
             quote! {
                 #[allow(unknown_lints, unreachable_code, clippy::diverging_sub_expression, clippy::empty_loop, clippy::needless_return)]
                 if false {
@@ -74,7 +74,7 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
 /// Input: `#[rate_limit(algo = "sliding_log", strategies = "5/3s", key = "user:<user_id>")]`
 /// on `async fn profile(user_id: u64) -> Result<Profile, ApiError>`.
 ///
-/// Output (paths shortened; all are `::ratelimit::__private::...`):
+/// Output (paths shortened; all are `::redlimit::__private::...`):
 /// ```text
 /// {
 ///     static __RATELIMIT_SITE: Site = Site::new(
@@ -111,10 +111,10 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
     let krate = &config.krate;
     let p = quote!(#krate::__private);
     let site = Ident::new("__RATELIMIT_SITE", Span::call_site());
-    let key = Ident::new("__ratelimit_key", Span::mixed_site());
-    let buf = Ident::new("__ratelimit_buf", Span::mixed_site());
-    let denied = Ident::new("__ratelimit_denied", Span::mixed_site());
-    let cost_value = Ident::new("__ratelimit_cost", Span::mixed_site());
+    let key = Ident::new("__redlimit_key", Span::mixed_site());
+    let buf = Ident::new("__redlimit_buf", Span::mixed_site());
+    let denied = Ident::new("__redlimit_denied", Span::mixed_site());
+    let cost_value = Ident::new("__redlimit_cost", Span::mixed_site());
 
     let (name, named_by_default) = match &config.name {
         Some(name) => (quote!(#name), quote!()),
@@ -257,7 +257,7 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
 }
 
 /// The policy as a constant expression: nothing is parsed at run time.
-fn policy(spec: &ratelimit_grammar::PolicySpec, p: &TokenStream) -> TokenStream {
+fn policy(spec: &redlimit_grammar::PolicySpec, p: &TokenStream) -> TokenStream {
     let strategies = || {
         let list = spec.strategies.iter().flatten().map(|Strategy { limit, window_us }| {
             let (limit, window_us) = (Literal::u64_suffixed(*limit), Literal::u64_suffixed(*window_us));

@@ -1,6 +1,6 @@
-//! The `#[rate_limit]` attribute of the [`ratelimit`](https://docs.rs/ratelimit) crate.
+//! The `#[rate_limit]` attribute of the [`redlimit`](https://docs.rs/redlimit) crate.
 //!
-//! Use it through `ratelimit::rate_limit`; this crate is an implementation
+//! Use it through `redlimit::rate_limit`; this crate is an implementation
 //! detail, pinned to the runtime crate's version.
 
 mod attr;
@@ -24,7 +24,7 @@ use syn::spanned::Spanned;
 /// twin when no Redis is configured).
 ///
 /// ```
-/// use ratelimit::{rate_limit, RateLimited};
+/// use redlimit::{rate_limit, RateLimited};
 ///
 /// #[rate_limit(algo = "sliding_log", strategies = "2/1m", key = "user:<user_id>")]
 /// async fn get_profile(user_id: u64) -> Result<String, RateLimited> {
@@ -32,7 +32,7 @@ use syn::spanned::Spanned;
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// assert!(get_profile(7).await.is_ok());
 /// assert!(get_profile(7).await.is_ok());
 /// let denied = get_profile(7).await.unwrap_err();
@@ -42,8 +42,8 @@ use syn::spanned::Spanned;
 /// # }
 /// ```
 ///
-/// Annotated functions use the global store: `ratelimit::init` sets it, or
-/// the first call builds it from `RATELIMIT_REDIS_URL` (unset: in memory).
+/// Annotated functions use the global store: `redlimit::init` sets it, or
+/// the first call builds it from `REDLIMIT_REDIS_URL` (unset: in memory).
 /// Every option is checked at compile time; a mistake is an error at the
 /// offending token, all mistakes are reported in one build, and the function
 /// is still emitted as written so the rest of the crate keeps compiling.
@@ -60,21 +60,21 @@ use syn::spanned::Spanned;
 /// | `"gcra"` | `rate = "10/1s"`, optional `burst = 4` (default `count - 1`) |
 ///
 /// Durations are `us`, `ms`, `s`, `m`, `h`, `d`. The grammar is the one
-/// `ratelimit::Policy`'s constructors use, and the validated policy is
+/// `redlimit::Policy`'s constructors use, and the validated policy is
 /// emitted as a constant: nothing is parsed at run time.
 ///
 /// ```
-/// # use ratelimit::{rate_limit, RateLimited};
+/// # use redlimit::{rate_limit, RateLimited};
 /// #[rate_limit(algo = "token_bucket", capacity = 3, rate = "1/1h")]
 /// async fn upload() -> Result<(), RateLimited> { Ok(()) }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// for _ in 0..3 {
 ///     upload().await.unwrap();
 /// }
 /// let denied = upload().await.unwrap_err();
-/// assert_eq!(denied.policy, Some(ratelimit::Policy::token_bucket(3, "1/1h").unwrap()));
+/// assert_eq!(denied.policy, Some(redlimit::Policy::token_bucket(3, "1/1h").unwrap()));
 /// assert!(denied.retry_after().unwrap() <= std::time::Duration::from_secs(3600));
 /// # }
 /// ```
@@ -82,12 +82,12 @@ use syn::spanned::Spanned;
 /// A call must pass every strategy; a denial lists the ones it broke:
 ///
 /// ```
-/// # use ratelimit::{rate_limit, RateLimited};
+/// # use redlimit::{rate_limit, RateLimited};
 /// #[rate_limit(algo = "fixed_window", strategies = "5/1s,2/1h")]
 /// async fn search() -> Result<(), RateLimited> { Ok(()) }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// search().await.unwrap();
 /// search().await.unwrap();
 /// let denied = search().await.unwrap_err();
@@ -105,16 +105,16 @@ use syn::spanned::Spanned;
 /// ASCII letters, digits, `_` or `-`. Every other option works as usual.
 ///
 /// Policies are TOML with the same option names and grammar, loaded by
-/// `ratelimit::policies::load(path)` at start-up (every problem returned at
-/// once) or, on the first call, from `RATELIMIT_POLICIES_FILE` (a path) or
-/// `RATELIMIT_POLICIES` (the TOML itself). `ratelimit::policies::reload()`
+/// `redlimit::policies::load(path)` at start-up (every problem returned at
+/// once) or, on the first call, from `REDLIMIT_POLICIES_FILE` (a path) or
+/// `REDLIMIT_POLICIES` (the TOML itself). `redlimit::policies::reload()`
 /// re-reads the source; the next call uses the new limits, and counts that
 /// still fit carry over. A name that is not configured is settled by
 /// `on_error` (by default the call is allowed), with a WARN log line each
 /// time: never a panic.
 ///
 /// ```
-/// # use ratelimit::{rate_limit, RateLimited};
+/// # use redlimit::{rate_limit, RateLimited};
 /// #[rate_limit(policy = "search", key = "user:<user>")]
 /// async fn search(user: u32) -> Result<u32, RateLimited> { Ok(user) }
 ///
@@ -122,8 +122,8 @@ use syn::spanned::Spanned;
 /// async fn unconfigured() -> Result<(), RateLimited> { Ok(()) }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
-/// ratelimit::policies::load_str("policies.toml", r#"
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
+/// redlimit::policies::load_str("policies.toml", r#"
 ///     [policies.search]
 ///     algo = "sliding_log"
 ///     strategies = "2/1m"
@@ -148,12 +148,12 @@ use syn::spanned::Spanned;
 /// `-`, ...), so different values never make the same key:
 ///
 /// ```
-/// # use ratelimit::{rate_limit, RateLimited};
+/// # use redlimit::{rate_limit, RateLimited};
 /// #[rate_limit(algo = "gcra", rate = "1/1h", key = "<tenant>:<user>")]
 /// async fn call(tenant: &str, user: &str) -> Result<(), RateLimited> { Ok(()) }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// call("x:y", "z").await.unwrap();
 /// call("x", "y:z").await.unwrap(); // not the same key
 /// assert_eq!(call("x:y", "z").await.unwrap_err().key, "x%3Ay:z");
@@ -168,7 +168,7 @@ use syn::spanned::Spanned;
 /// different types in one module get the same default name: give them names.
 ///
 /// ```
-/// # use ratelimit::{rate_limit, RateLimited};
+/// # use redlimit::{rate_limit, RateLimited};
 /// #[rate_limit(algo = "sliding_log", strategies = "2/1m", name = "storage")]
 /// async fn read() -> Result<(), RateLimited> { Ok(()) }
 ///
@@ -176,7 +176,7 @@ use syn::spanned::Spanned;
 /// async fn write() -> Result<(), RateLimited> { Ok(()) }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// read().await.unwrap();
 /// write().await.unwrap();
 /// assert_eq!(&*read().await.unwrap_err().limiter, "storage");
@@ -191,12 +191,12 @@ use syn::spanned::Spanned;
 /// no `retry_after`. Cost 0 takes nothing.
 ///
 /// ```
-/// # use ratelimit::{rate_limit, RateLimited};
+/// # use redlimit::{rate_limit, RateLimited};
 /// #[rate_limit(algo = "token_bucket", capacity = 10, rate = "1/1h", cost = bytes)]
 /// async fn store_blob(bytes: u32) -> Result<u32, RateLimited> { Ok(bytes) }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// store_blob(8).await.unwrap();
 /// assert_eq!(store_blob(3).await.unwrap_err().decision.remaining, 2);
 /// # }
@@ -206,7 +206,7 @@ use syn::spanned::Spanned;
 ///
 /// - `on_limit = "error"` (the default): a denied call returns
 ///   `Err(RateLimited.into())`, so the function must return `Result<_, E>`
-///   with `E: From<ratelimit::RateLimited>`. Anything else is a compile error
+///   with `E: From<redlimit::RateLimited>`. Anything else is a compile error
 ///   at the return type saying so.
 /// - `on_limit = "wait"`: a denied call sleeps until `retry_after` and tries
 ///   again; with a leaky bucket this shapes a burst into a steady rate. With
@@ -215,13 +215,13 @@ use syn::spanned::Spanned;
 ///   `cost`, `on_error` other than `"deny"`), any return type works.
 ///
 /// ```
-/// # use ratelimit::rate_limit;
+/// # use redlimit::rate_limit;
 /// # use std::time::{Duration, Instant};
 /// #[rate_limit(algo = "leaky_bucket", capacity = 1, rate = "1/100ms", on_limit = "wait")]
 /// async fn send(message: u32) -> u32 { message }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// let start = Instant::now();
 /// for message in 0..3 {
 ///     send(message).await;
@@ -241,7 +241,7 @@ use syn::spanned::Spanned;
 /// that would wait too long.
 ///
 /// ```
-/// # use ratelimit::rate_limit;
+/// # use redlimit::rate_limit;
 /// async fn cached(city: &str) -> String {
 ///     format!("{city}: 21°C (cached)")
 /// }
@@ -252,7 +252,7 @@ use syn::spanned::Spanned;
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// assert_eq!(weather("Oslo").await, "Oslo: 22°C");
 /// assert_eq!(weather("Oslo").await, "Oslo: 21°C (cached)");
 /// # }
@@ -262,32 +262,32 @@ use syn::spanned::Spanned;
 ///
 /// What a call does when the store cannot answer in time (Redis down, a
 /// timeout): `"allow"` (the default: the call goes through, with a warning
-/// and a counter), `"deny"` (a `ratelimit::RateLimited` with
+/// and a counter), `"deny"` (a `redlimit::RateLimited` with
 /// `store_unavailable` set) or `"local"` (decide with the same policy in
 /// this process until the store is back). A store that cannot even be built
 /// at the first call is handled the same way: never a panic.
 ///
 /// ```
-/// # use ratelimit::{rate_limit, RateLimited};
+/// # use redlimit::{rate_limit, RateLimited};
 /// #[rate_limit(algo = "gcra", rate = "100/1s", on_error = "local")]
 /// async fn checkout() -> Result<(), RateLimited> { Ok(()) }
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// # checkout().await.unwrap();
 /// # }
 /// ```
 ///
 /// # `crate`
 ///
-/// Generated code names the runtime `::ratelimit`. When it is re-exported
-/// or renamed, say where it is: `crate = "my_facade::ratelimit"`.
+/// Generated code names the runtime `::redlimit`. When it is re-exported
+/// or renamed, say where it is: `crate = "my_facade::redlimit"`.
 ///
 /// ```
 /// mod facade {
-///     pub use ratelimit as limits;
+///     pub use redlimit as limits;
 /// }
 ///
-/// #[ratelimit::rate_limit(crate = "crate::facade::limits", algo = "gcra", rate = "5/1s")]
+/// #[redlimit::rate_limit(crate = "crate::facade::limits", algo = "gcra", rate = "5/1s")]
 /// async fn ping() -> Result<(), facade::limits::RateLimited> { Ok(()) }
 /// # #[tokio::main(flavor = "current_thread")] async fn main() { ping().await.unwrap(); }
 /// ```
@@ -301,13 +301,13 @@ use syn::spanned::Spanned;
 /// written `rate_limit` or `<path>::rate_limit`.
 ///
 /// ```
-/// # use ratelimit::{rate_limit, RateLimited};
+/// # use redlimit::{rate_limit, RateLimited};
 /// #[rate_limit(algo = "fixed_window", strategies = "1/1m", key = "user:<user>", name = "per_user")]
 /// #[rate_limit(algo = "fixed_window", strategies = "2/1m", name = "global")]
 /// async fn search(user: &str) -> Result<(), RateLimited> { Ok(()) }
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// search("ann").await.unwrap();
 /// assert_eq!(&*search("ann").await.unwrap_err().limiter, "per_user");
 /// search("bob").await.unwrap();
@@ -327,14 +327,14 @@ use syn::spanned::Spanned;
 /// # Equivalent code without the macro
 ///
 /// ```
-/// # use ratelimit::{RateLimited, Limiter, Policy};
+/// # use redlimit::{RateLimited, Limiter, Policy};
 /// // #[rate_limit(algo = "sliding_log", strategies = "10/1s,100/1m", key = "user:<user_id>")]
 /// async fn get_profile(user_id: u64) -> Result<String, RateLimited> {
 ///     static LIMITER: tokio::sync::OnceCell<Limiter> = tokio::sync::OnceCell::const_new();
 ///     let limiter = LIMITER
 ///         .get_or_init(|| async {
 ///             let policy = Policy::sliding_log("10/1s,100/1m").expect("checked at compile time by the macro");
-///             let store = ratelimit::global().await.expect("the macro settles this with on_error instead");
+///             let store = redlimit::global().await.expect("the macro settles this with on_error instead");
 ///             Limiter::new(concat!(module_path!(), "::get_profile"), policy, store)
 ///         })
 ///         .await;
@@ -344,12 +344,12 @@ use syn::spanned::Spanned;
 ///     async move { Ok(format!("profile {user_id}")) }.await
 /// }
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # ratelimit::init(ratelimit::Store::memory()).unwrap();
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// # assert!(get_profile(1).await.is_ok());
 /// # }
 /// ```
 ///
-/// The macro emits the same steps through `ratelimit::__private` (a
+/// The macro emits the same steps through `redlimit::__private` (a
 /// `static` per function, the policy as a constant, the key, one call, a
 /// branch), so all logic lives, and is tested, in the runtime crate.
 #[proc_macro_attribute]
@@ -466,7 +466,7 @@ mod tests {
         }
         assert_eq!(out.matches("Site :: new").count(), 1, "{out}");
         assert_eq!(out.matches(". check (").count(), 1, "{out}");
-        assert!(out.contains("Policy :: __sliding_window (& [:: ratelimit :: __private :: Strategy { limit : 10u64 , window_us : 1000000u64 } , :: ratelimit :: __private :: Strategy { limit : 100u64 , window_us : 60000000u64 }] , 100000u64)"), "{out}");
+        assert!(out.contains("Policy :: __sliding_window (& [:: redlimit :: __private :: Strategy { limit : 10u64 , window_us : 1000000u64 } , :: redlimit :: __private :: Strategy { limit : 100u64 , window_us : 60000000u64 }] , 100000u64)"), "{out}");
         assert!(!out.contains("compile_error"), "{out}");
     }
 

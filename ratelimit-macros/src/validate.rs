@@ -1,6 +1,6 @@
 //! Phase 2: options as written become a plain, typed [`Config`], or errors.
 //!
-//! The policy is checked by `ratelimit-grammar`, the same code the runtime's
+//! The policy is checked by `redlimit-grammar`, the same code the runtime's
 //! `Policy` constructors use; defaults (`precision`, `burst`) are applied here
 //! so the emitted constant is complete and nothing is parsed at run time.
 
@@ -10,7 +10,7 @@ use crate::item::{self, Argument, Arguments, Function};
 use crate::key::{self, Access, Part};
 use proc_macro2::Span;
 use quote::ToTokens;
-use ratelimit_grammar::{parse_duration, parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec, Strategy};
+use redlimit_grammar::{parse_duration, parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec, Strategy};
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Lit, LitInt, LitStr, Path};
 
@@ -66,7 +66,7 @@ pub(crate) enum OnError {
     Local,
 }
 
-/// The largest arity `ratelimit::__private::Fallback` is implemented for.
+/// The largest arity `redlimit::__private::Fallback` is implemented for.
 const MAX_FALLBACK_ARGS: usize = 12;
 
 pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, errors: &mut Errors) -> Option<Config> {
@@ -103,7 +103,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
         unit_return_error(&options, on_limit, on_error, &function.sig, errors);
     }
 
-    let krate = options.krate.clone().unwrap_or_else(|| syn::parse_quote!(::ratelimit));
+    let krate = options.krate.clone().unwrap_or_else(|| syn::parse_quote!(::redlimit));
     if errors.count() > before {
         return None;
     }
@@ -224,7 +224,7 @@ fn unit_return_error(
     };
     errors.push(syn::Error::new(
         span,
-        format!("{why}, but `{}` returns `()`: return `Result<(), E>` where `E: From<ratelimit::RateLimited>`, or call a `fallback = path::to::fn` on denial", sig.ident),
+        format!("{why}, but `{}` returns `()`: return `Result<(), E>` where `E: From<redlimit::RateLimited>`, or call a `fallback = path::to::fn` on denial", sig.ident),
     ));
 }
 
@@ -232,7 +232,7 @@ fn unit_return_error(
 /// (they come from the configured policy).
 fn named_policy(lit: &LitStr, options: &Options, errors: &mut Errors) -> Option<LitStr> {
     let before = errors.count();
-    if let Err(e) = ratelimit_grammar::check_policy_name(&lit.value()) {
+    if let Err(e) = redlimit_grammar::check_policy_name(&lit.value()) {
         errors.push(syn::Error::new(lit.span(), format!("`policy`: {}", e.message())));
     }
     let written: [(&str, Option<Span>); 6] = [
@@ -284,7 +284,7 @@ fn policy(options: &Options, attr_span: Span, errors: &mut Errors) -> Option<Pol
         errors.push(syn::Error::new(span, format!("`{}`: {message}", param.name())));
         malformed.push(param);
     };
-    let placeholder_rate = ratelimit_grammar::Rate { count: 1, period_us: 1_000_000 };
+    let placeholder_rate = redlimit_grammar::Rate { count: 1, period_us: 1_000_000 };
     if let Some(lit) = &options.strategies {
         spec.strategies = Some(parse_strategies(&lit.value()).unwrap_or_else(|e| {
             fail(Param::Strategies, lit.span(), e.to_string(), errors);

@@ -97,7 +97,7 @@ fn anchor() -> &'static (quanta::Clock, u64, u64) {
 /// both backends without sleeping. Clones share one time.
 ///
 /// ```
-/// use ratelimit::{Clock, ManualClock};
+/// use redlimit::{Clock, ManualClock};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();

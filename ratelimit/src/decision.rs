@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// The answer to one [`check`](crate::Limiter::check) or [`peek`](crate::Limiter::peek).
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::{Limiter, ManualClock, Policy, Store};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
@@ -56,8 +56,8 @@ pub struct Decision {
 /// reports per policy item.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::{Limiter, ManualClock, Policy, Store};
 /// use std::time::Duration;
 ///
 /// let store = Store::memory().with_clock(ManualClock::new());

@@ -1,7 +1,7 @@
 //! [`Error`] (the store or configuration failed) and [`RateLimited`] (a denial).
 
 use crate::{Decision, Policy};
-use ratelimit_grammar::quote;
+use redlimit_grammar::quote;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,8 +64,8 @@ impl From<redis::RedisError> for Error {
 /// key, which is user data ([`Key`]'s own `Display` shows it escaped).
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::{Limiter, ManualClock, Policy, Store};
 ///
 /// let store = Store::memory().with_clock(ManualClock::new());
 /// let limiter = Limiter::new("login", Policy::sliding_log("1/1m")?, &store);
@@ -127,12 +127,12 @@ impl fmt::Display for RateLimited {
 /// `Display` escapes it for a log or a message: a backslash, a control or
 /// other unprintable character as Rust writes it (`\\`, `\n`, `\u{1b}`), a
 /// byte that is not UTF-8 as `\xNN`, and a key over
-/// [`MAX_QUOTED`](ratelimit_grammar::MAX_QUOTED) bytes cut there, with its
+/// [`MAX_QUOTED`](redlimit_grammar::MAX_QUOTED) bytes cut there, with its
 /// length. [`as_bytes`](Key::as_bytes) has every byte.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-/// use ratelimit::{Limiter, Policy, Store};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::{Limiter, Policy, Store};
 ///
 /// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &Store::memory());
 /// limiter.limit(b"k\xff\n", 1).await.unwrap();

@@ -1,7 +1,7 @@
 //! Storage keys, and the escaping that keeps key templates collision-free.
 
 use crate::policy::{Params, Policy};
-use ratelimit_grammar::format_duration;
+use redlimit_grammar::format_duration;
 use std::fmt::{self, Write};
 
 /// The bytes every storage key of one limiter starts with:
@@ -21,7 +21,7 @@ pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str, remote_serve
 }
 
 /// A store's prefix with `%` and `:` written as `%25` and `%3A`: a prefix
-/// without them (`ratelimit`, `app-a`) reads as given.
+/// without them (`redlimit`, `app-a`) reads as given.
 fn escape_prefix(prefix: &str) -> String {
     let mut escaped = String::with_capacity(prefix.len() + 48);
     for c in prefix.chars() {
@@ -58,11 +58,11 @@ fn escape_prefix(prefix: &str) -> String {
 ///   reads as another amount: `p`.
 ///
 /// ```text
-/// ratelimit:fixed_window/v1:6:search:user:7          (several strategies, or a client clock)
-/// ratelimit:fixed_window/v1/counter:6:search:user:7  (one strategy, Redis's clock)
-/// ratelimit:sliding_window/v1/100ms:6:search:user:7
-/// ratelimit:token_bucket/v1/3s:6:upload:user:7      (rate "1/3s" or "2/6s")
-/// ratelimit:gcra/v1:6:search:user:7
+/// redlimit:fixed_window/v1:6:search:user:7          (several strategies, or a client clock)
+/// redlimit:fixed_window/v1/counter:6:search:user:7  (one strategy, Redis's clock)
+/// redlimit:sliding_window/v1/100ms:6:search:user:7
+/// redlimit:token_bucket/v1/3s:6:upload:user:7      (rate "1/3s" or "2/6s")
+/// redlimit:gcra/v1:6:search:user:7
 /// ```
 pub(crate) fn layout(policy: &Policy, remote_server_clock: bool) -> String {
     let algo = policy.algorithm().name();
@@ -121,9 +121,9 @@ pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> Vec<u8> {
 ///
 /// ```
 /// let mut key = String::new();
-/// ratelimit::__private::push_key_value(&mut key, &"x:y");
+/// redlimit::__private::push_key_value(&mut key, &"x:y");
 /// key.push(':');
-/// ratelimit::__private::push_key_value(&mut key, &"z");
+/// redlimit::__private::push_key_value(&mut key, &"z");
 /// assert_eq!(key, "x%3Ay:z");
 /// ```
 pub fn push_key_value(key: &mut String, value: &dyn fmt::Display) {
@@ -145,9 +145,9 @@ pub fn push_key_value(key: &mut String, value: &dyn fmt::Display) {
 ///
 /// ```
 /// let mut key = String::from("user:");
-/// ratelimit::__private::push_key_integer(&mut key, &-42i32);
+/// redlimit::__private::push_key_integer(&mut key, &-42i32);
 /// let mut by_display = String::from("user:");
-/// ratelimit::__private::push_key_value(&mut by_display, &-42i32);
+/// redlimit::__private::push_key_value(&mut by_display, &-42i32);
 /// assert_eq!((key.as_str(), by_display.as_str()), ("user:%2D42", "user:%2D42"));
 /// ```
 pub fn push_key_integer<T: KeyInteger + ?Sized>(key: &mut String, value: &T) {
@@ -240,7 +240,7 @@ mod tests {
         assert_ne!(short, long);
         assert_eq!(long, format!("app%3A{layout}%3A1%3An%3Ax:{layout}:1:m:y").into_bytes());
         assert_ne!(full("a%3Ab", "n", "k"), full("a:b", "n", "k"));
-        assert_eq!(full("ratelimit", "n", "k"), format!("ratelimit:{layout}:1:n:k").into_bytes());
+        assert_eq!(full("redlimit", "n", "k"), format!("redlimit:{layout}:1:n:k").into_bytes());
     }
 
     #[test]

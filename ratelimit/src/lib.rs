@@ -3,8 +3,8 @@
 //! function, decided atomically on Redis, or in memory when no Redis is set.
 //!
 //! ```
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-//! use ratelimit::{Limiter, ManualClock, Policy, Store};
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+//! use redlimit::{Limiter, ManualClock, Policy, Store};
 //! use std::time::Duration;
 //!
 //! let clock = ManualClock::new();
@@ -52,7 +52,7 @@ mod tls;
 
 /// Everything `#[rate_limit]` output names. Not a public API: it changes
 /// with the macro, which is pinned to this crate. Generated code writes every
-/// path as `::ratelimit::__private::...` (or the `crate = "..."` override), so
+/// path as `::redlimit::__private::...` (or the `crate = "..."` override), so
 /// a user's `mod core {}`, `type Result` or `struct String` cannot change its meaning.
 #[doc(hidden)]
 pub mod __private {
@@ -60,12 +60,12 @@ pub mod __private {
     pub use crate::macro_support::{Cost, DenialError, Fallback, IntoDenial};
     pub use crate::site::{OnLimit, Site};
     pub use crate::{OnError, Policy, RateLimited};
-    pub use ratelimit_grammar::{Rate, Strategy};
+    pub use redlimit_grammar::{Rate, Strategy};
     pub use std::string::String;
 }
 
 /// The attribute: see its own documentation for every option.
-pub use ratelimit_macros::rate_limit;
+pub use redlimit_macros::rate_limit;
 
 pub use backend::redis::scripts::{fixed_window_counter_source, script_source};
 pub use backend::{Backend, MemoryBackend, RedisBackend, RedisOptions};
@@ -76,6 +76,6 @@ pub use error::{Error, Key, RateLimited};
 pub use limiter::Limiter;
 pub use on_error::OnError;
 pub use policy::{Policy, Rate, Strategy};
-pub use ratelimit_grammar::AlgorithmKind;
+pub use redlimit_grammar::AlgorithmKind;
 pub use runtime::{from_env, global, init, REDIS_URL_VAR};
 pub use store::Store;

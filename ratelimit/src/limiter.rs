@@ -17,8 +17,8 @@ use std::time::Duration;
 /// Two limiters with the same name, algorithm and store share their counts.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::{Limiter, ManualClock, Policy, Store};
 /// use std::time::Duration;
 ///
 /// let clock = ManualClock::new();
@@ -101,8 +101,8 @@ impl Limiter {
     /// nothing, so its answer is the one the cache would have given.
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-    /// use ratelimit::{Limiter, ManualClock, Policy, Store};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
@@ -176,8 +176,8 @@ impl Limiter {
     /// store failure is settled by the limiter's [`OnError`].
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-    /// use ratelimit::{Limiter, ManualClock, Policy, Store};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
     ///
     /// let store = Store::memory().with_clock(ManualClock::new());
     /// let limiter = Limiter::new("search", Policy::gcra("1/1s", 0)?, &store);

@@ -11,7 +11,7 @@ use std::future::Future;
 #[diagnostic::on_unimplemented(
     message = "`#[rate_limit]` returns a denial as `Err(..)`, but this function returns `{Self}`, which is not a `Result`",
     label = "a denied call must be returned here",
-    note = "return `Result<_, E>` where `E: From<ratelimit::RateLimited>`, or choose `on_limit = \"wait\"` (no `max_wait`) or `fallback = path::to::fn`"
+    note = "return `Result<_, E>` where `E: From<redlimit::RateLimited>`, or choose `on_limit = \"wait\"` (no `max_wait`) or `fallback = path::to::fn`"
 )]
 pub trait IntoDenial: Sized {
     /// The value a denied call returns, from the denial
@@ -29,9 +29,9 @@ impl<T, E: DenialError> IntoDenial for Result<T, E> {
 /// `do_not_recommend` so rustc reports this trait's message, not a bare
 /// `From` bound on an internal impl.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot hold a rate limit denial: it does not implement `From<ratelimit::RateLimited>`",
-    label = "a denied call returns `Err(ratelimit::RateLimited)` converted into `{Self}`",
-    note = "add `impl From<ratelimit::RateLimited> for {Self}` (or a `#[from] ratelimit::RateLimited` variant with thiserror), or choose `on_limit = \"wait\"` or `fallback = path::to::fn`"
+    message = "`{Self}` cannot hold a rate limit denial: it does not implement `From<redlimit::RateLimited>`",
+    label = "a denied call returns `Err(redlimit::RateLimited)` converted into `{Self}`",
+    note = "add `impl From<redlimit::RateLimited> for {Self}` (or a `#[from] redlimit::RateLimited` variant with thiserror), or choose `on_limit = \"wait\"` or `fallback = path::to::fn`"
 )]
 pub trait DenialError {
     /// Converts the denial.

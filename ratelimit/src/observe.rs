@@ -5,16 +5,16 @@
 //!
 //! | name | kind | labels | what it counts |
 //! |---|---|---|---|
-//! | `ratelimit_decisions_total` | counter | `limiter`, `algo`, `outcome` (`allowed` / `denied`) | every decision of `check`, `limit`, `wait` and annotated functions, including denials answered by the deny cache and decisions `on_error` made while the store could not answer; not `peek` |
-//! | `ratelimit_store_errors_total` | counter | `kind` (`timeout`, `unavailable`, `connection`, `redis`, `protocol`, `config`) | every call the store could not decide |
-//! | `ratelimit_store_duration_seconds` | histogram | `limiter`, `algo` | how long a remote store (Redis) took to answer one call, successful or not; not recorded for the in-memory store or for denials the deny cache answered |
+//! | `redlimit_decisions_total` | counter | `limiter`, `algo`, `outcome` (`allowed` / `denied`) | every decision of `check`, `limit`, `wait` and annotated functions, including denials answered by the deny cache and decisions `on_error` made while the store could not answer; not `peek` |
+//! | `redlimit_store_errors_total` | counter | `kind` (`timeout`, `unavailable`, `connection`, `redis`, `protocol`, `config`) | every call the store could not decide |
+//! | `redlimit_store_duration_seconds` | histogram | `limiter`, `algo` | how long a remote store (Redis) took to answer one call, successful or not; not recorded for the in-memory store or for denials the deny cache answered |
 //!
 //! A limiter registers its handles with the recorder installed when it makes
 //! its first decision, so install the recorder (e.g. a Prometheus exporter)
 //! before the first call, as with any `metrics` user.
 //!
-//! Tracing: every decision runs in a `ratelimit.decision` span at DEBUG
-//! (target `ratelimit`) with `limiter`, `algo` and `cost`, and, once
+//! Tracing: every decision runs in a `redlimit.decision` span at DEBUG
+//! (target `redlimit`) with `limiter`, `algo` and `cost`, and, once
 //! decided, `outcome` and `remaining`. A store failure is a WARN event from
 //! `limit` (and annotated functions) saying whether `on_error` allowed or
 //! denied the call. Neither ever records the key. The span is built only
@@ -28,12 +28,12 @@ use std::time::Duration;
 use tracing::field::Empty;
 use tracing::Span;
 
-/// `ratelimit_decisions_total`.
-pub const DECISIONS_TOTAL: &str = "ratelimit_decisions_total";
-/// `ratelimit_store_errors_total`.
-pub const STORE_ERRORS_TOTAL: &str = "ratelimit_store_errors_total";
-/// `ratelimit_store_duration_seconds`.
-pub const STORE_DURATION_SECONDS: &str = "ratelimit_store_duration_seconds";
+/// `redlimit_decisions_total`.
+pub const DECISIONS_TOTAL: &str = "redlimit_decisions_total";
+/// `redlimit_store_errors_total`.
+pub const STORE_ERRORS_TOTAL: &str = "redlimit_store_errors_total";
+/// `redlimit_store_duration_seconds`.
+pub const STORE_DURATION_SECONDS: &str = "redlimit_store_duration_seconds";
 
 /// One limiter's metric handles, registered once so a decision costs an
 /// increment, not a lookup by name and labels.
@@ -120,9 +120,9 @@ pub(crate) fn decision_span_wanted() -> bool {
 }
 
 /// The span one decision runs in (disabled unless a subscriber wants DEBUG
-/// from target `ratelimit`).
+/// from target `redlimit`).
 pub(crate) fn decision_span(limiter: &str, algo: &'static str, cost: u64) -> Span {
-    tracing::debug_span!(target: "ratelimit", "ratelimit.decision", limiter, algo, cost, outcome = Empty, remaining = Empty)
+    tracing::debug_span!(target: "redlimit", "redlimit.decision", limiter, algo, cost, outcome = Empty, remaining = Empty)
 }
 
 /// Writes the outcome into the decision's span.
@@ -137,7 +137,7 @@ pub(crate) fn record(span: &Span, result: &Result<Decision, Error>) {
         }
         Err(error) => {
             span.record("outcome", "store_error");
-            tracing::debug!(target: "ratelimit", parent: span, kind = error_kind(error), %error, "rate limit store could not decide");
+            tracing::debug!(target: "redlimit", parent: span, kind = error_kind(error), %error, "rate limit store could not decide");
         }
     }
 }

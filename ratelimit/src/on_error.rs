@@ -59,7 +59,7 @@ impl OnError {
         };
         let verdict = if decision.allowed { "call allowed" } else { "call denied" };
         let by = if self == OnError::Local { " by the in-memory limiter" } else { "" };
-        tracing::warn!(target: "ratelimit", limiter = %inner.name, kind = error_kind(error), %error,
+        tracing::warn!(target: "redlimit", limiter = %inner.name, kind = error_kind(error), %error,
             "rate limit store unavailable; {verdict}{by} (on_error = {})", self.name());
         limiter.metrics().decided(decision.allowed);
         match self {
@@ -81,7 +81,7 @@ impl OnError {
         key: &[u8],
     ) -> Result<(), RateLimited> {
         let verdict = if self == OnError::Deny { "denied" } else { "allowed" };
-        tracing::warn!(target: "ratelimit", limiter, policy, "{why}; {subject} {verdict} (on_error = {})", self.name());
+        tracing::warn!(target: "redlimit", limiter, policy, "{why}; {subject} {verdict} (on_error = {})", self.name());
         if self != OnError::Deny {
             return Ok(());
         }

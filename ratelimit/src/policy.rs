@@ -1,19 +1,19 @@
 //! [`Policy`]: an algorithm with its validated parameters.
 
 use crate::Error;
-use ratelimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
-pub use ratelimit_grammar::{Rate, Strategy};
+use redlimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
+pub use redlimit_grammar::{Rate, Strategy};
 use std::borrow::Cow;
 use std::fmt;
 
 /// An algorithm with its validated parameters.
 ///
 /// Build one with the constructor named after the algorithm; each applies the
-/// same rules (the shared `ratelimit-grammar` crate) that `#[rate_limit]`
+/// same rules (the shared `redlimit-grammar` crate) that `#[rate_limit]`
 /// applies at compile time.
 ///
 /// ```
-/// use ratelimit::Policy;
+/// use redlimit::Policy;
 ///
 /// let p = Policy::sliding_log("10/1s,100/1m").unwrap();
 /// assert_eq!(p.strategies().len(), 2);
@@ -65,8 +65,8 @@ impl Policy {
     /// the microsecond:
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-    /// use ratelimit::{Limiter, ManualClock, Policy, Store};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
     /// use std::time::Duration;
     ///
     /// let clock = ManualClock::new();
@@ -88,15 +88,15 @@ impl Policy {
     /// A sliding window approximated by sub-windows of `precision` (e.g. `"100ms"`).
     ///
     /// ```
-    /// let p = ratelimit::Policy::sliding_window("10/1s", "100ms").unwrap();
-    /// assert!(ratelimit::Policy::sliding_window("10/1s", "300ms").is_err());
+    /// let p = redlimit::Policy::sliding_window("10/1s", "100ms").unwrap();
+    /// assert!(redlimit::Policy::sliding_window("10/1s", "300ms").is_err());
     /// # drop(p);
     /// ```
     pub fn sliding_window(strategies: &str, precision: &str) -> Result<Policy, Error> {
         let mut spec = PolicySpec::new(AlgorithmKind::SlidingWindow);
         spec.strategies = Some(strategies_param(strategies)?);
         spec.precision =
-            Some(ratelimit_grammar::parse_duration(precision).map_err(|e| param_error(Param::Precision, e))?);
+            Some(redlimit_grammar::parse_duration(precision).map_err(|e| param_error(Param::Precision, e))?);
         Policy::from_spec(spec)
     }
 
@@ -126,7 +126,7 @@ impl Policy {
     /// GCRA with redis-cell's semantics: `rate` and `burst` (limit = burst + 1).
     ///
     /// ```
-    /// let p = ratelimit::Policy::gcra("1/1s", 4).unwrap();
+    /// let p = redlimit::Policy::gcra("1/1s", 4).unwrap();
     /// assert_eq!(p.to_string(), "gcra 1/1s burst 4");
     /// ```
     pub fn gcra(rate: &str, burst: u64) -> Result<Policy, Error> {
@@ -140,8 +140,8 @@ impl Policy {
     /// numbers meets the rules text meets, with the same messages.
     ///
     /// ```
-    /// use ratelimit::{AlgorithmKind, Policy, Strategy};
-    /// use ratelimit_grammar::PolicySpec;
+    /// use redlimit::{AlgorithmKind, Policy, Strategy};
+    /// use redlimit_grammar::PolicySpec;
     ///
     /// let mut spec = PolicySpec::new(AlgorithmKind::FixedWindow);
     /// spec.strategies = Some(vec![Strategy { limit: 10, window_us: 0 }]);
@@ -242,7 +242,7 @@ fn strategies_param(text: &str) -> Result<Vec<Strategy>, Error> {
     parse_strategies(text).map_err(|e| param_error(Param::Strategies, e))
 }
 
-fn param_error(param: Param, error: ratelimit_grammar::GrammarError) -> Error {
+fn param_error(param: Param, error: redlimit_grammar::GrammarError) -> Error {
     Error::InvalidPolicy(format!("`{}`: {error}", param.name()))
 }
 
@@ -259,7 +259,7 @@ impl fmt::Display for Policy {
             Params::FixedWindow { strategies } | Params::SlidingLog { strategies } => write_strategies(f, strategies),
             Params::SlidingWindow { strategies, precision_us } => {
                 write_strategies(f, strategies)?;
-                write!(f, " precision {}", ratelimit_grammar::format_duration(*precision_us))
+                write!(f, " precision {}", redlimit_grammar::format_duration(*precision_us))
             }
             Params::TokenBucket { capacity, rate } | Params::LeakyBucket { capacity, rate } => {
                 write!(f, "capacity {capacity} rate {rate}")

@@ -8,7 +8,7 @@ use tokio::sync::{Notify, OnceCell};
 
 static GLOBAL: OnceCell<Store> = OnceCell::const_new();
 
-/// The background connect to `RATELIMIT_REDIS_URL`: its task, and the last
+/// The background connect to `REDLIMIT_REDIS_URL`: its task, and the last
 /// attempt's failure while no attempt has succeeded.
 static CONNECTOR: Mutex<Connector> = Mutex::new(Connector { task: None, failure: None });
 
@@ -26,17 +26,17 @@ pub(crate) const GLOBAL_RETRY_INTERVAL: Duration = Duration::from_millis(250);
 const MAX_RETRY_INTERVAL: Duration = Duration::from_secs(4);
 
 /// The environment variable naming the Redis of the global store.
-pub const REDIS_URL_VAR: &str = "RATELIMIT_REDIS_URL";
+pub const REDIS_URL_VAR: &str = "REDLIMIT_REDIS_URL";
 
 /// Sets the global store that `#[rate_limit]` functions use.
 ///
 /// Call it once at start-up, before the first limited call; without it the
-/// first call reads `RATELIMIT_REDIS_URL` (unset: the in-memory store).
+/// first call reads `REDLIMIT_REDIS_URL` (unset: the in-memory store).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// ratelimit::init(ratelimit::Store::memory()).unwrap();
-/// assert!(matches!(ratelimit::init(ratelimit::Store::memory()), Err(ratelimit::Error::AlreadyInitialized)));
+/// redlimit::init(redlimit::Store::memory()).unwrap();
+/// assert!(matches!(redlimit::init(redlimit::Store::memory()), Err(redlimit::Error::AlreadyInitialized)));
 /// # }
 /// ```
 pub fn init(store: Store) -> Result<(), Error> {
@@ -44,7 +44,7 @@ pub fn init(store: Store) -> Result<(), Error> {
 }
 
 /// The global store, built on first use from the environment when
-/// [`init`] was not called: `RATELIMIT_REDIS_URL` set means Redis; unset
+/// [`init`] was not called: `REDLIMIT_REDIS_URL` set means Redis; unset
 /// means the in-memory store, said once in a log line.
 ///
 /// Redis is connected in the background, started by the first call. No
@@ -55,8 +55,8 @@ pub fn init(store: Store) -> Result<(), Error> {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// std::env::remove_var(ratelimit::REDIS_URL_VAR);
-/// assert_eq!(ratelimit::global().await.unwrap().backend().kind(), "memory");
+/// std::env::remove_var(redlimit::REDIS_URL_VAR);
+/// assert_eq!(redlimit::global().await.unwrap().backend().kind(), "memory");
 /// # }
 /// ```
 pub async fn global() -> Result<&'static Store, Error> {
@@ -103,13 +103,13 @@ async fn connect(url: String) {
         let attempt = Store::redis(&url).await;
         let failed = match attempt {
             Ok(store) => {
-                tracing::info!(target: "ratelimit", "rate limits are decided on Redis ({REDIS_URL_VAR} is set)");
+                tracing::info!(target: "redlimit", "rate limits are decided on Redis ({REDIS_URL_VAR} is set)");
                 // Set by `init` meanwhile: that one stays.
                 let _ = GLOBAL.set(store);
                 None
             }
             Err(error) => {
-                tracing::warn!(target: "ratelimit", %error, "cannot reach the global store's Redis; trying again in {wait:?}");
+                tracing::warn!(target: "redlimit", %error, "cannot reach the global store's Redis; trying again in {wait:?}");
                 Some(error)
             }
         };
@@ -129,7 +129,7 @@ fn redis_url() -> Option<String> {
 }
 
 fn memory() -> Store {
-    tracing::info!(target: "ratelimit", "{REDIS_URL_VAR} is not set: rate limits are decided in memory, per process");
+    tracing::info!(target: "redlimit", "{REDIS_URL_VAR} is not set: rate limits are decided in memory, per process");
     Store::memory()
 }
 
@@ -139,7 +139,7 @@ pub async fn from_env() -> Result<Store, Error> {
     match redis_url() {
         Some(url) => {
             let store = Store::redis(&url).await?;
-            tracing::info!(target: "ratelimit", "rate limits are decided on Redis ({REDIS_URL_VAR} is set)");
+            tracing::info!(target: "redlimit", "rate limits are decided on Redis ({REDIS_URL_VAR} is set)");
             Ok(store)
         }
         None => Ok(memory()),

@@ -88,7 +88,7 @@ impl Site {
     /// still come back, the call goes ahead (fail open) with a warning.
     pub async fn admit(&'static self, key: &str, cost: u64) {
         if let Err(denied) = self.check(key, cost).await {
-            tracing::warn!(target: "ratelimit", limiter = self.name, %denied, "denial could not be waited out; call allowed");
+            tracing::warn!(target: "redlimit", limiter = self.name, %denied, "denial could not be waited out; call allowed");
         }
     }
 
@@ -99,7 +99,7 @@ impl Site {
         let mut names = DEFAULT_NAMES.lock().unwrap_or_else(PoisonError::into_inner);
         if names.iter().any(|&(other_name, other)| other_name == name && other != address) {
             tracing::warn!(
-                target: "ratelimit",
+                target: "redlimit",
                 limiter = name,
                 "two #[rate_limit] functions have the default name `{name}` (methods of two types in one module?), so they share one limit; give each a `name = \"...\"` if that is not intended",
             );

@@ -10,8 +10,8 @@ use std::sync::Arc;
 /// the clock that drives it and the prefix of every key it writes.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-/// use ratelimit::{Limiter, Policy, Store};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::{Limiter, Policy, Store};
 ///
 /// let store = Store::memory();
 /// let limiter = Limiter::new("api", Policy::token_bucket(3, "1/1s")?, &store);
@@ -26,8 +26,8 @@ pub struct Store {
 }
 
 impl Store {
-    /// The default key prefix: keys read `ratelimit:<algo>/v<n>:<name length>:<name>:<key>`.
-    pub const DEFAULT_PREFIX: &'static str = "ratelimit";
+    /// The default key prefix: keys read `redlimit:<algo>/v<n>:<name length>:<name>:<key>`.
+    pub const DEFAULT_PREFIX: &'static str = "redlimit";
 
     /// An in-process store: no Redis needed, limits are per process.
     pub fn memory() -> Store {
@@ -63,8 +63,8 @@ impl Store {
     /// (`app:eu` gives keys starting `app%3Aeu:`; `app-eu` keys starting `app-eu:`).
     ///
     /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-    /// use ratelimit::{Limiter, Policy, Store};
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, Policy, Store};
     ///
     /// let store = Store::memory();
     /// let eu = Limiter::new("api", Policy::fixed_window("1/1m")?, &store.clone().with_prefix("app:eu"));

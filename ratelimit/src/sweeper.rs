@@ -15,7 +15,7 @@ pub(crate) trait Sweep: Send + Sync {
 /// What the sweeper visits, held weakly: a dropped store is simply skipped.
 static SWEPT: Lazy<Mutex<Vec<Weak<dyn Sweep>>>> = Lazy::new(|| {
     // If no thread can be started, stores are still swept by their calls.
-    let started = std::thread::Builder::new().name("ratelimit-sweeper".into()).spawn(run);
+    let started = std::thread::Builder::new().name("redlimit-sweeper".into()).spawn(run);
     if let Err(error) = started {
         tracing::warn!(%error, "no background sweeper: memory stores are swept by their calls only");
     }

@@ -10,7 +10,7 @@ use tracing_subscriber::layer::SubscriberExt;
 /// A `tracing` writer that keeps everything written to it; clones share it.
 ///
 /// ```
-/// let logs = ratelimit_test_support::log_capture::LogCapture::default();
+/// let logs = redlimit_test_support::log_capture::LogCapture::default();
 /// let _guard = logs.install();
 /// tracing::warn!("hello");
 /// assert!(logs.text().contains("WARN") && logs.text().contains("hello"));

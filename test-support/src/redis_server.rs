@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// `sh` watcher waits for this process's end of a pipe to close.
 ///
 /// ```no_run
-/// let server = ratelimit_test_support::redis_server::RedisServer::start();
+/// let server = redlimit_test_support::redis_server::RedisServer::start();
 /// assert!(server.url().starts_with("redis://127.0.0.1:"));
 /// ```
 #[derive(Debug)]
@@ -78,7 +78,7 @@ impl RedisServer {
 
     /// A server on `port`, not started yet.
     fn on(port: u16, args: &[&str], tls_cli: Option<Vec<String>>) -> RedisServer {
-        let dir = std::env::temp_dir().join(format!("ratelimit-redis-{}-{port}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("redlimit-redis-{}-{port}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create a directory for redis-server");
         let args = args.iter().map(|a| a.to_string()).collect();

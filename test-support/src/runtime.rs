@@ -1,5 +1,5 @@
 //! One tokio runtime for a whole test binary, for the binaries whose tests
-//! share the process-wide store (`ratelimit::init`, set once per process).
+//! share the process-wide store (`redlimit::init`, set once per process).
 //!
 //! A `#[tokio::test]` runs on a runtime of its own that ends with the test,
 //! and a Redis connection ends with the runtime it was made on: the global
@@ -10,7 +10,7 @@
 //! drives its own future, and whatever they spawn shares the worker threads.
 //!
 //! ```
-//! let answer = ratelimit_test_support::runtime::block_on(async { 6 * 7 });
+//! let answer = redlimit_test_support::runtime::block_on(async { 6 * 7 });
 //! assert_eq!(answer, 42);
 //! ```
 

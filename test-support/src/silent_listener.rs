@@ -11,7 +11,7 @@ use std::time::Duration;
 /// nothing and writes nothing; stops when dropped.
 ///
 /// ```
-/// let silent = ratelimit_test_support::silent_listener::SilentListener::start();
+/// let silent = redlimit_test_support::silent_listener::SilentListener::start();
 /// let _held = std::net::TcpStream::connect(("127.0.0.1", silent.port())).unwrap();
 /// assert!(silent.url().starts_with("redis://127.0.0.1:"));
 /// ```

@@ -2,7 +2,7 @@
 //! must show the same decisions on each.
 
 use crate::redis_server::RedisServer;
-use ratelimit::{ManualClock, Store};
+use redlimit::{ManualClock, Store};
 
 /// A private Redis, and a memory store and a Redis store sharing one clock.
 pub struct BothStores {

@@ -3,7 +3,7 @@
 //! `limiter_conventions.rs` runs each on memory and a single Redis,
 //! `redis_cluster.rs` on memory and a Redis Cluster.
 
-use ratelimit::{Decision, Limiter, ManualClock, Policy, Store};
+use redlimit::{Decision, Limiter, ManualClock, Policy, Store};
 use std::time::Duration;
 
 /// Labelled stores that all read `clock`.
@@ -136,7 +136,7 @@ pub async fn windows_are_half_open(stores: &Stores<'_>, clock: &ManualClock) {
         ] {
             let l = limiter(store, "half-open", &policy);
             // Align to the sub-window grid so the sliding window's boundary is at +1 s too.
-            let now = ratelimit::Clock::now_us(clock).unwrap();
+            let now = redlimit::Clock::now_us(clock).unwrap();
             clock.advance(Duration::from_micros(1_000_000 - now % 1_000_000));
             assert!(l.check("k", 1).await.unwrap().allowed);
             clock.advance(Duration::from_secs(1) - US);

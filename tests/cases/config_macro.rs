@@ -4,8 +4,8 @@
 //! (`config_macro_redis.rs`), one sequence each, since policies and the
 //! store are process-wide.
 
-use ratelimit::{policies, rate_limit, RateLimited};
-use ratelimit_test_support::log_capture::LogCapture;
+use redlimit::{policies, rate_limit, RateLimited};
+use redlimit_test_support::log_capture::LogCapture;
 use std::path::PathBuf;
 
 #[rate_limit(policy = "search", key = "user:<user>")]
@@ -60,7 +60,7 @@ fn denied<T: std::fmt::Debug>(result: Result<T, RateLimited>) -> RateLimited {
 pub async fn run(backend: &str) {
     let logs = LogCapture::default();
     let _guard = logs.install();
-    let file = File(std::env::temp_dir().join(format!("ratelimit-config-macro-{backend}-{}.toml", std::process::id())));
+    let file = File(std::env::temp_dir().join(format!("redlimit-config-macro-{backend}-{}.toml", std::process::id())));
 
     // Loaded at start-up.
     file.write("2/1h", "10m", false);

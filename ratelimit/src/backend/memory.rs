@@ -26,8 +26,8 @@ const SHARDS: usize = 64;
 /// that clock, so only calls and [`purge_expired`](Self::purge_expired) sweep them.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-/// use ratelimit::{Clock, Limiter, ManualClock, MemoryBackend, Policy, Store};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::{Clock, Limiter, ManualClock, MemoryBackend, Policy, Store};
 /// use std::{sync::Arc, time::Duration};
 ///
 /// let memory = Arc::new(MemoryBackend::new());
@@ -197,7 +197,7 @@ mod tests {
     const T0: u64 = 1_767_225_600_000_000;
 
     fn bound(memory: &MemoryBackend, name: &str, policy: &Policy) -> Arc<dyn Bound> {
-        memory.bind(Binding { prefix: "ratelimit", name, policy, server_clock: false })
+        memory.bind(Binding { prefix: "redlimit", name, policy, server_clock: false })
     }
 
     fn now(bound: &dyn Bound, key: &[u8], call: Call) -> Outcome {

@@ -32,16 +32,16 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// store answers every call of that limiter:
 ///
 /// ```
-/// use ratelimit::backend::{Answer, Backend, Binding, Call};
-/// use ratelimit::{MemoryBackend, Policy};
+/// use redlimit::backend::{Answer, Backend, Binding, Call};
+/// use redlimit::{MemoryBackend, Policy};
 ///
 /// let policy = Policy::gcra("1/1s", 2)?;
-/// let binding = Binding { prefix: "ratelimit", name: "api", policy: &policy, server_clock: false };
+/// let binding = Binding { prefix: "redlimit", name: "api", policy: &policy, server_clock: false };
 /// let bound = MemoryBackend::new().bind(binding);
 /// let call = Call { cost: 1, peek: false, now_us: Some(1_767_225_600_000_000) };
 /// let Answer::Now(Ok(outcome)) = bound.decide(b"alice", call) else { panic!("the memory store answers at once") };
 /// assert_eq!((outcome.allowed, outcome.remaining), (true, 2));
-/// # Ok::<(), ratelimit::Error>(())
+/// # Ok::<(), redlimit::Error>(())
 /// ```
 pub trait Backend: Send + Sync + 'static {
     /// Binds one limiter's calls.
@@ -80,18 +80,18 @@ pub trait Bound: Send + Sync + 'static {
     /// records, so a late call is answered as at that time:
     ///
     /// ```
-    /// use ratelimit::backend::{Answer, Backend, Binding};
-    /// use ratelimit::{ManualClock, MemoryBackend, Policy};
+    /// use redlimit::backend::{Answer, Backend, Binding};
+    /// use redlimit::{ManualClock, MemoryBackend, Policy};
     ///
     /// let policy = Policy::sliding_log("2/1s")?;
-    /// let binding = Binding { prefix: "ratelimit", name: "api", policy: &policy, server_clock: false };
+    /// let binding = Binding { prefix: "redlimit", name: "api", policy: &policy, server_clock: false };
     /// let bound = MemoryBackend::new().bind(binding);
     /// let clock = ManualClock::new();
     /// let Answer::Now(Ok(first)) = bound.decide_by(b"k", 1, false, &clock) else { panic!("in memory") };
     /// clock.set_us(first.now_us - 500_000);
     /// let Answer::Now(Ok(late)) = bound.decide_by(b"k", 1, false, &clock) else { panic!("in memory") };
     /// assert_eq!((late.allowed, late.remaining, late.now_us), (true, 0, first.now_us));
-    /// # Ok::<(), ratelimit::Error>(())
+    /// # Ok::<(), redlimit::Error>(())
     /// ```
     fn decide_by<'a>(&'a self, key: &[u8], cost: u64, peek: bool, clock: &dyn Clock) -> Answer<'a> {
         self.decide(key, Call { cost, peek, now_us: clock.now_us() })

@@ -2,7 +2,7 @@
 //! attribute's own option names, checked by the shared grammar.
 
 use crate::Policy;
-use ratelimit_grammar::{
+use redlimit_grammar::{
     check_policy_name, parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, Param, PolicySpec,
 };
 use std::collections::BTreeMap;
@@ -127,7 +127,7 @@ fn policy(
                 }
                 Err(m) => {
                     fail(m);
-                    spec.strategies = Some(vec![ratelimit_grammar::Strategy { limit: 1, window_us: 1_000_000 }]);
+                    spec.strategies = Some(vec![redlimit_grammar::Strategy { limit: 1, window_us: 1_000_000 }]);
                     malformed.push(Param::Strategies);
                     continue;
                 }
@@ -155,7 +155,7 @@ fn policy(
                 }
                 Err(m) => {
                     fail(m);
-                    spec.rate = Some(ratelimit_grammar::Rate { count: 1, period_us: 1_000_000 });
+                    spec.rate = Some(redlimit_grammar::Rate { count: 1, period_us: 1_000_000 });
                     malformed.push(Param::Rate);
                     continue;
                 }

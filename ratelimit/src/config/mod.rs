@@ -11,7 +11,7 @@ mod set;
 pub use set::{LoadError, PolicySet};
 
 /// The environment variable holding the policies themselves, as TOML.
-pub const POLICIES_VAR: &str = "RATELIMIT_POLICIES";
+pub const POLICIES_VAR: &str = "REDLIMIT_POLICIES";
 
 /// The environment variable naming a TOML file of policies.
-pub const POLICIES_FILE_VAR: &str = "RATELIMIT_POLICIES_FILE";
+pub const POLICIES_FILE_VAR: &str = "REDLIMIT_POLICIES_FILE";

@@ -115,7 +115,7 @@ impl NamedLimiter {
 /// Why `policy` cannot be used with the set in `loaded`.
 fn missing(policy: &str, loaded: &Loaded) -> String {
     // The name may come from a caller at run time (an HTTP layer's `named`).
-    let policy = ratelimit_grammar::quote(policy);
+    let policy = redlimit_grammar::quote(policy);
     if let Some(note) = &loaded.note {
         return format!("policy \"{policy}\" is not configured: {note}");
     }

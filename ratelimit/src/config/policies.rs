@@ -19,7 +19,7 @@
 //! - [`load`] (a file) or [`load_str`] (text) at start-up: every problem is
 //!   returned at once, each naming the source, line, policy and rule;
 //! - otherwise, on the first call that needs one, the environment:
-//!   `RATELIMIT_POLICIES_FILE` names a TOML file, or `RATELIMIT_POLICIES`
+//!   `REDLIMIT_POLICIES_FILE` names a TOML file, or `REDLIMIT_POLICIES`
 //!   holds the TOML itself (not both). A failure there is logged once at
 //!   ERROR, and each call naming a policy is then settled by its `on_error`.
 //!
@@ -33,13 +33,13 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use ratelimit::{rate_limit, RateLimited};
+//! use redlimit::{rate_limit, RateLimited};
 //!
 //! #[rate_limit(policy = "search", key = "user:<user>")]
 //! async fn search(user: u32) -> Result<(), RateLimited> { Ok(()) }
 //!
-//! # ratelimit::init(ratelimit::Store::memory())?;
-//! ratelimit::policies::load_str("policies.toml", r#"
+//! # redlimit::init(redlimit::Store::memory())?;
+//! redlimit::policies::load_str("policies.toml", r#"
 //!     [policies.search]
 //!     algo = "fixed_window"
 //!     strategies = "2/1h"
@@ -48,7 +48,7 @@
 //! search(1).await?;
 //! assert_eq!(search(1).await.unwrap_err().decision.limit, 2);
 //!
-//! ratelimit::policies::load_str("policies.toml", r#"
+//! redlimit::policies::load_str("policies.toml", r#"
 //!     [policies.search]
 //!     algo = "fixed_window"
 //!     strategies = "3/1h"
@@ -71,7 +71,7 @@ use std::path::Path;
 /// again, so fixing it and reloading works).
 ///
 /// ```
-/// let err = ratelimit::policies::load("/nonexistent/policies.toml").unwrap_err();
+/// let err = redlimit::policies::load("/nonexistent/policies.toml").unwrap_err();
 /// assert!(err.to_string().starts_with("/nonexistent/policies.toml: cannot read the policies file"));
 /// ```
 pub fn load(path: impl AsRef<Path>) -> Result<usize, LoadError> {
@@ -84,8 +84,8 @@ pub fn load_str(origin: &str, text: &str) -> Result<usize, LoadError> {
     registry::load(Source::Text { origin: origin.to_string(), text: text.to_string() })
 }
 
-/// Loads policies from the environment now (`RATELIMIT_POLICIES_FILE` or
-/// `RATELIMIT_POLICIES`), as the first call would, but returning every
+/// Loads policies from the environment now (`REDLIMIT_POLICIES_FILE` or
+/// `REDLIMIT_POLICIES`), as the first call would, but returning every
 /// problem: call it at start-up to fail fast on a bad configuration.
 /// Neither variable set loads an empty set.
 pub fn load_env() -> Result<usize, LoadError> {
@@ -97,18 +97,18 @@ pub fn load_env() -> Result<usize, LoadError> {
 /// On error the set in use stays and every problem is returned.
 ///
 /// ```
-/// # fn main() -> Result<(), ratelimit::policies::LoadError> {
-/// let path = std::env::temp_dir().join(format!("ratelimit-doc-reload-{}.toml", std::process::id()));
+/// # fn main() -> Result<(), redlimit::policies::LoadError> {
+/// let path = std::env::temp_dir().join(format!("redlimit-doc-reload-{}.toml", std::process::id()));
 /// std::fs::write(&path, "[policies.api]\nalgo = \"gcra\"\nrate = \"10/1s\"\n").unwrap();
-/// ratelimit::policies::load(&path)?;
+/// redlimit::policies::load(&path)?;
 ///
 /// std::fs::write(&path, "[policies.api]\nalgo = \"gcra\"\nrate = \"fast\"\n").unwrap();
-/// assert!(ratelimit::policies::reload().is_err());
-/// assert_eq!(ratelimit::policies::get("api").unwrap().to_string(), "gcra 10/1s burst 9"); // kept
+/// assert!(redlimit::policies::reload().is_err());
+/// assert_eq!(redlimit::policies::get("api").unwrap().to_string(), "gcra 10/1s burst 9"); // kept
 ///
 /// std::fs::write(&path, "[policies.api]\nalgo = \"gcra\"\nrate = \"20/1s\"\n").unwrap();
-/// ratelimit::policies::reload()?;
-/// assert_eq!(ratelimit::policies::get("api").unwrap().to_string(), "gcra 20/1s burst 19");
+/// redlimit::policies::reload()?;
+/// assert_eq!(redlimit::policies::get("api").unwrap().to_string(), "gcra 20/1s burst 19");
 /// # std::fs::remove_file(&path).unwrap();
 /// # Ok(()) }
 /// ```

@@ -78,7 +78,7 @@ pub(crate) fn reload() -> Result<usize, LoadError> {
 fn read_and_install(source: &Source) -> Result<usize, LoadError> {
     let (set, note) = read(source)?;
     let count = set.len();
-    tracing::info!(target: "ratelimit", policies = count, origin = %set.origin(), "rate limit policies loaded");
+    tracing::info!(target: "redlimit", policies = count, origin = %set.origin(), "rate limit policies loaded");
     install(set, note);
     Ok(count)
 }
@@ -99,7 +99,7 @@ pub(crate) fn read(source: &Source) -> Result<(PolicySet, Option<String>), LoadE
                 (None, Some(text)) => PolicySet::parse(POLICIES_VAR, &text).map(|set| (set, None)),
                 (None, None) => Ok((
                     PolicySet::default(),
-                    Some(format!("no policies are configured: neither {POLICIES_FILE_VAR} nor {POLICIES_VAR} is set, and `ratelimit::policies::load` was not called")),
+                    Some(format!("no policies are configured: neither {POLICIES_FILE_VAR} nor {POLICIES_VAR} is set, and `redlimit::policies::load` was not called")),
                 )),
             }
         }
@@ -117,12 +117,12 @@ fn load_lazily() {
     match read(&Source::Env) {
         Ok((set, note)) => {
             if !set.is_empty() {
-                tracing::info!(target: "ratelimit", policies = set.len(), origin = %set.origin(), "rate limit policies loaded");
+                tracing::info!(target: "redlimit", policies = set.len(), origin = %set.origin(), "rate limit policies loaded");
             }
             install(set, note);
         }
         Err(error) => {
-            tracing::error!(target: "ratelimit", "rate limit policies could not be loaded; calls naming a policy are settled by their on_error:\n{error}");
+            tracing::error!(target: "redlimit", "rate limit policies could not be loaded; calls naming a policy are settled by their on_error:\n{error}");
             install(PolicySet::default(), Some(format!("the policies could not be loaded: {error}")));
         }
     }

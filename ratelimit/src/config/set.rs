@@ -8,7 +8,7 @@ use std::path::Path;
 /// Named policies, each validated by the same grammar as the attribute.
 ///
 /// ```
-/// use ratelimit::policies::PolicySet;
+/// use redlimit::policies::PolicySet;
 ///
 /// let set = PolicySet::parse("policies.toml", r#"
 ///     [policies.search]
@@ -61,7 +61,7 @@ impl PolicySet {
         self.policies.is_empty()
     }
 
-    /// Where the set was read from (a path, `RATELIMIT_POLICIES`, ...).
+    /// Where the set was read from (a path, `REDLIMIT_POLICIES`, ...).
     pub fn origin(&self) -> &str {
         &self.origin
     }
@@ -71,7 +71,7 @@ impl PolicySet {
 /// source, the line, the policy and the rule, one per line in `Display`.
 ///
 /// ```
-/// let err = ratelimit::policies::PolicySet::parse("policies.toml", "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"0/1s\"\n").unwrap_err();
+/// let err = redlimit::policies::PolicySet::parse("policies.toml", "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"0/1s\"\n").unwrap_err();
 /// assert_eq!(err.to_string(), "policies.toml:3: policy \"search\": strategies \"0/1s\": a limit of 0 would deny every call; use at least 1");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

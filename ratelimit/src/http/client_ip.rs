@@ -16,7 +16,7 @@ use std::net::IpAddr;
 ///
 /// ```
 /// use axum::http::HeaderMap;
-/// use ratelimit::http::TrustedProxies;
+/// use redlimit::http::TrustedProxies;
 ///
 /// let proxies = TrustedProxies::new(["10.0.0.0/8", "fd00::/8"])?;
 /// let mut headers = HeaderMap::new();
@@ -27,7 +27,7 @@ use std::net::IpAddr;
 /// assert_eq!(proxies.client_ip("203.0.113.5".parse().unwrap(), &headers).to_string(), "203.0.113.5");
 ///
 /// assert!(TrustedProxies::new(["10.0.0.0/33"]).unwrap_err().to_string().contains("`10.0.0.0/33`"));
-/// # Ok::<(), ratelimit::Error>(())
+/// # Ok::<(), redlimit::Error>(())
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedProxies {
@@ -125,7 +125,7 @@ fn parse_network(text: &str) -> Result<Network, Error> {
     let invalid = |why: &str| {
         Error::InvalidConfig(format!(
             "trusted proxy `{}`: {why}; write an address (`10.0.0.1`, `::1`) or a network (`10.0.0.0/8`, `fd00::/8`)",
-            ratelimit_grammar::quote(text)
+            redlimit_grammar::quote(text)
         ))
     };
     let (addr, prefix) = match text.trim().split_once('/') {

@@ -41,9 +41,9 @@ pub enum HeaderStyle {
 ///   and `-Reset` (seconds) of the rule with the least room.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-/// use ratelimit::http::{rate_limit_headers, HeaderStyle};
-/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::http::{rate_limit_headers, HeaderStyle};
+/// use redlimit::{Limiter, ManualClock, Policy, Store};
 ///
 /// let store = Store::memory().with_clock(ManualClock::new());
 /// let limiter = Limiter::new("api", Policy::fixed_window("2/1m")?, &store);
@@ -97,7 +97,7 @@ pub fn insert_rate_limit_headers(headers: &mut HeaderMap, policy: &Policy, decis
 /// denied client told 0 would come straight back).
 ///
 /// ```
-/// use ratelimit::http::retry_after_secs;
+/// use redlimit::http::retry_after_secs;
 /// use std::time::Duration;
 ///
 /// assert_eq!(retry_after_secs(Duration::from_millis(1)), 1);

@@ -26,7 +26,7 @@ pub enum MissingKey {
 ///
 /// ```
 /// use axum::extract::{ConnectInfo, Request};
-/// use ratelimit::http::{KeyBy, TrustedProxies};
+/// use redlimit::http::{KeyBy, TrustedProxies};
 /// use std::net::SocketAddr;
 ///
 /// let mut request = Request::builder().header("x-api-key", "k-123").body(axum::body::Body::empty()).unwrap();
@@ -39,7 +39,7 @@ pub enum MissingKey {
 ///
 /// let by_path = KeyBy::function(|r: &Request| Some(r.uri().path().to_owned()));
 /// assert_eq!(by_path.key(&request).unwrap().as_deref(), Some(&b"/"[..]));
-/// # Ok::<(), ratelimit::Error>(())
+/// # Ok::<(), redlimit::Error>(())
 /// ```
 #[derive(Clone)]
 pub struct KeyBy(Source);
@@ -83,7 +83,7 @@ impl KeyBy {
     ///
     /// ```
     /// use axum::extract::{ConnectInfo, Request};
-    /// use ratelimit::http::{KeyBy, TrustedProxies};
+    /// use redlimit::http::{KeyBy, TrustedProxies};
     /// use std::net::SocketAddr;
     ///
     /// let from = |peer: &str| {
@@ -100,7 +100,7 @@ impl KeyBy {
     /// let exact = KeyBy::client_ip(TrustedProxies::none()).ipv6_prefix(128)?;
     /// assert_eq!(exact.key(&from("[2001:db8:1:2:aaaa::1]:443")).unwrap().unwrap(), b"2001:db8:1:2:aaaa::1");
     /// assert!(KeyBy::client_ip(TrustedProxies::none()).ipv6_prefix(0).is_err());
-    /// # Ok::<(), ratelimit::Error>(())
+    /// # Ok::<(), redlimit::Error>(())
     /// ```
     pub fn client_ip(proxies: TrustedProxies) -> KeyBy {
         KeyBy(Source::ClientIp(proxies, 64))
@@ -123,7 +123,7 @@ impl KeyBy {
     /// A name that is not a valid header name is an error naming it.
     pub fn header(name: &str) -> Result<KeyBy, crate::Error> {
         HeaderName::try_from(name).map(|name| KeyBy(Source::Header(name))).map_err(|_| {
-            crate::Error::InvalidConfig(format!("`{}` is not a valid HTTP header name", ratelimit_grammar::quote(name)))
+            crate::Error::InvalidConfig(format!("`{}` is not a valid HTTP header name", redlimit_grammar::quote(name)))
         })
     }
 

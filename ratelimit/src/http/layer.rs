@@ -14,7 +14,7 @@ use std::sync::Arc;
 /// routes it wraps by a key (client IP by default).
 ///
 /// Cheap to clone: clones share one limiter. Built with [`new`](Self::new),
-/// it runs on the global store ([`crate::global`], `RATELIMIT_REDIS_URL` or
+/// it runs on the global store ([`crate::global`], `REDLIMIT_REDIS_URL` or
 /// [`crate::init`]), resolved at the first request; with
 /// [`from_limiter`](Self::from_limiter), on that limiter.
 ///
@@ -26,10 +26,10 @@ use std::sync::Arc;
 /// cannot decide, the limiter's [`OnError`] applies (503 under `Deny`).
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
 /// use axum::{body::Body, extract::Request, routing::get, Router};
-/// use ratelimit::http::{KeyBy, RateLimitLayer};
-/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+/// use redlimit::http::{KeyBy, RateLimitLayer};
+/// use redlimit::{Limiter, ManualClock, Policy, Store};
 /// use tower_service::Service;
 ///
 /// let store = Store::memory().with_clock(ManualClock::new());
@@ -75,16 +75,16 @@ impl RateLimitLayer {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use axum::{body::Body, extract::Request, routing::get, Router};
-    /// use ratelimit::http::{KeyBy, RateLimitLayer};
+    /// use redlimit::http::{KeyBy, RateLimitLayer};
     /// use tower_service::Service;
     ///
-    /// ratelimit::policies::load_str("inline", "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"2/1h\"\n")?;
+    /// redlimit::policies::load_str("inline", "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"2/1h\"\n")?;
     /// let layer = RateLimitLayer::named("search", "search").key(KeyBy::header("x-api-key")?);
     /// let mut app = Router::new().route("/", get(|| async { "results" })).layer(layer);
     /// let request = || Request::builder().uri("/").header("x-api-key", "k1").body(Body::empty()).unwrap();
     ///
     /// assert_eq!(app.call(request()).await?.headers()["ratelimit-policy"], r#""2/1h";q=2;w=3600"#);
-    /// ratelimit::policies::load_str("inline", "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"5/1h\"\n")?;
+    /// redlimit::policies::load_str("inline", "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"5/1h\"\n")?;
     /// let raised = app.call(request()).await?;
     /// assert_eq!(raised.headers()["ratelimit"], r#""5/1h";r=3;t=3600"#); // the first request still counts
     /// # Ok(()) }

@@ -27,8 +27,8 @@ const SECOND_US: u128 = 1_000_000;
 ///   is never denied by that rule.
 ///
 /// ```
-/// use ratelimit::http::PolicyItem;
-/// use ratelimit::Policy;
+/// use redlimit::http::PolicyItem;
+/// use redlimit::Policy;
 ///
 /// let items = PolicyItem::of(&Policy::fixed_window("10/100ms,100/1m")?);
 /// assert_eq!((items[0].name.as_str(), items[0].quota, items[0].window), ("10/100ms", 100, 1));
@@ -42,7 +42,7 @@ const SECOND_US: u128 = 1_000_000;
 /// // GCRA 1/1s with burst 4: 5 emissions take 5 s.
 /// let gcra = PolicyItem::of(&Policy::gcra("1/1s", 4)?);
 /// assert_eq!((gcra[0].quota, gcra[0].window), (5, 5));
-/// # Ok::<(), ratelimit::Error>(())
+/// # Ok::<(), redlimit::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyItem {

@@ -16,9 +16,9 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// [`denial_response`] for every case and the legacy headers.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
 /// use axum::response::IntoResponse;
-/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+/// use redlimit::{Limiter, ManualClock, Policy, Store};
 ///
 /// let store = Store::memory().with_clock(ManualClock::new());
 /// let limiter = Limiter::new("search", Policy::sliding_log("1/1m")?, &store);
@@ -54,9 +54,9 @@ impl IntoResponse for RateLimited {
 ///   when known.
 ///
 /// ```
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ratelimit::Error> {
-/// use ratelimit::http::{denial_response, HeaderStyle};
-/// use ratelimit::{Limiter, ManualClock, Policy, Store};
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::http::{denial_response, HeaderStyle};
+/// use redlimit::{Limiter, ManualClock, Policy, Store};
 ///
 /// let store = Store::memory().with_clock(ManualClock::new());
 /// let limiter = Limiter::new("login", Policy::gcra("1/1s", 0)?, &store);

@@ -95,7 +95,7 @@ impl Shared {
             },
             Err(missing) => {
                 if !self.told_missing_peer.swap(true, Ordering::Relaxed) {
-                    tracing::error!(target: "ratelimit", limiter = %self.name(), "{missing}");
+                    tracing::error!(target: "redlimit", limiter = %self.name(), "{missing}");
                 }
                 Err((StatusCode::INTERNAL_SERVER_ERROR, missing.to_string()))
             }

@@ -14,7 +14,7 @@ pub mod checks;
 
 pub use checks::{fixed_window, gcra, leaky_bucket, sliding_log, sliding_window, token_bucket};
 
-use ratelimit::{Limiter, Policy, RedisOptions, Store, SystemClock};
+use redlimit::{Limiter, Policy, RedisOptions, Store, SystemClock};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -29,7 +29,7 @@ pub const ALGORITHMS: [&str; 6] =
 pub const KEYS: usize = 4;
 
 /// Set on a worker process to what it must do (see [`Worker::from_env`]).
-pub const WORKER_VAR: &str = "RATELIMIT_EXACTNESS_WORKER";
+pub const WORKER_VAR: &str = "REDLIMIT_EXACTNESS_WORKER";
 
 /// Whose clock dates the calls of a run, and so its policies and keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

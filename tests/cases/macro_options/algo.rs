@@ -3,7 +3,7 @@
 //! (defaults included).
 
 use super::{denied, on_global_store};
-use ratelimit::{rate_limit, Policy, RateLimited};
+use redlimit::{rate_limit, Policy, RateLimited};
 use std::time::Duration;
 
 #[rate_limit(algo = "fixed_window", strategies = "3/1h")]

@@ -1,7 +1,7 @@
 //! `cost`: a literal or an argument; how many permits a call takes.
 
 use super::{denied, on_global_store};
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "token_bucket", capacity = 5, rate = "1/1h", cost = 2)]
 async fn heavy() -> Result<(), RateLimited> {

@@ -3,10 +3,10 @@
 use super::{denied, on_global_store};
 
 mod facade {
-    pub use ratelimit as limits;
+    pub use redlimit as limits;
 }
 
-#[ratelimit::rate_limit(crate = "self::facade::limits", algo = "gcra", rate = "1/1h", name = "crate_path")]
+#[redlimit::rate_limit(crate = "self::facade::limits", algo = "gcra", rate = "1/1h", name = "crate_path")]
 async fn via_facade() -> Result<(), facade::limits::RateLimited> {
     Ok(())
 }

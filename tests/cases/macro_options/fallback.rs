@@ -1,7 +1,7 @@
 //! `fallback = path`: a denied call returns `path(same arguments).await`.
 
 use super::on_global_store;
-use ratelimit::rate_limit;
+use redlimit::rate_limit;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 

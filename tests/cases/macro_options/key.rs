@@ -2,7 +2,7 @@
 //! arguments can never make the same key.
 
 use super::{denied, on_global_store};
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "user:<user_id>")]
 async fn per_user(user_id: u64) -> Result<u64, RateLimited> {

@@ -5,7 +5,7 @@
 //! own test binary (`macro_memory.rs`, `macro_redis.rs`) that includes these
 //! modules and defines `on_global_store`: it sets that binary's global store
 //! once, then runs a case's body on the binary's one runtime
-//! (`ratelimit_test_support::runtime`), which outlives every test and so
+//! (`redlimit_test_support::runtime`), which outlives every test and so
 //! keeps the global store's Redis connection alive. Each case uses its own
 //! functions, hence its own limiter names and keys, so cases run in parallel.
 
@@ -22,7 +22,7 @@ use crate::on_global_store;
 
 /// The denial of a call that must have been denied.
 #[track_caller]
-pub fn denied<T: std::fmt::Debug>(result: Result<T, ratelimit::RateLimited>) -> ratelimit::RateLimited {
+pub fn denied<T: std::fmt::Debug>(result: Result<T, redlimit::RateLimited>) -> redlimit::RateLimited {
     match result {
         Ok(value) => panic!("expected a denial, got Ok({value:?})"),
         Err(denied) => denied,

@@ -2,7 +2,7 @@
 //! Two functions with one name (and one algorithm) share a limit.
 
 use super::{denied, on_global_store};
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "sliding_log", strategies = "3/1h", key = "<user>", name = "name.shared")]
 async fn read(user: u32) -> Result<&'static str, RateLimited> {
@@ -28,15 +28,15 @@ fn one_name_is_one_limit() {
 }
 
 mod a {
-    #[ratelimit::rate_limit(algo = "fixed_window", strategies = "1/1h")]
-    pub async fn same() -> Result<(), ratelimit::RateLimited> {
+    #[redlimit::rate_limit(algo = "fixed_window", strategies = "1/1h")]
+    pub async fn same() -> Result<(), redlimit::RateLimited> {
         Ok(())
     }
 }
 
 mod b {
-    #[ratelimit::rate_limit(algo = "fixed_window", strategies = "1/1h")]
-    pub async fn same() -> Result<(), ratelimit::RateLimited> {
+    #[redlimit::rate_limit(algo = "fixed_window", strategies = "1/1h")]
+    pub async fn same() -> Result<(), redlimit::RateLimited> {
         Ok(())
     }
 }
@@ -56,15 +56,15 @@ mod handlers {
     pub struct Dogs;
 
     impl Cats {
-        #[ratelimit::rate_limit(algo = "fixed_window", strategies = "2/1h")]
-        pub async fn list(&self) -> Result<&'static str, ratelimit::RateLimited> {
+        #[redlimit::rate_limit(algo = "fixed_window", strategies = "2/1h")]
+        pub async fn list(&self) -> Result<&'static str, redlimit::RateLimited> {
             Ok("cats")
         }
     }
 
     impl Dogs {
-        #[ratelimit::rate_limit(algo = "fixed_window", strategies = "2/1h")]
-        pub async fn list(&self) -> Result<&'static str, ratelimit::RateLimited> {
+        #[redlimit::rate_limit(algo = "fixed_window", strategies = "2/1h")]
+        pub async fn list(&self) -> Result<&'static str, redlimit::RateLimited> {
             Ok("dogs")
         }
     }

@@ -3,7 +3,7 @@
 //! store's clock (Redis `TIME`) decides, tokio sleeps.
 
 use super::{denied, on_global_store};
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 use std::time::{Duration, Instant};
 
 #[rate_limit(algo = "gcra", rate = "1/1h", burst = 0, on_limit = "error")]

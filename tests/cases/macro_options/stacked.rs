@@ -2,7 +2,7 @@
 //! the order written (a call denied by the first takes nothing from the next).
 
 use super::{denied, on_global_store};
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "sliding_log", strategies = "1/1h", key = "user:<user>", name = "stacked.user")]
 #[rate_limit(algo = "sliding_log", strategies = "3/1h", name = "stacked.global")]

@@ -1,4 +1,4 @@
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "token_bucket", rate = "1/1s")]
 async fn no_capacity() -> Result<(), RateLimited> { Ok(()) }

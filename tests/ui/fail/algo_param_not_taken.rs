@@ -1,4 +1,4 @@
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "fixed_window", strategies = "10/1s", capacity = 5)]
 async fn window_with_capacity() -> Result<(), RateLimited> { Ok(()) }

@@ -1,6 +1,6 @@
 #![allow(unused_variables)] // the original functions are emitted as written
 
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "token_bucket", capacity = 10, rate = "1/1s", cost = 11)]
 async fn too_large() -> Result<(), RateLimited> { Ok(()) }

@@ -1,4 +1,4 @@
-use ratelimit::rate_limit;
+use redlimit::rate_limit;
 
 async fn cached(_: (u8, u8)) -> u8 { 0 }
 

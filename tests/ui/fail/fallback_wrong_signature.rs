@@ -1,4 +1,4 @@
-use ratelimit::rate_limit;
+use redlimit::rate_limit;
 
 async fn too_few() -> Option<String> { None }
 async fn wrong_output(_: u64, _: bool) -> String { String::new() }

@@ -1,6 +1,6 @@
 // What `#[async_trait]` hands to the method attribute: a boxed future.
 // (Written out by hand so the case needs no extra dependency.)
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 use std::future::Future;
 use std::pin::Pin;
 

@@ -1,4 +1,4 @@
-use ratelimit::rate_limit;
+use redlimit::rate_limit;
 
 #[rate_limit(algo = "gcra", rate = "1/1s")]
 struct Config;

@@ -1,6 +1,6 @@
 #![allow(unused_variables)] // the original functions are emitted as written
 
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 // `("ab", "c")` and `("a", "bc")` would share a key.
 #[rate_limit(algo = "gcra", rate = "1/1s", key = "<a><b>")]

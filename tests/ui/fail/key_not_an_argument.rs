@@ -1,6 +1,6 @@
 #![allow(unused_variables)] // the original functions are emitted as written
 
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "gcra", rate = "1/1s", key = "user:<usr_id>")]
 async fn profile(user_id: u64, verbose: bool) -> Result<(), RateLimited> { Ok(()) }

@@ -1,4 +1,4 @@
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "leaky_bucket", capacity = 5, rate = "1/1s", on_limit = "wait", max_wait = "2 seconds")]
 async fn shaped() -> Result<(), RateLimited> { Ok(()) }

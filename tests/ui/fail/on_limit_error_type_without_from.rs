@@ -1,4 +1,4 @@
-use ratelimit::rate_limit;
+use redlimit::rate_limit;
 
 #[derive(Debug)]
 struct ApiError;

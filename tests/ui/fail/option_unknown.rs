@@ -1,4 +1,4 @@
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "gcra", rate = "1/1s", colour = "blue")]
 async fn unknown() -> Result<(), RateLimited> { Ok(()) }

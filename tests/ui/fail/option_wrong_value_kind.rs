@@ -1,4 +1,4 @@
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = gcra, capacity = "10", rate = "1/1s")]
 async fn kinds() -> Result<(), RateLimited> { Ok(()) }

@@ -1,4 +1,4 @@
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(policy = "search api")]
 async fn spaced() -> Result<(), RateLimited> { Ok(()) }

@@ -1,4 +1,4 @@
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 // The named policy brings its own algorithm and parameters.
 #[rate_limit(policy = "search", algo = "gcra", rate = "1/1s")]

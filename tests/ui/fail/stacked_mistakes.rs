@@ -1,5 +1,5 @@
 // Mistakes in two stacked attributes are all reported in one build.
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "gcra", rate = "1/1s", key = "<usr>")]
 #[rate_limit(algo = "gcra", rate = "0/1s")]

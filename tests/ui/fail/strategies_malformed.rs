@@ -1,4 +1,4 @@
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "fixed_window", strategies = "10/1x")]
 async fn bad_unit() -> Result<(), RateLimited> { Ok(()) }

@@ -1,6 +1,6 @@
 // Three mistakes in one attribute: three errors in one build. The function
 // is still emitted, so its callers compile and show no error of their own.
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "sliding_window", strategies = "10/1x", precison = "100ms", key = "<user>")]
 async fn search(user_id: u64) -> Result<u64, RateLimited> { Ok(user_id) }

@@ -1,12 +1,12 @@
 //! `crate = "..."`: generated code reaches the runtime through a re-export.
 mod facade {
-    pub use ::ratelimit as limits;
+    pub use ::redlimit as limits;
 }
 
-extern crate ratelimit as renamed;
+extern crate redlimit as renamed;
 
-#[ratelimit::rate_limit(crate = "crate::facade::limits", algo = "gcra", rate = "1/1m")]
-async fn via_facade() -> Result<(), ratelimit::RateLimited> {
+#[redlimit::rate_limit(crate = "crate::facade::limits", algo = "gcra", rate = "1/1m")]
+async fn via_facade() -> Result<(), redlimit::RateLimited> {
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! Every algorithm and every option compiles, and each future is `Send`
 //! (so it can be spawned on a multi-threaded runtime).
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "fixed_window", strategies = "10/1s,100/1m")]
 async fn fixed() -> Result<(), RateLimited> { Ok(()) }

@@ -1,5 +1,5 @@
 //! A free async fn with a key, a returned denial and `?` in the body.
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[derive(Debug)]
 enum ApiError {

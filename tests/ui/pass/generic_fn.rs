@@ -1,6 +1,6 @@
 //! Generic functions (type and lifetime parameters, `impl Trait` arguments,
 //! `where` clauses): one site is shared by every instantiation.
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 use std::fmt::Display;
 
 #[rate_limit(algo = "sliding_window", strategies = "2/1m", key = "<id>")]

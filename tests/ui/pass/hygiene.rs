@@ -1,10 +1,10 @@
 //! Generated code names everything by absolute path: a user's `mod core`,
-//! `mod ratelimit`, `type Result`, `String`, `Option`, `Site` and `Duration`
+//! `mod redlimit`, `type Result`, `String`, `Option`, `Site` and `Duration`
 //! change nothing, and neither does a module without the prelude.
 #![allow(dead_code, non_camel_case_types)]
 
 mod core {}
-mod ratelimit {}
+mod redlimit {}
 mod std {}
 
 type Result = ();
@@ -17,16 +17,16 @@ fn push_key_value() {}
 fn push_key_integer() {}
 struct KeyInteger;
 
-#[::ratelimit::rate_limit(algo = "fixed_window", strategies = "1/1m", key = "<id>", on_limit = "wait", max_wait = "1ms")]
-async fn limited(id: u32) -> ::core::result::Result<u32, ::ratelimit::RateLimited> {
-    let __ratelimit_key = id; // a name like ours does not collide either
-    Ok(__ratelimit_key)
+#[::redlimit::rate_limit(algo = "fixed_window", strategies = "1/1m", key = "<id>", on_limit = "wait", max_wait = "1ms")]
+async fn limited(id: u32) -> ::core::result::Result<u32, ::redlimit::RateLimited> {
+    let __redlimit_key = id; // a name like ours does not collide either
+    Ok(__redlimit_key)
 }
 
 #[no_implicit_prelude]
 mod bare {
-    #[::ratelimit::rate_limit(algo = "gcra", rate = "1/1m", cost = n, key = "<n>")]
-    pub async fn limited(n: u8) -> ::core::result::Result<u8, ::ratelimit::RateLimited> {
+    #[::redlimit::rate_limit(algo = "gcra", rate = "1/1m", cost = n, key = "<n>")]
+    pub async fn limited(n: u8) -> ::core::result::Result<u8, ::redlimit::RateLimited> {
         ::core::result::Result::Ok(n)
     }
 }

@@ -1,6 +1,6 @@
 //! Methods taking `&self`, `&mut self`, `self` and `self: Box<Self>`, with
 //! `<self.field>` in keys and `Self` in the return type.
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 struct Tenant {
     id: String,

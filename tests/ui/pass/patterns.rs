@@ -1,5 +1,5 @@
 //! Pattern and reference arguments: every binding is usable in a key.
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 struct Point {
     x: i32,

@@ -1,6 +1,6 @@
 //! `policy = "..."` with every other option a site can take: the policy
 //! itself is looked up at run time.
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(policy = "search", key = "user:<user>")]
 async fn search(user: u64) -> Result<u64, RateLimited> { Ok(user) }

@@ -1,6 +1,6 @@
 //! `?` (with an error conversion) and early `return` keep their meaning: the
 //! body runs with the function's return type.
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 #[derive(Debug)]
 enum AppError {

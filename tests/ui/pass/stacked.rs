@@ -1,9 +1,9 @@
 //! Several attributes on one function stack; they are checked in the order
-//! written, and may mix paths (`rate_limit`, `ratelimit::rate_limit`).
-use ratelimit::{rate_limit, RateLimited};
+//! written, and may mix paths (`rate_limit`, `redlimit::rate_limit`).
+use redlimit::{rate_limit, RateLimited};
 
 #[rate_limit(algo = "fixed_window", strategies = "2/1m", key = "user:<user>")]
-#[ratelimit::rate_limit(algo = "fixed_window", strategies = "3/1m", name = "global")]
+#[redlimit::rate_limit(algo = "fixed_window", strategies = "3/1m", name = "global")]
 async fn search(user: u32) -> Result<u32, RateLimited> {
     Ok(user)
 }

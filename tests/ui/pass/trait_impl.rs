@@ -1,5 +1,5 @@
 //! Native `async fn` in a trait impl (Rust 1.75+), with `Self::Error`.
-use ratelimit::{rate_limit, RateLimited};
+use redlimit::{rate_limit, RateLimited};
 
 trait Store {
     type Error;

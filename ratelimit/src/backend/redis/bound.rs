@@ -86,7 +86,7 @@ impl RedisBound {
         let invocation = self.script.prepare_invoke();
         match tokio::time::timeout(self.response_timeout, invocation.load_async(&mut connection)).await {
             Ok(Ok(_)) => self.loaded.store(true, Ordering::Release),
-            _ => tracing::debug!(target: "ratelimit", "could not load a limiter's script ahead of its first call"),
+            _ => tracing::debug!(target: "redlimit", "could not load a limiter's script ahead of its first call"),
         }
     }
 

@@ -147,7 +147,7 @@ async fn ping_node(cluster: &mut ClusterConnection, key: &[u8]) -> RedisResult<V
     loop {
         match cluster.route_command(redis::cmd("PING"), route.clone()).await {
             Err(e) if attempt < 3 && (is_dead_socket(&e) || e.kind() == ErrorKind::ClusterConnectionNotFound) => {
-                tracing::debug!(target: "ratelimit", "a Redis Cluster node's connection was closed while idle: {e}");
+                tracing::debug!(target: "redlimit", "a Redis Cluster node's connection was closed while idle: {e}");
                 attempt += 1;
             }
             reply => return reply,
@@ -188,7 +188,7 @@ async fn guarded(
 async fn resent_once(manager: &mut ConnectionManager, answered: &Answered, cmd: &Cmd) -> RedisResult<Value> {
     let reply = match manager.req_packed_command(cmd).await {
         Err(e) if is_dead_socket(&e) => {
-            tracing::debug!(target: "ratelimit", "the Redis connection was closed while idle; reconnecting");
+            tracing::debug!(target: "redlimit", "the Redis connection was closed while idle; reconnecting");
             manager.req_packed_command(cmd).await
         }
         reply => reply,
@@ -297,7 +297,7 @@ impl SentinelMaster {
         let fresh = ConnectionManager::new_with_config(sentinel.async_get_client().await?, self.config.clone()).await?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         self.generation.fetch_add(1, Ordering::AcqRel);
-        tracing::info!(target: "ratelimit", "re-resolved the Redis master through Sentinel");
+        tracing::info!(target: "redlimit", "re-resolved the Redis master through Sentinel");
         Ok(())
     }
 

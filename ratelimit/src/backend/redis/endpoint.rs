@@ -7,7 +7,7 @@
 //!   the Redis nodes, the sentinels are asked without them.
 
 use crate::Error;
-use ratelimit_grammar::quote;
+use redlimit_grammar::quote;
 use redis::{ConnectionInfo, IntoConnectionInfo};
 
 /// A parsed store URL.
@@ -36,7 +36,7 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
     if scheme.starts_with("rediss") && !cfg!(feature = "tls") {
         return Err(invalid(
             url,
-            format!("`{}://` needs TLS: enable the `tls` feature of the ratelimit crate", quote(&scheme)),
+            format!("`{}://` needs TLS: enable the `tls` feature of the redlimit crate", quote(&scheme)),
         ));
     }
     match scheme {

@@ -32,7 +32,7 @@ use std::time::Duration;
 /// overflowing or turning a safeguard off.
 ///
 /// ```
-/// use ratelimit::RedisOptions;
+/// use redlimit::RedisOptions;
 /// use std::time::Duration;
 ///
 /// assert!(RedisOptions::default().validate().is_ok());

@@ -16,7 +16,7 @@ use super::counter::Counter;
 use crate::algo::ceil_div;
 use crate::backend::{Outcome, QuotaOutcome};
 use crate::Error;
-use ratelimit_grammar::AlgorithmKind;
+use redlimit_grammar::AlgorithmKind;
 use redis::Value;
 
 /// How a bound limiter reads its script's reply.

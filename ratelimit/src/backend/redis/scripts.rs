@@ -10,7 +10,7 @@ use super::connection::Connection;
 use super::counter::Counter;
 use super::reply::Reply;
 use crate::policy::{Params, Policy, Strategy};
-use ratelimit_grammar::AlgorithmKind;
+use redlimit_grammar::AlgorithmKind;
 use redis::{RedisResult, Script};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,7 +108,7 @@ fn join(constants: String, fragments: &[&str]) -> String {
 /// counter (see [`fixed_window_counter_source`]).
 ///
 /// ```
-/// use ratelimit::{script_source, Policy};
+/// use redlimit::{script_source, Policy};
 ///
 /// let source = script_source(&Policy::token_bucket(10, "2/6s").unwrap(), true);
 /// assert!(source.starts_with("local capacity, n, p = 10, 1, 3000000\n"));
@@ -127,7 +127,7 @@ pub fn script_source(policy: &Policy, server_clock: bool) -> String {
 /// used). `None` for any other policy.
 ///
 /// ```
-/// use ratelimit::{fixed_window_counter_source, Policy};
+/// use redlimit::{fixed_window_counter_source, Policy};
 ///
 /// let source = fixed_window_counter_source(&Policy::fixed_window("10/1s").unwrap()).unwrap();
 /// assert!(source.starts_with("local limit, window, window_text = 10, 1000, '1000'"));
@@ -171,7 +171,7 @@ impl Registry {
         if self.reloads() != reloads_before {
             return Ok(());
         }
-        tracing::info!(target: "ratelimit", "Redis lost the rate limit scripts (restart, failover or SCRIPT FLUSH); loading them again");
+        tracing::info!(target: "redlimit", "Redis lost the rate limit scripts (restart, failover or SCRIPT FLUSH); loading them again");
         let scripts: Vec<Arc<Script>> =
             self.scripts.lock().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
         for script in scripts {
