@@ -228,7 +228,7 @@ impl Limiter {
     pub(crate) fn denial(&self, key: &[u8], decision: Decision, store_unavailable: bool) -> RateLimited {
         RateLimited {
             limiter: self.inner.name.clone(),
-            key: crate::error::Key::new(key),
+            key: crate::rate_limited::Key::new(key),
             policy: Some(self.inner.policy.clone()),
             decision,
             store_unavailable,

@@ -87,7 +87,7 @@ impl OnError {
         }
         Err(RateLimited {
             limiter: limiter.into(),
-            key: crate::error::Key::new(key),
+            key: crate::rate_limited::Key::new(key),
             policy: None,
             decision: unsettled(false, 0, SystemTime::now()),
             store_unavailable: true,
