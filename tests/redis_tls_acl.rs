@@ -10,13 +10,14 @@ use std::process::Command;
 
 /// A CA and a server certificate for 127.0.0.1, made with the openssl CLI.
 fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    redlimit_test_support::programs::require("openssl");
     std::fs::create_dir_all(dir).unwrap();
     let run = |args: &[&str]| {
         let out = Command::new("openssl")
             .args(args)
             .current_dir(dir)
             .output()
-            .expect("openssl is installed (apt-get install openssl)");
+            .expect("run openssl");
         assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
     run(&[

@@ -11,11 +11,14 @@
 //! - [`runtime`]: one runtime per test binary, for tests on the global store.
 //! - [`exactness`]: replaying admitted calls against a policy's definition,
 //!   and the worker processes of the exactness test and example.
+//! - [`programs`]: a test that needs a program not installed fails naming
+//!   the package.
 //! - [`log_capture`], [`metrics_capture`]: what `tracing` and `metrics` saw.
 
 pub mod exactness;
 pub mod log_capture;
 pub mod metrics_capture;
+pub mod programs;
 pub mod redis_cluster;
 pub mod redis_server;
 pub mod runtime;

@@ -17,7 +17,10 @@ pub struct RedisCluster {
 impl RedisCluster {
     /// Starts the nodes, creates the cluster and waits until every node says
     /// `cluster_state:ok` and every replica has synced with its master.
+    #[track_caller]
     pub fn start() -> RedisCluster {
+        crate::programs::require("redis-server");
+        crate::programs::require("redis-cli");
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
                 RedisServer::start_on(

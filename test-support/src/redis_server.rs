@@ -37,8 +37,9 @@ impl RedisServer {
     /// Starts a server and waits until it answers.
     ///
     /// # Panics
-    /// When `redis-server` is not installed or does not come up within 10 s:
-    /// a test cannot run without it, and says how to fix that.
+    /// When `redis-server` or `redis-cli` is not installed (naming the
+    /// package, at the test's line) or the server does not come up within 10 s.
+    #[track_caller]
     pub fn start() -> RedisServer {
         Self::start_on(free_port, &["--appendonly", "no"], None)
     }
@@ -46,12 +47,14 @@ impl RedisServer {
     /// Starts a server that writes every change to its append-only file
     /// before answering (`appendfsync always`), so [`restart`](Self::restart)
     /// keeps the data, even after SIGKILL.
+    #[track_caller]
     pub fn start_persistent() -> RedisServer {
         Self::start_on(free_port, &["--appendonly", "yes", "--appendfsync", "always"], None)
     }
 
     /// Starts a server that closes a client's connection after `seconds`
     /// without a command (`timeout`), as managed services and NAT boxes do.
+    #[track_caller]
     pub fn start_idle_timeout(seconds: u32) -> RedisServer {
         Self::start_on(free_port, &["--appendonly", "no", "--timeout", &seconds.to_string()], None)
     }
@@ -59,7 +62,9 @@ impl RedisServer {
     /// Starts a server on `port` with extra `redis-server` arguments. For a
     /// server that only speaks TLS, `tls_cli` gives the `redis-cli` options
     /// (`--tls --cacert ...`) used to see that it is up.
+    #[track_caller]
     pub fn start_with(port: u16, args: &[&str], tls_cli: Option<Vec<String>>) -> RedisServer {
+        require_programs();
         let mut server = RedisServer::on(port, args, tls_cli);
         server.spawn().unwrap_or_else(|why| panic!("{why}"));
         server
@@ -69,7 +74,9 @@ impl RedisServer {
     /// another if the server could not listen there: a port found free can
     /// be taken before `redis-server` binds it (by another test's outgoing
     /// connection, whose local port comes from the same range).
+    #[track_caller]
     pub fn start_on(choose: fn() -> u16, args: &[&str], tls_cli: Option<Vec<String>>) -> RedisServer {
+        require_programs();
         retry_taken_port(|| {
             let mut server = RedisServer::on(choose(), args, tls_cli.clone());
             server.spawn().map(|()| server)
@@ -87,6 +94,7 @@ impl RedisServer {
 
     /// Starts a Sentinel on a free port watching the master on
     /// `master_port` as `master_name` (quorum 1, down after 1 s).
+    #[track_caller]
     pub fn start_sentinel(master_name: &str, master_port: u16) -> RedisServer {
         RedisServer::start_sentinel_with(master_name, master_port, "")
     }
@@ -94,6 +102,7 @@ impl RedisServer {
     /// [`start_sentinel`](Self::start_sentinel) with more lines of
     /// configuration after the `sentinel monitor` line (TLS towards the
     /// master, `sentinel auth-user`, ...).
+    #[track_caller]
     pub fn start_sentinel_with(master_name: &str, master_port: u16, extra_config: &str) -> RedisServer {
         let config = format!(
             "sentinel monitor {master_name} 127.0.0.1 {master_port} 1\n\
@@ -101,6 +110,7 @@ impl RedisServer {
              sentinel failover-timeout {master_name} 5000\n\
              {extra_config}"
         );
+        require_programs();
         retry_taken_port(|| {
             let mut server = RedisServer::on(free_port(), &["--sentinel"], None);
             server.config = Some(config.clone());
@@ -129,9 +139,7 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| {
-                panic!("cannot start redis-server ({e}); install it with `apt-get install redis-server`")
-            });
+            .unwrap_or_else(|e| panic!("cannot start redis-server: {e}"));
         self.watcher = Some(watch(&child, &self.dir));
         self.child = Some(child);
         self.wait_ready()
@@ -239,6 +247,13 @@ impl RedisServer {
         self.kill();
         self.spawn().unwrap_or_else(|why| panic!("{why}"));
     }
+}
+
+/// The servers, and `redis-cli`, which waits for TLS servers and asks any server for its state.
+#[track_caller]
+fn require_programs() {
+    crate::programs::require("redis-server");
+    crate::programs::require("redis-cli");
 }
 
 /// A process that kills `server` (and removes `dir`) once the pipe to its
