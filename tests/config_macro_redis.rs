@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! `#[rate_limit(policy = "...")]` on a private Redis: the same sequence as
 //! `config_macro_memory.rs`, decided by the Lua scripts.
 //!

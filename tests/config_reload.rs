@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! Reloading policies: a changed limit applies to the next call and keeps the
 //! state that still fits; state that cannot fit (another algorithm, another
 //! sub-window or bucket unit) is never misread. On both backends.
@@ -7,10 +8,10 @@
 //!
 //! `cargo test --test config_reload`
 
+use redis::AsyncCommands;
 use redlimit::policies::{self, PolicySet};
 use redlimit::{Limiter, Policy, Store};
 use redlimit_test_support::stores::BothStores;
-use redis::AsyncCommands;
 
 fn policy(body: &str) -> Policy {
     PolicySet::parse("policies.toml", &format!("[policies.p]\n{body}")).unwrap().get("p").unwrap().clone()

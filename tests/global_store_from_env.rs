@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! The global store: built from `REDLIMIT_REDIS_URL` on first use, in memory
 //! when it is unset (said once in a log line), a clear error when it points
 //! at nothing. One test, because the environment is process-wide.

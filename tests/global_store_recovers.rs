@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! The global store's Redis is down at the first call and comes up later:
 //! calls are settled by `on_error` at once meanwhile, and decided by Redis
 //! once it is up, with no restart. One test, because the environment is

@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! The global store's Redis accepts connections and never answers: no
 //! annotated call waits for it longer than the response timeout (250 ms);
 //! `on_error` settles each, while the store keeps trying to connect in the

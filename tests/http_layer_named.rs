@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! `RateLimitLayer::named`: an HTTP limit whose policy comes from the
 //! configured set and follows `policies::reload()`, on a private Redis with
 //! a manual clock; and a named policy that is not configured.

@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! Atomicity under concurrency: many tasks on one key admit exactly the limit.
 
 use redlimit::{Limiter, Policy, Store};

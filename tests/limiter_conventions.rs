@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! Every convention of DESIGN.md "Algorithms" on both backends: the memory
 //! store and a private single Redis, driven by one manual clock.
 

@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! Seeded random timelines replayed on both backends for every algorithm:
 //! the memory twin and the Lua script must agree on every field of every
 //! decision. A failure prints the seed, the step and both decisions.

@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! The deny cache behind `#[rate_limit]` on Redis: a denial Redis gave is
 //! answered in process (no round trip) until the time Redis said, counting down, and the next call after
 //! it reaches Redis again. The global store of this binary is a private

@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! `on_error`: what an annotated call does when the store cannot answer. The
 //! global store is a private `redis-server`, killed halfway (the full outage
 //! behaviour of the runtime is tested on its own; this pins the wiring).

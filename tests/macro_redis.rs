@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! `#[rate_limit]` on a real Redis (a private `redis-server` started for this
 //! binary): the same cases as `macro_memory.rs`, decided by the Lua scripts
 //! with Redis server time, one test per case.

@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! Every decision is a DEBUG span and a count in the
 //! `metrics` facade, store failures are WARN events and counted by kind, and
 //! no key ever reaches a log line or a label.

@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! A call settled by `on_error` is logged at WARN (saying whether it was
 //! allowed or denied, never the key) and counted.
 

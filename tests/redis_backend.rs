@@ -1,10 +1,11 @@
+#![cfg(feature = "redis")]
 //! What the Redis backend promises: one EVALSHA per decision, scripts loaded
 //! at start-up and reloaded after SCRIPT FLUSH, a TTL on every key, bounded
 //! connects and round trips.
 
+use redis::AsyncCommands;
 use redlimit::{Error, Limiter, ManualClock, Policy, RedisOptions, Store};
 use redlimit_test_support::redis_server::RedisServer;
-use redis::AsyncCommands;
 use std::time::{Duration, Instant};
 
 async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {

@@ -1,12 +1,13 @@
+#![cfg(feature = "redis")]
 //! The bucket scripts keep their state as 17 bytes (`struct.pack('<ddB', ..)`:
 //! no number parsing or formatting per call), and gcra its TAT as 8 or 17
 //! bytes; a key in that form gets the same answers as the memory twin. No
 //! other form is read: the state-format version in every key keeps state of
 //! another format under another key.
 
+use redis::aio::MultiplexedConnection;
 use redlimit::{Limiter, Policy};
 use redlimit_test_support::stores::BothStores;
-use redis::aio::MultiplexedConnection;
 use std::time::Duration;
 
 /// The state of the only key on the server, decoded from the 17-byte form.

@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! Exactness on a client clock: every call dated by its process's wall
 //! clock (`SystemClock`), deny cache off, every task on one key. Calls
 //! stamped in one order reach the store in another; a late one must never

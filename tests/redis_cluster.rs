@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! The same behaviour on a real Redis Cluster (3 masters, 3 replicas on
 //! loopback): every convention (one test each, on one cluster they share),
 //! parity with the memory twin, scripts on every node, hostile keys, and a

@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! Exactness across processes: for every algorithm, 4 OS processes × 25
 //! tasks share 4 keys on one private Redis (and on a private 3+3 Redis
 //! Cluster), every decision made by Redis; each admitted call's server

@@ -1,12 +1,13 @@
+#![cfg(feature = "redis")]
 //! A fixed window of one strategy on Redis's own clock is a counter whose
 //! TTL is the window (`lua/fixed_window_counter.lua`): the same
 //! conventions as every other decision, with the window timed by Redis.
 //! Time is moved the only way Redis's clock can be: by expiring the key
 //! (`PEXPIREAT` in the past), never by sleeping.
 
+use redis::aio::MultiplexedConnection;
 use redlimit::{Limiter, ManualClock, Policy, Store};
 use redlimit_test_support::redis_server::RedisServer;
-use redis::aio::MultiplexedConnection;
 use std::sync::Arc;
 use std::time::Duration;
 

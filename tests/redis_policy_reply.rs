@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! The scripts made per policy (token_bucket, leaky_bucket, gcra) answer
 //! with one number and the time they decided at (`lua/set_state.lua`), and
 //! the runtime rebuilds the decision from them. The time must be Redis's

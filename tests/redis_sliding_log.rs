@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! The sliding log keeps one entry per admitted call, not per permit: a
 //! call of a million permits costs Redis what a call of one does, and a
 //! key holds at most 1 000 entries (a call admitted into a full log joins
@@ -6,11 +7,11 @@
 //!
 //! `cargo test --test redis_sliding_log` (needs `redis-server`)
 
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
 use redlimit::{Limiter, Policy, Store};
 use redlimit_test_support::redis_server::RedisServer;
 use redlimit_test_support::stores::BothStores;
-use redis::aio::MultiplexedConnection;
-use redis::AsyncCommands;
 use std::time::{Duration, Instant};
 
 /// The entries a key holds at most (`src/algo/sliding_log.rs`).

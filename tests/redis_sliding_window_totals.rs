@@ -1,3 +1,4 @@
+#![cfg(feature = "redis")]
 //! `lua/sliding_window_totals.lua` (running totals, for many sub-windows)
 //! answers exactly as `lua/sliding_window.lua` (the hash layout, which
 //! tests/limiter_parity.rs holds to the Rust twin), field by field, on seeded random
@@ -6,8 +7,8 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use redlimit_test_support::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
+use redlimit_test_support::redis_server::RedisServer;
 
 /// What both layouts' scripts start with, after the policy's constants
 /// (as the runtime joins them, `ratelimit/src/backend/redis/scripts.rs`).

@@ -1,5 +1,6 @@
 //! [`Error`]: the store or configuration failed.
 
+#[cfg(feature = "redis")]
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ pub enum Error {
     Unavailable(String),
     /// The store answered with an error or could not be reached.
     #[error("rate limit store error: {0}")]
+    #[cfg(feature = "redis")]
     Store(Arc<redis::RedisError>),
     /// A script returned something other than its documented reply.
     #[error("rate limit script returned an unexpected reply: {0}")]
@@ -41,6 +43,7 @@ impl Error {
     pub fn is_unavailable(&self) -> bool {
         match self {
             Error::Timeout(_) | Error::Unavailable(_) => true,
+            #[cfg(feature = "redis")]
             Error::Store(e) => {
                 e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
             }
@@ -49,6 +52,7 @@ impl Error {
     }
 }
 
+#[cfg(feature = "redis")]
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
         Error::Store(Arc::new(e))

@@ -10,13 +10,13 @@ use std::fmt::{self, Write};
 /// makes the split between name and user key unambiguous (`("a:b", "c")` and
 /// `("a", "b:c")` differ). No prefix, name and key can spell another's.
 ///
-/// `remote_server_clock`: the store is Redis (or another remote store) and
-/// decides on its own clock, where a fixed window of one strategy is a
-/// counter (see `backend::redis::counter`).
-pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str, remote_server_clock: bool) -> Vec<u8> {
+/// `counter`: the store keeps this fixed window as a counter whose TTL is
+/// the window. The store that chose that script says so (Redis, for one
+/// strategy on its own clock: `backend/redis/counter.rs`).
+pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str, counter: bool) -> Vec<u8> {
     let mut key = escape_prefix(prefix);
     // Writing into a String cannot fail.
-    let _ = write!(key, ":{}:{}:{name}", layout(policy, remote_server_clock), name.len());
+    let _ = write!(key, ":{}:{}:{name}", layout(policy, counter), name.len());
     key.into_bytes()
 }
 
@@ -64,9 +64,9 @@ fn escape_prefix(prefix: &str) -> String {
 /// redlimit:token_bucket/v1/3s:6:upload:user:7      (rate "1/3s" or "2/6s")
 /// redlimit:gcra/v1:6:search:user:7
 /// ```
-pub(crate) fn layout(policy: &Policy, remote_server_clock: bool) -> String {
+pub(crate) fn layout(policy: &Policy, counter: bool) -> String {
     let algo = policy.algorithm().name();
-    if remote_server_clock && crate::backend::redis::counter::Counter::of(policy).is_some() {
+    if counter {
         return format!("{algo}/{COUNTER_FORMAT}/counter");
     }
     match &policy.params {
@@ -99,6 +99,7 @@ pub const MAX_RAW_KEY_LEN: usize = 128;
 /// given, or `#` and the hex SHA-1 of a key longer than [`MAX_RAW_KEY_LEN`].
 /// The separator tells the two forms apart, so no short key can pose as the
 /// digest of a long one.
+#[cfg(feature = "redis")]
 pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> Vec<u8> {
     let mut full = Vec::with_capacity(limiter_prefix.len() + 1 + key.len().min(40));
     full.extend_from_slice(limiter_prefix);
@@ -211,24 +212,27 @@ fn push_escaped(key: &mut String, text: &str) {
 
 #[cfg(test)]
 mod tests {
-    use super::{key_prefix, push_key_integer, push_key_value, storage_key};
+    #[cfg(feature = "redis")]
+    use super::storage_key;
+    use super::{key_prefix, push_key_integer, push_key_value};
     use crate::Policy;
 
     #[test]
     fn every_layout_names_its_state_format_version() {
-        let prefix = |policy: Policy, server_clock| String::from_utf8(key_prefix("rl", &policy, "api", server_clock));
+        let prefix = |policy: Policy, counter| String::from_utf8(key_prefix("rl", &policy, "api", counter));
         assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap(), true).unwrap(), "rl:fixed_window/v1/counter:3:api");
         assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap(), false).unwrap(), "rl:fixed_window/v1:3:api");
         let window = Policy::sliding_window("5/1s", "100ms").unwrap();
-        assert_eq!(prefix(window, true).unwrap(), "rl:sliding_window/v1/100ms:3:api");
-        assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap(), true).unwrap(), "rl:sliding_log/v2:3:api");
-        assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), true).unwrap(), "rl:token_bucket/v1/3s:3:api");
-        assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), true).unwrap(), "rl:leaky_bucket/v1/3s:3:api");
-        assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap(), true).unwrap(), "rl:gcra/v1:3:api");
+        assert_eq!(prefix(window, false).unwrap(), "rl:sliding_window/v1/100ms:3:api");
+        assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap(), false).unwrap(), "rl:sliding_log/v2:3:api");
+        assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), false).unwrap(), "rl:token_bucket/v1/3s:3:api");
+        assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), false).unwrap(), "rl:leaky_bucket/v1/3s:3:api");
+        assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap(), false).unwrap(), "rl:gcra/v1:3:api");
     }
 
     /// An operator's prefix holding a limiter's layout could spell the key of
     /// another limiter under a shorter prefix.
+    #[cfg(feature = "redis")]
     #[test]
     fn a_prefix_cannot_pose_as_a_layout_name_and_key() {
         let policy = Policy::fixed_window("5/1s").unwrap();
@@ -243,6 +247,7 @@ mod tests {
         assert_eq!(full("redlimit", "n", "k"), format!("redlimit:{layout}:1:n:k").into_bytes());
     }
 
+    #[cfg(feature = "redis")]
     #[test]
     fn a_long_key_is_stored_by_its_digest() {
         assert_eq!(&*storage_key(b"p", b"k"), b"p:k");

@@ -68,16 +68,19 @@ pub mod __private {
 /// The attribute: see its own documentation for every option.
 pub use redlimit_macros::rate_limit;
 
+#[cfg(feature = "redis")]
 pub use backend::redis::scripts::{fixed_window_counter_source, script_source};
-pub use backend::{Backend, MemoryBackend, RedisBackend, RedisOptions};
+pub use backend::{Backend, MemoryBackend};
+#[cfg(feature = "redis")]
+pub use backend::{RedisBackend, RedisOptions};
 pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
 pub use config::policies;
 pub use decision::{Decision, Quota};
 pub use error::Error;
-pub use rate_limited::{Key, RateLimited};
 pub use limiter::Limiter;
 pub use on_error::OnError;
 pub use policy::{Policy, Rate, Strategy};
+pub use rate_limited::{Key, RateLimited};
 pub use redlimit_grammar::AlgorithmKind;
 pub use runtime::{from_env, global, init, REDIS_URL_VAR};
 pub use store::Store;

@@ -95,11 +95,13 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
     match error {
         Error::Timeout(_) => "timeout",
         Error::Unavailable(_) => "unavailable",
+        #[cfg(feature = "redis")]
         Error::Store(e)
             if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() =>
         {
             "connection"
         }
+        #[cfg(feature = "redis")]
         Error::Store(_) => "redis",
         Error::Protocol(_) => "protocol",
         Error::InvalidPolicy(_) | Error::InvalidConfig(_) | Error::AlreadyInitialized => "config",
@@ -153,6 +155,11 @@ mod tests {
         assert_eq!(error_kind(&Error::Timeout(Duration::from_millis(250))), "timeout");
         assert_eq!(error_kind(&Error::Unavailable("down".into())), "unavailable");
         assert_eq!(error_kind(&Error::Protocol("bad reply".into())), "protocol");
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn redis_errors_are_connection_failures_or_redis_errors() {
         let refused = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         assert_eq!(error_kind(&Error::from(refused)), "connection");
         let script = redis::RedisError::from((redis::ErrorKind::Client, "script error"));

@@ -1,20 +1,27 @@
 //! The global store that annotated functions use, and how it is connected:
 //! in the background, so calls never wait on a Redis that cannot be reached.
 
-use crate::{Error, RedisOptions, Store};
-use std::sync::Mutex;
-use std::time::Duration;
-use tokio::sync::{Notify, OnceCell};
+#[cfg(feature = "redis")]
+use crate::RedisOptions;
+use crate::{Error, Store};
+#[cfg(feature = "redis")]
+use std::{sync::Mutex, time::Duration};
+#[cfg(feature = "redis")]
+use tokio::sync::Notify;
+use tokio::sync::OnceCell;
 
 static GLOBAL: OnceCell<Store> = OnceCell::const_new();
 
 /// The background connect to `REDLIMIT_REDIS_URL`: its task, and the last
 /// attempt's failure while no attempt has succeeded.
+#[cfg(feature = "redis")]
 static CONNECTOR: Mutex<Connector> = Mutex::new(Connector { task: None, failure: None });
 
 /// Woken after every attempt of the background connect.
+#[cfg(feature = "redis")]
 static ATTEMPTED: Notify = Notify::const_new();
 
+#[cfg(feature = "redis")]
 struct Connector {
     task: Option<tokio::task::JoinHandle<()>>,
     failure: Option<Error>,
@@ -22,7 +29,9 @@ struct Connector {
 
 /// The first wait before the background connect tries again after a
 /// failure; each further failure doubles it, up to [`MAX_RETRY_INTERVAL`].
+#[cfg(feature = "redis")]
 pub(crate) const GLOBAL_RETRY_INTERVAL: Duration = Duration::from_millis(250);
+#[cfg(feature = "redis")]
 const MAX_RETRY_INTERVAL: Duration = Duration::from_secs(4);
 
 /// The environment variable naming the Redis of the global store.
@@ -66,11 +75,17 @@ pub async fn global() -> Result<&'static Store, Error> {
     let Some(url) = redis_url() else {
         return Ok(GLOBAL.get_or_init(|| async { memory() }).await);
     };
+    redis_global(&url).await
+}
+
+/// The global store on the Redis at `url`, connected in the background.
+#[cfg(feature = "redis")]
+async fn redis_global(url: &str) -> Result<&'static Store, Error> {
     let attempted = ATTEMPTED.notified();
     tokio::pin!(attempted);
     // Registered before looking, so an attempt that ends meanwhile still wakes this call.
     attempted.as_mut().enable();
-    if let Some(failure) = connect_in_background(&url)? {
+    if let Some(failure) = connect_in_background(url)? {
         return Err(failure);
     }
     let _ = tokio::time::timeout(RedisOptions::default().response_timeout, attempted).await;
@@ -79,12 +94,30 @@ pub async fn global() -> Result<&'static Store, Error> {
     }
     let failure = CONNECTOR.lock().unwrap_or_else(|p| p.into_inner()).failure.clone();
     Err(failure.unwrap_or_else(|| {
-        Error::Unavailable(format!("still connecting to Redis at {}", crate::backend::redis::redact(&url)))
+        Error::Unavailable(format!("still connecting to Redis at {}", crate::backend::redis::redact(url)))
     }))
+}
+
+/// Built without Redis, a Redis URL in the environment is a mistake to
+/// report, not a reason to decide in memory: every call's `on_error` settles.
+#[cfg(not(feature = "redis"))]
+async fn redis_global(_url: &str) -> Result<&'static Store, Error> {
+    static REPORTED: std::sync::Once = std::sync::Once::new();
+    let error = without_redis();
+    REPORTED.call_once(|| tracing::error!(target: "redlimit", %error, "the global rate limit store cannot be built"));
+    Err(error)
+}
+
+#[cfg(not(feature = "redis"))]
+fn without_redis() -> Error {
+    Error::InvalidConfig(format!(
+        "{REDIS_URL_VAR} is set, but redlimit was built without its `redis` feature: enable it, or unset {REDIS_URL_VAR}"
+    ))
 }
 
 /// Starts the background connect unless it runs; the last attempt's failure,
 /// if the last attempt failed.
+#[cfg(feature = "redis")]
 fn connect_in_background(url: &str) -> Result<Option<Error>, Error> {
     let mut connector = CONNECTOR.lock().unwrap_or_else(|p| p.into_inner());
     // A task ends only once connected, or with the runtime that ran it: start another then.
@@ -97,6 +130,7 @@ fn connect_in_background(url: &str) -> Result<Option<Error>, Error> {
 }
 
 /// Connects to `url` until it succeeds (or [`init`] sets a store), backing off.
+#[cfg(feature = "redis")]
 async fn connect(url: String) {
     let mut wait = GLOBAL_RETRY_INTERVAL;
     while GLOBAL.get().is_none() {
@@ -137,6 +171,9 @@ fn memory() -> Store {
 /// waiting for Redis up to its connect timeout (1 s).
 pub async fn from_env() -> Result<Store, Error> {
     match redis_url() {
+        #[cfg(not(feature = "redis"))]
+        Some(_) => Err(without_redis()),
+        #[cfg(feature = "redis")]
         Some(url) => {
             let store = Store::redis(&url).await?;
             tracing::info!(target: "redlimit", "rate limits are decided on Redis ({REDIS_URL_VAR} is set)");

@@ -1,7 +1,10 @@
 //! [`Store`]: a backend, the clock that drives it, and the key prefix.
 
-use crate::backend::{Backend, MemoryBackend, RedisBackend, RedisOptions};
+use crate::backend::{Backend, MemoryBackend};
+#[cfg(feature = "redis")]
+use crate::backend::{RedisBackend, RedisOptions};
 use crate::clock::{Clock, ServerClock};
+#[cfg(feature = "redis")]
 use crate::Error;
 use std::fmt;
 use std::sync::Arc;
@@ -36,11 +39,13 @@ impl Store {
 
     /// Connects to Redis (`redis://[user:password@]host:port[/db]`) with the
     /// default [`RedisOptions`] and loads every script.
+    #[cfg(feature = "redis")]
     pub async fn redis(url: &str) -> Result<Store, Error> {
         Store::redis_with(url, RedisOptions::default()).await
     }
 
     /// Connects to Redis with explicit timeouts.
+    #[cfg(feature = "redis")]
     pub async fn redis_with(url: &str, options: RedisOptions) -> Result<Store, Error> {
         Ok(Store::from_backend(Arc::new(RedisBackend::connect(url, options).await?)))
     }

@@ -1,26 +1,33 @@
 //! What the workspace's examples and integration tests share; nothing here is
 //! published.
 //!
-//! - [`redis_server`], [`redis_cluster`]: real, private `redis-server`
+//! - `redis_server`, `redis_cluster`: real, private `redis-server`
 //!   processes (single, Sentinel, TLS, a 3+3 cluster) on free loopback
 //!   ports, so tests never touch a Redis they did not start.
 //! - [`silent_listener`]: a port that accepts connections and never
 //!   answers, to bound connects against.
-//! - [`stores`]: the memory store and a Redis store side by side on one
+//! - `stores`: the memory store and a Redis store side by side on one
 //!   manual clock.
 //! - [`runtime`]: one runtime per test binary, for tests on the global store.
-//! - [`exactness`]: replaying admitted calls against a policy's definition,
+//! - `exactness`: replaying admitted calls against a policy's definition,
 //!   and the worker processes of the exactness test and example.
 //! - [`programs`]: a test that needs a program not installed fails naming
 //!   the package.
 //! - [`log_capture`], [`metrics_capture`]: what `tracing` and `metrics` saw.
+//!
+//! What needs Redis (servers, both stores, exactness workers) is behind the
+//! default feature `redis`, so the memory-only tests build without it.
 
+#[cfg(feature = "redis")]
 pub mod exactness;
 pub mod log_capture;
 pub mod metrics_capture;
 pub mod programs;
+#[cfg(feature = "redis")]
 pub mod redis_cluster;
+#[cfg(feature = "redis")]
 pub mod redis_server;
 pub mod runtime;
 pub mod silent_listener;
+#[cfg(feature = "redis")]
 pub mod stores;

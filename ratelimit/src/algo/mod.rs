@@ -12,7 +12,7 @@ mod sliding_log;
 mod sliding_window;
 mod token_bucket;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "redis"))]
 pub(crate) use sliding_log::MAX_ENTRIES as SLIDING_LOG_MAX_ENTRIES;
 
 use crate::backend::Outcome;

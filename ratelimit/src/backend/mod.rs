@@ -2,10 +2,12 @@
 //! store decides that limiter's calls.
 
 pub(crate) mod memory;
+#[cfg(feature = "redis")]
 pub(crate) mod redis;
 mod unavailable;
 
 pub use self::memory::MemoryBackend;
+#[cfg(feature = "redis")]
 pub use self::redis::{RedisBackend, RedisOptions};
 pub(crate) use self::unavailable::Unavailable;
 

@@ -15,16 +15,28 @@
 //! just answered.
 
 use super::endpoint::Endpoint;
-use super::idle::{slot, Answered, SLOTS, SLOTS_PER_GROUP};
+use super::idle::Answered;
+#[cfg(feature = "cluster")]
+use super::idle::{slot, SLOTS, SLOTS_PER_GROUP};
 use super::RedisOptions;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+#[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
+#[cfg(feature = "cluster")]
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::io::tcp::TcpSettings;
+#[cfg(feature = "sentinel")]
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
-use redis::{Cmd, ConnectionInfo, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult, ServerErrorKind, Value};
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+use redis::ErrorKind;
+#[cfg(feature = "sentinel")]
+use redis::ServerErrorKind;
+use redis::{Cmd, ConnectionInfo, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+#[cfg(feature = "sentinel")]
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+#[cfg(feature = "sentinel")]
+use std::sync::RwLock;
 use std::time::Duration;
 
 /// A connection shared by every limiter and task; clones are cheap.
@@ -40,8 +52,10 @@ enum Kind {
     /// One server, through a reconnecting `ConnectionManager`.
     Single(ConnectionManager),
     /// Redis Cluster: routes each EVALSHA by its key, follows MOVED/ASK, reconnects.
+    #[cfg(feature = "cluster")]
     Cluster(ClusterConnection),
     /// The master named by Sentinel, re-resolved after a failover.
+    #[cfg(feature = "sentinel")]
     Sentinel(Arc<SentinelMaster>),
 }
 
@@ -80,6 +94,7 @@ impl Connection {
             Endpoint::Single(info) => {
                 Kind::Single(ConnectionManager::new_with_config(client(info, options)?, manager_config(options)).await?)
             }
+            #[cfg(feature = "cluster")]
             Endpoint::Cluster { nodes } => {
                 let nodes: Vec<ConnectionInfo> = nodes.into_iter().map(|n| n.set_tcp_settings(tcp())).collect();
                 #[allow(unused_mut)]
@@ -96,16 +111,23 @@ impl Connection {
                 }
                 Kind::Cluster(builder.build()?.get_async_connection().await?)
             }
+            #[cfg(feature = "sentinel")]
             Endpoint::Sentinel { sentinels, master, node, tls } => {
                 Kind::Sentinel(Arc::new(SentinelMaster::connect(sentinels, master, node, tls, options).await?))
             }
         };
+        #[cfg(feature = "cluster")]
         let groups = if matches!(kind, Kind::Cluster(_)) { SLOTS / SLOTS_PER_GROUP } else { 1 };
+        #[cfg(not(feature = "cluster"))]
+        let groups = 1;
         Ok(Connection { kind, answered: Arc::new(Answered::new(groups)) })
     }
 
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.kind, Kind::Cluster(_))
+        #[cfg(feature = "cluster")]
+        return matches!(self.kind, Kind::Cluster(_));
+        #[cfg(not(feature = "cluster"))]
+        false
     }
 
     /// Sends `cmd`, which touches `key`; a server's error is an `Err`. A
@@ -119,9 +141,14 @@ impl Connection {
     /// and resends a request whose node connection dropped (up to the
     /// configured retries) whether or not it ran, which this makes rare.
     pub(crate) async fn request(&mut self, cmd: &Cmd, key: &[u8], replayable: bool) -> RedisResult<Value> {
+        // Only a cluster routes by the key.
+        #[cfg(not(feature = "cluster"))]
+        let _ = key;
         let reply = match &mut self.kind {
             Kind::Single(manager) => guarded(manager, &self.answered, cmd, replayable).await,
+            #[cfg(feature = "sentinel")]
             Kind::Sentinel(sentinel) => sentinel.request(cmd, &self.answered, replayable).await,
+            #[cfg(feature = "cluster")]
             Kind::Cluster(cluster) => {
                 let group = slot(key) as usize / SLOTS_PER_GROUP;
                 if self.answered.idle(group) {
@@ -141,6 +168,7 @@ impl Connection {
 
 /// `PING` on the node that serves `key`, up to three times: redis-rs may
 /// answer the first after a dead socket before its reconnect is done.
+#[cfg(feature = "cluster")]
 async fn ping_node(cluster: &mut ClusterConnection, key: &[u8]) -> RedisResult<Value> {
     let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master)));
     let mut attempt = 1;
@@ -206,7 +234,9 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.kind {
             Kind::Single(manager) => Box::pin(guarded(manager, &self.answered, cmd, true)),
+            #[cfg(feature = "cluster")]
             Kind::Cluster(c) => c.req_packed_command(cmd),
+            #[cfg(feature = "sentinel")]
             Kind::Sentinel(s) => Box::pin(s.request(cmd, &self.answered, true)),
         }
     }
@@ -219,7 +249,9 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.kind {
             Kind::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            #[cfg(feature = "cluster")]
             Kind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            #[cfg(feature = "sentinel")]
             Kind::Sentinel(s) => {
                 let (_, mut current) = s.current();
                 Box::pin(async move { current.req_packed_commands(pipeline, offset, count).await })
@@ -230,7 +262,9 @@ impl ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match &self.kind {
             Kind::Single(c) => c.get_db(),
+            #[cfg(feature = "cluster")]
             Kind::Cluster(c) => c.get_db(),
+            #[cfg(feature = "sentinel")]
             Kind::Sentinel(s) => s.current().1.get_db(),
         }
     }
@@ -239,6 +273,7 @@ impl ConnectionLike for Connection {
 /// The master a Sentinel names. redis-rs resolves the master only when it
 /// connects; after a failover the old master answers writes with READONLY (or
 /// is gone), so on either we ask the sentinels again and reconnect.
+#[cfg(feature = "sentinel")]
 pub(crate) struct SentinelMaster {
     sentinel: tokio::sync::Mutex<SentinelClient>,
     current: RwLock<ConnectionManager>,
@@ -247,6 +282,7 @@ pub(crate) struct SentinelMaster {
     config: ConnectionManagerConfig,
 }
 
+#[cfg(feature = "sentinel")]
 impl SentinelMaster {
     async fn connect(
         sentinels: Vec<ConnectionInfo>,
@@ -323,7 +359,7 @@ impl SentinelMaster {
 /// A Sentinel client whose connections to the Redis nodes trust `root` (PEM):
 /// redis-rs takes custom certificates for Sentinel only through its builder.
 /// The sentinels themselves are reached over plain TCP, as without one.
-#[cfg(feature = "tls")]
+#[cfg(all(feature = "tls", feature = "sentinel"))]
 fn sentinel_with_root_cert(
     sentinels: &[ConnectionInfo],
     master: &str,
@@ -351,6 +387,7 @@ fn sentinel_with_root_cert(
     builder.build()
 }
 
+#[cfg(feature = "sentinel")]
 fn is_read_only(error: &RedisError) -> bool {
     error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
 }

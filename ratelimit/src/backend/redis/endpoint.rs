@@ -7,17 +7,21 @@
 //!   the Redis nodes, the sentinels are asked without them.
 
 use crate::Error;
-use redlimit_grammar::quote;
 use redis::{ConnectionInfo, IntoConnectionInfo};
+use redlimit_grammar::quote;
 
 /// A parsed store URL.
 #[derive(Debug, Clone)]
+// Parsed once per connect: the size of a variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Endpoint {
     /// One server.
     Single(ConnectionInfo),
     /// A Redis Cluster, by its seed nodes.
+    #[cfg(feature = "cluster")]
     Cluster { nodes: Vec<ConnectionInfo> },
     /// A master found through Sentinel.
+    #[cfg(feature = "sentinel")]
     Sentinel { sentinels: Vec<ConnectionInfo>, master: String, node: ConnectionInfo, tls: bool },
 }
 
@@ -33,17 +37,33 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(invalid(url, format!("no scheme: expected {SCHEMES}")));
     };
+    #[cfg(not(any(feature = "cluster", feature = "sentinel")))]
+    let _ = rest;
     if scheme.starts_with("rediss") && !cfg!(feature = "tls") {
         return Err(invalid(
             url,
             format!("`{}://` needs TLS: enable the `tls` feature of the redlimit crate", quote(&scheme)),
         ));
     }
+    // Deployments left out of the build are named, not reported as unknown schemes.
+    let optional = [
+        ("+cluster", "Redis Cluster", "cluster", cfg!(feature = "cluster")),
+        ("+sentinel", "Sentinel", "sentinel", cfg!(feature = "sentinel")),
+    ];
+    for (suffix, what, feature, enabled) in optional {
+        if !enabled && scheme.starts_with("redis") && scheme.ends_with(suffix) {
+            return Err(invalid(
+                url,
+                format!("`{}://` needs {what}: enable the `{feature}` feature of the redlimit crate", quote(&scheme)),
+            ));
+        }
+    }
     match scheme {
         "redis" | "rediss" => {
             let info = url.into_connection_info().map_err(|e| invalid(url, quote(&e.to_string())))?;
             Ok(Endpoint::Single(info))
         }
+        #[cfg(feature = "cluster")]
         "redis+cluster" | "rediss+cluster" => {
             let tls = scheme.starts_with("rediss");
             let (credentials, hosts) = split_credentials(rest);
@@ -57,6 +77,7 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
                 .collect::<Result<_, _>>()?;
             Ok(Endpoint::Cluster { nodes })
         }
+        #[cfg(feature = "sentinel")]
         "redis+sentinel" | "rediss+sentinel" => {
             let tls = scheme.starts_with("rediss");
             let (credentials, rest) = split_credentials(rest);
@@ -86,6 +107,7 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
     }
 }
 
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
 fn split_credentials(rest: &str) -> (&str, &str) {
     match rest.rfind('@') {
         Some(at) => (&rest[..=at], &rest[at + 1..]),
@@ -94,6 +116,7 @@ fn split_credentials(rest: &str) -> (&str, &str) {
 }
 
 /// `host:port,host:port` with each port checked; a missing port is `default`.
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
 fn host_list(url: &str, hosts: &str, default: u16) -> Result<Vec<String>, Error> {
     if hosts.trim().is_empty() {
         return Err(invalid(url, "no hosts: list them as host:port,host:port"));
@@ -120,6 +143,7 @@ fn host_list(url: &str, hosts: &str, default: u16) -> Result<Vec<String>, Error>
         .collect()
 }
 
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
 fn node_info(url: &str, tls: bool, credentials: &str, host: &str, db: &str) -> Result<ConnectionInfo, Error> {
     let scheme = if tls { "rediss" } else { "redis" };
     let db = if db.is_empty() { String::new() } else { format!("/{db}") };
@@ -150,6 +174,7 @@ mod tests {
         parse(url).unwrap_err().to_string()
     }
 
+    #[cfg(all(feature = "cluster", feature = "sentinel"))]
     #[test]
     fn parses_every_form() {
         assert!(matches!(parse("redis://localhost:6379/2").unwrap(), Endpoint::Single(_)));
@@ -173,6 +198,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "sentinel")]
     #[test]
     fn tls_schemes_need_the_tls_feature() {
         let result = parse("rediss+sentinel://u:p@10.0.0.1/mymaster");
@@ -184,9 +210,29 @@ mod tests {
     }
 
     #[test]
-    fn errors_name_the_wrong_part_and_hide_the_password() {
+    fn deployments_left_out_of_the_build_name_their_feature() {
+        let cases = [
+            ("redis+cluster://a:7000", "Redis Cluster: enable the `cluster` feature", cfg!(feature = "cluster")),
+            ("redis+sentinel://a:26379/m", "Sentinel: enable the `sentinel` feature", cfg!(feature = "sentinel")),
+        ];
+        for (url, message, enabled) in cases {
+            match parse(url) {
+                Ok(_) => assert!(enabled, "{url}"),
+                Err(e) => assert!(!enabled && e.to_string().contains(message), "{url}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn errors_name_the_scheme_or_the_url() {
         assert!(error("http://localhost").contains("unknown scheme `http://`"));
         assert!(error("localhost:6379").contains("no scheme"));
+        assert!(error("redis://localhost:notaport").contains("invalid Redis URL redis://localhost:notaport"));
+    }
+
+    #[cfg(all(feature = "cluster", feature = "sentinel"))]
+    #[test]
+    fn errors_name_the_wrong_part_and_hide_the_password() {
         assert!(error("redis+cluster://").contains("no hosts"));
         assert!(error("redis+cluster://a:7000,b:x").contains("invalid port `x` in `b:x`"));
         assert!(error("redis+cluster://a:7000/2").contains("no database"));
@@ -195,6 +241,5 @@ mod tests {
         assert!(error("redis+sentinel://a/m/x").contains("database `x`"));
         let e = error("redis+cluster://user:s3cret@a:1,:2");
         assert!(e.contains("empty host") && !e.contains("s3cret") && e.contains("user:***@"), "{e}");
-        assert!(error("redis://localhost:notaport").contains("invalid Redis URL redis://localhost:notaport"));
     }
 }

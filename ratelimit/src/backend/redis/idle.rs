@@ -13,7 +13,9 @@ pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(500);
 /// A cluster's slots are watched for idleness in groups of this many: few
 /// enough groups that a busy cluster keeps them all fresh, small enough
 /// that a group seldom spans two nodes.
+#[cfg(feature = "cluster")]
 pub(crate) const SLOTS_PER_GROUP: usize = 256;
+#[cfg(feature = "cluster")]
 pub(crate) const SLOTS: usize = 16_384;
 
 /// When the connection last answered, µs on this process's monotonic clock;
@@ -49,6 +51,7 @@ impl Answered {
 /// between the first `{` and the next `}`, when not empty), else of the key.
 /// Written here because redis-rs computes slots (`cluster_routing::Slot`)
 /// but does not give their number out.
+#[cfg(feature = "cluster")]
 pub(crate) fn slot(key: &[u8]) -> u16 {
     let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
         let rest = &key[open + 1..];
@@ -64,7 +67,7 @@ pub(crate) fn slot(key: &[u8]) -> u16 {
     crc % SLOTS as u16
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "cluster"))]
 mod tests {
     use super::slot;
 

@@ -172,6 +172,8 @@ impl Backend for RedisBackend {
     fn bind(&self, limiter: Binding<'_>) -> Arc<dyn Bound> {
         let Binding { prefix, name, policy, server_clock } = limiter;
         let made = scripts::make(policy, server_clock);
+        // The key's layout follows the script: a counter's state is not a window's.
+        let counter = matches!(made.reply, reply::Reply::Counter(_));
         Arc::new(RedisBound {
             connection: self.connection.clone(),
             breaker: self.breaker.clone(),
@@ -180,7 +182,7 @@ impl Backend for RedisBackend {
             registry: self.registry.clone(),
             script: self.registry.register(&made.source),
             reply: made.reply,
-            key_prefix: crate::key::key_prefix(prefix, policy, name, server_clock),
+            key_prefix: crate::key::key_prefix(prefix, policy, name, counter),
             loaded: AtomicBool::new(false),
         })
     }
