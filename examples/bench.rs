@@ -42,11 +42,11 @@ mod local;
 mod naive;
 
 use load::{drive, Measured};
-use redlimit::{AlgorithmKind, Limiter, Store};
-use redlimit_test_support::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
 use redis::io::tcp::TcpSettings;
 use redis::IntoConnectionInfo;
+use redlimit::{AlgorithmKind, Limiter, Store};
+use redlimit_test_support::redis_server::RedisServer;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -2,9 +2,9 @@
 //! limit between distinct keys, and nothing unbounded stored in Redis.
 
 use proptest::prelude::*;
+use redis::AsyncCommands;
 use redlimit::{Limiter, Policy, Store};
 use redlimit_test_support::stores::BothStores;
-use redis::AsyncCommands;
 
 fn hostile_keys() -> Vec<Vec<u8>> {
     let long = "x".repeat(64 * 1024);

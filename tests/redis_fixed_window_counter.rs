@@ -4,9 +4,9 @@
 //! Time is moved the only way Redis's clock can be: by expiring the key
 //! (`PEXPIREAT` in the past), never by sleeping.
 
+use redis::aio::MultiplexedConnection;
 use redlimit::{Limiter, ManualClock, Policy, Store};
 use redlimit_test_support::redis_server::RedisServer;
-use redis::aio::MultiplexedConnection;
 use std::sync::Arc;
 use std::time::Duration;
 

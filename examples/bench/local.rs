@@ -4,9 +4,9 @@
 use crate::load::{evalsha_stats, reset_stats};
 use crate::Options;
 use governor::{Quota, RateLimiter};
+use redis::aio::MultiplexedConnection;
 use redlimit::backend::{Answer, Binding, Bound, BoxFuture, Call, Outcome};
 use redlimit::{Backend, Error, Limiter, MemoryBackend, Policy, Store};
-use redis::aio::MultiplexedConnection;
 use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;

@@ -128,8 +128,12 @@ impl Limiter {
     /// Counts a decision (not a peek's) or a store failure in the metrics.
     fn count(&self, result: &Result<Decision, Error>, peek: bool) {
         match result {
-            Ok(decision) if !peek => self.metrics().decided(decision.allowed),
-            Ok(_) => {}
+            Ok(decision) => {
+                if !peek {
+                    self.metrics().decided(decision.allowed);
+                }
+                self.on_error.answered(self);
+            }
             Err(error) => observe::store_error(error),
         }
     }
