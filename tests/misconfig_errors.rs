@@ -95,3 +95,30 @@ async fn a_wrong_or_missing_password_is_an_authentication_failure() {
     let limiter = Limiter::new("auth", Policy::gcra("1/1s", 0).unwrap(), &right);
     assert!(limiter.check("k", 1).await.unwrap().allowed);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn failing_fast_names_the_failure_once() {
+    let mut server = RedisServer::start();
+    let store = Store::redis(&server.url()).await.unwrap();
+    let limiter = Limiter::new("fast", Policy::gcra("1/1s", 0).unwrap(), &store).with_deny_cache(false);
+    limiter.check("k", 1).await.unwrap();
+    server.kill();
+    // A dead socket first (not evidence of an outage), then the failure that opens the breaker.
+    let mut failures = Vec::new();
+    while !failures.last().is_some_and(|e| matches!(e, Error::Unavailable(_))) {
+        failures.push(limiter.check("k", 1).await.unwrap_err());
+        assert!(failures.len() < 10, "{failures:?}");
+    }
+    let fast = failures.pop().unwrap();
+    let tripped = failures.pop().unwrap();
+    println!("{tripped}\n{fast}");
+    assert!(tripped.is_unavailable() && fast.is_unavailable(), "{tripped:?} {fast:?}");
+    assert_eq!(fast.to_string(), format!("{tripped} (Redis is not asked again for 250ms)"));
+    assert_eq!(std::error::Error::source(&fast).map(ToString::to_string), Some(tripped.to_string()));
+    for error in [&tripped, &fast] {
+        let text = error.to_string();
+        for phrase in ["rate limit store", "cannot reach", "not asked again"] {
+            assert!(text.matches(phrase).count() <= 1, "read once: {text}");
+        }
+    }
+}
