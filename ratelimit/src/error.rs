@@ -57,7 +57,23 @@ pub enum Error {
 }
 
 /// What went wrong, in words, and the error it came from when there is one:
-/// the payload of [`Error`]'s store failures.
+/// the payload of [`Error`]'s store failures. Its text is the error's
+/// message; the error it came from is [`Error`]'s
+/// [`source`](std::error::Error::source).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use redlimit::{Error, Store};
+///
+/// let vacant = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+/// match Store::redis(&format!("redis://127.0.0.1:{vacant}")).await {
+///     Err(Error::Connection(failure)) => {
+///         assert!(failure.to_string().starts_with(&format!("cannot connect to Redis at redis://127.0.0.1:{vacant}")))
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Failure {
     message: Arc<str>,

@@ -125,7 +125,8 @@ impl Limiter {
         self.deny_cache.as_deref().filter(|_| !peek && cost > 0 && self.inner.bound.remote())
     }
 
-    /// Counts a decision (not a peek's) or a store failure in the metrics.
+    /// Counts a decision (not a peek's) or a store failure in the metrics; an
+    /// answer also ends the limiter's outage, if one was logged.
     fn count(&self, result: &Result<Decision, Error>, peek: bool) {
         match result {
             Ok(decision) => {
