@@ -122,3 +122,21 @@ async fn failing_fast_names_the_failure_once() {
         }
     }
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_port_that_does_not_speak_redis_is_a_connection_failure() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // An HTTP server where Redis was expected: it answers every connection with a 400.
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.read(&mut [0u8; 512]);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let error = Store::redis(&format!("redis://127.0.0.1:{port}")).await.unwrap_err();
+    println!("{error}");
+    assert!(matches!(error, Error::Connection(_)), "{error:?}");
+    assert!(error.to_string().starts_with(&format!("cannot connect to Redis at redis://127.0.0.1:{port}")), "{error}");
+}

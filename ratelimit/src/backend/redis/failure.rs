@@ -48,14 +48,15 @@ pub(crate) fn connect_failed(url: &str, error: RedisError) -> Error {
     let class = class(&error);
     let message = match class {
         Class::Auth => format!("cannot connect to Redis at {url}: the credentials were refused ({error})"),
+        // What answered does not speak Redis's protocol: a wrong port, most likely.
+        Class::Protocol => format!("cannot connect to Redis at {url}: the reply was not Redis's ({error})"),
         _ => format!("cannot connect to Redis at {url}: {error}"),
     };
     match class {
         Class::Auth => Error::Auth(Failure::caused_by(message, error)),
         Class::Server => Error::Server(Failure::caused_by(message, error)),
-        Class::Protocol => Error::Protocol(message),
         Class::Config => Error::InvalidConfig(message),
-        Class::Connection => Error::Connection(Failure::caused_by(message, error)),
+        Class::Connection | Class::Protocol => Error::Connection(Failure::caused_by(message, error)),
     }
 }
 
