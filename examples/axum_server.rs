@@ -91,9 +91,10 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let port = port()?;
     let proxies = std::env::var("TRUSTED_PROXIES").unwrap_or_default();
     let proxies = TrustedProxies::new(proxies.split(',').map(str::trim).filter(|p| !p.is_empty()))?;
-    // The layers and the handler would build the store at their first
-    // request; building it here fails fast on a wrong REDLIMIT_REDIS_URL.
-    let store = redlimit::global().await?;
+    // Without this the layers and the handler would build the store at their
+    // first request, and a wrong REDLIMIT_REDIS_URL would only be logged while
+    // `on_error` settled every request; here it stops the server instead.
+    let store = redlimit::init_from_env().await?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     println!("listening on http://{}", listener.local_addr()?);
     std::io::stdout().flush()?;

@@ -17,9 +17,10 @@ use std::time::Instant;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The store the environment chooses (Redis when REDLIMIT_REDIS_URL is
-    // set); `Store::memory()` or `Store::redis(url).await?` work as well.
-    let store: Store = redlimit::from_env().await?;
-    let limiter = Limiter::new("manual.uploads", Policy::token_bucket(3, "1/500ms")?, &store);
+    // set, failing here if it cannot be used); `Store::memory()` or
+    // `Store::redis(url).await?` work as well.
+    let store: &Store = redlimit::init_from_env().await?;
+    let limiter = Limiter::new("manual.uploads", Policy::token_bucket(3, "1/500ms")?, store);
     // Start from full buckets even if a previous run used them on Redis.
     limiter.reset("alice").await?;
     limiter.reset("bob").await?;

@@ -40,10 +40,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_writer(std::io::stderr)
         .init();
 
-    // The first limited call would build the store from the environment;
-    // ask for it here to say which one runs, and to start from a clean slate
-    // on Redis (a run a moment ago may have left its counts there).
-    let store = redlimit::global().await?;
+    // Build the global store from REDLIMIT_REDIS_URL (memory when unset) at
+    // start-up: a wrong URL, nothing listening or a wrong password stops the
+    // program here. (Without it the first limited call would build it, and
+    // only log such a failure while `on_error` settled every call.)
+    let store = redlimit::init_from_env().await?;
     println!("store: {}", store.backend().kind());
     Limiter::new("quickstart.profile", Policy::sliding_log("5/3s")?, store).reset("user:42").await?;
     Limiter::new("quickstart.search", Policy::sliding_log("2/1s,3/1m")?, store).reset("rust").await?;

@@ -54,9 +54,11 @@ fn kind(error: &Error) -> &'static str {
     match error {
         Error::Timeout(_) => "timeout",
         Error::Unavailable(_) => "unavailable (failing fast)",
-        Error::Store(e) if e.is_connection_refusal() => "connection refused",
-        Error::Store(_) if error.is_unavailable() => "connection lost",
-        Error::Store(_) => "redis error",
+        // The message carries the operating system's words for a refused connect.
+        Error::Connection(_) if error.to_string().to_lowercase().contains("refused") => "connection refused",
+        Error::Connection(_) => "connection lost",
+        Error::Auth(_) => "credentials refused",
+        Error::Server(_) => "redis error",
         _ => "other",
     }
 }

@@ -42,7 +42,8 @@ async fn search(user: &str, query: &str) -> Result<String, ApiError> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let store = redlimit::global().await?;
+    // Builds the global store from REDLIMIT_REDIS_URL (memory when unset); a wrong URL stops here.
+    let store = redlimit::init_from_env().await?;
     // Start clean even if a previous run left its counts on Redis.
     let per_user = Limiter::new("search.per_user", Policy::fixed_window("3/1m")?, store);
     for user in ["alice", "bob", "carol"] {

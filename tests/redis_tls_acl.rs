@@ -14,11 +14,7 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     redlimit_test_support::programs::require("openssl");
     std::fs::create_dir_all(dir).unwrap();
     let run = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .expect("run openssl");
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("run openssl");
         assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
     run(&[
@@ -117,10 +113,10 @@ async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
         assert!(limiter.check("k", 1).await.unwrap().allowed, "{policy}: reset");
     }
 
-    let wrong = Store::redis_with(&format!("rediss://limiter:wrong@127.0.0.1:{port}"), trusted.clone())
-        .await
-        .unwrap_err()
-        .to_string();
+    let wrong =
+        Store::redis_with(&format!("rediss://limiter:wrong@127.0.0.1:{port}"), trusted.clone()).await.unwrap_err();
+    assert!(matches!(wrong, redlimit::Error::Auth(_)), "{wrong:?}");
+    let wrong = wrong.to_string();
     assert!(
         wrong.contains("cannot connect to Redis at rediss://limiter:***@127.0.0.1")
             && wrong.to_lowercase().contains("authentication failed"),
@@ -130,8 +126,9 @@ async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
 
     let untrusted = Store::redis_with(&format!("rediss://limiter:s3cret@127.0.0.1:{port}"), RedisOptions::default())
         .await
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
+    assert!(matches!(untrusted, redlimit::Error::Connection(_)), "a failed TLS handshake: {untrusted:?}");
+    let untrusted = untrusted.to_string();
     assert!(
         untrusted.contains("cannot connect to Redis") && untrusted.to_lowercase().contains("certificate"),
         "{untrusted}"

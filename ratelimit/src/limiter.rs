@@ -5,6 +5,7 @@ use crate::backend::memory::MemoryBound;
 use crate::backend::{Binding, Bound, MemoryBackend, Unavailable};
 use crate::deny_cache::DenyCache;
 use crate::observe::LimiterMetrics;
+use crate::outage_log::OutageLog;
 use crate::{Decision, Error, OnError, Policy, RateLimited, Store};
 use once_cell::sync::OnceCell;
 use std::fmt;
@@ -50,6 +51,8 @@ pub(crate) struct Inner {
     /// Decides while the store cannot, under `OnError::Local`; made on first need.
     pub(crate) local: OnceCell<MemoryBound>,
     pub(crate) store_errors: AtomicU64,
+    /// When this limiter's store failures are worth a log line.
+    pub(crate) outage: OutageLog,
     /// Registered with the recorder present at the first decision.
     pub(crate) metrics: OnceCell<LimiterMetrics>,
 }
@@ -71,6 +74,7 @@ impl Limiter {
             bound,
             local: OnceCell::new(),
             store_errors: AtomicU64::new(0),
+            outage: OutageLog::default(),
             metrics: OnceCell::new(),
         };
         Limiter { inner: Arc::new(inner), on_error: OnError::default(), deny_cache: Some(Arc::new(DenyCache::new())) }

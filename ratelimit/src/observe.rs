@@ -6,7 +6,7 @@
 //! | name | kind | labels | what it counts |
 //! |---|---|---|---|
 //! | `redlimit_decisions_total` | counter | `limiter`, `algo`, `outcome` (`allowed` / `denied`) | every decision of `check`, `limit`, `wait` and annotated functions, including denials answered by the deny cache and decisions `on_error` made while the store could not answer; not `peek` |
-//! | `redlimit_store_errors_total` | counter | `kind` (`timeout`, `unavailable`, `connection`, `redis`, `protocol`, `config`) | every call the store could not decide |
+//! | `redlimit_store_errors_total` | counter | `kind` (`connection`: refused, reset, dropped, DNS, TLS; `auth`: credentials refused; `server`: Redis answered an error; `timeout`; `unavailable`: failing fast after one of those, or still connecting; `protocol`: an unexpected reply; `config`) | every call the store could not decide |
 //! | `redlimit_store_duration_seconds` | histogram | `limiter`, `algo` | how long a remote store (Redis) took to answer one call, successful or not; not recorded for the in-memory store or for denials the deny cache answered |
 //!
 //! A limiter registers its handles with the recorder installed when it makes
@@ -15,9 +15,11 @@
 //!
 //! Tracing: every decision runs in a `redlimit.decision` span at DEBUG
 //! (target `redlimit`) with `limiter`, `algo` and `cost`, and, once
-//! decided, `outcome` and `remaining`. A store failure is a WARN event from
-//! `limit` (and annotated functions) saying whether `on_error` allowed or
-//! denied the call. Neither ever records the key. The span is built only
+//! decided, `outcome` and `remaining`. A store failure is logged per limiter, not per
+//! call: its first failure is a WARN event from `limit` (and annotated
+//! functions) saying whether `on_error` allowed or denied the call, then at
+//! most one WARN per 10 s counting the calls settled meanwhile, and an INFO
+//! event once the store answers again (`outage_log.rs`). Neither ever records the key. The span is built only
 //! while some subscriber takes DEBUG events (so, with `tracing`'s `log`
 //! feature, a program with no `tracing` subscriber at all does not see it
 //! through the `log` crate either).
@@ -95,14 +97,9 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
     match error {
         Error::Timeout(_) => "timeout",
         Error::Unavailable(_) => "unavailable",
-        #[cfg(feature = "redis")]
-        Error::Store(e)
-            if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() =>
-        {
-            "connection"
-        }
-        #[cfg(feature = "redis")]
-        Error::Store(_) => "redis",
+        Error::Connection(_) => "connection",
+        Error::Auth(_) => "auth",
+        Error::Server(_) => "server",
         Error::Protocol(_) => "protocol",
         Error::InvalidPolicy(_) | Error::InvalidConfig(_) | Error::AlreadyInitialized => "config",
     }
@@ -152,17 +149,13 @@ mod tests {
 
     #[test]
     fn error_kinds_are_a_small_fixed_set() {
+        use crate::error::Failure;
         assert_eq!(error_kind(&Error::Timeout(Duration::from_millis(250))), "timeout");
-        assert_eq!(error_kind(&Error::Unavailable("down".into())), "unavailable");
+        assert_eq!(error_kind(&Error::Unavailable(Failure::new("down"))), "unavailable");
         assert_eq!(error_kind(&Error::Protocol("bad reply".into())), "protocol");
-    }
-
-    #[cfg(feature = "redis")]
-    #[test]
-    fn redis_errors_are_connection_failures_or_redis_errors() {
-        let refused = redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
-        assert_eq!(error_kind(&Error::from(refused)), "connection");
-        let script = redis::RedisError::from((redis::ErrorKind::Client, "script error"));
-        assert_eq!(error_kind(&Error::from(script)), "redis");
+        assert_eq!(error_kind(&Error::Connection(Failure::new("refused"))), "connection");
+        assert_eq!(error_kind(&Error::Auth(Failure::new("WRONGPASS"))), "auth");
+        assert_eq!(error_kind(&Error::Server(Failure::new("ERR"))), "server");
+        assert_eq!(error_kind(&Error::InvalidConfig("bad URL".into())), "config");
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::backend::Call;
 use crate::observe::error_kind;
+use crate::outage_log::{rounded, Recovery, Report, LOG_INTERVAL};
 use crate::{Decision, Error, Limiter, RateLimited};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -11,7 +12,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// function) does when the store times out or cannot be reached.
 ///
 /// Whatever the choice, the failure is counted
-/// ([`Limiter::store_errors`](crate::Limiter::store_errors)) and logged at WARN.
+/// ([`Limiter::store_errors`](crate::Limiter::store_errors)) and logged, per
+/// limiter: its first failure at WARN at once, then at most one WARN every
+/// 10 s with the number of calls settled meanwhile, and an INFO line once
+/// the store answers again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnError {
     /// Let the call through (fail open), as Envoy and most peers do.
@@ -57,14 +61,50 @@ impl OnError {
                 Decision::from_outcome(outcome, &inner.policy)
             }
         };
-        let verdict = if decision.allowed { "call allowed" } else { "call denied" };
-        let by = if self == OnError::Local { " by the in-memory limiter" } else { "" };
-        tracing::warn!(target: "redlimit", limiter = %inner.name, kind = error_kind(error), %error,
-            "rate limit store unavailable; {verdict}{by} (on_error = {})", self.name());
+        if let Some(report) = inner.outage.failed(now_us.unwrap_or_else(crate::clock::process_now_us)) {
+            self.report(limiter, report, decision.allowed, error);
+        }
         limiter.metrics().decided(decision.allowed);
         match self {
             OnError::Deny => Err(limiter.denial(key, decision, true)),
             _ => Ok(decision),
+        }
+    }
+
+    /// Logs a store failure of `limiter` that [`OutageLog`] says is due.
+    fn report(self, limiter: &Limiter, report: Report, allowed: bool, error: &Error) {
+        let (limiter, kind, on_error) = (&*limiter.inner.name, error_kind(error), self.name());
+        match report {
+            Report::First { earlier } => {
+                let verdict = if allowed { "call allowed" } else { "call denied" };
+                let by = if self == OnError::Local { " by the in-memory limiter" } else { "" };
+                let earlier = match earlier {
+                    0 => String::new(),
+                    n => format!("; {n} calls settled since the last line"),
+                };
+                tracing::warn!(target: "redlimit", limiter, kind, %error,
+                    "rate limit store unavailable; {verdict}{by} (on_error = {on_error}){earlier}; \
+                     further failures are summed up every {LOG_INTERVAL:?}");
+            }
+            Report::Ongoing { failures, over } => {
+                tracing::warn!(target: "redlimit", limiter, kind, %error,
+                    "rate limit store still unavailable: {failures} calls settled by on_error = {on_error} in the last {:?}",
+                    rounded(over));
+            }
+        }
+    }
+
+    /// Logs, once, that `limiter`'s store answers again after a reported outage.
+    #[inline]
+    pub(crate) fn answered(self, limiter: &Limiter) {
+        let inner = &limiter.inner;
+        let clock = &inner.store.clock;
+        if let Some(Recovery { lasted, failures }) =
+            inner.outage.answered(|| clock.now_us().unwrap_or_else(crate::clock::process_now_us))
+        {
+            tracing::info!(target: "redlimit", limiter = &*inner.name,
+                "rate limit store answers again after {:?}; {failures} calls were settled by on_error = {}",
+                rounded(lasted), self.name());
         }
     }
 

@@ -125,11 +125,16 @@ impl Limiter {
         self.deny_cache.as_deref().filter(|_| !peek && cost > 0 && self.inner.bound.remote())
     }
 
-    /// Counts a decision (not a peek's) or a store failure in the metrics.
+    /// Counts a decision (not a peek's) or a store failure in the metrics; an
+    /// answer also ends the limiter's outage, if one was logged.
     fn count(&self, result: &Result<Decision, Error>, peek: bool) {
         match result {
-            Ok(decision) if !peek => self.metrics().decided(decision.allowed),
-            Ok(_) => {}
+            Ok(decision) => {
+                if !peek {
+                    self.metrics().decided(decision.allowed);
+                }
+                self.on_error.answered(self);
+            }
             Err(error) => observe::store_error(error),
         }
     }

@@ -5,7 +5,8 @@
 use std::path::Path;
 
 /// `(program, Debian package)` for every program the tests run.
-const PACKAGES: [(&str, &str); 3] = [("redis-server", "redis-server"), ("redis-cli", "redis-tools"), ("openssl", "openssl")];
+const PACKAGES: [(&str, &str); 3] =
+    [("redis-server", "redis-server"), ("redis-cli", "redis-tools"), ("openssl", "openssl")];
 
 /// Panics, at the caller's line, unless `program` is on the `PATH`; the
 /// message names the package to install and the script that installs it.

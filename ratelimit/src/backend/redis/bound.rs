@@ -2,6 +2,7 @@
 
 use super::breaker::Breaker;
 use super::connection::{is_dead_socket, Connection};
+use super::failure::from_redis;
 use super::reply::Reply;
 use super::scripts::Registry;
 use crate::backend::{Answer, Bound, BoxFuture, Call, Outcome, CLIENT_CLOCK_SLACK_US};
@@ -99,22 +100,24 @@ impl RedisBound {
     /// replacing it. Such a call fails alone when it may have run on Redis
     /// (see `connection.rs`: it is never resent unless `replayable`).
     async fn send(&self, call: &Cmd, key: &[u8], replayable: bool) -> Result<Value, Error> {
-        if let Some(failure) = self.breaker.open() {
-            return Err(Error::Unavailable(failure));
+        if let Some(failing_fast) = self.breaker.open() {
+            return Err(failing_fast);
         }
         let result = match bounded(self.response_timeout, self.eval_reloading(call, key, replayable)).await {
             Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(e)) if e.is_timeout() => Err(Error::Timeout(self.response_timeout)),
-            Ok(Err(e)) => Err(e.into()),
-            Err(elapsed) => Err(elapsed),
-        };
-        if let Err(error) = &result {
-            let dead_socket = matches!(error, Error::Store(e) if is_dead_socket(e));
-            if error.is_unavailable() && !dead_socket {
-                self.breaker.trip(error, self.retry_interval);
+            Ok(Err(e)) if e.is_timeout() => Err((Error::Timeout(self.response_timeout), false)),
+            Ok(Err(e)) => {
+                let dead_socket = is_dead_socket(&e);
+                Err((from_redis(e), dead_socket))
             }
-        }
-        result
+            Err(elapsed) => Err((elapsed, false)),
+        };
+        result.map_err(|(error, dead_socket)| {
+            if error.is_unavailable() && !dead_socket {
+                self.breaker.trip(&error, self.retry_interval);
+            }
+            error
+        })
     }
 
     /// Sends `call`; on `NOSCRIPT`, reloads every script of the backend
@@ -187,7 +190,7 @@ async fn bounded<T>(timeout: Duration, future: impl Future<Output = T>) -> Resul
 /// Deletes `key`, bounded by the response timeout (the connection itself has none).
 async fn delete(connection: &Connection, timeout: Duration, key: &[u8]) -> Result<(), Error> {
     let mut connection = connection.clone();
-    Ok(bounded(timeout, redis::cmd("DEL").arg(key).exec_async(&mut connection)).await??)
+    bounded(timeout, redis::cmd("DEL").arg(key).exec_async(&mut connection)).await?.map_err(from_redis)
 }
 
 #[cfg(test)]

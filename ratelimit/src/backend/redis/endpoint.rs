@@ -60,6 +60,7 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
     }
     match scheme {
         "redis" | "rediss" => {
+            check_single(url, rest)?;
             let info = url.into_connection_info().map_err(|e| invalid(url, quote(&e.to_string())))?;
             Ok(Endpoint::Single(info))
         }
@@ -115,32 +116,59 @@ fn split_credentials(rest: &str) -> (&str, &str) {
     }
 }
 
+/// A single server's `host[:port][/db]`, checked part by part so the
+/// error names the part (redis-rs would only say the URL did not parse).
+fn check_single(url: &str, rest: &str) -> Result<(), Error> {
+    let (_, rest) = split_credentials(rest);
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (host, path) = rest.split_at(end);
+    if host.trim().is_empty() {
+        return Err(invalid(url, "no host: expected redis://host:port"));
+    }
+    host_port(url, host, 6379)?;
+    let db = path.strip_prefix('/').unwrap_or("");
+    let db = &db[..db.find(['?', '#']).unwrap_or(db.len())];
+    if !db.is_empty() && db.parse::<u16>().is_err() {
+        return Err(invalid(url, format!("database `{}` is not a number", quote(&db))));
+    }
+    Ok(())
+}
+
 /// `host:port,host:port` with each port checked; a missing port is `default`.
 #[cfg(any(feature = "cluster", feature = "sentinel"))]
 fn host_list(url: &str, hosts: &str, default: u16) -> Result<Vec<String>, Error> {
     if hosts.trim().is_empty() {
         return Err(invalid(url, "no hosts: list them as host:port,host:port"));
     }
-    hosts
-        .split(',')
-        .map(|host| {
-            let host = host.trim();
-            let (name, port) = match host.rsplit_once(':') {
-                Some((name, port)) if !name.ends_with(']') || host.starts_with('[') => (name, port),
-                _ => (host, ""),
-            };
-            if name.is_empty() {
-                return Err(invalid(url, format!("empty host in `{}`", quote(&hosts))));
-            }
-            let port = if port.is_empty() {
-                default
-            } else {
-                port.parse()
-                    .map_err(|_| invalid(url, format!("invalid port `{}` in `{}`", quote(&port), quote(&host))))?
-            };
-            Ok(format!("{name}:{port}"))
-        })
-        .collect()
+    hosts.split(',').map(|host| host_port(url, host, default)).collect()
+}
+
+/// One `host[:port]`, as `host:port`; a missing port is `default`.
+fn host_port(url: &str, host: &str, default: u16) -> Result<String, Error> {
+    let host = host.trim();
+    // `[v6]:port`: the address's own colons are inside the brackets.
+    let (name, port) = match host.find(']').filter(|_| host.starts_with('[')) {
+        Some(end) => {
+            let (name, after) = host.split_at(end + 1);
+            (name, after.strip_prefix(':').unwrap_or(after))
+        }
+        None => host.rsplit_once(':').unwrap_or((host, "")),
+    };
+    if name.is_empty() {
+        return Err(invalid(url, format!("empty host in `{}`", quote(&host))));
+    }
+    let port = if port.is_empty() {
+        default
+    } else {
+        port.parse().map_err(|_| invalid(url, format!("invalid port `{}` in `{}`", quote(&port), quote(&host))))?
+    };
+    Ok(format!("{name}:{port}"))
+}
+
+/// Whether `url` is a store URL this crate can use; the error names the
+/// part that is not (no connection is made).
+pub(crate) fn check_url(url: &str) -> Result<(), Error> {
+    parse(url).map(drop)
 }
 
 #[cfg(any(feature = "cluster", feature = "sentinel"))]
@@ -241,5 +269,19 @@ mod tests {
         assert!(error("redis+sentinel://a/m/x").contains("database `x`"));
         let e = error("redis+cluster://user:s3cret@a:1,:2");
         assert!(e.contains("empty host") && !e.contains("s3cret") && e.contains("user:***@"), "{e}");
+    }
+
+    #[test]
+    fn a_single_server_url_names_its_wrong_part() {
+        let e = error("redis://app:s3cret@127.0.0.1:x/0");
+        assert_eq!(e, "invalid Redis URL redis://app:***@127.0.0.1:x/0: invalid port `x` in `127.0.0.1:x`");
+        assert!(error("redis://127.0.0.1:99999").contains("invalid port `99999`"));
+        assert!(error("redis://127.0.0.1:6379/x").contains("database `x` is not a number"));
+        assert!(error("redis://:pw@/0").contains("no host") && !error("redis://:pw@/0").contains("pw"));
+        assert!(error("redis://[::1]x").contains("invalid port `x`"));
+        assert!(matches!(parse("redis://[::1]:6380/2").unwrap(), Endpoint::Single(_)));
+        assert!(matches!(parse("redis://[::1]").unwrap(), Endpoint::Single(_)));
+        assert!(matches!(parse("redis://h?protocol=resp3").unwrap(), Endpoint::Single(_)));
+        assert!(matches!(parse("redis://h/3").unwrap(), Endpoint::Single(_)));
     }
 }

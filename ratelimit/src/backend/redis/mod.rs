@@ -6,6 +6,7 @@ mod breaker;
 mod connection;
 pub(crate) mod counter;
 mod endpoint;
+mod failure;
 mod idle;
 mod reply;
 pub(crate) mod scripts;
@@ -13,7 +14,7 @@ pub(crate) mod scripts;
 use self::bound::RedisBound;
 use self::breaker::Breaker;
 use self::connection::Connection;
-pub(crate) use self::endpoint::redact;
+pub(crate) use self::endpoint::{check_url, redact};
 use self::scripts::Registry;
 use super::{Backend, Binding, Bound};
 use crate::Error;
@@ -149,12 +150,12 @@ impl RedisBackend {
         let connect = Box::pin(Connection::connect(endpoint, &options));
         let connection = match tokio::time::timeout(bound, connect).await {
             Ok(Ok(connection)) => connection,
-            Ok(Err(e)) => return Err(Error::InvalidConfig(format!("cannot connect to Redis at {}: {e}", redact(url)))),
+            Ok(Err(e)) => return Err(failure::connect_failed(&redact(url), e)),
             Err(_) => {
-                return Err(Error::InvalidConfig(format!(
+                return Err(Error::Connection(crate::error::Failure::new(format!(
                     "cannot connect to Redis at {}: no answer within {bound:?}",
                     redact(url)
-                )))
+                ))))
             }
         };
         Ok(RedisBackend { connection, options, breaker: Arc::new(Breaker::new()), registry: Arc::default() })
