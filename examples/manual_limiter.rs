@@ -18,12 +18,12 @@ use std::time::Instant;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The store the environment chooses (Redis when REDLIMIT_REDIS_URL is
     // set); `Store::memory()` or `Store::redis(url).await?` work as well.
-    let store: Store = redlimit::from_env().await?;
+    let store: Store = redlimit::__private::from_env().await?;
     let limiter = Limiter::new("manual.uploads", Policy::token_bucket(3, "1/500ms")?, &store);
     // Start from full buckets even if a previous run used them on Redis.
     limiter.reset("alice").await?;
     limiter.reset("bob").await?;
-    println!("store: {}; policy: {}\n", store.backend().kind(), limiter.policy());
+    println!("store: {}; policy: {}\n", store.kind(), limiter.policy());
 
     for n in 1..=4 {
         show(&format!("check #{n}"), &limiter.check("alice", 1).await?);

@@ -44,7 +44,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ask for it here to say which one runs, and to start from a clean slate
     // on Redis (a run a moment ago may have left its counts there).
     let store = redlimit::global().await?;
-    println!("store: {}", store.backend().kind());
+    println!("store: {}", store.kind());
     Limiter::new("quickstart.profile", Policy::sliding_log("5/3s")?, store).reset("user:42").await?;
     Limiter::new("quickstart.search", Policy::sliding_log("2/1s,3/1m")?, store).reset("rust").await?;
 
@@ -98,7 +98,7 @@ fn describe(result: Result<usize, RateLimited>) -> String {
         Ok(_) => "passed".into(),
         Err(denied) => format!(
             "denied, violated {:?}: {denied}",
-            denied.decision.violated.iter().map(ToString::to_string).collect::<Vec<_>>()
+            denied.decision().violated.iter().map(ToString::to_string).collect::<Vec<_>>()
         ),
     }
 }

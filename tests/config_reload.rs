@@ -7,10 +7,10 @@
 //!
 //! `cargo test --test config_reload`
 
+use redis::AsyncCommands;
 use redlimit::policies::{self, PolicySet};
 use redlimit::{Limiter, Policy, Store};
 use redlimit_test_support::stores::BothStores;
-use redis::AsyncCommands;
 
 fn policy(body: &str) -> Policy {
     PolicySet::parse("policies.toml", &format!("[policies.p]\n{body}")).unwrap().get("p").unwrap().clone()

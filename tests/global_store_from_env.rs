@@ -2,7 +2,8 @@
 //! when it is unset (said once in a log line), a clear error when it points
 //! at nothing. One test, because the environment is process-wide.
 
-use redlimit::{from_env, global, REDIS_URL_VAR};
+use redlimit::__private::from_env;
+use redlimit::{global, REDIS_URL_VAR};
 use redlimit_test_support::log_capture::LogCapture;
 use redlimit_test_support::redis_server::RedisServer;
 use std::time::{Duration, Instant};
@@ -23,12 +24,12 @@ async fn the_environment_chooses_the_store() {
     // Pointing at a live server: Redis.
     let server = RedisServer::start();
     std::env::set_var(REDIS_URL_VAR, server.url());
-    assert_eq!(from_env().await.unwrap().backend().kind(), "redis");
+    assert_eq!(from_env().await.unwrap().kind(), "redis");
 
     // Unset: memory, said once however often the global store is asked for.
     std::env::remove_var(REDIS_URL_VAR);
-    assert_eq!(global().await.unwrap().backend().kind(), "memory");
-    assert_eq!(global().await.unwrap().backend().kind(), "memory");
+    assert_eq!(global().await.unwrap().kind(), "memory");
+    assert_eq!(global().await.unwrap().kind(), "memory");
     let text = logs.text();
     assert_eq!(text.matches("REDLIMIT_REDIS_URL is not set").count(), 1, "{text}");
 }

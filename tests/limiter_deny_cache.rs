@@ -237,8 +237,7 @@ async fn with_the_server_clock_a_denial_is_remembered_no_longer_than_the_store_s
 async fn an_admitted_call_forgets_the_keys_remembered_denials() {
     let clock = redlimit::ManualClock::new();
     let store = redlimit::Store::memory().with_clock(clock.clone());
-    let limiter =
-        redlimit::Limiter::new("forget-on-admit", redlimit::Policy::token_bucket(3, "1/1s").unwrap(), &store);
+    let limiter = redlimit::Limiter::new("forget-on-admit", redlimit::Policy::token_bucket(3, "1/1s").unwrap(), &store);
     let uncached =
         redlimit::Limiter::new("forget-on-admit", redlimit::Policy::token_bucket(3, "1/1s").unwrap(), &store)
             .with_deny_cache(false);

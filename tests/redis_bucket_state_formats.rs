@@ -4,9 +4,9 @@
 //! other form is read: the state-format version in every key keeps state of
 //! another format under another key.
 
+use redis::aio::MultiplexedConnection;
 use redlimit::{Limiter, Policy};
 use redlimit_test_support::stores::BothStores;
-use redis::aio::MultiplexedConnection;
 use std::time::Duration;
 
 /// The state of the only key on the server, decoded from the 17-byte form.

@@ -6,11 +6,11 @@
 //!
 //! `cargo test --test redis_sliding_log` (needs `redis-server`)
 
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
 use redlimit::{Limiter, Policy, Store};
 use redlimit_test_support::redis_server::RedisServer;
 use redlimit_test_support::stores::BothStores;
-use redis::aio::MultiplexedConnection;
-use redis::AsyncCommands;
 use std::time::{Duration, Instant};
 
 /// The entries a key holds at most (`src/algo/sliding_log.rs`).

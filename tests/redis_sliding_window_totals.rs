@@ -6,8 +6,8 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use redlimit_test_support::redis_server::RedisServer;
 use redis::aio::MultiplexedConnection;
+use redlimit_test_support::redis_server::RedisServer;
 
 /// What both layouts' scripts start with, after the policy's constants
 /// (as the runtime joins them, `ratelimit/src/backend/redis/scripts.rs`).

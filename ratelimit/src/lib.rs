@@ -26,7 +26,7 @@
 //! identical in-memory twin; see [`Policy`] for their parameters.
 
 mod algo;
-pub mod backend;
+mod backend;
 mod clock;
 mod config;
 mod decision;
@@ -63,21 +63,27 @@ pub mod __private {
     pub use crate::{OnError, Policy, RateLimited};
     pub use redlimit_grammar::{Rate, Strategy};
     pub use std::string::String;
+
+    // Internals that tests, examples and the bench reach: the stores' wire
+    // format, the scripts' text and the environment route's own function.
+    pub use crate::backend::redis::scripts::{fixed_window_counter_source, script_source};
+    pub use crate::backend::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, QuotaOutcome};
+    pub use crate::backend::{MemoryBackend, RedisBackend};
+    pub use crate::runtime::from_env;
 }
 
 /// The attribute: see its own documentation for every option.
 pub use redlimit_macros::rate_limit;
 
-pub use backend::redis::scripts::{fixed_window_counter_source, script_source};
-pub use backend::{Backend, MemoryBackend, RedisBackend, RedisOptions};
+pub use backend::RedisOptions;
 pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
 pub use config::policies;
 pub use decision::{Decision, Quota};
 pub use error::Error;
-pub use rate_limited::{Key, RateLimited};
 pub use limiter::Limiter;
 pub use on_error::OnError;
 pub use policy::{Policy, Rate, Strategy};
+pub use rate_limited::{DenialReason, Key, RateLimited};
 pub use redlimit_grammar::AlgorithmKind;
-pub use runtime::{from_env, global, init, REDIS_URL_VAR};
+pub use runtime::{global, init, REDIS_URL_VAR};
 pub use store::Store;

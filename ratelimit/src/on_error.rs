@@ -85,13 +85,7 @@ impl OnError {
         if self != OnError::Deny {
             return Ok(());
         }
-        Err(RateLimited {
-            limiter: limiter.into(),
-            key: crate::rate_limited::Key::new(key),
-            policy: None,
-            decision: unsettled(false, 0, SystemTime::now()),
-            store_unavailable: true,
-        })
+        Err(RateLimited::policy_not_configured(limiter.into(), key, unsettled(false, 0, SystemTime::now())))
     }
 }
 

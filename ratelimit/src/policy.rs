@@ -56,8 +56,7 @@ impl Policy {
     /// A fixed window per strategy, started by a key's first hit.
     ///
     /// On Redis with its own clock (the default), a policy of one strategy
-    /// is a counter whose TTL is the window (see
-    /// [`fixed_window_counter_source`](crate::fixed_window_counter_source)):
+    /// is a counter (`INCR`, then `PEXPIRE` on the first hit) whose TTL is the window:
     /// Redis times it in milliseconds, so the window lasts from W to W + 1 ms
     /// (`reset_after` is the key's PTTL, `retry_after` 1 ms more, rounded
     /// up). Everywhere else (several

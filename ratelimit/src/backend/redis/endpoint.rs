@@ -7,8 +7,8 @@
 //!   the Redis nodes, the sentinels are asked without them.
 
 use crate::Error;
-use redlimit_grammar::quote;
 use redis::{ConnectionInfo, IntoConnectionInfo};
+use redlimit_grammar::quote;
 
 /// A parsed store URL.
 #[derive(Debug, Clone)]

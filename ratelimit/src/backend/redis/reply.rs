@@ -16,8 +16,8 @@ use super::counter::Counter;
 use crate::algo::ceil_div;
 use crate::backend::{Outcome, QuotaOutcome};
 use crate::Error;
-use redlimit_grammar::AlgorithmKind;
 use redis::Value;
+use redlimit_grammar::AlgorithmKind;
 
 /// How a bound limiter reads its script's reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
