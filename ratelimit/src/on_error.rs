@@ -12,6 +12,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 ///
 /// Whatever the choice, the failure is counted
 /// ([`Limiter::store_errors`](crate::Limiter::store_errors)) and logged at WARN.
+///
+/// ```
+/// use redlimit::{Limiter, OnError, Policy, Store};
+///
+/// assert_eq!(OnError::default(), OnError::Allow);
+/// let limiter = Limiter::new("api", Policy::gcra("1/1s", 0)?, &Store::memory()).with_on_error(OnError::Deny);
+/// assert_eq!(limiter.store_errors(), 0, "the memory store always answers");
+/// # Ok::<(), redlimit::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnError {
     /// Let the call through (fail open), as Envoy and most peers do.
