@@ -16,9 +16,12 @@ use std::time::Instant;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // The store the environment chooses (Redis when REDLIMIT_REDIS_URL is
-    // set); `Store::memory()` or `Store::redis(url).await?` work as well.
-    let store: Store = redlimit::__private::from_env().await?;
+    // Redis when REDLIMIT_REDIS_URL is set (failing at once if it cannot
+    // connect), else memory.
+    let store = match std::env::var(redlimit::REDIS_URL_VAR) {
+        Ok(url) => Store::redis(&url).await?,
+        Err(_) => Store::memory(),
+    };
     let limiter = Limiter::new("manual.uploads", Policy::token_bucket(3, "1/500ms")?, &store);
     // Start from full buckets even if a previous run used them on Redis.
     limiter.reset("alice").await?;
