@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 snapshot=ratelimit/public-api.txt
-doc=target/doc/redlimit
+doc=${CARGO_TARGET_DIR:-target}/doc/redlimit
 
 RUSTDOCFLAGS="${RUSTDOCFLAGS:-} -D warnings" cargo doc -p redlimit --all-features --no-deps --quiet
 
