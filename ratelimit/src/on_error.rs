@@ -10,9 +10,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// What [`Limiter::limit`](crate::Limiter::limit) (and every annotated
 /// function) does when the store times out or cannot be reached.
 ///
-/// Whatever the choice, the failure is counted
-/// ([`Limiter::store_errors`](crate::Limiter::store_errors)) and logged at WARN.
-///
 /// ```
 /// use redlimit::{Limiter, OnError, Policy, Store};
 ///
@@ -21,6 +18,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// assert_eq!(limiter.store_errors(), 0, "the memory store always answers");
 /// # Ok::<(), redlimit::Error>(())
 /// ```
+///
+/// Whatever the choice, the failure is counted
+/// ([`Limiter::store_errors`](crate::Limiter::store_errors)) and logged at WARN.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnError {
     /// Let the call through (fail open), as Envoy and most peers do.
