@@ -51,8 +51,9 @@ mod sweeper;
 #[cfg(feature = "tls")]
 mod tls;
 
-/// Everything `#[rate_limit]` output names. Not a public API: it changes
-/// with the macro, which is pinned to this crate. Generated code writes every
+/// Everything `#[rate_limit]` output names, and the internals this
+/// workspace's tests, examples and bench reach. Not a public API: it changes
+/// with the macro, which is pinned to this crate, and with the scripts. Generated code writes every
 /// path as `::redlimit::__private::...` (or the `crate = "..."` override), so
 /// a user's `mod core {}`, `type Result` or `struct String` cannot change its meaning.
 #[doc(hidden)]
@@ -67,8 +68,9 @@ pub mod __private {
     // Internals that tests, examples and the bench reach: the stores' wire
     // format, the scripts' text and the environment route's own function.
     pub use crate::backend::redis::scripts::{fixed_window_counter_source, script_source};
+    pub use crate::backend::MemoryBackend;
+    pub use crate::backend::RedisBackend;
     pub use crate::backend::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, QuotaOutcome};
-    pub use crate::backend::{MemoryBackend, RedisBackend};
     pub use crate::runtime::from_env;
 }
 
