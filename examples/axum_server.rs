@@ -98,7 +98,7 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     println!("listening on http://{}", listener.local_addr()?);
     std::io::stdout().flush()?;
-    tracing::info!(store = store.backend().kind(), "serving");
+    tracing::info!(store = store.kind(), "serving");
     // ConnectInfo gives the layer each request's peer address.
     axum::serve(listener, app(proxies)?.into_make_service_with_connect_info::<SocketAddr>()).await?;
     Ok(())

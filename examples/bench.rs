@@ -169,8 +169,7 @@ async fn run(options: Options) {
 
     // A generous response timeout: on a shared, overloaded machine a call
     // can wait longer than the default 250 ms, which would end the run.
-    let redis_options =
-        redlimit::RedisOptions { response_timeout: Duration::from_secs(5), ..redlimit::RedisOptions::default() };
+    let redis_options = redlimit::RedisOptions::default().with_response_timeout(Duration::from_secs(5));
     let store = Store::redis_with(&server.url(), redis_options).await.expect("connect the runtime");
     redlimit::init(store.clone()).expect("the global store is set once");
 
@@ -388,7 +387,7 @@ impl RawCall {
             AlgorithmKind::FixedWindow | AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog => Family::Window,
             _ => Family::Bucket,
         };
-        let source = redlimit::script_source(&algo.policy, !client_clock);
+        let source = redlimit::__private::script_source(&algo.policy, !client_clock);
         RawCall { script: redis::Script::new(&source), family, client_clock }
     }
 

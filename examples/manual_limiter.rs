@@ -24,7 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Start from full buckets even if a previous run used them on Redis.
     limiter.reset("alice").await?;
     limiter.reset("bob").await?;
-    println!("store: {}; policy: {}\n", store.backend().kind(), limiter.policy());
+    println!("store: {}; policy: {}\n", store.kind(), limiter.policy());
 
     for n in 1..=4 {
         show(&format!("check #{n}"), &limiter.check("alice", 1).await?);

@@ -45,7 +45,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // program here. (Without it the first limited call would build it, and
     // only log such a failure while `on_error` settled every call.)
     let store = redlimit::init_from_env().await?;
-    println!("store: {}", store.backend().kind());
+    println!("store: {}", store.kind());
     Limiter::new("quickstart.profile", Policy::sliding_log("5/3s")?, store).reset("user:42").await?;
     Limiter::new("quickstart.search", Policy::sliding_log("2/1s,3/1m")?, store).reset("rust").await?;
 
@@ -99,7 +99,7 @@ fn describe(result: Result<usize, RateLimited>) -> String {
         Ok(_) => "passed".into(),
         Err(denied) => format!(
             "denied, violated {:?}: {denied}",
-            denied.decision.violated.iter().map(ToString::to_string).collect::<Vec<_>>()
+            denied.decision().violated.iter().map(ToString::to_string).collect::<Vec<_>>()
         ),
     }
 }

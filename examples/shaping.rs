@@ -29,7 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = redlimit::init_from_env().await?;
     // Start with an empty bucket even if a previous run just filled it on Redis.
     Limiter::new("shaping.send", Policy::leaky_bucket(3, "10/1s")?, store).reset("").await?;
-    println!("store: {}; leaky bucket: capacity 3, drains 10/1s; 20 calls at once\n", store.backend().kind());
+    println!("store: {}; leaky bucket: capacity 3, drains 10/1s; 20 calls at once\n", store.kind());
 
     let start = Instant::now();
     let mut calls = JoinSet::new();

@@ -50,14 +50,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         per_user.reset(format!("user:{user}")).await?;
     }
     Limiter::new("search.global", Policy::fixed_window("5/1m")?, store).reset("").await?;
-    println!("store: {}; limits: 3/min per user, then 5/min for everyone\n", store.backend().kind());
+    println!("store: {}; limits: 3/min per user, then 5/min for everyone\n", store.kind());
 
     let calls = ["alice", "alice", "alice", "alice", "bob", "bob", "carol"];
     for (n, user) in calls.into_iter().enumerate() {
         match search(user, "rust").await {
             Ok(found) => println!("{:>2}. {user:<6} ok: {found}", n + 1),
             Err(ApiError::TooManyRequests(denied)) => {
-                let which = if &*denied.limiter == "search.per_user" { "per user" } else { "global" };
+                let which = if denied.limiter() == "search.per_user" { "per user" } else { "global" };
                 println!("{:>2}. {user:<6} refused by the {which} limit: {}", n + 1, ApiError::TooManyRequests(denied));
             }
         }

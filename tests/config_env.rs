@@ -21,7 +21,7 @@ async fn the_environment_supplies_the_policies() {
     // Lazily, on the first call.
     api(1).await.unwrap();
     api(1).await.unwrap();
-    assert_eq!(api(1).await.unwrap_err().decision.limit, 2);
+    assert_eq!(api(1).await.unwrap_err().decision().limit, 2);
     assert_eq!(policies::current().origin(), POLICIES_VAR);
 
     // Both set: ambiguous, an error; the set in use stays.
@@ -29,7 +29,7 @@ async fn the_environment_supplies_the_policies() {
     std::env::set_var(POLICIES_FILE_VAR, &path);
     let err = policies::load_env().unwrap_err();
     assert_eq!(err.to_string(), "REDLIMIT_POLICIES_FILE and REDLIMIT_POLICIES are both set: set one (a path to a TOML file, or the TOML itself)");
-    assert_eq!(api(1).await.unwrap_err().decision.limit, 2);
+    assert_eq!(api(1).await.unwrap_err().decision().limit, 2);
 
     // The file variable alone; `reload` reads the environment again.
     std::env::remove_var(POLICIES_VAR);
@@ -45,6 +45,6 @@ async fn the_environment_supplies_the_policies() {
     std::fs::write(&path, "[policies.api]\nalgo = \"sliding_log\"\nstrategies = \"3/1h\"\n").unwrap();
     assert_eq!(policies::reload().unwrap(), 1);
     api(1).await.unwrap();
-    assert_eq!(api(1).await.unwrap_err().decision.limit, 3, "2 used carried over, then 1 more");
+    assert_eq!(api(1).await.unwrap_err().decision().limit, 3, "2 used carried over, then 1 more");
     std::fs::remove_file(&path).unwrap();
 }

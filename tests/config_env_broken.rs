@@ -30,7 +30,7 @@ async fn a_bad_file_is_reported_once_and_calls_follow_on_error() {
     open().await.unwrap();
     open().await.unwrap();
     let refused = closed().await.unwrap_err();
-    assert!(refused.store_unavailable);
+    assert_eq!(refused.reason(), redlimit::DenialReason::PolicyNotConfigured);
     std::fs::remove_file(&path).unwrap();
 
     let text = logs.text();

@@ -14,7 +14,7 @@ async fn named_policies_on_redis() {
     let server = RedisServer::start();
     let clock = redlimit::ManualClock::new();
     let store = redlimit::Store::redis(&server.url()).await.unwrap().with_clock(clock);
-    assert_eq!(store.backend().kind(), "redis");
+    assert_eq!(store.kind(), "redis");
     redlimit::init(store).unwrap();
     cases::run("redis").await;
     drop(server);

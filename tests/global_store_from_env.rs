@@ -33,8 +33,8 @@ async fn the_environment_chooses_the_store() {
 
     // Unset: memory, said once however often the global store is asked for.
     std::env::remove_var(REDIS_URL_VAR);
-    assert_eq!(global().await.unwrap().backend().kind(), "memory");
-    assert_eq!(global().await.unwrap().backend().kind(), "memory");
+    assert_eq!(global().await.unwrap().kind(), "memory");
+    assert_eq!(global().await.unwrap().kind(), "memory");
     let text = logs.text();
     assert_eq!(text.matches("REDLIMIT_REDIS_URL is not set").count(), 1, "{text}");
     assert!(matches!(init_from_env().await, Err(Error::AlreadyInitialized)));

@@ -38,7 +38,7 @@ async fn calls_are_settled_by_on_error_within_the_response_timeout_while_redis_n
                     let started = Instant::now();
                     allow().await.expect("on_error = allow lets the call through");
                     let refused = deny().await.expect_err("on_error = deny refuses the call");
-                    assert!(refused.store_unavailable, "{refused}");
+                    assert_eq!(refused.reason(), redlimit::DenialReason::StoreUnavailable, "{refused}");
                     longest = longest.max(started.elapsed());
                     tokio::time::sleep(PAUSE).await;
                 }

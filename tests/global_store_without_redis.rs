@@ -26,7 +26,7 @@ async fn a_redis_url_is_an_error_naming_the_feature_and_calls_follow_on_error() 
     std::env::set_var(redlimit::REDIS_URL_VAR, "redis://127.0.0.1:1");
 
     let expected = "REDLIMIT_REDIS_URL is set, but redlimit was built without its `redis` feature";
-    for error in [redlimit::global().await.unwrap_err(), redlimit::from_env().await.unwrap_err()] {
+    for error in [redlimit::global().await.unwrap_err(), redlimit::init_from_env().await.unwrap_err()] {
         assert!(matches!(error, Error::InvalidConfig(_)), "{error:?}");
         assert!(error.to_string().contains(expected), "{error}");
     }

@@ -16,7 +16,7 @@ async fn the_start_up_call_installs_redis() {
     let server = RedisServer::start();
     std::env::set_var(REDIS_URL_VAR, server.url());
     let store = redlimit::init_from_env().await.unwrap();
-    assert_eq!(store.backend().kind(), "redis");
+    assert_eq!(store.kind(), "redis");
     assert!(std::ptr::eq(store, redlimit::global().await.unwrap()), "installed as the global store");
     limited().await.unwrap();
     limited().await.unwrap();

@@ -21,16 +21,16 @@ async fn an_annotated_flood_is_answered_in_process_until_the_time_redis_said() {
 
     flooded("u").await.unwrap();
     let first = flooded("u").await.unwrap_err();
-    assert_eq!(first.decision.retry_after, Some(Duration::from_secs(60)), "Redis's own denial");
+    assert_eq!(first.decision().retry_after, Some(Duration::from_secs(60)), "Redis's own denial");
     let asked = server.evalsha_calls().await;
 
     for _ in 0..1000 {
         let again = flooded("u").await.unwrap_err();
-        assert_eq!(again.decision, first.decision, "the remembered denial, unchanged while the clock stands");
+        assert_eq!(again.decision(), first.decision(), "the remembered denial, unchanged while the clock stands");
     }
     clock.advance(Duration::from_secs(59));
     let later = flooded("u").await.unwrap_err();
-    assert_eq!(later.decision.retry_after, Some(Duration::from_secs(1)), "counts down with the clock");
+    assert_eq!(later.decision().retry_after, Some(Duration::from_secs(1)), "counts down with the clock");
     assert_eq!(server.evalsha_calls().await, asked, "the flood reached Redis");
 
     // Another user is not answered by u's denial.

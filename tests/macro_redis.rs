@@ -25,7 +25,7 @@ fn on_global_store<F: Future>(case: F) -> F::Output {
     STORE.call_once(|| {
         let server = SERVER.get_or_init(RedisServer::start);
         let store = runtime::block_on(redlimit::Store::redis(&server.url())).unwrap();
-        assert_eq!(store.backend().kind(), "redis");
+        assert_eq!(store.kind(), "redis");
         redlimit::init(store).unwrap();
     });
     runtime::block_on(case)

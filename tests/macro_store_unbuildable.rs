@@ -37,10 +37,10 @@ async fn on_error_settles_calls_while_the_store_cannot_be_built() {
     allow().await.unwrap();
 
     let refused = deny().await.unwrap_err();
-    assert!(refused.store_unavailable, "{refused}");
+    assert_eq!(refused.reason(), redlimit::DenialReason::StoreUnavailable, "{refused}");
 
     local().await.unwrap();
-    assert!(!local().await.unwrap_err().store_unavailable);
+    assert_eq!(local().await.unwrap_err().reason(), redlimit::DenialReason::Limited);
 
     let first = local_wait().await;
     let second = local_wait().await;

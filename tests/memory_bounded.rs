@@ -1,7 +1,8 @@
 //! The memory backend drops keys once their state is back to untouched, so a
 //! flood of distinct keys does not grow memory for good.
 
-use redlimit::{Clock, Limiter, ManualClock, MemoryBackend, Policy, Store};
+use redlimit::__private::MemoryBackend;
+use redlimit::{Clock, Limiter, ManualClock, Policy, Store};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -4,7 +4,8 @@
 //!
 //! One test in its own binary: it reads this process's resident memory.
 
-use redlimit::{Limiter, MemoryBackend, Policy, Store};
+use redlimit::__private::MemoryBackend;
+use redlimit::{Limiter, Policy, Store};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -22,7 +22,7 @@ async fn decisions_are_counted_by_limiter_algo_and_outcome_on_both_stores() {
         }
         limiter.peek("user:1", 1).await.unwrap(); // a peek is not a decision
         let denied = limiter.limit("user:1", 1).await.unwrap_err(); // answered by the deny cache: still counted
-        assert!(!denied.decision.allowed);
+        assert!(!denied.decision().allowed);
 
         let labels = |outcome| [("limiter", name.as_str()), ("algo", "fixed_window"), ("outcome", outcome)];
         assert_eq!(counter("redlimit_decisions_total", &labels("allowed")), 3, "{backend}");
@@ -75,7 +75,7 @@ async fn store_errors_are_counted_by_kind_and_warned_with_the_verdict() {
     let _guard = logs.install();
 
     let mut server = RedisServer::start();
-    let options = RedisOptions { response_timeout: Duration::from_millis(100), ..RedisOptions::default() };
+    let options = RedisOptions::default().with_response_timeout(Duration::from_millis(100));
     let store = Store::redis_with(&server.url(), options).await.unwrap();
     // Three limiters (not clones, which share one outage log): each says its first failure.
     let limiter = || Limiter::new("metrics.outage", Policy::gcra("1/1s", 0).unwrap(), &store);
@@ -86,7 +86,7 @@ async fn store_errors_are_counted_by_kind_and_warned_with_the_verdict() {
 
     let before = counter("redlimit_store_errors_total", &[]);
     assert!(allow.limit("secret-user-key", 1).await.is_ok());
-    assert!(deny.limit("secret-user-key", 1).await.unwrap_err().store_unavailable);
+    assert_eq!(deny.limit("secret-user-key", 1).await.unwrap_err().reason(), redlimit::DenialReason::StoreUnavailable);
     assert!(local.limit("secret-user-key", 1).await.is_ok(), "the in-memory limiter admits the first call");
     assert!(local.limit("secret-user-key", 1).await.is_err(), "and denies the second, 1/1s");
     assert!(allow.check("secret-user-key", 1).await.is_err(), "check reports the failure itself");

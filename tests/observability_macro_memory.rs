@@ -33,8 +33,8 @@ async fn annotated_calls_on_the_memory_store_are_counted_and_their_denials_compl
     }
     // 3 per minute with a burst of 2: the fourth call may come 20 s later.
     let denied = annotated("user:1").await.unwrap_err();
-    assert_eq!((denied.decision.allowed, denied.decision.remaining, denied.decision.limit), (false, 0, 3));
-    assert_eq!(denied.decision.retry_after, Some(Duration::from_secs(20)));
+    assert_eq!((denied.decision().allowed, denied.decision().remaining, denied.decision().limit), (false, 0, 3));
+    assert_eq!(denied.decision().retry_after, Some(Duration::from_secs(20)));
     clock.advance(Duration::from_secs(20));
     annotated("user:1").await.unwrap();
 

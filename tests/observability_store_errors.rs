@@ -13,7 +13,7 @@ async fn store_errors_are_warned_and_counted_without_the_key() {
     let _guard = logs.install();
 
     let mut server = RedisServer::start();
-    let options = RedisOptions { response_timeout: Duration::from_millis(100), ..RedisOptions::default() };
+    let options = RedisOptions::default().with_response_timeout(Duration::from_millis(100));
     let store = Store::redis_with(&server.url(), options).await.unwrap();
     let allow = Limiter::new("warned", Policy::gcra("1/1s", 0).unwrap(), &store);
     let deny = allow.clone().with_on_error(OnError::Deny);
@@ -23,7 +23,7 @@ async fn store_errors_are_warned_and_counted_without_the_key() {
 
     assert!(allow.limit("secret-user-key", 1).await.is_ok());
     let denied = deny.limit("secret-user-key", 1).await.unwrap_err();
-    assert!(denied.store_unavailable);
+    assert_eq!(denied.reason(), redlimit::DenialReason::StoreUnavailable);
     assert_eq!(denied.to_string(), "rate limited by `warned`: the rate limit store is unavailable");
     assert_eq!(allow.store_errors(), 2, "clones share the counter");
     assert!(deny_apart.limit("secret-user-key", 1).await.is_err());

@@ -20,7 +20,7 @@ async fn a_minute_long_outage_under_load_is_a_handful_of_lines() {
     let _guard = logs.install();
     let mut server = RedisServer::start();
     let clock = ManualClock::new();
-    let options = RedisOptions { response_timeout: Duration::from_millis(100), ..RedisOptions::default() };
+    let options = RedisOptions::default().with_response_timeout(Duration::from_millis(100));
     let store = Store::redis_with(&server.url(), options).await.unwrap().with_clock(clock.clone());
     let allow = Limiter::new("outage.allow", Policy::fixed_window("1000000/1h").unwrap(), &store);
     let local =

@@ -56,7 +56,7 @@ async fn scripts_are_loaded_with_a_policys_first_call_and_reloaded_after_a_flush
     // Every script is made per policy (its constants written in), and
     // loaded with its first call.
     let policy = Policy::gcra("1/1s", 5).unwrap();
-    let own = redis::Script::new(&redlimit::script_source(&policy, true)).get_hash().to_string();
+    let own = redis::Script::new(&redlimit::__private::script_source(&policy, true)).get_hash().to_string();
     let exists = |con: &mut redis::aio::MultiplexedConnection| {
         let (mut con, own) = (con.clone(), own.clone());
         async move { redis::cmd("SCRIPT").arg("EXISTS").arg(own).query_async::<Vec<bool>>(&mut con).await.unwrap()[0] }
@@ -107,7 +107,7 @@ async fn keys_say_which_limiter_and_algorithm_they_belong_to() {
 async fn connecting_to_nothing_is_a_clear_error_not_a_hang() {
     let vacant = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let started = Instant::now();
-    let options = RedisOptions { connect_timeout: Duration::from_millis(300), ..RedisOptions::default() };
+    let options = RedisOptions::default().with_connect_timeout(Duration::from_millis(300));
     let err = Store::redis_with(&format!("redis://127.0.0.1:{vacant}"), options).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
     assert!(matches!(err, Error::Connection(_)) && err.is_unavailable(), "{err:?}");
@@ -120,7 +120,7 @@ async fn connecting_to_nothing_is_a_clear_error_not_a_hang() {
 #[tokio::test]
 async fn a_frozen_server_gives_a_timeout_within_the_response_timeout() {
     let server = RedisServer::start();
-    let options = RedisOptions { response_timeout: Duration::from_millis(200), ..RedisOptions::default() };
+    let options = RedisOptions::default().with_response_timeout(Duration::from_millis(200));
     let store = Store::redis_with(&server.url(), options).await.unwrap();
     let limiter = Limiter::new("frozen", Policy::fixed_window("5/1s").unwrap(), &store);
     limiter.check("k", 1).await.unwrap();
@@ -141,7 +141,8 @@ async fn a_frozen_server_gives_a_timeout_within_the_response_timeout() {
 async fn a_never_answering_server_fails_within_the_connect_timeout() {
     let silent = redlimit_test_support::silent_listener::SilentListener::start();
     for (connect_timeout, reconnect_retries) in [(Duration::from_millis(300), 3), (Duration::from_secs(1), 10)] {
-        let options = RedisOptions { connect_timeout, reconnect_retries, ..RedisOptions::default() };
+        let options =
+            RedisOptions::default().with_connect_timeout(connect_timeout).with_reconnect_retries(reconnect_retries);
         let started = Instant::now();
         let err = Store::redis_with(&silent.url(), options).await.unwrap_err();
         let took = started.elapsed();

@@ -204,7 +204,7 @@ async fn each_policy_has_its_own_script_and_a_lost_one_is_loaded_again() {
     let policy = Policy::fixed_window("40/1h").unwrap();
     let limiter = Limiter::new("api", policy.clone(), &s.store).with_deny_cache(false);
     limiter.check("k", 1).await.unwrap();
-    let source = redlimit::fixed_window_counter_source(&policy).unwrap();
+    let source = redlimit::__private::fixed_window_counter_source(&policy).unwrap();
     let sha = redis::Script::new(&source).get_hash().to_string();
     let exists = |admin: &mut MultiplexedConnection| {
         let (mut admin, sha) = (admin.clone(), sha.clone());
@@ -237,7 +237,7 @@ async fn redis_time(admin: &mut MultiplexedConnection) -> u64 {
 async fn every_answer_is_dated_by_redis_time() {
     let mut s = setup().await;
     // The script's own reply: the decision, then Redis's time.
-    let source = redlimit::fixed_window_counter_source(&Policy::fixed_window("2/1h").unwrap()).unwrap();
+    let source = redlimit::__private::fixed_window_counter_source(&Policy::fixed_window("2/1h").unwrap()).unwrap();
     let before = redis_time(&mut s.admin).await;
     let reply: Vec<i64> =
         redis::cmd("EVAL").arg(&source).arg(1).arg("by-hand").query_async(&mut s.admin).await.unwrap();

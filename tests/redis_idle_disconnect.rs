@@ -49,7 +49,11 @@ async fn after_idle_spells(store: &Store, name: &str) -> (Failures, usize) {
                         failures.check += usize::from(check.check(&key, 1).await.is_err());
                         failures.peek += usize::from(check.peek(&key, 1).await.is_err());
                         if let Err(denied) = deny.limit(&key, 1).await {
-                            assert!(denied.store_unavailable, "within the limit, yet denied: {denied}");
+                            assert_eq!(
+                                denied.reason(),
+                                redlimit::DenialReason::StoreUnavailable,
+                                "within the limit, yet denied: {denied}"
+                            );
                             failures.settled_by_on_error += 1;
                         }
                     }

@@ -46,7 +46,7 @@ proptest! {
         retry_interval in duration(),
         reconnect_retries in prop_oneof![Just(usize::MAX), 0usize..200],
     ) {
-        let options = RedisOptions { connect_timeout, response_timeout, retry_interval, reconnect_retries, ..RedisOptions::default() };
+        let options = RedisOptions::default().with_connect_timeout(connect_timeout).with_response_timeout(response_timeout).with_retry_interval(retry_interval).with_reconnect_retries(reconnect_retries);
         let result = runtime().block_on(Store::redis_with(&server().url(), options));
         let wrong = [
             ("connect_timeout", !in_bounds(connect_timeout)),
@@ -78,11 +78,9 @@ proptest! {
 #[tokio::test]
 async fn the_longest_retry_interval_keeps_the_breaker() {
     let server = RedisServer::start();
-    let options = RedisOptions {
-        response_timeout: Duration::from_millis(200),
-        retry_interval: RedisOptions::MAX_DURATION,
-        ..RedisOptions::default()
-    };
+    let options = RedisOptions::default()
+        .with_response_timeout(Duration::from_millis(200))
+        .with_retry_interval(RedisOptions::MAX_DURATION);
     let store = Store::redis_with(&server.url(), options).await.unwrap();
     let limiter = Limiter::new("longest-interval", Policy::fixed_window("5/1h").unwrap(), &store);
     limiter.check("k", 1).await.unwrap();

@@ -45,7 +45,9 @@ async fn load(limiter: &Limiter, phase: &'static str, calls: usize, pause: Durat
                     let started = Instant::now();
                     match limiter.limit(format!("{phase}-{task}"), 1).await {
                         Ok(_) => load.allowed += 1,
-                        Err(denied) if denied.store_unavailable => load.denied_store_unavailable += 1,
+                        Err(denied) if denied.reason() == redlimit::DenialReason::StoreUnavailable => {
+                            load.denied_store_unavailable += 1
+                        }
                         Err(_) => load.denied += 1,
                     }
                     load.longest = load.longest.max(started.elapsed());
@@ -105,11 +107,8 @@ fn assert_policy(on_error: OnError, outage: &Load, what: &str) {
 
 async fn outage_cycle(on_error: OnError) {
     let mut server = RedisServer::start();
-    let options = RedisOptions {
-        response_timeout: TIMEOUT,
-        retry_interval: Duration::from_millis(100),
-        ..RedisOptions::default()
-    };
+    let options =
+        RedisOptions::default().with_response_timeout(TIMEOUT).with_retry_interval(Duration::from_millis(100));
     let store = Store::redis_with(&server.url(), options).await.unwrap();
     let limiter = Limiter::new(format!("outage-{on_error:?}"), Policy::fixed_window("5/1h").unwrap(), &store)
         .with_on_error(on_error);
@@ -222,8 +221,7 @@ async fn a_new_policys_first_call_while_the_breaker_is_open_does_not_load_its_sc
     let _guard = logs.install_debug();
     let server = RedisServer::start();
     // Open for a second: far longer than the two calls below take.
-    let options =
-        RedisOptions { response_timeout: TIMEOUT, retry_interval: Duration::from_secs(1), ..RedisOptions::default() };
+    let options = RedisOptions::default().with_response_timeout(TIMEOUT).with_retry_interval(Duration::from_secs(1));
     let store = Store::redis_with(&server.url(), options).await.unwrap();
     let known = Limiter::new("breaker-known", Policy::fixed_window("5/1h").unwrap(), &store);
     known.check("k", 1).await.unwrap();

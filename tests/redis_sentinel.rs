@@ -35,7 +35,7 @@ async fn writes_follow_the_master_after_a_sentinel_failover() {
         cli(sentinel.port(), &["SENTINEL", "REPLICAS", "redlimit-test"]).contains(&replica.port().to_string())
     });
 
-    let options = RedisOptions { retry_interval: Duration::from_millis(50), ..RedisOptions::default() };
+    let options = RedisOptions::default().with_retry_interval(Duration::from_millis(50));
     let store = Store::redis_with(&format!("redis+sentinel://127.0.0.1:{}/redlimit-test", sentinel.port()), options)
         .await
         .unwrap();

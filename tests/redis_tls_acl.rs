@@ -94,7 +94,7 @@ async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
     // Sentinel's own user on the master (it needs INFO, PUBLISH, ...).
     args.extend(["--user", "watcher", "on", ">w4tch", "~*", "&*", "+@all"]);
     let _server = RedisServer::start_with(port, &args, Some(cli));
-    let trusted = RedisOptions { tls_root_cert: Some(std::fs::read(ca).unwrap()), ..RedisOptions::default() };
+    let trusted = RedisOptions::default().with_tls_root_cert(std::fs::read(ca).unwrap());
 
     let store = Store::redis_with(&format!("rediss://limiter:s3cret@127.0.0.1:{port}"), trusted.clone()).await.unwrap();
     for policy in [

@@ -18,9 +18,8 @@
 
 use crate::{cases, load, raw_connection, raw_keys, RawCall};
 use governor::{Quota, RateLimiter};
-use redlimit::backend::{Binding, Call};
-use redlimit::Backend;
-use redlimit::{Limiter, MemoryBackend, Policy, RedisOptions, Store};
+use redlimit::__private::{Backend, Binding, Call, MemoryBackend};
+use redlimit::{Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::redis_server::RedisServer;
 use std::future::Future;
 use std::hint::black_box;
@@ -57,7 +56,7 @@ pub fn run(case: &str, calls: u64) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
     let server = RedisServer::start();
     let (store, con) = runtime.block_on(async {
-        let options = RedisOptions { response_timeout: Duration::from_secs(5), ..RedisOptions::default() };
+        let options = RedisOptions::default().with_response_timeout(Duration::from_secs(5));
         let store = Store::redis_with(&server.url(), options).await.expect("connect the runtime");
         redlimit::init(store.clone()).expect("the global store is set once");
         (store, raw_connection(&server.url()).await)

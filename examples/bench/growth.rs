@@ -119,7 +119,7 @@ pub async fn sliding_log_memory(admin: &mut MultiplexedConnection, con: &Multipl
     let mut con = con.clone();
     for limit in [10u64, 100, 1000, 10_000] {
         let policy = redlimit::Policy::sliding_log(&format!("{limit}/1h")).expect("a valid policy");
-        let script = redis::Script::new(&redlimit::script_source(&policy, false));
+        let script = redis::Script::new(&redlimit::__private::script_source(&policy, false));
         let key = format!("log-memory:{limit}");
         // One call per hit, each a microsecond apart: members "<time>:0".
         for j in 0..limit {

@@ -5,8 +5,8 @@ use crate::load::{evalsha_stats, reset_stats};
 use crate::Options;
 use governor::{Quota, RateLimiter};
 use redis::aio::MultiplexedConnection;
-use redlimit::backend::{Answer, Binding, Bound, BoxFuture, Call, Outcome};
-use redlimit::{Backend, Error, Limiter, MemoryBackend, Policy, Store};
+use redlimit::__private::{Answer, Backend, Binding, Bound, BoxFuture, Call, MemoryBackend, Outcome};
+use redlimit::{Error, Limiter, Policy, Store};
 use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -194,7 +194,7 @@ pub async fn memory_backend(options: Options) {
     let rounds = 9;
     let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let (mut backend_ns, mut backend_ratios) = (Vec::new(), Vec::new());
-    let global_in_memory = redlimit::global().await.is_ok_and(|store| store.backend().kind() == "memory");
+    let global_in_memory = redlimit::global().await.is_ok_and(|store| store.kind() == "memory");
     let (mut macro_ns, mut macro_ratios) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         // The bound store's own answer, given governor's keys.

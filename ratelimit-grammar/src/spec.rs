@@ -12,6 +12,15 @@ pub const MAX_STRATEGIES: usize = 16;
 pub const MAX_EXACT: u64 = 1 << 52;
 
 /// The six algorithms, by the names the attribute and configuration use.
+///
+/// ```
+/// use redlimit_grammar::AlgorithmKind;
+///
+/// assert_eq!(AlgorithmKind::ALL.len(), 6);
+/// assert_eq!(AlgorithmKind::from_name("gcra").unwrap(), AlgorithmKind::Gcra);
+/// assert_eq!(AlgorithmKind::SlidingLog.name(), "sliding_log");
+/// assert!(AlgorithmKind::from_name("bucket").is_err());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AlgorithmKind {
     /// `fixed_window`

@@ -36,8 +36,8 @@ use syn::spanned::Spanned;
 /// assert!(get_profile(7).await.is_ok());
 /// assert!(get_profile(7).await.is_ok());
 /// let denied = get_profile(7).await.unwrap_err();
-/// assert_eq!(denied.decision.limit, 2);
-/// assert_eq!(denied.key, "user:7");
+/// assert_eq!(denied.decision().limit, 2);
+/// assert_eq!(denied.key(), "user:7");
 /// assert!(get_profile(8).await.is_ok(), "another key, another limit");
 /// # }
 /// ```
@@ -74,7 +74,7 @@ use syn::spanned::Spanned;
 ///     upload().await.unwrap();
 /// }
 /// let denied = upload().await.unwrap_err();
-/// assert_eq!(denied.policy, Some(redlimit::Policy::token_bucket(3, "1/1h").unwrap()));
+/// assert_eq!(denied.policy(), Some(&redlimit::Policy::token_bucket(3, "1/1h").unwrap()));
 /// assert!(denied.retry_after().unwrap() <= std::time::Duration::from_secs(3600));
 /// # }
 /// ```
@@ -91,7 +91,7 @@ use syn::spanned::Spanned;
 /// search().await.unwrap();
 /// search().await.unwrap();
 /// let denied = search().await.unwrap_err();
-/// assert_eq!(denied.decision.violated[0].to_string(), "2/1h");
+/// assert_eq!(denied.decision().violated[0].to_string(), "2/1h");
 /// assert!(denied.to_string().contains("(2/1h exceeded)"));
 /// # }
 /// ```
@@ -130,8 +130,8 @@ use syn::spanned::Spanned;
 /// "#).unwrap();
 /// assert_eq!(search(7).await.unwrap(), 7);
 /// assert_eq!(search(7).await.unwrap(), 7);
-/// assert_eq!(search(7).await.unwrap_err().decision.limit, 2);
-/// assert!(unconfigured().await.unwrap_err().store_unavailable);
+/// assert_eq!(search(7).await.unwrap_err().decision().limit, 2);
+/// assert_eq!(unconfigured().await.unwrap_err().reason(), redlimit::DenialReason::PolicyNotConfigured);
 /// # }
 /// ```
 ///
@@ -156,7 +156,7 @@ use syn::spanned::Spanned;
 /// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// call("x:y", "z").await.unwrap();
 /// call("x", "y:z").await.unwrap(); // not the same key
-/// assert_eq!(call("x:y", "z").await.unwrap_err().key, "x%3Ay:z");
+/// assert_eq!(call("x:y", "z").await.unwrap_err().key(), "x%3Ay:z");
 /// # }
 /// ```
 ///
@@ -179,7 +179,7 @@ use syn::spanned::Spanned;
 /// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// read().await.unwrap();
 /// write().await.unwrap();
-/// assert_eq!(&*read().await.unwrap_err().limiter, "storage");
+/// assert_eq!(read().await.unwrap_err().limiter(), "storage");
 /// # }
 /// ```
 ///
@@ -198,7 +198,7 @@ use syn::spanned::Spanned;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// store_blob(8).await.unwrap();
-/// assert_eq!(store_blob(3).await.unwrap_err().decision.remaining, 2);
+/// assert_eq!(store_blob(3).await.unwrap_err().decision().remaining, 2);
 /// # }
 /// ```
 ///
@@ -262,8 +262,8 @@ use syn::spanned::Spanned;
 ///
 /// What a call does when the store cannot answer in time (Redis down, a
 /// timeout): `"allow"` (the default: the call goes through, with a warning
-/// and a counter), `"deny"` (a `redlimit::RateLimited` with
-/// `store_unavailable` set) or `"local"` (decide with the same policy in
+/// and a counter), `"deny"` (a `redlimit::RateLimited` whose `reason()` is
+/// `DenialReason::StoreUnavailable`) or `"local"` (decide with the same policy in
 /// this process until the store is back). A store that cannot even be built
 /// at the first call is handled the same way: never a panic.
 ///
@@ -309,9 +309,9 @@ use syn::spanned::Spanned;
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// # redlimit::init(redlimit::Store::memory()).unwrap();
 /// search("ann").await.unwrap();
-/// assert_eq!(&*search("ann").await.unwrap_err().limiter, "per_user");
+/// assert_eq!(search("ann").await.unwrap_err().limiter(), "per_user");
 /// search("bob").await.unwrap();
-/// assert_eq!(&*search("cy").await.unwrap_err().limiter, "global");
+/// assert_eq!(search("cy").await.unwrap_err().limiter(), "global");
 /// # }
 /// ```
 ///

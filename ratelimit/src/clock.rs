@@ -8,6 +8,25 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A source of the current time for decisions.
 ///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::{Clock, Limiter, Policy, Store};
+///
+/// /// Always ten seconds past the epoch.
+/// #[derive(Debug)]
+/// struct Frozen;
+/// impl Clock for Frozen {
+///     fn now_us(&self) -> Option<u64> {
+///         Some(10_000_000)
+///     }
+/// }
+///
+/// let limiter = Limiter::new("api", Policy::fixed_window("1/1s")?, &Store::memory().with_clock(Frozen));
+/// let decision = limiter.check("k", 1).await?;
+/// assert_eq!(decision.decided_at, std::time::UNIX_EPOCH + std::time::Duration::from_secs(10));
+/// # Ok(()) }
+/// ```
+///
 /// Returning `None` means "let the store read its own clock": Redis scripts then
 /// call `TIME`, so every app server agrees whatever its local clock says.
 /// A reading past 2^52 µs (the year 2112) is taken as that time: the stores'
@@ -25,6 +44,13 @@ pub trait Clock: Send + Sync + Debug + 'static {
 /// never makes a limit jump or run backwards. Its `decided_at` therefore
 /// follows wall time only as closely as the monotonic clock does; use
 /// [`SystemClock`] to decide in memory by the wall clock itself.
+///
+/// ```
+/// use redlimit::{Clock, ServerClock, Store};
+///
+/// assert_eq!(ServerClock.now_us(), None, "the store reads its own");
+/// assert_eq!(Store::memory().clock().now_us(), ServerClock.now_us(), "the default");
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ServerClock;
 
@@ -36,6 +62,14 @@ impl Clock for ServerClock {
 
 /// This process's wall clock, sent to the store with each call. Use it where
 /// scripts may not call `TIME`; app servers must then keep their clocks in sync.
+///
+/// ```
+/// use redlimit::{Clock, SystemClock};
+/// use std::time::{SystemTime, UNIX_EPOCH};
+///
+/// let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
+/// assert!(SystemClock.now_us().unwrap() >= before);
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 

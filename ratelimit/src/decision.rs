@@ -6,6 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The answer to one [`check`](crate::Limiter::check) or [`peek`](crate::Limiter::peek).
 ///
+/// Only a store makes one (new fields may be added); its fields are read.
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
 /// use redlimit::{Limiter, ManualClock, Policy, Store};
@@ -27,6 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decision {
     /// Whether the call may proceed (its cost was taken).
     pub allowed: bool,
@@ -74,6 +77,7 @@ pub struct Decision {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Quota {
     /// The strategy, as declared.
     pub strategy: Strategy,
@@ -90,6 +94,18 @@ pub struct Quota {
 impl Decision {
     /// True when the call was denied and can never pass, whatever the wait:
     /// its cost exceeds what the policy could ever admit.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, Policy, Store};
+    ///
+    /// let limiter = Limiter::new("uploads", Policy::token_bucket(10, "1/1s")?, &Store::memory());
+    /// let too_big = limiter.check("alice", 11).await?;
+    /// assert!(too_big.can_never_pass());
+    /// assert_eq!((too_big.retry_after, too_big.remaining), (None, 10));
+    /// assert!(!limiter.check("alice", 10).await?.can_never_pass());
+    /// # Ok(()) }
+    /// ```
     pub fn can_never_pass(&self) -> bool {
         !self.allowed && self.retry_after.is_none()
     }

@@ -26,7 +26,7 @@
 //! identical in-memory twin; see [`Policy`] for their parameters.
 
 mod algo;
-pub mod backend;
+mod backend;
 mod clock;
 mod config;
 mod decision;
@@ -54,8 +54,9 @@ mod sweeper;
 #[cfg(feature = "tls")]
 mod tls;
 
-/// Everything `#[rate_limit]` output names. Not a public API: it changes
-/// with the macro, which is pinned to this crate. Generated code writes every
+/// Everything `#[rate_limit]` output names, and the internals this
+/// workspace's tests, examples and bench reach. Not a public API: it changes
+/// with the macro, which is pinned to this crate, and with the scripts. Generated code writes every
 /// path as `::redlimit::__private::...` (or the `crate = "..."` override), so
 /// a user's `mod core {}`, `type Result` or `struct String` cannot change its meaning.
 #[doc(hidden)]
@@ -66,16 +67,22 @@ pub mod __private {
     pub use crate::{OnError, Policy, RateLimited};
     pub use redlimit_grammar::{Rate, Strategy};
     pub use std::string::String;
+
+    // Internals that tests, examples and the bench reach: the stores' wire
+    // format, and the scripts' text.
+    #[cfg(feature = "redis")]
+    pub use crate::backend::redis::scripts::{fixed_window_counter_source, script_source};
+    pub use crate::backend::MemoryBackend;
+    #[cfg(feature = "redis")]
+    pub use crate::backend::RedisBackend;
+    pub use crate::backend::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, QuotaOutcome};
 }
 
 /// The attribute: see its own documentation for every option.
 pub use redlimit_macros::rate_limit;
 
 #[cfg(feature = "redis")]
-pub use backend::redis::scripts::{fixed_window_counter_source, script_source};
-pub use backend::{Backend, MemoryBackend};
-#[cfg(feature = "redis")]
-pub use backend::{RedisBackend, RedisOptions};
+pub use backend::RedisOptions;
 pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
 pub use config::policies;
 pub use decision::{Decision, Quota};
@@ -83,7 +90,7 @@ pub use error::{Error, Failure};
 pub use limiter::Limiter;
 pub use on_error::OnError;
 pub use policy::{Policy, Rate, Strategy};
-pub use rate_limited::{Key, RateLimited};
+pub use rate_limited::{DenialReason, Key, RateLimited};
 pub use redlimit_grammar::AlgorithmKind;
 pub use runtime::{global, init, init_from_env, REDIS_URL_VAR};
 pub use store::Store;

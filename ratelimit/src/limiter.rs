@@ -228,14 +228,13 @@ impl Limiter {
         }
     }
 
-    /// A denial of `key` by this limiter.
+    /// A denial of `key` by this limiter: by its limit, or, when
+    /// `store_unavailable`, by `on_error = "deny"`.
     pub(crate) fn denial(&self, key: &[u8], decision: Decision, store_unavailable: bool) -> RateLimited {
-        RateLimited {
-            limiter: self.inner.name.clone(),
-            key: crate::rate_limited::Key::new(key),
-            policy: Some(self.inner.policy.clone()),
-            decision,
-            store_unavailable,
+        let (name, policy) = (self.inner.name.clone(), self.inner.policy.clone());
+        match store_unavailable {
+            true => RateLimited::store_unavailable(name, key, policy, decision),
+            false => RateLimited::limited(name, key, policy, decision),
         }
     }
 

@@ -11,6 +11,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// What [`Limiter::limit`](crate::Limiter::limit) (and every annotated
 /// function) does when the store times out or cannot be reached.
 ///
+/// ```
+/// use redlimit::{Limiter, OnError, Policy, Store};
+///
+/// assert_eq!(OnError::default(), OnError::Allow);
+/// let limiter = Limiter::new("api", Policy::gcra("1/1s", 0)?, &Store::memory()).with_on_error(OnError::Deny);
+/// assert_eq!(limiter.store_errors(), 0, "the memory store always answers");
+/// # Ok::<(), redlimit::Error>(())
+/// ```
+///
 /// Whatever the choice, the failure is counted
 /// ([`Limiter::store_errors`](crate::Limiter::store_errors)) and logged, per
 /// limiter: its first failure at WARN at once, then at most one WARN every
@@ -125,13 +134,7 @@ impl OnError {
         if self != OnError::Deny {
             return Ok(());
         }
-        Err(RateLimited {
-            limiter: limiter.into(),
-            key: crate::rate_limited::Key::new(key),
-            policy: None,
-            decision: unsettled(false, 0, SystemTime::now()),
-            store_unavailable: true,
-        })
+        Err(RateLimited::policy_not_configured(limiter.into(), key, unsettled(false, 0, SystemTime::now())))
     }
 }
 

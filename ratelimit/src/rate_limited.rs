@@ -1,4 +1,4 @@
-//! [`RateLimited`] (the error a denied call returns) and its [`Key`].
+//! [`RateLimited`] (the error a denied call returns), its [`Key`] and [`DenialReason`].
 
 use crate::{Decision, Policy};
 use redlimit_grammar::quote;
@@ -6,54 +6,151 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The error a denied call returns: which limiter, which key, and the [`Decision`].
+/// The error a denied call returns: which limiter, which key, why
+/// ([`DenialReason`]) and the [`Decision`].
 ///
 /// `Display` names the rule that denied and when to retry; it never prints the
 /// key, which is user data ([`Key`]'s own `Display` shows it escaped).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
-/// use redlimit::{Limiter, ManualClock, Policy, Store};
+/// use redlimit::{DenialReason, Limiter, ManualClock, Policy, Store};
+/// use std::time::Duration;
 ///
 /// let store = Store::memory().with_clock(ManualClock::new());
 /// let limiter = Limiter::new("login", Policy::sliding_log("1/1m")?, &store);
 /// limiter.limit("bob", 1).await.unwrap();
 /// let denied = limiter.limit("bob", 1).await.unwrap_err();
 /// assert_eq!(denied.to_string(), "rate limited by `login` (1/1m exceeded); retry after 60s");
+/// assert_eq!(denied.reason(), DenialReason::Limited);
+/// assert_eq!((denied.limiter(), denied.key().to_str()), ("login", Some("bob")));
+/// assert_eq!(denied.policy().map(ToString::to_string).as_deref(), Some("sliding_log 1/1m"));
+/// assert_eq!((denied.decision().limit, denied.decision().remaining), (1, 0));
+/// assert_eq!(denied.retry_after(), Some(Duration::from_secs(60)));
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
 pub struct RateLimited {
-    /// The limiter's name.
-    pub limiter: Arc<str>,
-    /// The key the call was counted under, byte for byte.
-    pub key: Key,
-    /// The policy that denied (its `Display` reads `sliding_log 10/1s,100/1m`);
-    /// `None` when the call named a configured policy that does not exist.
-    pub policy: Option<Policy>,
-    /// The full decision.
-    pub decision: Decision,
-    /// Set when the limiter could not decide (the store could not answer, or
-    /// the named policy is not configured) and `on_error = "deny"` denied the call.
-    pub store_unavailable: bool,
+    limiter: Arc<str>,
+    key: Key,
+    /// `None` exactly when the reason is [`DenialReason::PolicyNotConfigured`].
+    policy: Option<Policy>,
+    decision: Decision,
+    reason: DenialReason,
+    /// The limiter's name was made up by `#[rate_limit]` (module path and
+    /// function), so what a client is shown leaves it out.
+    named_by_default: bool,
+}
+
+/// Why a call was denied.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::{DenialReason, Limiter, OnError, Policy, Store};
+///
+/// let limiter = Limiter::new("api", Policy::gcra("1/1s", 0)?, &Store::memory()).with_on_error(OnError::Deny);
+/// limiter.limit("k", 1).await.unwrap();
+/// assert_eq!(limiter.limit("k", 1).await.unwrap_err().reason(), DenialReason::Limited);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DenialReason {
+    /// The policy's limit: the store counted and found no room.
+    Limited,
+    /// The store could not answer and `on_error = "deny"` denied the call.
+    StoreUnavailable,
+    /// The call names a configured policy that does not exist (yet) and
+    /// `on_error = "deny"` denied the call.
+    PolicyNotConfigured,
 }
 
 impl RateLimited {
+    /// A denial by `policy`'s limit, as the store decided.
+    pub(crate) fn limited(limiter: Arc<str>, key: &[u8], policy: Policy, decision: Decision) -> RateLimited {
+        RateLimited::new(limiter, key, Some(policy), decision, DenialReason::Limited)
+    }
+
+    /// A call `on_error = "deny"` denied because the store could not answer.
+    pub(crate) fn store_unavailable(limiter: Arc<str>, key: &[u8], policy: Policy, decision: Decision) -> RateLimited {
+        RateLimited::new(limiter, key, Some(policy), decision, DenialReason::StoreUnavailable)
+    }
+
+    /// A call `on_error = "deny"` denied because its named policy is not configured.
+    pub(crate) fn policy_not_configured(limiter: Arc<str>, key: &[u8], decision: Decision) -> RateLimited {
+        RateLimited::new(limiter, key, None, decision, DenialReason::PolicyNotConfigured)
+    }
+
+    fn new(
+        limiter: Arc<str>,
+        key: &[u8],
+        policy: Option<Policy>,
+        decision: Decision,
+        reason: DenialReason,
+    ) -> RateLimited {
+        RateLimited { limiter, key: Key::new(key), policy, decision, reason, named_by_default: false }
+    }
+
+    /// Marks the limiter's name as made up by `#[rate_limit]`: a client is not shown it.
+    pub(crate) fn named_by_default(mut self) -> RateLimited {
+        self.named_by_default = true;
+        self
+    }
+
+    /// Why the call was denied.
+    pub fn reason(&self) -> DenialReason {
+        self.reason
+    }
+
+    /// The limiter's name.
+    pub fn limiter(&self) -> &str {
+        &self.limiter
+    }
+
+    /// The key the call was counted under, byte for byte.
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// The limiter's policy (its `Display` reads `sliding_log 10/1s,100/1m`);
+    /// `None` when the call named a configured policy that does not exist.
+    pub fn policy(&self) -> Option<&Policy> {
+        self.policy.as_ref()
+    }
+
+    /// The full decision. When the limiter could not decide (any reason but
+    /// [`DenialReason::Limited`]) no store state was read: `remaining` is 0
+    /// and `retry_after` is `None`.
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+
     /// When the same call would pass, if ever.
     pub fn retry_after(&self) -> Option<Duration> {
         self.decision.retry_after
     }
-}
 
-impl fmt::Display for RateLimited {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Some(policy) = self.policy.as_ref() else {
-            return write!(f, "rate limited by `{}`: its named policy is not configured", quote(&*self.limiter));
-        };
-        if self.store_unavailable {
-            return write!(f, "rate limited by `{}`: the rate limit store is unavailable", quote(&*self.limiter));
+    /// What a client is told (an HTTP body): the `Display` text, without the
+    /// limiter's name when `#[rate_limit]` made it up from the module path.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) fn public_detail(&self) -> String {
+        let mut detail = String::new();
+        let _ = self.describe(&mut detail, !self.named_by_default);
+        detail
+    }
+
+    /// The denial in words; the limiter's name only when `named`.
+    fn describe(&self, f: &mut impl fmt::Write, named: bool) -> fmt::Result {
+        match named {
+            true => write!(f, "rate limited by `{}`", quote(&*self.limiter))?,
+            false => write!(f, "rate limited")?,
         }
-        write!(f, "rate limited by `{}` (", quote(&*self.limiter))?;
+        let policy = match (self.reason, self.policy.as_ref()) {
+            (DenialReason::Limited, Some(policy)) => policy,
+            (DenialReason::StoreUnavailable, _) => return write!(f, ": the rate limit store is unavailable"),
+            _ => return write!(f, ": its named policy is not configured"),
+        };
+        write!(f, " (")?;
         if self.decision.violated.is_empty() {
             write!(f, "{policy}")?;
         } else {
@@ -66,6 +163,12 @@ impl fmt::Display for RateLimited {
             Some(wait) => write!(f, "); retry after {}", format_wait(wait)),
             None => write!(f, "); this cost can never pass: it exceeds what the policy admits"),
         }
+    }
+}
+
+impl fmt::Display for RateLimited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.describe(f, true)
     }
 }
 
@@ -85,9 +188,9 @@ impl fmt::Display for RateLimited {
 /// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &Store::memory());
 /// limiter.limit(b"k\xff\n", 1).await.unwrap();
 /// let denied = limiter.limit(b"k\xff\n", 1).await.unwrap_err();
-/// assert_eq!(denied.key.as_bytes(), b"k\xff\n");
-/// assert_eq!(denied.key.to_string(), r"k\xff\n");
-/// assert_eq!(denied.key.to_str(), None, "not UTF-8");
+/// assert_eq!(denied.key().as_bytes(), b"k\xff\n");
+/// assert_eq!(denied.key().to_string(), r"k\xff\n");
+/// assert_eq!(denied.key().to_str(), None, "not UTF-8");
 /// # Ok(()) }
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash)]

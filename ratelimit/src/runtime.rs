@@ -34,7 +34,7 @@ pub const REDIS_URL_VAR: &str = "REDLIMIT_REDIS_URL";
 /// assert_eq!(error.to_string(), "invalid Redis URL redis://app:***@127.0.0.1:x: invalid port `x` in `127.0.0.1:x`");
 ///
 /// std::env::remove_var(redlimit::REDIS_URL_VAR);
-/// assert_eq!(redlimit::init_from_env().await.unwrap().backend().kind(), "memory");
+/// assert_eq!(redlimit::init_from_env().await.unwrap().kind(), "memory");
 /// assert!(matches!(redlimit::init_from_env().await, Err(redlimit::Error::AlreadyInitialized)));
 /// # }
 /// # #[cfg(not(feature = "redis"))] fn main() {}
@@ -90,7 +90,7 @@ pub fn init(store: Store) -> Result<(), Error> {
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// std::env::remove_var(redlimit::REDIS_URL_VAR);
-/// assert_eq!(redlimit::global().await.unwrap().backend().kind(), "memory");
+/// assert_eq!(redlimit::global().await.unwrap().kind(), "memory");
 /// # }
 /// ```
 pub async fn global() -> Result<&'static Store, Error> {

@@ -70,7 +70,7 @@ impl Site {
                     .limiter
                     .on_error()
                     .without_policy("call", (self.name, policy), &why, key)
-                    .map_err(Box::new);
+                    .map_err(|denied| self.denial(denied));
             }
         };
         let decided = match self.on_limit {
@@ -78,7 +78,13 @@ impl Site {
             // Boxed: a waiting call sleeps anyway, and its state would otherwise size every call's future.
             OnLimit::Wait(max) => Box::pin(limiter.wait(key, cost, max)).await,
         };
-        decided.map(drop).map_err(Box::new)
+        decided.map(drop).map_err(|denied| self.denial(denied))
+    }
+
+    /// A denial of this site's, boxed; a name the macro made up is marked,
+    /// so a client is not shown the module path.
+    fn denial(&self, denied: RateLimited) -> Box<RateLimited> {
+        Box::new(if self.named_by_default { denied.named_by_default() } else { denied })
     }
 
     /// [`check`](Self::check) for a function that has no way to return a

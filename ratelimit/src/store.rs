@@ -50,7 +50,9 @@ impl Store {
         Ok(Store::from_backend(Arc::new(RedisBackend::connect(url, options).await?)))
     }
 
-    /// Wraps any backend; the clock defaults to [`ServerClock`].
+    /// Wraps any backend; the clock defaults to [`ServerClock`]. Not a
+    /// public API: the backend traits are internal.
+    #[doc(hidden)]
     pub fn from_backend(backend: Arc<dyn Backend>) -> Store {
         Store { backend, clock: Arc::new(ServerClock), prefix: Store::DEFAULT_PREFIX.into() }
     }
@@ -83,12 +85,32 @@ impl Store {
         self
     }
 
-    /// The backend.
-    pub fn backend(&self) -> &Arc<dyn Backend> {
-        &self.backend
+    /// Which store decides: `"memory"` or `"redis"` (any form of Redis URL).
+    ///
+    /// ```
+    /// use redlimit::Store;
+    ///
+    /// assert_eq!(Store::memory().kind(), "memory");
+    /// assert!(!Store::memory().is_redis());
+    /// ```
+    pub fn kind(&self) -> &'static str {
+        self.backend.kind()
     }
 
-    /// The clock.
+    /// Whether the store is Redis (a single server, a cluster or through Sentinel).
+    pub fn is_redis(&self) -> bool {
+        self.kind() == "redis"
+    }
+
+    /// The clock decisions are made by.
+    ///
+    /// ```
+    /// use redlimit::{ManualClock, Store};
+    ///
+    /// let clock = ManualClock::starting_at(1_000_000);
+    /// assert_eq!(Store::memory().with_clock(clock).clock().now_us(), Some(1_000_000));
+    /// assert_eq!(Store::memory().clock().now_us(), None, "the store's own clock");
+    /// ```
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }

@@ -67,7 +67,7 @@ pub async fn run(backend: &str) {
     assert_eq!(policies::load(&file.0).unwrap(), 2);
     search(1).await.unwrap();
     search(1).await.unwrap();
-    assert_eq!(denied(search(1).await).decision.limit, 2);
+    assert_eq!(denied(search(1).await).decision().limit, 2);
     assert_eq!(search(2).await.unwrap(), 2, "another key");
 
     // Raised: the next call sees 4, and the 2 used are still used.
@@ -76,20 +76,20 @@ pub async fn run(backend: &str) {
     search(1).await.unwrap();
     search(1).await.unwrap();
     let d = denied(search(1).await);
-    assert_eq!((d.decision.limit, d.decision.remaining), (4, 0));
-    assert_eq!(d.policy.unwrap().to_string(), "fixed_window 4/1h");
+    assert_eq!((d.decision().limit, d.decision().remaining), (4, 0));
+    assert_eq!(d.policy().unwrap().to_string(), "fixed_window 4/1h");
 
     // Lowered: user 2 used 1 of 1.
     file.write("1/1h", "10m", false);
     policies::reload().unwrap();
-    assert_eq!(denied(search(2).await).decision.limit, 1);
+    assert_eq!(denied(search(2).await).decision().limit, 1);
 
     // A failed reload keeps the policy in use.
     std::fs::write(&file.0, "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"1/1h\"\nburst = 3\n").unwrap();
     let err = policies::reload().unwrap_err();
     assert!(err.to_string().contains("policy \"search\": burst 3: `fixed_window` does not take `burst`"), "{err}");
     search(3).await.unwrap();
-    assert_eq!(denied(search(3).await).decision.limit, 1);
+    assert_eq!(denied(search(3).await).decision().limit, 1);
 
     // A changed sub-window length: a fresh count, never the old one misread.
     file.write("1/1h", "10m", false);
@@ -105,12 +105,12 @@ pub async fn run(backend: &str) {
     // Not configured: settled by on_error, never a panic, with a log line.
     assert_eq!(later_allow().await.unwrap(), 7, "on_error = allow (the default) lets it through");
     let refused = denied(later_deny().await);
-    assert!(refused.store_unavailable);
-    assert_eq!(refused.policy, None);
+    assert_eq!(refused.reason(), redlimit::DenialReason::PolicyNotConfigured);
+    assert_eq!(refused.policy(), None);
     assert_eq!(refused.to_string(), "rate limited by `cfg.later`: its named policy is not configured");
     // Again, now that each site has built its limiter for the set in use.
     assert_eq!(later_allow().await.unwrap(), 7);
-    assert!(denied(later_deny().await).store_unavailable);
+    assert_eq!(denied(later_deny().await).reason(), redlimit::DenialReason::PolicyNotConfigured);
     let text = logs.text();
     let expected = format!(
         "policy \"later\" is not configured in {} (it has: feed, search); call allowed (on_error = allow)",
@@ -124,6 +124,6 @@ pub async fn run(backend: &str) {
     file.write("1/1h", "1m", true);
     policies::reload().unwrap();
     assert_eq!(later_deny().await.unwrap(), 8);
-    assert!(!denied(later_deny().await).store_unavailable, "a real denial now");
+    assert_eq!(denied(later_deny().await).reason(), redlimit::DenialReason::Limited, "a real denial now");
     assert_eq!(later_allow().await.unwrap(), 7);
 }

@@ -1,4 +1,5 @@
-//! [`MemoryBackend`]: the in-process store, with idle keys dropped.
+//! [`MemoryBackend`]: the in-process store, with idle keys dropped. Users
+//! reach it through [`Store::memory`](crate::Store::memory).
 
 use super::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
@@ -27,7 +28,8 @@ const SHARDS: usize = 64;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
-/// use redlimit::{Clock, Limiter, ManualClock, MemoryBackend, Policy, Store};
+/// use redlimit::__private::MemoryBackend;
+/// use redlimit::{Clock, Limiter, ManualClock, Policy, Store};
 /// use std::{sync::Arc, time::Duration};
 ///
 /// let memory = Arc::new(MemoryBackend::new());

@@ -1,5 +1,7 @@
 //! [`Backend`] and [`Bound`]: a store binds each limiter once, and the bound
-//! store decides that limiter's calls.
+//! store decides that limiter's calls. Not a public API: the traits and the
+//! wire format ([`Outcome`]) are reached through `redlimit::__private` by
+//! tests and the bench only, and change with the scripts.
 
 pub(crate) mod memory;
 #[cfg(feature = "redis")]
@@ -8,7 +10,9 @@ mod unavailable;
 
 pub use self::memory::MemoryBackend;
 #[cfg(feature = "redis")]
-pub use self::redis::{RedisBackend, RedisOptions};
+pub use self::redis::options::RedisOptions;
+#[cfg(feature = "redis")]
+pub use self::redis::RedisBackend;
 pub(crate) use self::unavailable::Unavailable;
 
 use crate::clock::Clock;
@@ -34,8 +38,8 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// store answers every call of that limiter:
 ///
 /// ```
-/// use redlimit::backend::{Answer, Backend, Binding, Call};
-/// use redlimit::{MemoryBackend, Policy};
+/// use redlimit::__private::{Answer, Backend, Binding, Call, MemoryBackend};
+/// use redlimit::Policy;
 ///
 /// let policy = Policy::gcra("1/1s", 2)?;
 /// let binding = Binding { prefix: "redlimit", name: "api", policy: &policy, server_clock: false };
@@ -82,8 +86,8 @@ pub trait Bound: Send + Sync + 'static {
     /// records, so a late call is answered as at that time:
     ///
     /// ```
-    /// use redlimit::backend::{Answer, Backend, Binding};
-    /// use redlimit::{ManualClock, MemoryBackend, Policy};
+    /// use redlimit::__private::{Answer, Backend, Binding, MemoryBackend};
+    /// use redlimit::{ManualClock, Policy};
     ///
     /// let policy = Policy::sliding_log("2/1s")?;
     /// let binding = Binding { prefix: "redlimit", name: "api", policy: &policy, server_clock: false };

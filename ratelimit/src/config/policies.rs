@@ -46,7 +46,7 @@
 //! "#)?;
 //! search(1).await?;
 //! search(1).await?;
-//! assert_eq!(search(1).await.unwrap_err().decision.limit, 2);
+//! assert_eq!(search(1).await.unwrap_err().decision().limit, 2);
 //!
 //! redlimit::policies::load_str("policies.toml", r#"
 //!     [policies.search]
@@ -55,7 +55,7 @@
 //! "#)?;
 //! let third = search(1).await; // the count (2) carried over; the limit is now 3
 //! assert!(third.is_ok());
-//! assert_eq!(search(1).await.unwrap_err().decision.limit, 3);
+//! assert_eq!(search(1).await.unwrap_err().decision().limit, 3);
 //! # Ok(()) }
 //! ```
 

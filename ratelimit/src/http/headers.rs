@@ -20,6 +20,20 @@ pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelim
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// Which header fields to send.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::http::{rate_limit_headers, HeaderStyle};
+/// use redlimit::{Limiter, Policy, Store};
+///
+/// let limiter = Limiter::new("api", Policy::token_bucket(5, "1/1s")?, &Store::memory());
+/// let decision = limiter.check("k", 1).await?;
+/// let draft = rate_limit_headers(limiter.policy(), &decision, HeaderStyle::Draft);
+/// assert_eq!(draft.len(), 2, "RateLimit-Policy and RateLimit");
+/// let legacy = rate_limit_headers(limiter.policy(), &decision, HeaderStyle::DraftAndLegacy);
+/// assert_eq!(legacy["x-ratelimit-remaining"], "4");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HeaderStyle {
     /// `RateLimit-Policy` and `RateLimit` (and `Retry-After` on a denial).

@@ -8,6 +8,26 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 /// What the layer does with a request whose [`KeyBy`] finds no key.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use axum::{body::Body, extract::Request, routing::get, Router};
+/// use redlimit::http::{KeyBy, MissingKey, RateLimitLayer};
+/// use redlimit::{Limiter, Policy, Store};
+/// use tower_service::Service;
+///
+/// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &Store::memory());
+/// let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key")?);
+/// let anonymous = || Request::builder().uri("/").body(Body::empty()).unwrap();
+///
+/// let mut strict = Router::new().route("/", get(|| async { "hi" })).layer(layer.clone());
+/// assert_eq!(strict.call(anonymous()).await.unwrap().status(), 400);
+/// let mut open = Router::new().route("/", get(|| async { "hi" })).layer(layer.missing_key(MissingKey::Allow));
+/// for _ in 0..3 {
+///     assert_eq!(open.call(anonymous()).await.unwrap().status(), 200, "not counted");
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MissingKey {
     /// Answer `400 Bad Request` (problem+json) without calling the route: a
@@ -55,7 +75,17 @@ enum Source {
 /// A user's key function.
 type KeyFn = Arc<dyn Fn(&Request) -> Option<String> + Send + Sync>;
 
-/// A request that cannot be keyed because the server was not set up for it.
+/// A request that cannot be keyed because the server was not set up for it:
+/// keyed by client IP, it carries no peer address (`ConnectInfo`).
+///
+/// ```
+/// use axum::{body::Body, extract::Request};
+/// use redlimit::http::{KeyBy, TrustedProxies};
+///
+/// let request = Request::builder().uri("/").body(Body::empty()).unwrap();
+/// let missing = KeyBy::client_ip(TrustedProxies::none()).key(&request).unwrap_err();
+/// assert!(missing.to_string().contains("into_make_service_with_connect_info"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MissingPeer;
 

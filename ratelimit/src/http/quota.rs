@@ -45,6 +45,7 @@ const SECOND_US: u128 = 1_000_000;
 /// # Ok::<(), redlimit::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PolicyItem {
     /// The item's name: the strategy (`10/1s`), or the bucket or GCRA parameters.
     pub name: String,

@@ -2,7 +2,7 @@
 //! decide), its header fields, and an `application/problem+json` body.
 
 use super::headers::{insert_rate_limit_headers, retry_after_secs, HeaderStyle};
-use crate::{Policy, RateLimited};
+use crate::{DenialReason, Policy, RateLimited};
 use axum::http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -43,15 +43,17 @@ impl IntoResponse for RateLimited {
 /// - A denial by the limit: `429`, `Retry-After` in whole seconds rounded
 ///   up (absent when the cost can never pass), `RateLimit-Policy` and
 ///   `RateLimit` (see [`rate_limit_headers`](super::rate_limit_headers)).
-/// - A denial because the store could not answer (`on_error = "deny"`,
-///   [`RateLimited::store_unavailable`]): `503 Service Unavailable`, with
+/// - A denial because the store could not answer or the named policy is
+///   not configured (`on_error = "deny"`, any [`RateLimited::reason`] but
+///   [`DenialReason::Limited`]): `503 Service Unavailable`, with
 ///   `Retry-After` only if the decision names a wait (the store's return
 ///   cannot be known, so in practice none) and no `RateLimit` fields, since
 ///   no store state was read.
 /// - The body, `application/problem+json` (RFC 9457): `type`
 ///   (`about:blank`), `title`, `status`, `detail` (the denial's `Display`:
-///   the limiter and the rule, never the key) and `retry_after` in seconds
-///   when known.
+///   the limiter and the rule, never the key; the limiter's name only when
+///   it was given, never the module path `#[rate_limit]` names a limiter
+///   by when it has no `name = "..."`) and `retry_after` in seconds when known.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -75,19 +77,18 @@ impl IntoResponse for RateLimited {
 /// # Ok(()) }
 /// ```
 pub fn denial_response(denied: &RateLimited, style: HeaderStyle) -> Response {
-    respond(denied, denied.policy.as_ref(), style)
+    respond(denied, denied.policy(), style)
 }
 
 /// [`denial_response`] when the caller already holds the policy.
 pub(crate) fn respond(denied: &RateLimited, policy: Option<&Policy>, style: HeaderStyle) -> Response {
-    let status = if denied.store_unavailable { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::TOO_MANY_REQUESTS };
-    let retry_after = denied.decision.retry_after.map(retry_after_secs);
-    let mut response = problem(status, &denied.to_string(), retry_after);
+    let limited = denied.reason() == DenialReason::Limited;
+    let status = if limited { StatusCode::TOO_MANY_REQUESTS } else { StatusCode::SERVICE_UNAVAILABLE };
+    let retry_after = denied.retry_after().map(retry_after_secs);
+    let mut response = problem(status, &denied.public_detail(), retry_after);
     let headers = response.headers_mut();
     match policy {
-        Some(policy) if !denied.store_unavailable => {
-            insert_rate_limit_headers(headers, policy, &denied.decision, style)
-        }
+        Some(policy) if limited => insert_rate_limit_headers(headers, policy, denied.decision(), style),
         _ => {
             if let Some(secs) = retry_after {
                 headers.insert(RETRY_AFTER, HeaderValue::from(secs));

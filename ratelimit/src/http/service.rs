@@ -39,6 +39,23 @@ pub(super) enum Source {
 }
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around a route.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use axum::{body::Body, extract::Request, routing::get, Router};
+/// use redlimit::http::{KeyBy, RateLimitLayer, RateLimitService};
+/// use redlimit::{Limiter, Policy, Store};
+/// use tower_layer::Layer;
+/// use tower_service::Service;
+///
+/// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &Store::memory());
+/// let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key")?);
+/// let mut service: RateLimitService<Router> = layer.layer(Router::new().route("/", get(|| async { "hi" })));
+/// let request = || Request::builder().uri("/").header("x-api-key", "k").body(Body::empty()).unwrap();
+/// assert_eq!(service.call(request()).await.unwrap().status(), 200);
+/// assert_eq!(service.call(request()).await.unwrap().status(), 429);
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct RateLimitService<S> {
     inner: S,

@@ -203,7 +203,7 @@ impl Worker {
         // Calls queue behind 100 tasks on a loaded machine: give them time
         // rather than count timeouts (a timed-out call may have been
         // admitted unseen).
-        let options = RedisOptions { response_timeout: Duration::from_secs(10), ..RedisOptions::default() };
+        let options = RedisOptions::default().with_response_timeout(Duration::from_secs(10));
         let mut store = Store::redis_with(&self.url, options).await.expect("worker connects");
         if self.timing == Timing::Client {
             store = store.with_clock(SystemClock);

@@ -40,8 +40,8 @@ fn every_algorithm_admits_its_limit() {
                     assert!($f().await.is_ok(), "{}: call {i}", stringify!($f));
                 }
                 let d = denied($f().await);
-                assert_eq!(d.decision.limit, 3, "{}", stringify!($f));
-                assert_eq!(d.decision.remaining, 0, "{}", stringify!($f));
+                assert_eq!(d.decision().limit, 3, "{}", stringify!($f));
+                assert_eq!(d.decision().remaining, 0, "{}", stringify!($f));
                 let retry = d.retry_after().expect("can pass later");
                 // On Redis's clock a one-strategy fixed window is a counter
                 // whose TTL Redis rounds by up to 1 ms (`fixed_window_counter.lua`
@@ -49,7 +49,7 @@ fn every_algorithm_admits_its_limit() {
                 // 3600.001 s, and only a fast machine gets there that soon.
                 let longest = Duration::from_secs(3600) + Duration::from_millis(1);
                 assert!(retry > Duration::ZERO && retry <= longest, "{}: {retry:?}", stringify!($f));
-                assert_eq!(d.policy, Some($policy.unwrap()), "{}", stringify!($f));
+                assert_eq!(d.policy(), Some(&$policy.unwrap()), "{}", stringify!($f));
             };
         }
         three_then_denied!(fixed, Policy::fixed_window("3/1h"));
@@ -76,13 +76,13 @@ fn defaults_match_the_runtime_builder() {
         default_precision().await.unwrap();
         // Precision defaults to a tenth of the windows' gcd, as `Policy` documents.
         assert_eq!(
-            denied(default_precision().await).policy.unwrap().to_string(),
+            denied(default_precision().await).policy().unwrap().to_string(),
             "sliding_window 1/1s,1/1m precision 100ms"
         );
         // Burst defaults to count - 1: `rate = "2/1h"` admits two at once.
         default_burst().await.unwrap();
         default_burst().await.unwrap();
-        assert_eq!(denied(default_burst().await).policy, Some(Policy::gcra("2/1h", 1).unwrap()));
+        assert_eq!(denied(default_burst().await).policy(), Some(&Policy::gcra("2/1h", 1).unwrap()));
     });
 }
 
@@ -97,7 +97,7 @@ fn multi_strategy_denial_names_the_violated_strategy() {
         multi().await.unwrap();
         multi().await.unwrap();
         let d = denied(multi().await);
-        assert_eq!(d.decision.violated.iter().map(ToString::to_string).collect::<Vec<_>>(), ["2/1d"]);
+        assert_eq!(d.decision().violated.iter().map(ToString::to_string).collect::<Vec<_>>(), ["2/1d"]);
         let message = d.to_string();
         assert!(message.starts_with("rate limited by `algo.multi` (2/1d exceeded); retry after"), "{message}");
     });

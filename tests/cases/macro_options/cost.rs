@@ -14,7 +14,7 @@ fn a_literal_cost() {
         heavy().await.unwrap();
         heavy().await.unwrap();
         let d = denied(heavy().await);
-        assert_eq!(d.decision.remaining, 1, "5 - 2 - 2 left; a denied call takes nothing");
+        assert_eq!(d.decision().remaining, 1, "5 - 2 - 2 left; a denied call takes nothing");
     });
 }
 
@@ -36,14 +36,14 @@ async fn take(user: u8, n: usize) -> Result<usize, RateLimited> {
 fn a_cost_from_an_argument() {
     on_global_store(async {
         assert_eq!(upload(1, Upload { bytes: 7 }).await.unwrap(), 7);
-        assert_eq!(denied(upload(1, Upload { bytes: 4 }).await).decision.remaining, 3);
+        assert_eq!(denied(upload(1, Upload { bytes: 4 }).await).decision().remaining, 3);
         assert_eq!(upload(1, Upload { bytes: 3 }).await.unwrap(), 3);
         // Cost 0 takes nothing and passes even on an empty bucket.
         assert_eq!(take(2, 10).await.unwrap(), 10);
         assert_eq!(take(2, 0).await.unwrap(), 0);
         // More than the bucket holds can never pass, and says so.
         let d = denied(take(3, 11).await);
-        assert!(d.decision.can_never_pass(), "{d}");
+        assert!(d.decision().can_never_pass(), "{d}");
         assert!(d.to_string().contains("can never pass"), "{d}");
     });
 }

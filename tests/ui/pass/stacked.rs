@@ -13,7 +13,7 @@ async fn main() {
     assert!(search(1).await.is_ok());
     assert!(search(1).await.is_ok());
     let per_user = search(1).await.unwrap_err();
-    assert!(per_user.limiter.ends_with("::search"), "{}", per_user.limiter);
+    assert!(per_user.limiter().ends_with("::search"), "{}", per_user.limiter());
     assert!(search(2).await.is_ok(), "the third call overall: the global limit still has room");
-    assert_eq!(&*search(3).await.unwrap_err().limiter, "global");
+    assert_eq!(search(3).await.unwrap_err().limiter(), "global");
 }

@@ -8,6 +8,7 @@ pub(crate) mod counter;
 mod endpoint;
 mod failure;
 mod idle;
+pub(crate) mod options;
 mod reply;
 pub(crate) mod scripts;
 
@@ -15,107 +16,13 @@ use self::bound::RedisBound;
 use self::breaker::Breaker;
 use self::connection::Connection;
 pub(crate) use self::endpoint::{check_url, redact};
+use self::options::RedisOptions;
 use self::scripts::Registry;
 use super::{Backend, Binding, Bound};
 use crate::Error;
 use std::fmt;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// Timeouts and retry settings of the Redis connection. Every default is set
-/// here explicitly rather than inherited from redis-rs.
-///
-/// Each duration is from 1 ms to 1 hour ([`RedisOptions::MAX_DURATION`]),
-/// and `reconnect_retries` at most [`RedisOptions::MAX_RECONNECT_RETRIES`]:
-/// [`Store::redis_with`](crate::Store::redis_with) rejects anything else
-/// with an [`Error::InvalidConfig`] naming the field, rather than
-/// overflowing or turning a safeguard off.
-///
-/// ```
-/// use redlimit::RedisOptions;
-/// use std::time::Duration;
-///
-/// assert!(RedisOptions::default().validate().is_ok());
-/// let forever = RedisOptions { retry_interval: Duration::MAX, ..RedisOptions::default() };
-/// let error = forever.validate().unwrap_err().to_string();
-/// assert!(error.contains("retry_interval"), "{error}");
-/// ```
-#[derive(Debug, Clone)]
-pub struct RedisOptions {
-    /// Bound on establishing a connection (default 1 s): the whole of
-    /// [`Store::redis`](crate::Store::redis), retries of a refused connect
-    /// included, and of each reconnect attempt. Start-up fails with a clear
-    /// error after this, instead of hanging.
-    pub connect_timeout: Duration,
-    /// Bound on one decision's round trip (default 250 ms), a wait for a
-    /// reconnect or a script reload included. A call that takes longer is an
-    /// [`Error::Timeout`]; it may still have run on the server, so it is
-    /// never counted as a permit.
-    pub response_timeout: Duration,
-    /// Reconnect attempts after the connection drops (default 3, backing
-    /// off from 50 ms); calls wait for them within their response timeout.
-    pub reconnect_retries: usize,
-    /// After a failure to reach Redis, calls fail at once with
-    /// [`Error::Unavailable`] for this long (default 250 ms) instead of each
-    /// waiting out a timeout; then the next call tries Redis again.
-    pub retry_interval: Duration,
-    /// PEM certificate(s) of a private certificate authority to trust for
-    /// the Redis nodes of `rediss://`, `rediss+cluster://` and
-    /// `rediss+sentinel://` (default: none, the system's roots). Sentinels
-    /// themselves are reached over plain TCP.
-    #[cfg(feature = "tls")]
-    pub tls_root_cert: Option<Vec<u8>>,
-}
-
-impl Default for RedisOptions {
-    fn default() -> Self {
-        RedisOptions {
-            connect_timeout: Duration::from_secs(1),
-            response_timeout: Duration::from_millis(250),
-            reconnect_retries: 3,
-            retry_interval: Duration::from_millis(250),
-            #[cfg(feature = "tls")]
-            tls_root_cert: None,
-        }
-    }
-}
-
-impl RedisOptions {
-    /// The longest duration any field takes.
-    pub const MAX_DURATION: Duration = Duration::from_secs(3600);
-    /// The shortest duration any field takes.
-    pub const MIN_DURATION: Duration = Duration::from_millis(1);
-    /// The most reconnect attempts `reconnect_retries` takes.
-    pub const MAX_RECONNECT_RETRIES: usize = 100;
-
-    /// `Ok` when every field is within its bounds; else an
-    /// [`Error::InvalidConfig`] naming the first field that is not.
-    pub fn validate(&self) -> Result<(), Error> {
-        let durations = [
-            ("connect_timeout", self.connect_timeout),
-            ("response_timeout", self.response_timeout),
-            ("retry_interval", self.retry_interval),
-        ];
-        for (field, value) in durations {
-            if !(Self::MIN_DURATION..=Self::MAX_DURATION).contains(&value) {
-                return Err(Error::InvalidConfig(format!(
-                    "invalid RedisOptions: `{field}` is {value:?}; it must be from {:?} to {:?}",
-                    Self::MIN_DURATION,
-                    Self::MAX_DURATION
-                )));
-            }
-        }
-        if self.reconnect_retries > Self::MAX_RECONNECT_RETRIES {
-            return Err(Error::InvalidConfig(format!(
-                "invalid RedisOptions: `reconnect_retries` is {}; it must be at most {}",
-                self.reconnect_retries,
-                Self::MAX_RECONNECT_RETRIES
-            )));
-        }
-        Ok(())
-    }
-}
 
 /// Decides on Redis: one `EVALSHA` of the limiter's own script per
 /// decision, whatever the number of strategies.

@@ -108,7 +108,8 @@ fn join(constants: String, fragments: &[&str]) -> String {
 /// counter (see [`fixed_window_counter_source`]).
 ///
 /// ```
-/// use redlimit::{script_source, Policy};
+/// use redlimit::__private::script_source;
+/// use redlimit::Policy;
 ///
 /// let source = script_source(&Policy::token_bucket(10, "2/6s").unwrap(), true);
 /// assert!(source.starts_with("local capacity, n, p = 10, 1, 3000000\n"));
@@ -127,7 +128,8 @@ pub fn script_source(policy: &Policy, server_clock: bool) -> String {
 /// used). `None` for any other policy.
 ///
 /// ```
-/// use redlimit::{fixed_window_counter_source, Policy};
+/// use redlimit::__private::fixed_window_counter_source;
+/// use redlimit::Policy;
 ///
 /// let source = fixed_window_counter_source(&Policy::fixed_window("10/1s").unwrap()).unwrap();
 /// assert!(source.starts_with("local limit, window, window_text = 10, 1000, '1000'"));

@@ -1,0 +1,139 @@
+//! [`RedisOptions`]: the Redis connection's timeouts and retry settings.
+
+use crate::Error;
+use std::time::Duration;
+
+/// Timeouts and retry settings of the Redis connection. Every default is set
+/// here explicitly rather than inherited from redis-rs.
+///
+/// Built from [`RedisOptions::default`] with the `with_*` setters (new
+/// settings may be added, so it cannot be written as a struct literal); the
+/// fields can be read.
+///
+/// Each duration is from 1 ms to 1 hour ([`RedisOptions::MAX_DURATION`]),
+/// and `reconnect_retries` at most [`RedisOptions::MAX_RECONNECT_RETRIES`]:
+/// [`Store::redis_with`](crate::Store::redis_with) rejects anything else
+/// with an [`Error::InvalidConfig`] naming the field, rather than
+/// overflowing or turning a safeguard off.
+///
+/// ```
+/// use redlimit::RedisOptions;
+/// use std::time::Duration;
+///
+/// let options = RedisOptions::default().with_response_timeout(Duration::from_millis(100)).with_reconnect_retries(5);
+/// assert_eq!(options.response_timeout, Duration::from_millis(100));
+/// assert_eq!((options.connect_timeout, options.reconnect_retries), (Duration::from_secs(1), 5));
+/// assert!(options.validate().is_ok());
+///
+/// let forever = RedisOptions::default().with_retry_interval(Duration::MAX);
+/// let error = forever.validate().unwrap_err().to_string();
+/// assert!(error.contains("retry_interval"), "{error}");
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RedisOptions {
+    /// Bound on establishing a connection (default 1 s): the whole of
+    /// [`Store::redis`](crate::Store::redis), retries of a refused connect
+    /// included, and of each reconnect attempt. Start-up fails with a clear
+    /// error after this, instead of hanging.
+    pub connect_timeout: Duration,
+    /// Bound on one decision's round trip (default 250 ms), a wait for a
+    /// reconnect or a script reload included. A call that takes longer is an
+    /// [`Error::Timeout`]; it may still have run on the server, so it is
+    /// never counted as a permit.
+    pub response_timeout: Duration,
+    /// Reconnect attempts after the connection drops (default 3, backing
+    /// off from 50 ms); calls wait for them within their response timeout.
+    pub reconnect_retries: usize,
+    /// After a failure to reach Redis, calls fail at once with
+    /// [`Error::Unavailable`] for this long (default 250 ms) instead of each
+    /// waiting out a timeout; then the next call tries Redis again.
+    pub retry_interval: Duration,
+    /// PEM certificate(s) of a private certificate authority to trust for
+    /// the Redis nodes of `rediss://`, `rediss+cluster://` and
+    /// `rediss+sentinel://` (default: none, the system's roots). Sentinels
+    /// themselves are reached over plain TCP.
+    #[cfg(feature = "tls")]
+    pub tls_root_cert: Option<Vec<u8>>,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            connect_timeout: Duration::from_secs(1),
+            response_timeout: Duration::from_millis(250),
+            reconnect_retries: 3,
+            retry_interval: Duration::from_millis(250),
+            #[cfg(feature = "tls")]
+            tls_root_cert: None,
+        }
+    }
+}
+
+impl RedisOptions {
+    /// The longest duration any field takes.
+    pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+    /// The shortest duration any field takes.
+    pub const MIN_DURATION: Duration = Duration::from_millis(1);
+    /// The most reconnect attempts `reconnect_retries` takes.
+    pub const MAX_RECONNECT_RETRIES: usize = 100;
+
+    /// Sets [`connect_timeout`](Self::connect_timeout).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets [`response_timeout`](Self::response_timeout).
+    pub fn with_response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Sets [`reconnect_retries`](Self::reconnect_retries).
+    pub fn with_reconnect_retries(mut self, retries: usize) -> Self {
+        self.reconnect_retries = retries;
+        self
+    }
+
+    /// Sets [`retry_interval`](Self::retry_interval).
+    pub fn with_retry_interval(mut self, interval: Duration) -> Self {
+        self.retry_interval = interval;
+        self
+    }
+
+    /// Sets [`tls_root_cert`](Self::tls_root_cert): PEM certificate(s) to
+    /// trust for `rediss://` nodes.
+    #[cfg(feature = "tls")]
+    pub fn with_tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls_root_cert = Some(pem.into());
+        self
+    }
+
+    /// `Ok` when every field is within its bounds; else an
+    /// [`Error::InvalidConfig`] naming the first field that is not.
+    pub fn validate(&self) -> Result<(), Error> {
+        let durations = [
+            ("connect_timeout", self.connect_timeout),
+            ("response_timeout", self.response_timeout),
+            ("retry_interval", self.retry_interval),
+        ];
+        for (field, value) in durations {
+            if !(Self::MIN_DURATION..=Self::MAX_DURATION).contains(&value) {
+                return Err(Error::InvalidConfig(format!(
+                    "invalid RedisOptions: `{field}` is {value:?}; it must be from {:?} to {:?}",
+                    Self::MIN_DURATION,
+                    Self::MAX_DURATION
+                )));
+            }
+        }
+        if self.reconnect_retries > Self::MAX_RECONNECT_RETRIES {
+            return Err(Error::InvalidConfig(format!(
+                "invalid RedisOptions: `reconnect_retries` is {}; it must be at most {}",
+                self.reconnect_retries,
+                Self::MAX_RECONNECT_RETRIES
+            )));
+        }
+        Ok(())
+    }
+}
