@@ -110,8 +110,8 @@ use syn::spanned::Spanned;
 /// `REDLIMIT_POLICIES` (the TOML itself). `redlimit::policies::reload()`
 /// re-reads the source; the next call uses the new limits, and counts that
 /// still fit carry over. A name that is not configured is settled by
-/// `on_error` (by default the call is allowed), with a WARN log line each
-/// time: never a panic.
+/// `on_error` (by default the call is allowed), with a WARN log line at the
+/// first such call and at most one every 10 s after: never a panic.
 ///
 /// ```
 /// # use redlimit::{rate_limit, RateLimited};

@@ -3,7 +3,8 @@
 //! functions and `RateLimitLayer::new`/`named` both decide through one.
 
 use crate::config::named::NamedLimiter;
-use crate::{runtime, Limiter, OnError, Policy};
+use crate::outage_log::OutageLog;
+use crate::{runtime, Limiter, OnError, Policy, RateLimited};
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
@@ -15,6 +16,8 @@ pub(crate) struct LazyLimiter {
     name: Cow<'static, str>,
     on_error: OnError,
     source: Source,
+    /// Calls settled because the named policy is not configured: logged as an outage is.
+    unconfigured: OutageLog,
 }
 
 #[derive(Debug)]
@@ -43,12 +46,13 @@ impl LazyLimiter {
             built: tokio::sync::OnceCell::const_new(),
             degraded: once_cell::sync::OnceCell::new(),
         };
-        LazyLimiter { name, on_error, source }
+        LazyLimiter { name, on_error, source, unconfigured: OutageLog::new() }
     }
 
     /// A limiter of the configured policy named `policy`.
     pub(crate) const fn named(name: Cow<'static, str>, policy: Cow<'static, str>, on_error: OnError) -> LazyLimiter {
-        LazyLimiter { name, on_error, source: Source::Named(NamedLimiter::new(policy, on_error)) }
+        let source = Source::Named(NamedLimiter::new(policy, on_error));
+        LazyLimiter { name, on_error, source, unconfigured: OutageLog::new() }
     }
 
     /// The same limiter, not built yet, with another `on_error`.
@@ -67,16 +71,26 @@ impl LazyLimiter {
         &self.name
     }
 
-    pub(crate) fn on_error(&self) -> OnError {
-        self.on_error
-    }
-
     /// The configured policy's name, for a named limiter.
-    pub(crate) fn policy_name(&self) -> Option<&str> {
+    fn policy_name(&self) -> Option<&str> {
         match &self.source {
             Source::Named(named) => Some(named.policy()),
             Source::Fixed { .. } => None,
         }
+    }
+
+    /// Settles a call that [`current`](Self::current) found no policy for
+    /// (`why`) by `on_error`; `limiter` is the name to log it under.
+    #[allow(clippy::result_large_err)] // the denial every caller returns as is
+    pub(crate) fn settle_unconfigured(
+        &self,
+        subject: &str,
+        limiter: &str,
+        why: &str,
+        key: &[u8],
+    ) -> Result<(), RateLimited> {
+        let policy = self.policy_name().unwrap_or_default();
+        self.on_error.without_policy(subject, (limiter, policy), why, key, &self.unconfigured)
     }
 
     /// The limiter for this call; `Err` with why, when a named policy is not configured.

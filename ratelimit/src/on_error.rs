@@ -3,7 +3,7 @@
 
 use crate::backend::Call;
 use crate::observe::error_kind;
-use crate::outage_log::{rounded, Recovery, Report, LOG_INTERVAL};
+use crate::outage_log::{rounded, OutageLog, Recovery, Report, LOG_INTERVAL};
 use crate::{Decision, Error, Limiter, RateLimited};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -120,7 +120,8 @@ impl OnError {
     /// Settles a call whose named policy is not configured, as a store
     /// failure would be: `Deny` denies it, and `Allow` and `Local` (which has
     /// no policy to apply in memory) let it through uncounted. `subject`
-    /// names the call in the log line (`"call"`, `"request"`).
+    /// names the call in the log line (`"call"`, `"request"`); `log` keeps
+    /// that line to one per interval, as for an outage.
     #[allow(clippy::result_large_err)] // the denial every caller returns as is
     pub(crate) fn without_policy(
         self,
@@ -128,9 +129,16 @@ impl OnError {
         (limiter, policy): (&str, &str),
         why: &str,
         key: &[u8],
+        log: &OutageLog,
     ) -> Result<(), RateLimited> {
         let verdict = if self == OnError::Deny { "denied" } else { "allowed" };
-        tracing::warn!(target: "redlimit", limiter, policy, "{why}; {subject} {verdict} (on_error = {})", self.name());
+        match log.failed(crate::clock::process_now_us()) {
+            Some(Report::First { .. }) => tracing::warn!(target: "redlimit", limiter, policy,
+                "{why}; {subject} {verdict} (on_error = {})", self.name()),
+            Some(Report::Ongoing { failures, over }) => tracing::warn!(target: "redlimit", limiter, policy,
+                "{why}; {failures} {subject}s {verdict} (on_error = {}) in the last {:?}", self.name(), rounded(over)),
+            None => {}
+        }
         if self != OnError::Deny {
             return Ok(());
         }

@@ -65,12 +65,10 @@ impl Site {
                 limiter
             }
             Err(why) => {
-                let policy = self.limiter.policy_name().unwrap_or_default();
                 return self
                     .limiter
-                    .on_error()
-                    .without_policy("call", (self.name, policy), &why, key)
-                    .map_err(|denied| self.denial(denied));
+                    .settle_unconfigured("call", self.name, &why, key)
+                    .map_err(|denied| self.denial(denied))
             }
         };
         let decided = match self.on_limit {

@@ -138,8 +138,7 @@ impl Shared {
     /// as a store failure would be (503 under `Deny`, else through uncounted).
     fn without_policy(&self, why: &str, key: &[u8]) -> Verdict {
         let Source::Lazy(lazy) = &self.source else { return Verdict::Pass(None) };
-        let policy = lazy.policy_name().unwrap_or_default();
-        match lazy.on_error().without_policy("request", (lazy.name(), policy), why, key) {
+        match lazy.settle_unconfigured("request", lazy.name(), why, key) {
             Ok(()) => Verdict::Pass(None),
             Err(_) => {
                 let detail = format!("rate limited by `{}`: its named policy is not configured", self.name());
