@@ -7,18 +7,12 @@
 //!
 //! `cargo test --test misconfig_env_malformed`
 
-use redlimit::{rate_limit, RateLimited, REDIS_URL_VAR};
+use redlimit::REDIS_URL_VAR;
 use redlimit_test_support::log_capture::LogCapture;
 
-#[rate_limit(algo = "fixed_window", strategies = "1000/1h", name = "env.allow")]
-async fn allow() -> Result<(), RateLimited> {
-    Ok(())
-}
-
-#[rate_limit(algo = "fixed_window", strategies = "1000/1h", on_error = "deny", name = "env.deny")]
-async fn deny() -> Result<(), RateLimited> {
-    Ok(())
-}
+#[path = "cases/env_sites.rs"]
+mod sites;
+use sites::{allow, deny};
 
 const PASSWORD: &str = "s3cret-Pa55";
 const CALLS: usize = 200;

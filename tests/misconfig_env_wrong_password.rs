@@ -6,20 +6,14 @@
 //!
 //! `cargo test --test misconfig_env_wrong_password`
 
-use redlimit::{rate_limit, RateLimited, REDIS_URL_VAR};
+use redlimit::REDIS_URL_VAR;
 use redlimit_test_support::log_capture::LogCapture;
 use redlimit_test_support::redis_server::{free_port, RedisServer};
 use std::time::Duration;
 
-#[rate_limit(algo = "fixed_window", strategies = "1000/1h", name = "env.allow")]
-async fn allow() -> Result<(), RateLimited> {
-    Ok(())
-}
-
-#[rate_limit(algo = "fixed_window", strategies = "1000/1h", on_error = "deny", name = "env.deny")]
-async fn deny() -> Result<(), RateLimited> {
-    Ok(())
-}
+#[path = "cases/env_sites.rs"]
+mod sites;
+use sites::{allow, deny};
 
 const CALLS: usize = 40;
 

@@ -1,0 +1,14 @@
+//! Two annotated functions on the global store, one per `on_error` that
+//! shows a settled call: what the environment-route tests call.
+
+use redlimit::{rate_limit, RateLimited};
+
+#[rate_limit(algo = "fixed_window", strategies = "1000/1h", name = "env.allow")]
+pub async fn allow() -> Result<(), RateLimited> {
+    Ok(())
+}
+
+#[rate_limit(algo = "fixed_window", strategies = "1000/1h", on_error = "deny", name = "env.deny")]
+pub async fn deny() -> Result<(), RateLimited> {
+    Ok(())
+}
