@@ -15,7 +15,7 @@ pub const REDIS_URL_VAR: &str = "REDLIMIT_REDIS_URL";
 /// limiting off.
 ///
 /// `REDLIMIT_REDIS_URL` set: connects to that Redis (any URL form
-/// [`Store::redis`] takes) within its connect timeout (1 s); the error says
+/// `Store::redis` takes) within its connect timeout (1 s); the error says
 /// what failed: a malformed URL ([`Error::InvalidConfig`], naming the wrong
 /// part), nothing listening or TLS failing ([`Error::Connection`]), wrong
 /// credentials ([`Error::Auth`]). Unset or empty: the in-memory store (said
