@@ -94,7 +94,11 @@ async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
     // Sentinel's own user on the master (it needs INFO, PUBLISH, ...).
     args.extend(["--user", "watcher", "on", ">w4tch", "~*", "&*", "+@all"]);
     let _server = RedisServer::start_with(port, &args, Some(cli));
-    let trusted = RedisOptions::default().with_tls_root_cert(std::fs::read(ca).unwrap());
+    // A handshake on a loaded machine can take a while: the errors asserted
+    // below must be the server's answers, not a connect timeout.
+    let trusted = RedisOptions::default()
+        .with_tls_root_cert(std::fs::read(ca).unwrap())
+        .with_connect_timeout(std::time::Duration::from_secs(10));
 
     let store = Store::redis_with(&format!("rediss://limiter:s3cret@127.0.0.1:{port}"), trusted.clone()).await.unwrap();
     for policy in [
