@@ -25,5 +25,5 @@ pub use headers::{
 pub use key::{KeyBy, MissingKey, MissingPeer};
 pub use layer::RateLimitLayer;
 pub use quota::PolicyItem;
-pub use response::{denial_response, PROBLEM_JSON};
+pub use response::{denial_response, PROBLEM_JSON, QUOTA_EXCEEDED};
 pub use service::RateLimitService;
