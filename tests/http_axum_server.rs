@@ -127,8 +127,12 @@ async fn two_instances_on_one_redis_share_limits_and_answer_with_standard_header
     let retry_after = header(&headers, "retry-after");
     assert_counting_down(retry_after, 3600, hello_since);
     assert_eq!(header(&headers, "ratelimit"), format!(r#""5/1h";r=0;t={retry_after}"#));
-    assert!(body.starts_with(r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limited by `axum_server.hello` (5/1h exceeded); retry after "#), "{body}");
-    assert!(body.ends_with(&format!(r#","retry_after":{retry_after}}}"#)), "{body}");
+    assert_eq!(
+        body,
+        format!(
+            r#"{{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limited by `axum_server.hello` (5/1h exceeded); retry after {retry_after}s","retry_after":{retry_after},"violated-policies":["5/1h"]}}"#
+        )
+    );
     assert!(!body.contains("127.0.0.1"), "the key never reaches the body: {body}");
 
     // Behind the trusted proxy (loopback), the client is the rightmost

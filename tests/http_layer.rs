@@ -10,6 +10,7 @@ use axum::routing::get;
 use axum::Router;
 use redlimit::http::{HeaderStyle, KeyBy, MissingKey, RateLimitLayer, TrustedProxies};
 use redlimit::{Limiter, OnError, Policy, Store};
+use redlimit_test_support::log_capture::LogCapture;
 use redlimit_test_support::redis_server::RedisServer;
 use redlimit_test_support::stores::BothStores;
 use std::net::SocketAddr;
@@ -64,7 +65,7 @@ async fn client_ips_behind_a_trusted_proxy_are_limited_apart_on_both_stores() {
         assert_eq!(
             body(denied).await,
             format!(
-                r#"{{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limited by `by_ip_{store_name}` (2/10s exceeded); retry after 10s","retry_after":10}}"#
+                r#"{{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","status":429,"detail":"rate limited by `by_ip_{store_name}` (2/10s exceeded); retry after 10s","retry_after":10,"violated-policies":["2/10s"]}}"#
             )
         );
 
@@ -143,12 +144,19 @@ async fn allowed_responses_can_leave_the_headers_out() {
 }
 
 #[tokio::test]
-async fn a_request_without_a_peer_address_is_a_clear_500_not_a_panic() {
+async fn a_request_without_a_peer_address_is_a_plain_500_and_an_error_for_the_operator() {
+    let logs = LogCapture::default();
+    let _logs = logs.install();
     let limiter = Limiter::new("no_peer", Policy::fixed_window("1/1m").unwrap(), &Store::memory());
     let mut app = app(RateLimitLayer::from_limiter(limiter));
-    let response = send(&mut app, Request::builder().uri("/").body(Body::empty()).unwrap()).await;
-    assert_eq!(response.status(), 500);
-    assert!(body(response).await.contains("into_make_service_with_connect_info::<SocketAddr>()"));
+    for _ in 0..2 {
+        let response = send(&mut app, Request::builder().uri("/").body(Body::empty()).unwrap()).await;
+        assert_eq!(response.status(), 500);
+        assert_eq!(body(response).await, r#"{"type":"about:blank","title":"Internal Server Error","status":500}"#);
+    }
+    let text = logs.text();
+    assert_eq!(text.matches("ERROR").count(), 1, "once per layer: {text}");
+    assert!(text.contains("into_make_service_with_connect_info::<SocketAddr>()") && text.contains("no_peer"), "{text}");
 }
 
 #[tokio::test]
@@ -165,7 +173,7 @@ async fn a_store_that_is_down_is_a_503_under_deny_and_passes_under_allow() {
     assert_eq!((header(&response, "retry-after"), header(&response, "ratelimit")), (None, None));
     assert_eq!(
         body(response).await,
-        r#"{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"rate limited by `down`: the rate limit store is unavailable"}"#
+        r#"{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"the store of rate limiter `down` is unavailable, so the request could not be decided"}"#
     );
 
     let mut allow = app(RateLimitLayer::from_limiter(limiter.with_on_error(OnError::Allow)));

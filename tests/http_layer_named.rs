@@ -81,7 +81,7 @@ async fn a_named_layer_follows_reloads_and_a_missing_policy_is_settled_by_on_err
     let refused = get_as(&mut strict, "k1").await;
     assert_eq!(refused.status(), 503);
     let body = String::from_utf8(to_bytes(refused.into_body(), 4096).await.unwrap().to_vec()).unwrap();
-    assert!(body.contains("rate limited by `http.strict`: its named policy is not configured"), "{body}");
+    assert!(body.contains(r#""detail":"the named policy of rate limiter `http.strict` is not configured, so the request could not be decided""#), "{body}");
 
     let text = logs.text();
     assert!(

@@ -130,13 +130,11 @@ impl RateLimited {
         self.decision.retry_after
     }
 
-    /// What a client is told (an HTTP body): the `Display` text, without the
-    /// limiter's name when `#[rate_limit]` made it up from the module path.
+    /// The limiter's name as a client may be shown it (an HTTP body): `None`
+    /// when `#[rate_limit]` made it up from the module path.
     #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) fn public_detail(&self) -> String {
-        let mut detail = String::new();
-        let _ = self.describe(&mut detail, !self.named_by_default);
-        detail
+    pub(crate) fn public_name(&self) -> Option<&str> {
+        (!self.named_by_default).then_some(&*self.limiter)
     }
 
     /// The denial in words; the limiter's name only when `named`.

@@ -76,6 +76,10 @@ impl Site {
             // Boxed: a waiting call sleeps anyway, and its state would otherwise size every call's future.
             OnLimit::Wait(max) => Box::pin(limiter.wait(key, cost, max)).await,
         };
+        #[cfg(feature = "axum")]
+        if let Ok(decision) = &decided {
+            crate::http::record_decision(&limiter, decision);
+        }
         decided.map(drop).map_err(|denied| self.denial(denied))
     }
 

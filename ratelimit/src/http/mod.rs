@@ -6,10 +6,13 @@
 //!   (draft-ietf-httpapi-ratelimit-headers) and an `application/problem+json`
 //!   body ([`denial_response`]).
 //! - [`rate_limit_headers`] builds the same fields for any decision, allowed or not.
+//! - [`DecisionHeadersLayer`] puts the fields of what `#[rate_limit]`
+//!   functions decided on the response of the request that called them.
 //! - [`RateLimitLayer`] limits the routes it wraps by client IP (behind
 //!   [`TrustedProxies`]), a header, or a function of the request ([`KeyBy`]).
 
 mod client_ip;
+mod decisions;
 mod headers;
 mod key;
 mod layer;
@@ -18,6 +21,8 @@ mod response;
 mod service;
 
 pub use client_ip::TrustedProxies;
+pub(crate) use decisions::record as record_decision;
+pub use decisions::{DecisionHeadersLayer, DecisionHeadersService};
 pub use headers::{
     insert_rate_limit_headers, rate_limit_headers, retry_after_secs, HeaderStyle, RATELIMIT, RATELIMIT_POLICY,
     X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
@@ -25,5 +30,5 @@ pub use headers::{
 pub use key::{KeyBy, MissingKey, MissingPeer};
 pub use layer::RateLimitLayer;
 pub use quota::PolicyItem;
-pub use response::{denial_response, PROBLEM_JSON};
+pub use response::{denial_response, PROBLEM_JSON, QUOTA_EXCEEDED};
 pub use service::RateLimitService;

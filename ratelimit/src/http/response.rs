@@ -2,10 +2,12 @@
 //! decide), its header fields, and an `application/problem+json` body.
 
 use super::headers::{insert_rate_limit_headers, retry_after_secs, HeaderStyle};
-use crate::{DenialReason, Policy, RateLimited};
-use axum::http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use super::quota::PolicyItem;
+use crate::{Decision, DenialReason, Policy, RateLimited};
+use axum::http::header::{HeaderMap, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use redlimit_grammar::quote;
 use std::fmt::Write;
 
 /// The media type of the body (RFC 9457).
@@ -43,36 +45,48 @@ impl IntoResponse for RateLimited {
 /// - A denial by the limit: `429`, `Retry-After` in whole seconds rounded
 ///   up (absent when the cost can never pass), `RateLimit-Policy` and
 ///   `RateLimit` (see [`rate_limit_headers`](super::rate_limit_headers)).
+///   The body is the draft's `quota-exceeded` problem type
+///   ([`QUOTA_EXCEEDED`]): `title` `Quota Exceeded`, `status`, `detail`,
+///   `retry_after` (the same whole seconds as `Retry-After`, when there is
+///   one) and `violated-policies`, the names of the `RateLimit-Policy`
+///   items that denied the call.
 /// - A denial because the store could not answer or the named policy is
 ///   not configured (`on_error = "deny"`, any [`RateLimited::reason`] but
-///   [`DenialReason::Limited`]): `503 Service Unavailable`, with
-///   `Retry-After` only if the decision names a wait (the store's return
-///   cannot be known, so in practice none) and no `RateLimit` fields, since
-///   no store state was read.
-/// - The body, `application/problem+json` (RFC 9457): `type`
-///   (`about:blank`), `title`, `status`, `detail` (the denial's `Display`:
-///   the limiter and the rule, never the key; the limiter's name only when
-///   it was given, never the module path `#[rate_limit]` names a limiter
-///   by when it has no `name = "..."`) and `retry_after` in seconds when known.
+///   [`DenialReason::Limited`]): `503 Service Unavailable` with an
+///   `about:blank` body saying the limiter could not decide and why, no
+///   `RateLimit` fields (no store state was read) and `Retry-After` only if
+///   the decision names a wait (in practice none: when the store returns
+///   cannot be known).
+///
+/// The `detail` never contains the key, nor the module path `#[rate_limit]`
+/// names a limiter by when it has no `name = "..."`: the limiter's name
+/// appears only when it was given.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
 /// use redlimit::http::{denial_response, HeaderStyle};
 /// use redlimit::{Limiter, ManualClock, Policy, Store};
+/// use std::time::Duration;
 ///
-/// let store = Store::memory().with_clock(ManualClock::new());
-/// let limiter = Limiter::new("login", Policy::gcra("1/1s", 0)?, &store);
+/// let clock = ManualClock::new();
+/// let store = Store::memory().with_clock(clock.clone());
+/// let limiter = Limiter::new("login", Policy::sliding_log("1/10s")?, &store);
 /// limiter.limit("203.0.113.9", 1).await.unwrap();
+/// clock.advance(Duration::from_millis(75));
 /// let denied = limiter.limit("203.0.113.9", 1).await.unwrap_err();
+/// assert_eq!(denied.retry_after(), Some(Duration::from_millis(9_925)));
 ///
 /// let response = denial_response(&denied, HeaderStyle::DraftAndLegacy);
-/// assert_eq!(response.headers()["x-ratelimit-limit"], "1");
+/// assert_eq!(response.headers()["retry-after"], "10");
 /// assert_eq!(response.headers()["x-ratelimit-remaining"], "0");
-/// assert_eq!(response.headers()["x-ratelimit-reset"], "1");
 /// let body = axum::body::to_bytes(response.into_body(), 4096).await.unwrap();
 /// assert_eq!(
 ///     std::str::from_utf8(&body).unwrap(),
-///     r#"{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limited by `login` (gcra 1/1s burst 0); retry after 1s","retry_after":1}"#
+///     concat!(
+///         r#"{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Quota Exceeded","#,
+///         r#""status":429,"detail":"rate limited by `login` (1/10s exceeded); retry after 10s","retry_after":10,"#,
+///         r#""violated-policies":["1/10s"]}"#
+///     )
 /// );
 /// # Ok(()) }
 /// ```
@@ -80,37 +94,151 @@ pub fn denial_response(denied: &RateLimited, style: HeaderStyle) -> Response {
     respond(denied, denied.policy(), style)
 }
 
+/// The problem type of a 429 (draft-ietf-httpapi-ratelimit-headers, "Quota
+/// Exceeded"): the request went over one or more quota policies, listed in
+/// the `violated-policies` member.
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
 /// [`denial_response`] when the caller already holds the policy.
 pub(crate) fn respond(denied: &RateLimited, policy: Option<&Policy>, style: HeaderStyle) -> Response {
-    let limited = denied.reason() == DenialReason::Limited;
-    let status = if limited { StatusCode::TOO_MANY_REQUESTS } else { StatusCode::SERVICE_UNAVAILABLE };
-    let retry_after = denied.retry_after().map(retry_after_secs);
-    let mut response = problem(status, &denied.public_detail(), retry_after);
-    let headers = response.headers_mut();
     match policy {
-        Some(policy) if limited => insert_rate_limit_headers(headers, policy, denied.decision(), style),
+        Some(policy) if denied.reason() == DenialReason::Limited => {
+            let mut headers = HeaderMap::new();
+            insert_rate_limit_headers(&mut headers, policy, denied.decision(), style);
+            // The body repeats the wait `Retry-After` states, read back so the two never differ.
+            let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()?.parse().ok());
+            let status = StatusCode::TOO_MANY_REQUESTS;
+            let mut body = Problem::new(QUOTA_EXCEEDED, "Quota Exceeded", status, &detail(denied, retry_after));
+            body.retry_after(retry_after);
+            body.strings("violated-policies", &violated_policies(policy, denied.decision()));
+            let mut response = body.into_response(status);
+            response.headers_mut().extend(headers);
+            response
+        }
         _ => {
+            let retry_after = denied.retry_after().map(retry_after_secs);
+            let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, &detail(denied, retry_after), retry_after);
             if let Some(secs) = retry_after {
-                headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+                response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
             }
+            response
         }
     }
-    response
 }
 
-/// A problem+json response (RFC 9457) of `status` saying `detail`.
-pub(crate) fn problem(status: StatusCode, detail: &str, retry_after: Option<u64>) -> Response {
-    let mut body = String::from(r#"{"type":"about:blank","title":"#);
-    json_string(&mut body, status.canonical_reason().unwrap_or("Error"));
-    let _ = write!(body, r#","status":{},"detail":"#, status.as_u16());
-    json_string(&mut body, detail);
-    if let Some(secs) = retry_after {
-        let _ = write!(body, r#","retry_after":{secs}"#);
+/// What the client is told: which rule denied and the wait in the whole
+/// seconds `Retry-After` says, or that the limiter could not decide.
+fn detail(denied: &RateLimited, retry_after: Option<u64>) -> String {
+    let name = denied.public_name().map(quote);
+    let mut out = String::new();
+    match (denied.reason(), denied.policy()) {
+        (DenialReason::Limited, Some(policy)) => {
+            match &name {
+                Some(name) => write!(out, "rate limited by `{name}` ("),
+                None => write!(out, "rate limited ("),
+            }
+            .ok();
+            let violated = &denied.decision().violated;
+            if violated.is_empty() {
+                write!(out, "{policy})").ok();
+            } else {
+                let list: Vec<String> = violated.iter().map(ToString::to_string).collect();
+                write!(out, "{} exceeded)", list.join(", ")).ok();
+            }
+            match retry_after {
+                Some(secs) => write!(out, "; retry after {secs}s"),
+                None => write!(out, "; this cost can never pass: it exceeds what the policy admits"),
+            }
+            .ok();
+        }
+        (DenialReason::StoreUnavailable, _) => {
+            match &name {
+                Some(name) => write!(out, "the store of rate limiter `{name}` is unavailable"),
+                None => write!(out, "the rate limiter's store is unavailable"),
+            }
+            .ok();
+            out.push_str(", so the request could not be decided");
+        }
+        _ => {
+            match &name {
+                Some(name) => write!(out, "the named policy of rate limiter `{name}` is not configured"),
+                None => write!(out, "the rate limiter's named policy is not configured"),
+            }
+            .ok();
+            out.push_str(", so the request could not be decided");
+        }
     }
-    body.push('}');
-    let mut response = (status, body).into_response();
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
-    response
+    out
+}
+
+/// The names of the `RateLimit-Policy` items that denied `decision`: the
+/// violated strategies of a window policy, else the policy's one item.
+fn violated_policies(policy: &Policy, decision: &Decision) -> Vec<String> {
+    let items = PolicyItem::of(policy);
+    let strategies = policy.strategies();
+    let violated: Vec<String> = decision
+        .violated
+        .iter()
+        .filter_map(|s| strategies.iter().position(|t| t == s))
+        .filter_map(|i| items.get(i).map(|item| item.name.clone()))
+        .collect();
+    match violated.is_empty() {
+        true => items.into_iter().map(|item| item.name).collect(),
+        false => violated,
+    }
+}
+
+/// An `about:blank` problem+json response (RFC 9457) of `status` saying
+/// `detail`; an empty `detail` is left out (a `500` for a server set up
+/// wrong tells the client nothing the operator's log says).
+pub(crate) fn problem(status: StatusCode, detail: &str, retry_after: Option<u64>) -> Response {
+    let mut body = Problem::new("about:blank", status.canonical_reason().unwrap_or("Error"), status, detail);
+    body.retry_after(retry_after);
+    body.into_response(status)
+}
+
+/// A problem+json body, written member by member.
+struct Problem(String);
+
+impl Problem {
+    fn new(kind: &str, title: &str, status: StatusCode, detail: &str) -> Problem {
+        let mut body = String::from(r#"{"type":"#);
+        json_string(&mut body, kind);
+        body.push_str(r#","title":"#);
+        json_string(&mut body, title);
+        let _ = write!(body, r#","status":{}"#, status.as_u16());
+        if !detail.is_empty() {
+            body.push_str(r#","detail":"#);
+            json_string(&mut body, detail);
+        }
+        Problem(body)
+    }
+
+    fn retry_after(&mut self, secs: Option<u64>) {
+        if let Some(secs) = secs {
+            let _ = write!(self.0, r#","retry_after":{secs}"#);
+        }
+    }
+
+    fn strings(&mut self, member: &str, values: &[String]) {
+        self.0.push(',');
+        json_string(&mut self.0, member);
+        self.0.push_str(":[");
+        for (i, value) in values.iter().enumerate() {
+            if i > 0 {
+                self.0.push(',');
+            }
+            json_string(&mut self.0, value);
+        }
+        self.0.push(']');
+    }
+
+    fn into_response(mut self, status: StatusCode) -> Response {
+        self.0.push('}');
+        let mut response = (status, self.0).into_response();
+        response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        response
+    }
 }
 
 /// Appends `text` as a JSON string literal.

@@ -114,7 +114,8 @@ impl Shared {
                 if !self.told_missing_peer.swap(true, Ordering::Relaxed) {
                     tracing::error!(target: "redlimit", limiter = %self.name(), "{missing}");
                 }
-                Err((StatusCode::INTERNAL_SERVER_ERROR, missing.to_string()))
+                // The operator reads the log; the client learns only that the server failed.
+                Err((StatusCode::INTERNAL_SERVER_ERROR, String::new()))
             }
         }
     }
@@ -141,7 +142,10 @@ impl Shared {
         match lazy.settle_unconfigured("request", lazy.name(), why, key) {
             Ok(()) => Verdict::Pass(None),
             Err(_) => {
-                let detail = format!("rate limited by `{}`: its named policy is not configured", self.name());
+                let detail = format!(
+                    "the named policy of rate limiter `{}` is not configured, so the request could not be decided",
+                    self.name()
+                );
                 Verdict::Respond(problem(StatusCode::SERVICE_UNAVAILABLE, &detail, None))
             }
         }
