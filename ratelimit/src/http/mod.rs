@@ -7,17 +7,22 @@
 //!   body ([`denial_response`]).
 //! - [`rate_limit_headers`] builds the same fields for any decision, allowed or not.
 //! - [`RateLimitLayer`] limits the routes it wraps by client IP (behind
-//!   [`TrustedProxies`]), a header, or a function of the request ([`KeyBy`]).
+//!   [`TrustedProxies`]), a header, or a function of the request ([`KeyBy`]);
+//!   it can exempt requests, shape its rejections, and choose a policy per
+//!   request among [`Tiers`].
 
 mod client_ip;
+mod forwarded;
 mod headers;
 mod key;
 mod layer;
 mod quota;
 mod response;
 mod service;
+mod source;
+mod tiers;
 
-pub use client_ip::TrustedProxies;
+pub use client_ip::{ProxyHeader, TrustedProxies};
 pub use headers::{
     insert_rate_limit_headers, rate_limit_headers, retry_after_secs, HeaderStyle, RATELIMIT, RATELIMIT_POLICY,
     X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
@@ -27,3 +32,4 @@ pub use layer::RateLimitLayer;
 pub use quota::PolicyItem;
 pub use response::{denial_response, PROBLEM_JSON};
 pub use service::RateLimitService;
+pub use tiers::{TierBy, Tiers};
