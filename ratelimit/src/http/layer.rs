@@ -218,7 +218,7 @@ impl RateLimitLayer {
     ///
     /// for _ in 0..3 {
     ///     let health = app.call(get("/health")).await.unwrap();
-    ///     assert_eq!((health.status(), health.headers().get("ratelimit")), (200, None));
+    ///     assert_eq!((health.status().as_u16(), health.headers().get("ratelimit")), (200, None));
     /// }
     /// assert_eq!(app.call(get("/")).await.unwrap().status(), 200);
     /// assert_eq!(app.call(get("/")).await.unwrap().status(), 429);
@@ -238,25 +238,28 @@ impl RateLimitLayer {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
-    /// use axum::{body::Body, extract::Request, http::StatusCode, response::{IntoResponse, Response}, routing::get, Router};
-    /// use redlimit::http::{KeyBy, RateLimitLayer};
-    /// use redlimit::{Limiter, Policy, RateLimited, Store};
+    /// use axum::{body::Body, extract::Request, http::header, response::Response, routing::get, Router};
+    /// use redlimit::http::{retry_after_secs, KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, ManualClock, Policy, RateLimited, Store};
     /// use tower_service::Service;
     ///
-    /// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &Store::memory());
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &store);
     /// let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key")?).on_rejected(
     ///     |denied: &RateLimited, _request: &Request, default: Response| {
-    ///         let wait = denied.retry_after().map_or(0, |wait| wait.as_secs());
-    ///         let mut response = (StatusCode::TOO_MANY_REQUESTS, format!("slow down: {wait}s")).into_response();
-    ///         response.headers_mut().extend(default.headers().iter().filter(|(name, _)| *name != "content-type").map(|(n, v)| (n.clone(), v.clone())));
-    ///         response
+    ///         // Keep the status and the header fields; say it in plain text.
+    ///         let wait = denied.retry_after().map_or(0, retry_after_secs);
+    ///         let (mut parts, _) = default.into_parts();
+    ///         parts.headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain"));
+    ///         Response::from_parts(parts, Body::from(format!("slow down: {wait}s")))
     ///     },
     /// );
     /// let mut app = Router::new().route("/", get(|| async { "hi" })).layer(layer);
     /// let request = || Request::builder().uri("/").header("x-api-key", "k").body(Body::empty()).unwrap();
     /// app.call(request()).await.unwrap();
     /// let denied = app.call(request()).await.unwrap();
-    /// assert_eq!((denied.status(), denied.headers()["retry-after"].to_str().unwrap()), (429, "60"));
+    /// assert_eq!((denied.status().as_u16(), denied.headers()["retry-after"].to_str().unwrap()), (429, "60"));
+    /// assert_eq!(denied.headers()["content-type"], "text/plain");
     /// let body = axum::body::to_bytes(denied.into_body(), 1024).await.unwrap();
     /// assert_eq!(&body[..], b"slow down: 60s");
     /// # Ok(()) }
