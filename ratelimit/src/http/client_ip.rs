@@ -2,7 +2,7 @@
 //! `X-Forwarded-For` (or `Forwarded`, or `X-Real-IP`) that none of your
 //! proxies wrote.
 
-use super::forwarded;
+use super::forwarded::{self, is_port};
 use crate::Error;
 use axum::http::HeaderMap;
 use ipnet::{IpNet, Ipv4Net};
@@ -225,10 +225,6 @@ fn parse_hop(hop: &[u8]) -> Option<IpAddr> {
         addr.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)?
     };
     Some(ip.to_canonical())
-}
-
-pub(super) fn is_port(text: &str) -> bool {
-    !text.is_empty() && text.len() <= 5 && text.bytes().all(|b| b.is_ascii_digit()) && text.parse::<u16>().is_ok()
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 //! quoted string); whatever does not parse is not an address, which stops
 //! the walk in [`TrustedProxies::client_ip`](super::TrustedProxies::client_ip).
 
-use super::client_ip::is_port;
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -100,6 +99,11 @@ fn parse_node(node: &str) -> Option<IpAddr> {
         Some(port) if is_port(port) || is_obfuscated(port) => Some(ip.to_canonical()),
         _ => None,
     }
+}
+
+/// A port number, 0 to 65535 in at most five digits.
+pub(super) fn is_port(text: &str) -> bool {
+    !text.is_empty() && text.len() <= 5 && text.bytes().all(|b| b.is_ascii_digit()) && text.parse::<u16>().is_ok()
 }
 
 /// `_` followed by letters, digits, `.`, `_`, `-`.
