@@ -6,9 +6,11 @@
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
+use proptest::prelude::*;
 use redlimit::http::{KeyBy, ProxyHeader, RateLimitLayer, TrustedProxies};
 use redlimit::{Limiter, ManualClock, Policy, Store};
 use std::net::SocketAddr;
@@ -121,7 +123,7 @@ async fn what_is_not_an_address_stops_the_walk_and_malformed_values_fall_back_to
     // Bytes that are not text are not an address either.
     let (mut app, limiter) = limited("fwd_bytes", forwarding_proxies());
     let mut request = from(PROXY, &[]);
-    request.headers_mut().insert("forwarded", axum::http::HeaderValue::from_bytes(b"for=\xff1.2.3.4").unwrap());
+    request.headers_mut().insert("forwarded", HeaderValue::from_bytes(b"for=\xff1.2.3.4").unwrap());
     assert_eq!(send(&mut app, request).await.status(), 200);
     assert!(counted(&limiter, "10.0.0.1").await);
 }
@@ -146,4 +148,39 @@ async fn x_real_ip_is_read_only_when_asked_for_and_only_from_a_trusted_peer() {
     assert!(counted(&limiter, "203.0.113.9").await && !counted(&limiter, "192.0.2.99").await);
     assert_eq!(send(&mut app, real_ip("192.0.2.1, 192.0.2.2")).await.status(), 200);
     assert!(counted(&limiter, "10.0.0.1").await);
+}
+
+/// Bytes a client could put in a `Forwarded` line: its grammar's characters
+/// weighted up, and any other byte a header value may hold.
+fn client_line() -> impl Strategy<Value = Vec<u8>> {
+    let grammar = prop::sample::select(b"for=;,\"[]:_.\\ 0123456789abcdef".to_vec());
+    let any_byte = any::<u8>().prop_filter("a header value byte", |&b| b == b'\t' || (b >= 0x20 && b != 0x7f));
+    prop::collection::vec(prop_oneof![3 => grammar, 1 => any_byte], 0..48)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Whatever a client writes, the element a trusted proxy appends decides:
+    /// on its own line it names the client; on the client's line it names the
+    /// client or, when the client's text leaves the line unreadable, the
+    /// proxy. Never an address of the client's choosing, never a panic.
+    #[test]
+    fn a_client_cannot_choose_its_address_through_forwarded(line in client_line()) {
+        let proxies = forwarding_proxies();
+        let peer = "10.0.0.1".parse().unwrap();
+        let Ok(value) = HeaderValue::from_bytes(&line) else { return Ok(()) };
+
+        let mut headers = HeaderMap::new();
+        headers.append("forwarded", value);
+        headers.append("forwarded", HeaderValue::from_static("for=198.51.100.7"));
+        prop_assert_eq!(proxies.client_ip(peer, &headers).to_string(), "198.51.100.7");
+
+        let mut same_line = line.clone();
+        same_line.extend_from_slice(b", for=198.51.100.7");
+        let mut headers = HeaderMap::new();
+        headers.insert("forwarded", HeaderValue::from_bytes(&same_line).unwrap());
+        let client = proxies.client_ip(peer, &headers).to_string();
+        prop_assert!(client == "198.51.100.7" || client == "10.0.0.1", "{:?} -> {}", String::from_utf8_lossy(&same_line), client);
+    }
 }
