@@ -28,6 +28,9 @@ use std::sync::Arc;
 /// route; an allowed one carries the same header fields unless
 /// [`headers_on_allowed(false)`](Self::headers_on_allowed). When the store
 /// cannot decide, the limiter's [`OnError`] applies (503 under `Deny`).
+/// [`exempt`](Self::exempt) lets chosen requests through uncounted,
+/// [`on_rejected`](Self::on_rejected) builds your own response to a denial,
+/// and [`tiered`](Self::tiered) chooses the policy per request.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
