@@ -102,8 +102,9 @@ impl std::error::Error for MissingPeer {}
 
 impl KeyBy {
     /// The client's IP address: the TCP peer (axum's `ConnectInfo<SocketAddr>`),
-    /// or behind `proxies` the rightmost `X-Forwarded-For` hop they did not
-    /// write (see [`TrustedProxies::client_ip`]).
+    /// or behind `proxies` the rightmost hop of their header (`X-Forwarded-For`,
+    /// `Forwarded` or `X-Real-IP`: [`ProxyHeader`](super::ProxyHeader)) they
+    /// did not write (see [`TrustedProxies::client_ip`]).
     ///
     /// An IPv4 client is its address. An IPv6 client is its /64 network
     /// (`2001:db8:1:2::/64`), because one subscriber is usually handed a

@@ -3,10 +3,14 @@
 
 use super::headers::HeaderStyle;
 use super::key::{KeyBy, MissingKey};
-use super::service::{RateLimitService, Shared, Source};
+use super::service::{RateLimitService, Shared};
+use super::source::Source;
+use super::tiers::{Limits, Tiers};
 use super::TrustedProxies;
 use crate::lazy::LazyLimiter;
-use crate::{Limiter, OnError, Policy};
+use crate::{Error, Limiter, OnError, Policy, RateLimited};
+use axum::extract::Request;
+use axum::response::Response;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -24,6 +28,9 @@ use std::sync::Arc;
 /// route; an allowed one carries the same header fields unless
 /// [`headers_on_allowed(false)`](Self::headers_on_allowed). When the store
 /// cannot decide, the limiter's [`OnError`] applies (503 under `Deny`).
+/// [`exempt`](Self::exempt) lets chosen requests through uncounted,
+/// [`on_rejected`](Self::on_rejected) builds your own response to a denial,
+/// and [`tiered`](Self::tiered) chooses the policy per request.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -100,15 +107,55 @@ impl RateLimitLayer {
         RateLimitLayer::with_source(Source::Limiter(limiter))
     }
 
+    /// A layer choosing each request's policy among `tiers` (plans such as
+    /// free and pro), each tier counted apart under `<name>.<tier>`; see
+    /// [`Tiers`] for an unknown tier. Every other option applies to all tiers.
+    /// An error names what is wrong with the tiers.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, routing::get, Router};
+    /// use redlimit::http::{KeyBy, RateLimitLayer, TierBy, Tiers};
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use tower_service::Service;
+    ///
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let tiers = Tiers::new(TierBy::header("x-plan")?)
+    ///     .tier_limiter("free", Limiter::new("api.free", Policy::fixed_window("1/1m")?, &store))
+    ///     .tier_limiter("pro", Limiter::new("api.pro", Policy::fixed_window("3/1m")?, &store));
+    /// let layer = RateLimitLayer::tiered("api", tiers)?.key(KeyBy::header("x-api-key")?);
+    /// let mut app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
+    /// let request = |plan: &str| {
+    ///     Request::builder().uri("/").header("x-api-key", "k1").header("x-plan", plan).body(Body::empty()).unwrap()
+    /// };
+    ///
+    /// assert_eq!(app.call(request("free")).await.unwrap().status(), 200);
+    /// assert_eq!(app.call(request("free")).await.unwrap().status(), 429);
+    /// let pro = app.call(request("pro")).await.unwrap(); // its own count
+    /// assert_eq!(pro.headers()["ratelimit"], r#""3/1m";r=2;t=60"#);
+    /// assert_eq!(app.call(request("gold")).await.unwrap().status(), 400); // no such tier, no fallback
+    /// # Ok(()) }
+    /// ```
+    pub fn tiered(name: impl Into<Arc<str>>, tiers: Tiers) -> Result<RateLimitLayer, Error> {
+        let name: Arc<str> = name.into();
+        Ok(RateLimitLayer::with_limits(Limits::Tiered(Arc::new(tiers.build(&name)?))))
+    }
+
     fn with_source(source: Source) -> RateLimitLayer {
+        RateLimitLayer::with_limits(Limits::One(source))
+    }
+
+    fn with_limits(limits: Limits) -> RateLimitLayer {
         let shared = Shared {
-            source,
+            limits,
             key: KeyBy::client_ip(TrustedProxies::none()),
             cost: 1,
             missing_key: MissingKey::default(),
             headers_on_allowed: true,
             style: HeaderStyle::default(),
             told_missing_peer: Arc::default(),
+            exempt: Vec::new(),
+            on_rejected: None,
         };
         RateLimitLayer { shared: Arc::new(shared) }
     }
@@ -148,9 +195,83 @@ impl RateLimitLayer {
     /// [`OnError::Allow`]). A layer built with [`from_limiter`](Self::from_limiter)
     /// uses that limiter's setting and ignores this.
     pub fn on_error(mut self, on_error: OnError) -> RateLimitLayer {
-        if let Source::Lazy(lazy) = &mut Arc::make_mut(&mut self.shared).source {
-            *lazy = Arc::new(lazy.with_on_error(on_error));
-        }
+        let shared = Arc::make_mut(&mut self.shared);
+        shared.limits = shared.limits.with_on_error(on_error);
+        self
+    }
+
+    /// Lets a request `exempt` returns true for through to the route
+    /// uncounted and without `RateLimit` fields (health checks, internal
+    /// callers), before its key is looked for. Called again, a request
+    /// matching any of the predicates is exempt.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, routing::get, Router};
+    /// use redlimit::http::{KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, Policy, Store};
+    /// use tower_service::Service;
+    ///
+    /// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &Store::memory());
+    /// let layer = RateLimitLayer::from_limiter(limiter)
+    ///     .key(KeyBy::header("x-api-key")?)
+    ///     .exempt(|request: &Request| request.uri().path() == "/health");
+    /// let mut app = Router::new().route("/", get(|| async { "hi" })).route("/health", get(|| async { "ok" })).layer(layer);
+    /// let get = |path: &str| Request::builder().uri(path).header("x-api-key", "k").body(Body::empty()).unwrap();
+    ///
+    /// for _ in 0..3 {
+    ///     let health = app.call(get("/health")).await.unwrap();
+    ///     assert_eq!((health.status().as_u16(), health.headers().get("ratelimit")), (200, None));
+    /// }
+    /// assert_eq!(app.call(get("/")).await.unwrap().status(), 200);
+    /// assert_eq!(app.call(get("/")).await.unwrap().status(), 429);
+    /// # Ok(()) }
+    /// ```
+    pub fn exempt(mut self, exempt: impl Fn(&Request) -> bool + Send + Sync + 'static) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).exempt.push(Arc::new(exempt));
+        self
+    }
+
+    /// Builds the response to a denied request with `on_rejected`, from the
+    /// denial, the request and the response the layer would send (`429`
+    /// with its header fields, or `503` when the store could not decide and
+    /// [`OnError::Deny`] denied: see [`RateLimited::reason`]). Requests
+    /// answered for another reason (no key, no peer address, an unknown
+    /// tier) keep their answer.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, http::header, response::Response, routing::get, Router};
+    /// use redlimit::http::{retry_after_secs, KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, ManualClock, Policy, RateLimited, Store};
+    /// use tower_service::Service;
+    ///
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &store);
+    /// let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key")?).on_rejected(
+    ///     |denied: &RateLimited, _request: &Request, default: Response| {
+    ///         // Keep the status and the header fields; say it in plain text.
+    ///         let wait = denied.retry_after().map_or(0, retry_after_secs);
+    ///         let (mut parts, _) = default.into_parts();
+    ///         parts.headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain"));
+    ///         Response::from_parts(parts, Body::from(format!("slow down: {wait}s")))
+    ///     },
+    /// );
+    /// let mut app = Router::new().route("/", get(|| async { "hi" })).layer(layer);
+    /// let request = || Request::builder().uri("/").header("x-api-key", "k").body(Body::empty()).unwrap();
+    /// app.call(request()).await.unwrap();
+    /// let denied = app.call(request()).await.unwrap();
+    /// assert_eq!((denied.status().as_u16(), denied.headers()["retry-after"].to_str().unwrap()), (429, "60"));
+    /// assert_eq!(denied.headers()["content-type"], "text/plain");
+    /// let body = axum::body::to_bytes(denied.into_body(), 1024).await.unwrap();
+    /// assert_eq!(&body[..], b"slow down: 60s");
+    /// # Ok(()) }
+    /// ```
+    pub fn on_rejected(
+        mut self,
+        on_rejected: impl Fn(&RateLimited, &Request, Response) -> Response + Send + Sync + 'static,
+    ) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).on_rejected = Some(Arc::new(on_rejected));
         self
     }
 }

@@ -9,18 +9,23 @@
 //! - [`DecisionHeadersLayer`] puts the fields of what `#[rate_limit]`
 //!   functions decided on the response of the request that called them.
 //! - [`RateLimitLayer`] limits the routes it wraps by client IP (behind
-//!   [`TrustedProxies`]), a header, or a function of the request ([`KeyBy`]).
+//!   [`TrustedProxies`]), a header, or a function of the request ([`KeyBy`]);
+//!   it can exempt requests, shape its rejections, and choose a policy per
+//!   request among [`Tiers`].
 
 mod client_ip;
 mod decisions;
+mod forwarded;
 mod headers;
 mod key;
 mod layer;
 mod quota;
 mod response;
 mod service;
+mod source;
+mod tiers;
 
-pub use client_ip::TrustedProxies;
+pub use client_ip::{ProxyHeader, TrustedProxies};
 pub(crate) use decisions::record as record_decision;
 pub use decisions::{DecisionHeadersLayer, DecisionHeadersService};
 pub use headers::{
@@ -32,3 +37,4 @@ pub use layer::RateLimitLayer;
 pub use quota::PolicyItem;
 pub use response::{denial_response, PROBLEM_JSON, QUOTA_EXCEEDED};
 pub use service::RateLimitService;
+pub use tiers::{TierBy, Tiers};

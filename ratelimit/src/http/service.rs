@@ -5,8 +5,9 @@
 use super::headers::{insert_rate_limit_headers, HeaderStyle};
 use super::key::{KeyBy, MissingKey};
 use super::response::{problem, respond};
-use crate::lazy::LazyLimiter;
-use crate::{Decision, Limiter};
+use super::source::Source;
+use super::tiers::Limits;
+use crate::{Decision, Limiter, RateLimited};
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -19,7 +20,7 @@ use std::task::{Context, Poll};
 /// Everything a layer's services share.
 #[derive(Clone)]
 pub(super) struct Shared {
-    pub(super) source: Source,
+    pub(super) limits: Limits,
     pub(super) key: KeyBy,
     pub(super) cost: u64,
     pub(super) missing_key: MissingKey,
@@ -27,16 +28,16 @@ pub(super) struct Shared {
     pub(super) style: HeaderStyle,
     /// Whether the missing `ConnectInfo` was already logged.
     pub(super) told_missing_peer: Arc<AtomicBool>,
+    /// A request any of these match passes uncounted.
+    pub(super) exempt: Vec<Exempt>,
+    pub(super) on_rejected: Option<OnRejected>,
 }
 
-/// Where a layer's limiter comes from.
-#[derive(Clone)]
-pub(super) enum Source {
-    /// Given, with its own store and `OnError`.
-    Limiter(Limiter),
-    /// Built on the global store at the first request.
-    Lazy(Arc<LazyLimiter>),
-}
+/// A predicate exempting a request from the limit.
+pub(super) type Exempt = Arc<dyn Fn(&Request) -> bool + Send + Sync>;
+
+/// The user's rejection response, from the denial, the request and the default response.
+pub(super) type OnRejected = Arc<dyn Fn(&RateLimited, &Request, Response) -> Response + Send + Sync>;
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around a route.
 ///
@@ -75,22 +76,17 @@ enum Verdict {
     Pass(Option<(Decision, Limiter)>),
     /// Answer this instead of calling the route.
     Respond(Response),
+    /// Denied: answer this response, or what `on_rejected` makes of it.
+    Denied(Box<RateLimited>, Response),
 }
 
 impl Shared {
     fn name(&self) -> &str {
-        match &self.source {
-            Source::Limiter(limiter) => limiter.name(),
-            Source::Lazy(lazy) => lazy.name(),
-        }
+        self.limits.name()
     }
 
-    /// The limiter deciding now; `Err` when a named policy is not configured.
-    async fn limiter(&self) -> Result<Limiter, Arc<str>> {
-        match &self.source {
-            Source::Limiter(limiter) => Ok(limiter.clone()),
-            Source::Lazy(lazy) => lazy.current().await.map(|(limiter, _)| limiter),
-        }
+    fn is_exempt(&self, request: &Request) -> bool {
+        self.exempt.iter().any(|exempt| exempt(request))
     }
 
     /// The request's key; `Ok(None)` to let it through uncounted, `Err`
@@ -120,10 +116,10 @@ impl Shared {
         }
     }
 
-    async fn decide(&self, key: Vec<u8>) -> Verdict {
-        let limiter = match self.limiter().await {
+    async fn decide(&self, source: Source, key: Vec<u8>) -> Verdict {
+        let limiter = match source.limiter().await {
             Ok(limiter) => limiter,
-            Err(why) => return self.without_policy(&why, &key),
+            Err(why) => return self.without_policy(&source, &why, &key),
         };
         match limiter.limit(&key, self.cost).await {
             // A decision with nothing to reset was not made by a store (the
@@ -131,22 +127,25 @@ impl Shared {
             // says nothing true about the limit, so no header fields.
             Ok(decision) if decision.reset_after.is_zero() => Verdict::Pass(None),
             Ok(decision) => Verdict::Pass(Some((decision, limiter))),
-            Err(denied) => Verdict::Respond(respond(&denied, Some(limiter.policy()), self.style)),
+            Err(denied) => {
+                let response = respond(&denied, Some(limiter.policy()), self.style);
+                Verdict::Denied(Box::new(denied), response)
+            }
         }
     }
 
     /// A request whose named policy is not configured: settled by `on_error`
     /// as a store failure would be (503 under `Deny`, else through uncounted).
-    fn without_policy(&self, why: &str, key: &[u8]) -> Verdict {
-        let Source::Lazy(lazy) = &self.source else { return Verdict::Pass(None) };
+    fn without_policy(&self, source: &Source, why: &str, key: &[u8]) -> Verdict {
+        let Source::Lazy(lazy) = source else { return Verdict::Pass(None) };
         match lazy.settle_unconfigured("request", lazy.name(), why, key) {
             Ok(()) => Verdict::Pass(None),
-            Err(_) => {
+            Err(denied) => {
                 let detail = format!(
                     "the named policy of rate limiter `{}` is not configured, so the request could not be decided",
-                    self.name()
+                    lazy.name()
                 );
-                Verdict::Respond(problem(StatusCode::SERVICE_UNAVAILABLE, &detail, None))
+                Verdict::Denied(Box::new(denied), problem(StatusCode::SERVICE_UNAVAILABLE, &detail, None))
             }
         }
     }
@@ -172,15 +171,23 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = self.shared.clone();
-        let key = shared.key_of(&request);
+        if shared.is_exempt(&request) {
+            return Box::pin(async move { Ok(inner.call(request).await?.into_response()) });
+        }
+        let source = shared.limits.choose(&request).cloned().map_err(|detail| (StatusCode::BAD_REQUEST, detail));
+        let key = source.and_then(|source| Ok(shared.key_of(&request)?.map(|key| (source, key))));
         Box::pin(async move {
             let verdict = match key {
-                Ok(Some(key)) => shared.decide(key).await,
+                Ok(Some((source, key))) => shared.decide(source, key).await,
                 Ok(None) => Verdict::Pass(None),
                 Err((status, detail)) => Verdict::Respond(problem(status, &detail, None)),
             };
             match verdict {
                 Verdict::Respond(response) => Ok(response),
+                Verdict::Denied(denied, response) => match &shared.on_rejected {
+                    Some(on_rejected) => Ok(on_rejected(&denied, &request, response)),
+                    None => Ok(response),
+                },
                 Verdict::Pass(decision) => {
                     let mut response = inner.call(request).await?.into_response();
                     if let Some((decision, limiter)) = decision.filter(|_| shared.headers_on_allowed) {

@@ -1,0 +1,40 @@
+//! [`Source`]: where one limiter of a [`RateLimitLayer`](super::RateLimitLayer)
+//! comes from (given, or built on the global store at the first request).
+
+use crate::lazy::LazyLimiter;
+use crate::{Limiter, OnError};
+use std::sync::Arc;
+
+/// Where a layer's (or a tier's) limiter comes from.
+#[derive(Clone)]
+pub(super) enum Source {
+    /// Given, with its own store and `OnError`.
+    Limiter(Limiter),
+    /// Built on the global store at the first request.
+    Lazy(Arc<LazyLimiter>),
+}
+
+impl Source {
+    pub(super) fn name(&self) -> &str {
+        match self {
+            Source::Limiter(limiter) => limiter.name(),
+            Source::Lazy(lazy) => lazy.name(),
+        }
+    }
+
+    /// The limiter deciding now; `Err` when a named policy is not configured.
+    pub(super) async fn limiter(&self) -> Result<Limiter, Arc<str>> {
+        match self {
+            Source::Limiter(limiter) => Ok(limiter.clone()),
+            Source::Lazy(lazy) => lazy.current().await.map(|(limiter, _)| limiter),
+        }
+    }
+
+    /// The same source with another `on_error`; a given limiter keeps its own.
+    pub(super) fn with_on_error(&self, on_error: OnError) -> Source {
+        match self {
+            Source::Limiter(limiter) => Source::Limiter(limiter.clone()),
+            Source::Lazy(lazy) => Source::Lazy(Arc::new(lazy.with_on_error(on_error))),
+        }
+    }
+}
