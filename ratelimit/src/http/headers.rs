@@ -139,9 +139,38 @@ pub fn insert_rate_limit_headers_in(
     style: HeaderStyle,
     unit: QuotaUnit,
 ) {
-    let items = PolicyItem::of(policy);
+    write_fields(headers, policy, decision, style, unit, 1);
+}
+
+/// The fields for a route whose every request takes `cost` permits (a
+/// layer's [`cost`](super::RateLimitLayer::cost)): restated in requests, the
+/// draft's default unit, so `q`, `r` and the legacy counts are whole
+/// requests and a bucket's `t` waits for a whole request's permits.
+#[allow(dead_code)]
+pub(crate) fn insert_rate_limit_headers_per_request(
+    headers: &mut HeaderMap,
+    policy: &Policy,
+    decision: &Decision,
+    style: HeaderStyle,
+    cost: u64,
+) {
+    write_fields(headers, policy, decision, style, QuotaUnit::Requests, cost.max(1));
+}
+
+fn write_fields(
+    headers: &mut HeaderMap,
+    policy: &Policy,
+    decision: &Decision,
+    style: HeaderStyle,
+    unit: QuotaUnit,
+    per_request: u64,
+) {
+    let mut items = PolicyItem::of(policy);
+    for item in &mut items {
+        item.quota /= per_request;
+    }
     headers.insert(RATELIMIT_POLICY, value(policy_field(&items, unit)));
-    let states = item_states(policy, decision);
+    let states = item_states(policy, decision, per_request);
     headers.insert(RATELIMIT, value(state_field(&items, &states)));
     if !decision.allowed {
         if let Some(wait) = decision.retry_after {
@@ -149,8 +178,8 @@ pub fn insert_rate_limit_headers_in(
         }
     }
     if style == HeaderStyle::DraftAndLegacy {
-        headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit));
-        headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining));
+        headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit / per_request));
+        headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining / per_request));
         headers.insert(X_RATELIMIT_RESET, HeaderValue::from(ceil_secs(decision.reset_after)));
     }
 }
@@ -305,6 +334,40 @@ mod tests {
             assert_eq!(headers[&RATELIMIT], expected, "call {i}");
             assert_eq!(headers.get(RETRY_AFTER).map(|v| v.to_str().unwrap()), retry_after, "call {i}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_cost_per_request_is_restated_in_whole_requests() {
+        use crate::{Limiter, ManualClock, Store};
+        let store = Store::memory().with_clock(ManualClock::new());
+        let field = |h: &HeaderMap, name: &HeaderName| h[name].to_str().unwrap().to_owned();
+        let bucket = Limiter::new("t", Policy::token_bucket(10, "1/1s").unwrap(), &store);
+        // Three permits a request: 10 tokens are 3 requests, and each
+        // request's tokens are back 2 s after the last one was spent.
+        let table = [
+            (r#""token_bucket 10 per 1/1s";r=2;t=2"#, None),
+            (r#""token_bucket 10 per 1/1s";r=1;t=2"#, None),
+            (r#""token_bucket 10 per 1/1s";r=0;t=2"#, None),
+            (r#""token_bucket 10 per 1/1s";r=0;t=2"#, Some("2")),
+        ];
+        for (i, (expected, retry_after)) in table.into_iter().enumerate() {
+            let decision = bucket.check("k", 3).await.unwrap();
+            let mut headers = HeaderMap::new();
+            insert_rate_limit_headers_per_request(&mut headers, bucket.policy(), &decision, HeaderStyle::Draft, 3);
+            assert_eq!(field(&headers, &RATELIMIT_POLICY), r#""token_bucket 10 per 1/1s";q=3;w=10"#, "call {i}");
+            assert_eq!(field(&headers, &RATELIMIT), expected, "call {i}");
+            assert_eq!(headers.get(RETRY_AFTER).map(|v| v.to_str().unwrap()), retry_after, "call {i}");
+        }
+        let window = Limiter::new("w", Policy::fixed_window("10/1m").unwrap(), &store);
+        let mut headers = HeaderMap::new();
+        let decision = window.check("k", 3).await.unwrap();
+        insert_rate_limit_headers_per_request(&mut headers, window.policy(), &decision, HeaderStyle::DraftAndLegacy, 3);
+        assert_eq!(field(&headers, &RATELIMIT_POLICY), r#""10/1m";q=3;w=60"#);
+        assert_eq!(field(&headers, &RATELIMIT), r#""10/1m";r=2;t=60"#);
+        assert_eq!(
+            (field(&headers, &X_RATELIMIT_LIMIT), field(&headers, &X_RATELIMIT_REMAINING)),
+            ("3".into(), "2".into())
+        );
     }
 
     #[test]

@@ -128,7 +128,11 @@ pub(crate) struct ItemState {
 ///
 /// So on a denial no rule's `t` is later than `Retry-After`, the latest
 /// retry time of the rules that denied it.
-pub(crate) fn item_states(policy: &Policy, decision: &Decision) -> Vec<ItemState> {
+///
+/// With `per_request` permits to a request, `remaining` counts whole
+/// requests and a bucket's `effective` waits for a whole request.
+pub(crate) fn item_states(policy: &Policy, decision: &Decision, per_request: u64) -> Vec<ItemState> {
+    let per_request = per_request.max(1);
     if !decision.quotas.is_empty() {
         let strategies = policy.strategies();
         return decision
@@ -137,14 +141,14 @@ pub(crate) fn item_states(policy: &Policy, decision: &Decision) -> Vec<ItemState
             .enumerate()
             .map(|(i, q)| ItemState {
                 index: strategies.iter().position(|s| *s == q.strategy).unwrap_or(i),
-                remaining: q.remaining,
+                remaining: q.remaining / per_request,
                 effective: q.retry_after.unwrap_or(q.reset_after),
             })
             .collect();
     }
     let effective = match &policy.params {
         Params::TokenBucket { .. } | Params::LeakyBucket { .. } | Params::Gcra { .. } => {
-            next_permit(policy.reduced_rate, decision)
+            next_request(policy.reduced_rate, decision, per_request)
         }
         _ if !decision.allowed => decision.retry_after.unwrap_or(decision.reset_after),
         _ => decision.reset_after,
@@ -153,23 +157,25 @@ pub(crate) fn item_states(policy: &Policy, decision: &Decision) -> Vec<ItemState
     // by `on_error = local` before any store decided, say) describes the
     // rule with the least room: the first whose limit is `decision.limit`.
     let index = policy.strategies().iter().position(|s| s.limit == decision.limit).unwrap_or(0);
-    vec![ItemState { index, remaining: decision.remaining, effective }]
+    vec![ItemState { index, remaining: decision.remaining / per_request, effective }]
 }
 
 /// For a bucket or GCRA (`n` units per µs, `p` units a permit): the time
-/// until one more permit than `remaining` is held.
+/// until one more request of `step` permits than `remaining` allows is held.
 ///
-/// `reset_after` is until all `limit` are back, so the next one comes
-/// `(limit - remaining - 1)` permit times earlier; a full bucket's next
-/// comes one permit time after it is spent. Never later than a denial's
+/// `reset_after` is until all `limit` are back, so that request's permits
+/// are complete as many permit times earlier as are still missing after
+/// them; when the bucket cannot hold one more request, the bound is a full
+/// bucket plus one request's refill. Never later than a denial's
 /// `retry_after`, which is exact.
-fn next_permit((n, p): (u64, u64), decision: &Decision) -> Duration {
+fn next_request((n, p): (u64, u64), decision: &Decision, step: u64) -> Duration {
     let (n, p) = (u128::from(n.max(1)), u128::from(p));
     let reset_us = decision.reset_after.as_micros();
-    let next_us = match decision.limit.checked_sub(decision.remaining) {
+    let held_after = u128::from(decision.remaining / step + 1) * u128::from(step);
+    let next_us = match u128::from(decision.limit).checked_sub(held_after) {
         // `reset_us` is rounded up, so this is at most 1 µs late.
-        Some(missing @ 1..) => reset_us.saturating_sub(u128::from(missing - 1) * p / n),
-        _ => reset_us + p.div_ceil(n),
+        Some(missing) => reset_us.saturating_sub(missing * p / n),
+        None => reset_us + (u128::from(step) * p).div_ceil(n),
     };
     let next = Duration::from_micros(u64::try_from(next_us).unwrap_or(u64::MAX));
     match decision.retry_after {
