@@ -47,8 +47,8 @@ async fn a_named_layer_follows_reloads_and_a_missing_policy_is_settled_by_on_err
     for left in [2, 1, 0] {
         let ok = get_as(&mut api, "k1").await;
         assert_eq!(ok.status(), 200);
-        assert_eq!(header(&ok, "ratelimit-policy").unwrap(), r#""3/1m";q=3;w=60"#);
-        assert_eq!(header(&ok, "ratelimit").unwrap(), format!(r#""3/1m";r={left};t=60"#));
+        assert_eq!(header(&ok, "ratelimit-policy").unwrap(), r#""api";q=3;w=60"#);
+        assert_eq!(header(&ok, "ratelimit").unwrap(), format!(r#""api";r={left};t=60"#));
     }
     let denied = get_as(&mut api, "k1").await;
     assert_eq!(denied.status(), 429);
@@ -59,15 +59,15 @@ async fn a_named_layer_follows_reloads_and_a_missing_policy_is_settled_by_on_err
     policies::reload().unwrap();
     let raised = get_as(&mut api, "k1").await;
     assert_eq!(raised.status(), 200);
-    assert_eq!(header(&raised, "ratelimit-policy").unwrap(), r#""5/1m";q=5;w=60"#);
-    assert_eq!(header(&raised, "ratelimit").unwrap(), r#""5/1m";r=1;t=60"#);
+    assert_eq!(header(&raised, "ratelimit-policy").unwrap(), r#""api";q=5;w=60"#);
+    assert_eq!(header(&raised, "ratelimit").unwrap(), r#""api";r=1;t=60"#);
 
     // Lowered below what is used: denied at once.
     write("2/1m");
     policies::reload().unwrap();
     let lowered = get_as(&mut api, "k1").await;
     assert_eq!(lowered.status(), 429);
-    assert_eq!(header(&lowered, "ratelimit").unwrap(), r#""2/1m";r=0;t=60"#);
+    assert_eq!(header(&lowered, "ratelimit").unwrap(), r#""api";r=0;t=60"#);
     assert_eq!(get_as(&mut api, "k2").await.status(), 200, "another key has its own count");
 
     // Not configured: allowed uncounted by default, 503 under on_error = deny.

@@ -5,6 +5,7 @@ use redlimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, Polic
 pub use redlimit_grammar::{Rate, Strategy};
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 /// An algorithm with its validated parameters.
 ///
@@ -22,13 +23,24 @@ use std::fmt;
 /// let err = Policy::fixed_window("0/1s").unwrap_err();
 /// assert!(err.to_string().contains("a limit of 0 would deny every call"));
 /// ```
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Policy {
     pub(crate) params: Params,
     /// A bucket's or GCRA's rate in lowest terms ([`Rate::reduced`]),
     /// computed once here rather than on every decision; `(1, 1)` for windows.
     pub(crate) reduced_rate: (u64, u64),
+    /// The name it was configured under (see [`Policy::name`]).
+    name: Option<Arc<str>>,
 }
+
+/// Equal when they limit alike: the configured name is a label, not a rule.
+impl PartialEq for Policy {
+    fn eq(&self, other: &Policy) -> bool {
+        self.params == other.params
+    }
+}
+
+impl Eq for Policy {}
 
 /// The validated parameters of each algorithm. Bucket rates are kept as given;
 /// the arithmetic uses [`Rate::reduced`].
@@ -50,7 +62,30 @@ impl Policy {
             }
             Params::FixedWindow { .. } | Params::SlidingWindow { .. } | Params::SlidingLog { .. } => (1, 1),
         };
-        Policy { params, reduced_rate }
+        Policy { params, reduced_rate, name: None }
+    }
+
+    /// The name this policy was configured under, when it came from a
+    /// [`PolicySet`](crate::policies::PolicySet) (`policies::get`, a named
+    /// layer or `#[rate_limit(policy = "...")]`); `None` when built in code.
+    /// HTTP header fields name their items after it.
+    ///
+    /// ```
+    /// use redlimit::policies::PolicySet;
+    ///
+    /// let set = PolicySet::parse("inline", "[policies.search]\nalgo = \"gcra\"\nrate = \"1/1s\"\n")?;
+    /// assert_eq!(set.get("search").unwrap().name(), Some("search"));
+    /// assert_eq!(redlimit::Policy::gcra("1/1s", 0)?.name(), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The same policy, labelled with the name it is configured under.
+    pub(crate) fn with_name(mut self, name: &str) -> Policy {
+        self.name = Some(Arc::from(name));
+        self
     }
 
     /// A fixed window per strategy, started by a key's first hit.
@@ -248,7 +283,11 @@ fn param_error(param: Param, error: redlimit_grammar::GrammarError) -> Error {
 
 impl fmt::Debug for Policy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Policy").field("params", &self.params).field("reduced_rate", &self.reduced_rate).finish()
+        f.debug_struct("Policy")
+            .field("params", &self.params)
+            .field("reduced_rate", &self.reduced_rate)
+            .field("name", &self.name)
+            .finish()
     }
 }
 

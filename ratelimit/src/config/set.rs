@@ -28,7 +28,11 @@ impl PolicySet {
     /// Parses a TOML document; `origin` (a file name, an environment
     /// variable) starts every error message.
     pub fn parse(origin: &str, text: &str) -> Result<PolicySet, LoadError> {
-        let policies = super::file::parse(origin, text).map_err(LoadError::new)?;
+        let mut policies = super::file::parse(origin, text).map_err(LoadError::new)?;
+        // Labelled with their names, which HTTP header fields report.
+        for (name, policy) in policies.iter_mut() {
+            *policy = policy.clone().with_name(name);
+        }
         Ok(PolicySet { policies, origin: origin.to_string() })
     }
 

@@ -2,7 +2,7 @@
 //! (draft-ietf-httpapi-ratelimit-headers), `Retry-After`, and the legacy
 //! `X-RateLimit-*` set.
 
-use super::quota::{item_states, PolicyItem};
+use super::quota::{item_states, ItemState, PolicyItem};
 use crate::{Decision, Policy};
 use axum::http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use std::fmt::Write;
@@ -46,13 +46,22 @@ pub enum HeaderStyle {
 /// The header fields describing `decision` of `policy`.
 ///
 /// - `RateLimit-Policy`: one item per rule, `"<name>";q=<quota>;w=<seconds>`
-///   (see [`PolicyItem`] for buckets, GCRA and windows that are not whole seconds).
-/// - `RateLimit`: `"<name>";r=<remaining>;t=<seconds until reset>`, with the
-///   reset rounded up to whole seconds.
-/// - `Retry-After` on a denial that names a wait: whole seconds, rounded up
-///   (obeying it succeeds), never 0.
+///   (see [`PolicyItem`] for names, buckets, GCRA and windows that are not
+///   whole seconds): `q` may be sent at once and again every `w` seconds.
+/// - `RateLimit`: `"<name>";r=<remaining>;t=<seconds>`: `r` may be sent
+///   now, and no more within `t` (rounded up): a bucket's or GCRA's next
+///   permit, a fixed window's end, a sliding log's or window's full clear
+///   (its calls may leave earlier), and, for a rule that denied the call,
+///   its own retry time.
+/// - `Retry-After` on a denial that names a wait: whole seconds, rounded
+///   up (obeying it succeeds), never 0, and never earlier than the `t` of
+///   a rule that denied the call.
 /// - with [`HeaderStyle::DraftAndLegacy`], `X-RateLimit-Limit`, `-Remaining`
-///   and `-Reset` (seconds) of the rule with the least room.
+///   and `-Reset` (seconds until the key is untouched) of the rule with the
+///   least room.
+///
+/// Permits are counted as requests (no `qu`); see
+/// [`insert_rate_limit_headers_in`] for another unit.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -76,6 +85,14 @@ pub enum HeaderStyle {
 /// assert_eq!(headers["ratelimit"], r#""2/1m";r=0;t=60"#);
 /// assert!(headers.get("x-ratelimit-limit").is_none());
 ///
+/// // A bucket of 3 refilled 1 per 3 s: its next token, not its full refill.
+/// let limiter = Limiter::new("tokens", Policy::token_bucket(3, "1/3s")?, &store);
+/// limiter.check("carol", 2).await?;
+/// let decision = limiter.check("carol", 1).await?;
+/// let headers = rate_limit_headers(limiter.policy(), &decision, HeaderStyle::Draft);
+/// assert_eq!(headers["ratelimit-policy"], r#""token_bucket 3 per 1/3s";q=3;w=9"#);
+/// assert_eq!(headers["ratelimit"], r#""token_bucket 3 per 1/3s";r=0;t=3"#);
+///
 /// // Several strategies: one item each, in declared order.
 /// let limiter = Limiter::new("search", Policy::sliding_log("10/1s,100/1m")?, &store);
 /// let decision = limiter.check("bob", 3).await?;
@@ -92,18 +109,103 @@ pub fn rate_limit_headers(policy: &Policy, decision: &Decision, style: HeaderSty
 
 /// Like [`rate_limit_headers`], into an existing map (replacing fields of the same names).
 pub fn insert_rate_limit_headers(headers: &mut HeaderMap, policy: &Policy, decision: &Decision, style: HeaderStyle) {
-    let items = PolicyItem::of(policy);
-    headers.insert(RATELIMIT_POLICY, value(policy_field(&items)));
-    headers.insert(RATELIMIT, value(state_field(&items, policy, decision)));
+    insert_rate_limit_headers_in(headers, policy, decision, style, QuotaUnit::Requests);
+}
+
+/// Like [`insert_rate_limit_headers`] for permits of another `unit`: every
+/// `RateLimit-Policy` item states it as `qu` (unless it is requests, the
+/// draft's default), so a client reads `q` and `r` in that unit.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use axum::http::HeaderMap;
+/// use redlimit::http::{insert_rate_limit_headers_in, HeaderStyle, QuotaUnit};
+/// use redlimit::{Limiter, ManualClock, Policy, Store};
+///
+/// // Uploads limited by their size: the cost of a call is its content bytes.
+/// let store = Store::memory().with_clock(ManualClock::new());
+/// let limiter = Limiter::new("uploads", Policy::fixed_window("1000000/1h")?, &store);
+/// let decision = limiter.check("dave", 4096).await?;
+/// let mut headers = HeaderMap::new();
+/// insert_rate_limit_headers_in(&mut headers, limiter.policy(), &decision, HeaderStyle::Draft, QuotaUnit::ContentBytes);
+/// assert_eq!(headers["ratelimit-policy"], r#""1000000/1h";q=1000000;w=3600;qu="content-bytes""#);
+/// assert_eq!(headers["ratelimit"], r#""1000000/1h";r=995904;t=3600"#);
+/// # Ok(()) }
+/// ```
+pub fn insert_rate_limit_headers_in(
+    headers: &mut HeaderMap,
+    policy: &Policy,
+    decision: &Decision,
+    style: HeaderStyle,
+    unit: QuotaUnit,
+) {
+    write_fields(headers, policy, decision, style, unit, 1);
+}
+
+/// The fields for a route whose every request takes `cost` permits (a
+/// layer's [`cost`](super::RateLimitLayer::cost)): restated in requests, the
+/// draft's default unit, so `q`, `r` and the legacy counts are whole
+/// requests and a bucket's `t` waits for a whole request's permits.
+#[allow(dead_code)]
+pub(crate) fn insert_rate_limit_headers_per_request(
+    headers: &mut HeaderMap,
+    policy: &Policy,
+    decision: &Decision,
+    style: HeaderStyle,
+    cost: u64,
+) {
+    write_fields(headers, policy, decision, style, QuotaUnit::Requests, cost.max(1));
+}
+
+fn write_fields(
+    headers: &mut HeaderMap,
+    policy: &Policy,
+    decision: &Decision,
+    style: HeaderStyle,
+    unit: QuotaUnit,
+    per_request: u64,
+) {
+    let mut items = PolicyItem::of(policy);
+    for item in &mut items {
+        item.quota /= per_request;
+    }
+    headers.insert(RATELIMIT_POLICY, value(policy_field(&items, unit)));
+    let states = item_states(policy, decision, per_request);
+    headers.insert(RATELIMIT, value(state_field(&items, &states)));
     if !decision.allowed {
         if let Some(wait) = decision.retry_after {
             headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs(wait)));
         }
     }
     if style == HeaderStyle::DraftAndLegacy {
-        headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit));
-        headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining));
+        headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit / per_request));
+        headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining / per_request));
         headers.insert(X_RATELIMIT_RESET, HeaderValue::from(ceil_secs(decision.reset_after)));
+    }
+}
+
+/// What one permit stands for: the `qu` parameter of `RateLimit-Policy`
+/// (the draft's registered quota units).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum QuotaUnit {
+    /// One permit per request, the draft's default: no `qu` is sent.
+    #[default]
+    Requests,
+    /// A call's cost is its content bytes: `qu="content-bytes"`.
+    ContentBytes,
+    /// Permits are requests in flight: `qu="concurrent-requests"`.
+    ConcurrentRequests,
+}
+
+impl QuotaUnit {
+    /// The `qu` value, `None` for requests.
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            QuotaUnit::Requests => None,
+            QuotaUnit::ContentBytes => Some("content-bytes"),
+            QuotaUnit::ConcurrentRequests => Some("concurrent-requests"),
+        }
     }
 }
 
@@ -128,23 +230,27 @@ fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
-/// `"10/1s";q=10;w=1, "100/1m";q=100;w=60`
-pub(crate) fn policy_field(items: &[PolicyItem]) -> String {
+/// `"10/1s";q=10;w=1, "100/1m";q=100;w=60`, each item with `;qu="<unit>"`
+/// unless the unit is requests.
+pub(crate) fn policy_field(items: &[PolicyItem], unit: QuotaUnit) -> String {
     let mut out = String::new();
     for (i, item) in items.iter().enumerate() {
         let sep = if i > 0 { ", " } else { "" };
         let _ = write!(out, "{sep}{};q={};w={}", sf_string(&item.name), item.quota, item.window);
+        if let Some(unit) = unit.as_str() {
+            let _ = write!(out, ";qu={}", sf_string(unit));
+        }
     }
     out
 }
 
 /// `"10/1s";r=0;t=1, "100/1m";r=42;t=37`
-fn state_field(items: &[PolicyItem], policy: &Policy, decision: &Decision) -> String {
+fn state_field(items: &[PolicyItem], states: &[ItemState]) -> String {
     let mut out = String::new();
-    for (i, state) in item_states(policy, decision).iter().enumerate() {
+    for (i, state) in states.iter().enumerate() {
         let Some(item) = items.get(state.index) else { continue };
         let sep = if i > 0 { ", " } else { "" };
-        let _ = write!(out, "{sep}{};r={};t={}", sf_string(&item.name), state.remaining, ceil_secs(state.reset_after));
+        let _ = write!(out, "{sep}{};r={};t={}", sf_string(&item.name), state.remaining, ceil_secs(state.effective));
     }
     out
 }
@@ -198,12 +304,12 @@ mod tests {
         let table = [
             ("10/1s", r#""10/1s";q=10;w=1"#),
             ("10/1s,100/1m", r#""10/1s";q=10;w=1, "100/1m";q=100;w=60"#),
-            ("10/100ms,5/1h", r#""10/100ms";q=100;w=1, "5/1h";q=5;w=3600"#),
+            ("10/100ms,5/1h", r#""10/100ms";q=10;w=1, "5/1h";q=5;w=3600"#),
             ("3/300ms", r#""3/300ms";q=3;w=1"#),
         ];
         for (strategies, expected) in table {
             let items = PolicyItem::of(&Policy::fixed_window(strategies).unwrap());
-            assert_eq!(policy_field(&items), expected, "{strategies}");
+            assert_eq!(policy_field(&items, QuotaUnit::Requests), expected, "{strategies}");
         }
     }
 
@@ -228,6 +334,40 @@ mod tests {
             assert_eq!(headers[&RATELIMIT], expected, "call {i}");
             assert_eq!(headers.get(RETRY_AFTER).map(|v| v.to_str().unwrap()), retry_after, "call {i}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_cost_per_request_is_restated_in_whole_requests() {
+        use crate::{Limiter, ManualClock, Store};
+        let store = Store::memory().with_clock(ManualClock::new());
+        let field = |h: &HeaderMap, name: &HeaderName| h[name].to_str().unwrap().to_owned();
+        let bucket = Limiter::new("t", Policy::token_bucket(10, "1/1s").unwrap(), &store);
+        // Three permits a request: 10 tokens are 3 requests, and each
+        // request's tokens are back 2 s after the last one was spent.
+        let table = [
+            (r#""token_bucket 10 per 1/1s";r=2;t=2"#, None),
+            (r#""token_bucket 10 per 1/1s";r=1;t=2"#, None),
+            (r#""token_bucket 10 per 1/1s";r=0;t=2"#, None),
+            (r#""token_bucket 10 per 1/1s";r=0;t=2"#, Some("2")),
+        ];
+        for (i, (expected, retry_after)) in table.into_iter().enumerate() {
+            let decision = bucket.check("k", 3).await.unwrap();
+            let mut headers = HeaderMap::new();
+            insert_rate_limit_headers_per_request(&mut headers, bucket.policy(), &decision, HeaderStyle::Draft, 3);
+            assert_eq!(field(&headers, &RATELIMIT_POLICY), r#""token_bucket 10 per 1/1s";q=3;w=10"#, "call {i}");
+            assert_eq!(field(&headers, &RATELIMIT), expected, "call {i}");
+            assert_eq!(headers.get(RETRY_AFTER).map(|v| v.to_str().unwrap()), retry_after, "call {i}");
+        }
+        let window = Limiter::new("w", Policy::fixed_window("10/1m").unwrap(), &store);
+        let mut headers = HeaderMap::new();
+        let decision = window.check("k", 3).await.unwrap();
+        insert_rate_limit_headers_per_request(&mut headers, window.policy(), &decision, HeaderStyle::DraftAndLegacy, 3);
+        assert_eq!(field(&headers, &RATELIMIT_POLICY), r#""10/1m";q=3;w=60"#);
+        assert_eq!(field(&headers, &RATELIMIT), r#""10/1m";r=2;t=60"#);
+        assert_eq!(
+            (field(&headers, &X_RATELIMIT_LIMIT), field(&headers, &X_RATELIMIT_REMAINING)),
+            ("3".into(), "2".into())
+        );
     }
 
     #[test]

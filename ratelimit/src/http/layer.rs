@@ -90,10 +90,10 @@ impl RateLimitLayer {
     /// let mut app = Router::new().route("/", get(|| async { "results" })).layer(layer);
     /// let request = || Request::builder().uri("/").header("x-api-key", "k1").body(Body::empty()).unwrap();
     ///
-    /// assert_eq!(app.call(request()).await?.headers()["ratelimit-policy"], r#""2/1h";q=2;w=3600"#);
+    /// assert_eq!(app.call(request()).await?.headers()["ratelimit-policy"], r#""search";q=2;w=3600"#);
     /// redlimit::policies::load_str("inline", "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"5/1h\"\n")?;
     /// let raised = app.call(request()).await?;
-    /// assert_eq!(raised.headers()["ratelimit"], r#""5/1h";r=3;t=3600"#); // the first request still counts
+    /// assert_eq!(raised.headers()["ratelimit"], r#""search";r=3;t=3600"#); // the first request still counts
     /// # Ok(()) }
     /// ```
     pub fn named(name: impl Into<Arc<str>>, policy: impl Into<String>) -> RateLimitLayer {

@@ -29,8 +29,8 @@ pub use client_ip::{ProxyHeader, TrustedProxies};
 pub(crate) use decisions::record as record_decision;
 pub use decisions::{DecisionHeadersLayer, DecisionHeadersService};
 pub use headers::{
-    insert_rate_limit_headers, rate_limit_headers, retry_after_secs, HeaderStyle, RATELIMIT, RATELIMIT_POLICY,
-    X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+    insert_rate_limit_headers, insert_rate_limit_headers_in, rate_limit_headers, retry_after_secs, HeaderStyle,
+    QuotaUnit, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
 pub use key::{KeyBy, MissingKey, MissingPeer};
 pub use layer::RateLimitLayer;

@@ -1,5 +1,11 @@
-//! The quota policies a [`Policy`] advertises: one `(name, q, w)` per rule,
-//! with `w` in whole seconds as the `RateLimit-Policy` field requires.
+//! What a [`Policy`] advertises, and what a decision says is left: one
+//! `(name, q, w)` per rule for `RateLimit-Policy`, one `(r, t)` per rule for
+//! `RateLimit`, all in whole seconds as the fields require.
+//!
+//! The promise behind every number: a client that trusts them is never
+//! denied. `q` is what may be sent at once and again in every `w` seconds;
+//! `r` is what may be sent now, and within `t` seconds no more than that
+//! (so after `t`, at least one more permit is back, had nothing been spent).
 
 use crate::policy::Params;
 use crate::{Decision, Policy};
@@ -17,21 +23,22 @@ const SECOND_US: u128 = 1_000_000;
 /// | `token_bucket`, `leaky_bucket` | `capacity` | the time the rate takes to refill (drain) the whole capacity |
 /// | `gcra` | `burst + 1` | the time `burst + 1` emissions take at the rate |
 ///
-/// `w` is whole seconds, so windows that are not are restated:
-/// - a whole number of seconds is kept (`10/1m` is `q=10;w=60`);
-/// - a window that divides one second is scaled up to one second with the
-///   same rate (`10/100ms` is `q=100;w=1`); the burst a client may send at
-///   once is still the policy's own count per sub-second window;
-/// - any other window is rounded up to the next whole second and `q` kept
-///   (`10/1500ms` is `q=10;w=2`): a client that paces itself at `q` per `w`
-///   is never denied by that rule.
+/// `q` is always what a client may send at once. `w` is whole seconds, so
+/// a window that is not is rounded up and `q` kept: `10/1500ms` is
+/// `q=10;w=2`, `10/100ms` is `q=10;w=1`, and a bucket of 10 refilled at
+/// 100/s is `q=10;w=1`. A client that sends no more than `q` in any `w`
+/// seconds is never denied by that rule (it may be able to send more).
+///
+/// The name is the policy's configured [`name`](Policy::name) when it has
+/// one (`search`; `search:10/1s` per strategy when it has several), else
+/// the strategy (`10/1s`) or the bucket or GCRA parameters.
 ///
 /// ```
 /// use redlimit::http::PolicyItem;
 /// use redlimit::Policy;
 ///
 /// let items = PolicyItem::of(&Policy::fixed_window("10/100ms,100/1m")?);
-/// assert_eq!((items[0].name.as_str(), items[0].quota, items[0].window), ("10/100ms", 100, 1));
+/// assert_eq!((items[0].name.as_str(), items[0].quota, items[0].window), ("10/100ms", 10, 1));
 /// assert_eq!((items[1].name.as_str(), items[1].quota, items[1].window), ("100/1m", 100, 60));
 ///
 /// // A bucket of 10 refilled 1 per 3 s takes 30 s to refill.
@@ -47,9 +54,10 @@ const SECOND_US: u128 = 1_000_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PolicyItem {
-    /// The item's name: the strategy (`10/1s`), or the bucket or GCRA parameters.
+    /// The item's name: the configured policy name, the strategy (`10/1s`),
+    /// or the bucket or GCRA parameters.
     pub name: String,
-    /// `q`: permits per window.
+    /// `q`: permits a client may send at once, and again in every window.
     pub quota: u64,
     /// `w`: the window, in whole seconds (at least 1).
     pub window: u64,
@@ -62,55 +70,69 @@ impl PolicyItem {
             Params::FixedWindow { strategies }
             | Params::SlidingLog { strategies }
             | Params::SlidingWindow { strategies, .. } => {
-                strategies.iter().map(|s| PolicyItem::new(s.to_string(), s.limit, u128::from(s.window_us), 1)).collect()
+                let named = |text: String| match policy.name() {
+                    Some(name) if strategies.len() > 1 => format!("{name}:{text}"),
+                    Some(name) => name.to_string(),
+                    None => text,
+                };
+                strategies
+                    .iter()
+                    .map(|s| PolicyItem::new(named(s.to_string()), s.limit, u128::from(s.window_us), 1))
+                    .collect()
             }
             Params::TokenBucket { capacity, rate } | Params::LeakyBucket { capacity, rate } => {
-                let (count, period_us) = rate.reduced();
-                let name = format!("{} {capacity} per {rate}", policy.algorithm());
+                let (count, period_us) = policy.reduced_rate;
+                let name = policy
+                    .name()
+                    .map_or_else(|| format!("{} {capacity} per {rate}", policy.algorithm()), str::to_string);
                 vec![PolicyItem::new(name, *capacity, u128::from(*capacity) * u128::from(period_us), u128::from(count))]
             }
             Params::Gcra { rate, burst } => {
-                let (count, period_us) = rate.reduced();
-                let emissions = burst + 1;
-                let name = format!("gcra {rate} burst {burst}");
+                let (count, period_us) = policy.reduced_rate;
+                let emissions = burst.saturating_add(1);
+                let name = policy.name().map_or_else(|| format!("gcra {rate} burst {burst}"), str::to_string);
                 vec![PolicyItem::new(name, emissions, u128::from(emissions) * u128::from(period_us), u128::from(count))]
             }
         }
     }
 
-    /// An item for `quota` permits per a window of `num / den` microseconds.
+    /// An item for `quota` permits per a window of `num / den` microseconds,
+    /// the window rounded up to whole seconds (at least one).
     fn new(name: String, quota: u64, num: u128, den: u128) -> PolicyItem {
-        let (quota, window) = whole_seconds(quota, num, den);
-        PolicyItem { name, quota, window }
+        let window = num.div_ceil(den.saturating_mul(SECOND_US)).max(1);
+        PolicyItem { name, quota, window: u64::try_from(window).unwrap_or(u64::MAX) }
     }
 }
 
-/// Restates `quota` per `num / den` µs with a window of whole seconds (see [`PolicyItem`]).
-fn whole_seconds(quota: u64, num: u128, den: u128) -> (u64, u64) {
-    let second = den * SECOND_US;
-    if num % second == 0 {
-        let window = (num / second).max(1);
-        (quota, u64::try_from(window).unwrap_or(u64::MAX))
-    } else if second % num == 0 {
-        let scaled = u128::from(quota) * (second / num);
-        (u64::try_from(scaled).unwrap_or(u64::MAX), 1)
-    } else {
-        (quota, u64::try_from(num.div_ceil(second)).unwrap_or(u64::MAX))
-    }
-}
-
-/// One rule's live state in a decision: which [`PolicyItem`], what remains, when it resets.
+/// One rule's live state in a decision: which [`PolicyItem`], what remains,
+/// and for how long no more than that is available.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ItemState {
     pub index: usize,
     pub remaining: u64,
-    pub reset_after: Duration,
+    /// `t` before rounding up to whole seconds.
+    pub effective: Duration,
 }
 
 /// The state of each rule in `decision`, in declared order: one per
 /// [`Quota`](crate::Quota) when the decision lists them (window policies
-/// with several strategies), else the one rule `limit`/`remaining`/`reset_after` describe.
-pub(crate) fn item_states(policy: &Policy, decision: &Decision) -> Vec<ItemState> {
+/// with several strategies), else the one rule `limit`/`remaining` describe.
+///
+/// `effective` is the time until more than `remaining` is available:
+/// - a bucket or GCRA: until the next whole permit is back (`reset_after`
+///   is until all are back, one permit every `p / n` µs);
+/// - a window rule that denied the call: its own retry time;
+/// - any other window rule: until its counted calls have all left. Exact
+///   for a fixed window; for a sliding log or window an upper bound, since
+///   the decision does not say when the oldest call leaves.
+///
+/// So on a denial no rule's `t` is later than `Retry-After`, the latest
+/// retry time of the rules that denied it.
+///
+/// With `per_request` permits to a request, `remaining` counts whole
+/// requests and a bucket's `effective` waits for a whole request.
+pub(crate) fn item_states(policy: &Policy, decision: &Decision, per_request: u64) -> Vec<ItemState> {
+    let per_request = per_request.max(1);
     if !decision.quotas.is_empty() {
         let strategies = policy.strategies();
         return decision
@@ -119,16 +141,47 @@ pub(crate) fn item_states(policy: &Policy, decision: &Decision) -> Vec<ItemState
             .enumerate()
             .map(|(i, q)| ItemState {
                 index: strategies.iter().position(|s| *s == q.strategy).unwrap_or(i),
-                remaining: q.remaining,
-                reset_after: q.reset_after,
+                remaining: q.remaining / per_request,
+                effective: q.retry_after.unwrap_or(q.reset_after),
             })
             .collect();
     }
+    let effective = match &policy.params {
+        Params::TokenBucket { .. } | Params::LeakyBucket { .. } | Params::Gcra { .. } => {
+            next_request(policy.reduced_rate, decision, per_request)
+        }
+        _ if !decision.allowed => decision.retry_after.unwrap_or(decision.reset_after),
+        _ => decision.reset_after,
+    };
     // A decision that lists no quotas for several strategies (one settled
     // by `on_error = local` before any store decided, say) describes the
     // rule with the least room: the first whose limit is `decision.limit`.
     let index = policy.strategies().iter().position(|s| s.limit == decision.limit).unwrap_or(0);
-    vec![ItemState { index, remaining: decision.remaining, reset_after: decision.reset_after }]
+    vec![ItemState { index, remaining: decision.remaining / per_request, effective }]
+}
+
+/// For a bucket or GCRA (`n` units per µs, `p` units a permit): the time
+/// until one more request of `step` permits than `remaining` allows is held.
+///
+/// `reset_after` is until all `limit` are back, so that request's permits
+/// are complete as many permit times earlier as are still missing after
+/// them; when the bucket cannot hold one more request, the bound is a full
+/// bucket plus one request's refill. Never later than a denial's
+/// `retry_after`, which is exact.
+fn next_request((n, p): (u64, u64), decision: &Decision, step: u64) -> Duration {
+    let (n, p) = (u128::from(n.max(1)), u128::from(p));
+    let reset_us = decision.reset_after.as_micros();
+    let held_after = u128::from(decision.remaining / step + 1) * u128::from(step);
+    let next_us = match u128::from(decision.limit).checked_sub(held_after) {
+        // `reset_us` is rounded up, so this is at most 1 µs late.
+        Some(missing) => reset_us.saturating_sub(missing * p / n),
+        None => reset_us + (u128::from(step) * p).div_ceil(n),
+    };
+    let next = Duration::from_micros(u64::try_from(next_us).unwrap_or(u64::MAX));
+    match decision.retry_after {
+        Some(retry) if !decision.allowed => next.min(retry),
+        _ => next,
+    }
 }
 
 #[cfg(test)]
@@ -146,27 +199,31 @@ mod tests {
     }
 
     #[test]
-    fn windows_dividing_a_second_scale_to_one_second_at_the_same_rate() {
-        assert_eq!(window("10/100ms,1/1ms,3/250ms,2/500ms"), [(100, 1), (1000, 1), (12, 1), (4, 1)]);
-    }
-
-    #[test]
     fn other_windows_round_up_and_keep_the_quota() {
+        assert_eq!(window("10/100ms,1/1ms,3/250ms,2/500ms"), [(10, 1), (1, 1), (3, 1), (2, 1)]);
         assert_eq!(window("10/300ms,10/1500ms,1/1001ms"), [(10, 1), (10, 2), (1, 2)]);
     }
 
     #[test]
-    fn buckets_advertise_the_time_to_refill_their_capacity() {
+    fn buckets_advertise_their_capacity_per_the_time_to_refill_it() {
         let item = |p: Policy| {
             let i = PolicyItem::of(&p).remove(0);
             (i.name, i.quota, i.window)
         };
         assert_eq!(item(Policy::token_bucket(10, "1/3s").unwrap()), ("token_bucket 10 per 1/3s".into(), 10, 30));
         assert_eq!(item(Policy::leaky_bucket(5, "2/1s").unwrap()), ("leaky_bucket 5 per 2/1s".into(), 5, 3));
-        // 10 tokens at 100/s refill in 100 ms: scaled to 100 per second.
-        assert_eq!(item(Policy::token_bucket(10, "100/1s").unwrap()), ("token_bucket 10 per 100/1s".into(), 100, 1));
+        // 10 tokens at 100/s refill in 100 ms: only 10 can be sent at once.
+        assert_eq!(item(Policy::token_bucket(10, "100/1s").unwrap()), ("token_bucket 10 per 100/1s".into(), 10, 1));
         assert_eq!(item(Policy::gcra("1/1s", 4).unwrap()), ("gcra 1/1s burst 4".into(), 5, 5));
-        assert_eq!(item(Policy::gcra("10/1s", 0).unwrap()), ("gcra 10/1s burst 0".into(), 10, 1));
+        assert_eq!(item(Policy::gcra("10/1s", 0).unwrap()), ("gcra 10/1s burst 0".into(), 1, 1));
         assert_eq!(item(Policy::gcra("3/1m", 1).unwrap()), ("gcra 3/1m burst 1".into(), 2, 40));
+    }
+
+    #[test]
+    fn configured_policies_name_their_items() {
+        let names = |p: Policy| PolicyItem::of(&p.with_name("search")).into_iter().map(|i| i.name).collect::<Vec<_>>();
+        assert_eq!(names(Policy::fixed_window("10/1s").unwrap()), ["search"]);
+        assert_eq!(names(Policy::sliding_log("10/1s,100/1m").unwrap()), ["search:10/1s", "search:100/1m"]);
+        assert_eq!(names(Policy::gcra("1/1s", 0).unwrap()), ["search"]);
     }
 }
