@@ -260,3 +260,23 @@ fn tiers_that_cannot_work_are_errors_that_say_why() {
     }
     assert!(TierBy::header("x plan").unwrap_err().to_string().contains("`x plan`"));
 }
+
+#[tokio::test]
+async fn a_layer_cost_is_advertised_in_whole_requests_on_allowed_and_denied_responses() {
+    let store = Store::memory().with_clock(ManualClock::new());
+    let limiter = Limiter::new("costly", Policy::token_bucket(10, "1/1s").unwrap(), &store);
+    let mut app = app(RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key").unwrap()).cost(3));
+    // Three permits a request: a bucket of 10 holds 3 requests, and a
+    // request's permits are back 2 s after the last one was spent.
+    for left in [2, 1, 0] {
+        let ok = send(&mut app, request("/", &[("x-api-key", "k")])).await;
+        assert_eq!(ok.status(), StatusCode::OK);
+        assert_eq!(header(&ok, "ratelimit-policy").unwrap(), r#""token_bucket 10 per 1/1s";q=3;w=10"#);
+        assert_eq!(header(&ok, "ratelimit").unwrap(), format!(r#""token_bucket 10 per 1/1s";r={left};t=2"#));
+    }
+    let denied = send(&mut app, request("/", &[("x-api-key", "k")])).await;
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&denied, "ratelimit-policy").unwrap(), r#""token_bucket 10 per 1/1s";q=3;w=10"#);
+    assert_eq!(header(&denied, "ratelimit").unwrap(), r#""token_bucket 10 per 1/1s";r=0;t=2"#);
+    assert_eq!(header(&denied, "retry-after").unwrap(), "2");
+}

@@ -146,7 +146,6 @@ pub fn insert_rate_limit_headers_in(
 /// layer's [`cost`](super::RateLimitLayer::cost)): restated in requests, the
 /// draft's default unit, so `q`, `r` and the legacy counts are whole
 /// requests and a bucket's `t` waits for a whole request's permits.
-#[allow(dead_code)]
 pub(crate) fn insert_rate_limit_headers_per_request(
     headers: &mut HeaderMap,
     policy: &Policy,

@@ -2,7 +2,7 @@
 //! does with each request: find its key, ask the limiter, answer or call the
 //! route and add the header fields.
 
-use super::headers::{insert_rate_limit_headers, HeaderStyle};
+use super::headers::{insert_rate_limit_headers_per_request, HeaderStyle};
 use super::key::{KeyBy, MissingKey};
 use super::response::{problem, respond};
 use super::source::Source;
@@ -128,7 +128,7 @@ impl Shared {
             Ok(decision) if decision.reset_after.is_zero() => Verdict::Pass(None),
             Ok(decision) => Verdict::Pass(Some((decision, limiter))),
             Err(denied) => {
-                let response = respond(&denied, Some(limiter.policy()), self.style);
+                let response = respond(&denied, Some(limiter.policy()), self.style, self.cost);
                 Verdict::Denied(Box::new(denied), response)
             }
         }
@@ -191,7 +191,8 @@ where
                 Verdict::Pass(decision) => {
                     let mut response = inner.call(request).await?.into_response();
                     if let Some((decision, limiter)) = decision.filter(|_| shared.headers_on_allowed) {
-                        insert_rate_limit_headers(response.headers_mut(), limiter.policy(), &decision, shared.style);
+                        let (policy, style, cost) = (limiter.policy(), shared.style, shared.cost);
+                        insert_rate_limit_headers_per_request(response.headers_mut(), policy, &decision, style, cost);
                     }
                     Ok(response)
                 }
