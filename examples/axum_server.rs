@@ -19,13 +19,13 @@
 //! |---|---|---|
 //! | `GET /hello` | layer, `fixed_window 5/1h` | client IP |
 //! | `GET /search` | layer, `token_bucket` of 3 refilled 1 per hour, with the legacy `X-RateLimit-*` headers | header `x-api-key` (required) |
-//! | `GET /users/{id}` | `#[rate_limit]`, `fixed_window 3/1h,10/1d` | the user id |
+//! | `GET /users/{id}` | `#[rate_limit]`, `fixed_window 3/1h,10/1d` (fields on allowed responses through `DecisionHeadersLayer`) | the user id |
 
 use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use redlimit::http::{HeaderStyle, KeyBy, RateLimitLayer, TrustedProxies};
+use redlimit::http::{DecisionHeadersLayer, HeaderStyle, KeyBy, RateLimitLayer, TrustedProxies};
 use redlimit::{rate_limit, Policy, RateLimited};
 use std::io::Write;
 use std::net::SocketAddr;
@@ -74,7 +74,9 @@ fn app(proxies: TrustedProxies) -> Result<Router, redlimit::Error> {
     Ok(Router::new()
         .route("/hello", get(hello).layer(hello_limit))
         .route("/search", get(search).layer(search_limit))
-        .route("/users/{id}", get(user)))
+        .route("/users/{id}", get(user))
+        // Puts the RateLimit fields of what `#[rate_limit]` handlers decided on their responses.
+        .layer(DecisionHeadersLayer::new()))
 }
 
 /// `--port N`, else `PORT`, else 3000.

@@ -147,9 +147,13 @@ async fn two_instances_on_one_redis_share_limits_and_answer_with_standard_header
 
     // /users/{id}: #[rate_limit] with 3/1h,10/1d per user, shared too.
     let users_since = Instant::now();
-    for server in [&a, &b, &a] {
-        let (status, _, body) = get(&client, format!("{}/users/7", server.url), &[]).await;
+    for (server, left) in [(&a, 2), (&b, 1), (&a, 0)] {
+        let (status, headers, body) = get(&client, format!("{}/users/7", server.url), &[]).await;
         assert_eq!((status, body.as_str()), (StatusCode::OK, "profile of user 7\n"));
+        // The handler's own decision, on its allowed response.
+        assert_eq!(header(&headers, "ratelimit-policy"), r#""3/1h";q=3;w=3600, "10/1d";q=10;w=86400"#);
+        let items: Vec<_> = header(&headers, "ratelimit").split(", ").map(state).collect();
+        assert_eq!((items[0].1, items[1].1), (left, left + 7));
     }
     let (status, headers, body) = get(&client, format!("{}/users/7", b.url), &[]).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
