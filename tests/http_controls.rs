@@ -3,7 +3,6 @@
 //! requests through uncounted, and tiers chosen per request keep their own
 //! counts.
 
-use axum::body::{to_bytes, Body};
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -11,34 +10,14 @@ use axum::routing::get;
 use axum::Router;
 use redlimit::http::{KeyBy, MissingKey, RateLimitLayer, TierBy, Tiers, TrustedProxies};
 use redlimit::{DenialReason, Limiter, ManualClock, Policy, RateLimited, Store};
+use redlimit_test_support::http::{body, header, request, send};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tower_service::Service;
 
 fn app(layer: RateLimitLayer) -> Router {
     Router::new().route("/", get(|| async { "ok" })).route("/health", get(|| async { "healthy" })).layer(layer)
-}
-
-fn request(path: &str, headers: &[(&str, &str)]) -> Request {
-    let mut request = Request::builder().uri(path);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    request.body(Body::empty()).unwrap()
-}
-
-async fn send(app: &mut Router, request: Request) -> Response {
-    app.call(request).await.unwrap()
-}
-
-fn header(response: &Response, name: &str) -> Option<String> {
-    response.headers().get(name).map(|v| v.to_str().unwrap().to_owned())
-}
-
-async fn body(response: Response) -> String {
-    String::from_utf8(to_bytes(response.into_body(), 64 * 1024).await.unwrap().to_vec()).unwrap()
 }
 
 /// What the hook saw of one denial.

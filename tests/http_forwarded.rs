@@ -4,17 +4,13 @@
 //! right, and what is not an address (or does not parse) never lets a
 //! client choose its key.
 
-use axum::body::Body;
-use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderMap, HeaderValue};
-use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use proptest::prelude::*;
 use redlimit::http::{KeyBy, ProxyHeader, RateLimitLayer, TrustedProxies};
 use redlimit::{Limiter, ManualClock, Policy, Store};
-use std::net::SocketAddr;
-use tower_service::Service;
+use redlimit_test_support::http::{from, send};
 
 const PROXY: &str = "10.0.0.1:40000";
 
@@ -24,20 +20,6 @@ fn limited(name: &str, proxies: TrustedProxies) -> (Router, Limiter) {
     let limiter = Limiter::new(name, Policy::fixed_window("1/1m").unwrap(), &store);
     let layer = RateLimitLayer::from_limiter(limiter.clone()).key(KeyBy::client_ip(proxies));
     (Router::new().route("/", get(|| async { "ok" })).layer(layer), limiter)
-}
-
-fn from(peer: &str, headers: &[(&str, &str)]) -> Request {
-    let mut request = Request::builder().uri("/");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let mut request = request.body(Body::empty()).unwrap();
-    request.extensions_mut().insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
-    request
-}
-
-async fn send(app: &mut Router, request: Request) -> Response {
-    app.call(request).await.unwrap()
 }
 
 /// Whether `key` has used its one request.

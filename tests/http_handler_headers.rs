@@ -6,13 +6,14 @@
 //! Every test shares this binary's global store and its clock, so they run
 //! one at a time (`SERIAL`) and each uses its own limiter names.
 
-use axum::body::{to_bytes, Body};
+use axum::body::Body;
 use axum::extract::{Path, Request};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use redlimit::http::{DecisionHeadersLayer, KeyBy, RateLimitLayer, QUOTA_EXCEEDED};
 use redlimit::{rate_limit, Limiter, ManualClock, Policy, RateLimited, Store};
+use redlimit_test_support::http::body;
 use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::sync::{Mutex, MutexGuard};
@@ -84,10 +85,6 @@ async fn get_(app: &mut Router, uri: &str) -> Response {
 /// Every value of `name`, one per field line.
 fn fields(response: &Response, name: &str) -> Vec<String> {
     response.headers().get_all(name).iter().map(|v| v.to_str().unwrap().to_owned()).collect()
-}
-
-async fn body(response: Response) -> String {
-    String::from_utf8(to_bytes(response.into_body(), 64 * 1024).await.unwrap().to_vec()).unwrap()
 }
 
 #[tokio::test]

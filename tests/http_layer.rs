@@ -3,44 +3,19 @@
 //! manual clock: keys, header fields on allowed and denied responses,
 //! requests without a key or a peer address, and a store that is down.
 
-use axum::body::{to_bytes, Body};
-use axum::extract::{ConnectInfo, Request};
-use axum::response::Response;
+use axum::body::Body;
+use axum::extract::Request;
 use axum::routing::get;
 use axum::Router;
 use redlimit::http::{HeaderStyle, KeyBy, MissingKey, RateLimitLayer, TrustedProxies};
 use redlimit::{Limiter, OnError, Policy, Store};
+use redlimit_test_support::http::{body, from, header, send};
 use redlimit_test_support::log_capture::LogCapture;
 use redlimit_test_support::redis_server::RedisServer;
 use redlimit_test_support::stores::BothStores;
-use std::net::SocketAddr;
-use tower_service::Service;
 
 fn app(layer: RateLimitLayer) -> Router {
     Router::new().route("/", get(|| async { "ok" })).layer(layer)
-}
-
-/// A request from `peer` (as `into_make_service_with_connect_info` gives it) with `headers`.
-fn from(peer: &str, headers: &[(&str, &str)]) -> Request {
-    let mut request = Request::builder().uri("/");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let mut request = request.body(Body::empty()).unwrap();
-    request.extensions_mut().insert(ConnectInfo(peer.parse::<SocketAddr>().unwrap()));
-    request
-}
-
-async fn send(app: &mut Router, request: Request) -> Response {
-    app.call(request).await.unwrap()
-}
-
-fn header(response: &Response, name: &str) -> Option<String> {
-    response.headers().get(name).map(|v| v.to_str().unwrap().to_owned())
-}
-
-async fn body(response: Response) -> String {
-    String::from_utf8(to_bytes(response.into_body(), 64 * 1024).await.unwrap().to_vec()).unwrap()
 }
 
 #[tokio::test]
@@ -191,7 +166,8 @@ async fn a_cost_the_policy_can_never_admit_is_a_429_without_retry_after() {
     let mut app = app(RateLimitLayer::from_limiter(limiter).cost(3));
     let response = send(&mut app, from("192.0.2.1:1", &[])).await;
     assert_eq!((response.status().as_u16(), header(&response, "retry-after")), (429, None));
-    assert_eq!(header(&response, "ratelimit-policy").as_deref(), Some(r#""2/1m";q=2;w=60"#));
+    // Counted in whole requests of 3 permits, a limit of 2 admits none.
+    assert_eq!(header(&response, "ratelimit-policy").as_deref(), Some(r#""2/1m";q=0;w=60"#));
     let body = body(response).await;
     assert!(body.contains("this cost can never pass") && !body.contains("retry_after"), "{body}");
 }

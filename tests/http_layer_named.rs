@@ -10,6 +10,7 @@ use axum::routing::get;
 use axum::Router;
 use redlimit::http::{KeyBy, RateLimitLayer};
 use redlimit::{policies, ManualClock, OnError, Store};
+use redlimit_test_support::http::header;
 use redlimit_test_support::log_capture::LogCapture;
 use redlimit_test_support::redis_server::RedisServer;
 use tower_service::Service;
@@ -20,10 +21,6 @@ fn app(layer: RateLimitLayer) -> Router {
 
 async fn get_as(app: &mut Router, api_key: &str) -> Response {
     app.call(Request::builder().uri("/").header("x-api-key", api_key).body(Body::empty()).unwrap()).await.unwrap()
-}
-
-fn header(response: &Response, name: &str) -> Option<String> {
-    response.headers().get(name).map(|v| v.to_str().unwrap().to_owned())
 }
 
 #[tokio::test(flavor = "current_thread")]

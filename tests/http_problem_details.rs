@@ -3,20 +3,12 @@
 //! `retry_after` agree with `Retry-After`, no body names a key or a module
 //! path, and a 503 says the limiter could not decide.
 
-use axum::body::to_bytes;
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use redlimit::http::{PolicyItem, QUOTA_EXCEEDED};
 use redlimit::{rate_limit, Limiter, ManualClock, Policy, RateLimited, Store};
+use redlimit_test_support::http::{body, header};
 use std::sync::Once;
 use std::time::Duration;
-
-async fn body(response: Response) -> String {
-    String::from_utf8(to_bytes(response.into_body(), 64 * 1024).await.unwrap().to_vec()).unwrap()
-}
-
-fn header(response: &Response, name: &str) -> Option<String> {
-    response.headers().get(name).map(|v| v.to_str().unwrap().to_owned())
-}
 
 /// The `RateLimit-Policy` item names of `policy`, as JSON strings.
 fn item_names(policy: &Policy, indices: &[usize]) -> String {

@@ -11,15 +11,12 @@ use axum::routing::get;
 use axum::Router;
 use redlimit::http::{KeyBy, RateLimitLayer, TierBy, Tiers};
 use redlimit::{policies, DenialReason, Limiter, ManualClock, OnError, Policy, RateLimited, Store};
+use redlimit_test_support::http::header;
 use tower_service::Service;
 
 async fn send(app: &mut Router, plan: &str) -> Response {
     let request = Request::builder().uri("/").header("x-api-key", "k").header("x-plan", plan);
     app.call(request.body(Body::empty()).unwrap()).await.unwrap()
-}
-
-fn header(response: &Response, name: &str) -> Option<String> {
-    response.headers().get(name).map(|v| v.to_str().unwrap().to_owned())
 }
 
 #[tokio::test]

@@ -13,6 +13,7 @@
 //!   and the worker processes of the exactness test and example.
 //! - [`programs`]: a test that needs a program not installed fails naming
 //!   the package.
+//! - [`http`]: requests to an axum router in process, and their responses.
 //! - [`log_capture`], [`metrics_capture`]: what `tracing` and `metrics` saw.
 //!
 //! What needs Redis (servers, both stores, exactness workers) is behind the
@@ -20,6 +21,7 @@
 
 #[cfg(feature = "redis")]
 pub mod exactness;
+pub mod http;
 pub mod log_capture;
 pub mod metrics_capture;
 pub mod programs;
