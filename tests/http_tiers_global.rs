@@ -32,7 +32,11 @@ async fn tiers_of_policies_and_configured_names_count_under_the_layer_and_tier_n
 
     assert_eq!(header(&send(&mut app, "free").await, "ratelimit").as_deref(), Some(r#""1/1h";r=0;t=3600"#));
     assert_eq!(send(&mut app, "free").await.status(), 429);
-    assert_eq!(header(&send(&mut app, "pro").await, "ratelimit").as_deref(), Some(r#""3/1h";r=2;t=3600"#));
+    assert_eq!(
+        header(&send(&mut app, "pro").await, "ratelimit").as_deref(),
+        Some(r#""pro_plan";r=2;t=3600"#),
+        "named by its configured policy"
+    );
     let global = redlimit::global().await.unwrap();
     let free = Limiter::new("site.free", Policy::fixed_window("1/1h").unwrap(), global);
     let pro = Limiter::new("site.pro", Policy::fixed_window("3/1h").unwrap(), global);
