@@ -107,7 +107,17 @@ impl<S> tower_layer::Layer<S> for DecisionHeadersLayer {
     }
 }
 
-/// The service [`DecisionHeadersLayer`] wraps around a route.
+/// The service [`DecisionHeadersLayer`] wraps around a route (the
+/// layer's example shows it at work).
+///
+/// ```
+/// use redlimit::http::{DecisionHeadersLayer, DecisionHeadersService};
+/// use tower_layer::Layer;
+///
+/// let route: axum::routing::MethodRouter = axum::routing::get(|| async { "ok" });
+/// let wrapped: DecisionHeadersService<_> = DecisionHeadersLayer::new().layer(route);
+/// # let _ = wrapped;
+/// ```
 #[derive(Debug, Clone)]
 pub struct DecisionHeadersService<S> {
     inner: S,

@@ -185,6 +185,14 @@ fn write_fields(
 
 /// What one permit stands for: the `qu` parameter of `RateLimit-Policy`
 /// (the draft's registered quota units).
+///
+/// ```
+/// use redlimit::http::QuotaUnit;
+///
+/// assert_eq!(QuotaUnit::default(), QuotaUnit::Requests);
+/// assert_eq!(QuotaUnit::Requests.as_str(), None, "the default unit is not stated");
+/// assert_eq!(QuotaUnit::ContentBytes.as_str(), Some("content-bytes"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum QuotaUnit {

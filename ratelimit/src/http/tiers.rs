@@ -55,6 +55,18 @@ enum TierPolicy {
 }
 
 /// How a request names its tier (see [`Tiers`]).
+///
+/// ```
+/// use redlimit::http::TierBy;
+///
+/// // Set by an authenticating gateway, never by the client itself.
+/// let by_header = TierBy::header("x-plan")?;
+/// // Or anything the request carries, such as an extension your authentication put there.
+/// let by_path = TierBy::function(|request| request.uri().path().starts_with("/internal/").then(|| "internal".to_string()));
+/// assert!(TierBy::header("not a header").is_err());
+/// # let _ = (by_header, by_path);
+/// # Ok::<(), redlimit::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct TierBy(By);
 
