@@ -185,15 +185,26 @@ async fn without_the_layer_a_handler_response_has_no_fields() {
 }
 
 #[tokio::test]
-async fn a_rate_limit_layer_inside_keeps_its_own_fields() {
-    let (clock, _serial) = clock().await;
-    let limiter = Limiter::new("route", Policy::fixed_window("7/1m").unwrap(), &Store::memory().with_clock(clock));
+async fn a_rate_limit_layer_inside_and_the_handler_both_state_their_fields() {
+    let (_clock, _serial) = clock().await;
+    let limiter =
+        Limiter::new("route", Policy::fixed_window("7/1m").unwrap(), &Store::memory().with_clock(ManualClock::new()));
     let route = RateLimitLayer::from_limiter(limiter).key(KeyBy::function(|_| Some("k".into())));
     let mut app = Router::new().route("/", get(inner)).layer(route).layer(DecisionHeadersLayer::new());
-    let response = get_(&mut app, "/").await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(fields(&response, "ratelimit-policy"), [r#""7/1m";q=7;w=60"#]);
-    assert_eq!(fields(&response, "ratelimit"), [r#""7/1m";r=6;t=60"#]);
+    // Allowed by both: the layer's items, then the handler's.
+    for left in [3, 2, 1, 0] {
+        let response = get_(&mut app, "/").await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(fields(&response, "ratelimit-policy"), [r#""7/1m";q=7;w=60, "4/1m";q=4;w=60"#]);
+        assert_eq!(fields(&response, "ratelimit"), [format!(r#""7/1m";r={};t=60, "4/1m";r={left};t=60"#, left + 3)]);
+    }
+    // Denied by the handler: its 429 keeps its own fields, and the layer,
+    // which allowed the request, adds its items after them.
+    let denied = get_(&mut app, "/").await;
+    assert_eq!(denied.status(), 429);
+    assert_eq!(fields(&denied, "retry-after"), ["60"]);
+    assert_eq!(fields(&denied, "ratelimit-policy"), [r#""4/1m";q=4;w=60, "7/1m";q=7;w=60"#]);
+    assert_eq!(fields(&denied, "ratelimit"), [r#""4/1m";r=0;t=60, "7/1m";r=2;t=60"#]);
 }
 
 #[tokio::test]

@@ -5,9 +5,9 @@
 //! records each allowed decision there ([`record`]), and the layer writes
 //! them on the response. Outside a scope, recording is one task-local lookup.
 
-use super::headers::{rate_limit_headers, HeaderStyle, RATELIMIT, RATELIMIT_POLICY};
+use super::headers::{merge_rate_limit_fields, rate_limit_headers, HeaderStyle, RATELIMIT};
 use crate::{Decision, Limiter};
-use axum::http::{HeaderMap, HeaderValue, Request, Response};
+use axum::http::{Request, Response, StatusCode};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -47,10 +47,12 @@ pub(crate) fn record(limiter: &Limiter, decision: &Decision) {
 /// - Each function is its own set of items, in the order the functions
 ///   first decided; stacked attributes are several sets. A function called
 ///   twice in one request reports its latest decision.
-/// - A response that already carries `RateLimit` or `RateLimit-Policy` (a
-///   denial's `429`, or a [`RateLimitLayer`](super::RateLimitLayer) inside
-///   this one) is left as it is: its fields describe the decision that
-///   shaped it, and a denial's `Retry-After` must not be contradicted.
+/// - A denial's `429` is left as it is: its fields describe the decision
+///   that shaped it (an earlier allowed call of the same function would
+///   contradict it). Fields already on any other response, such as a
+///   [`RateLimitLayer`](super::RateLimitLayer)'s inside this one, are kept
+///   and these items added after them, so a client pacing by the fields
+///   meets neither limit.
 /// - Only calls made on the request's own task are seen: the handler and
 ///   what it awaits, not a task it spawns.
 /// - A call let through because the store failed (`on_error = "allow"`)
@@ -146,27 +148,23 @@ where
         Box::pin(async move {
             let mut response = future.await?;
             let recorded = std::mem::take(&mut *recorded.lock().unwrap_or_else(PoisonError::into_inner));
-            write(response.headers_mut(), &recorded);
+            write(&mut response, &recorded);
             Ok(response)
         })
     }
 }
 
-/// Writes the fields of every recorded decision, as one list per field,
-/// unless the response already has rate limit fields of its own.
-fn write(headers: &mut HeaderMap, recorded: &[(Limiter, Decision)]) {
-    if recorded.is_empty() || headers.contains_key(RATELIMIT) || headers.contains_key(RATELIMIT_POLICY) {
+/// Writes the fields of every recorded decision, one set of items per
+/// limiter, after any the response already states (an inner
+/// `RateLimitLayer`'s), unless the response is a denial with its own.
+fn write<R>(response: &mut Response<R>, recorded: &[(Limiter, Decision)]) {
+    if response.status() == StatusCode::TOO_MANY_REQUESTS && response.headers().contains_key(RATELIMIT) {
         return;
     }
-    let (mut policies, mut states) = (Vec::new(), Vec::new());
     for (limiter, decision) in recorded {
-        let fields = rate_limit_headers(limiter.policy(), decision, HeaderStyle::Draft);
-        policies.extend(fields.get(RATELIMIT_POLICY).and_then(|v| v.to_str().ok()).map(str::to_owned));
-        states.extend(fields.get(RATELIMIT).and_then(|v| v.to_str().ok()).map(str::to_owned));
-    }
-    for (name, items) in [(RATELIMIT_POLICY, policies), (RATELIMIT, states)] {
-        if let Ok(value) = HeaderValue::try_from(items.join(", ")) {
-            headers.insert(name, value);
-        }
+        merge_rate_limit_fields(
+            response.headers_mut(),
+            &rate_limit_headers(limiter.policy(), decision, HeaderStyle::Draft),
+        );
     }
 }

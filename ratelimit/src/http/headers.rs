@@ -142,6 +142,28 @@ pub fn insert_rate_limit_headers_in(
     write_fields(headers, policy, decision, style, unit, 1);
 }
 
+/// Adds `fields` to what `headers` already says: the `RateLimit-Policy` and
+/// `RateLimit` lists are joined, so a response limited twice (a layer and an
+/// annotated handler) states both policies and a client pacing by them
+/// meets neither limit; any other field already there (a denial's
+/// `Retry-After`, legacy counts) is kept, and the rest are added.
+pub(crate) fn merge_rate_limit_fields(headers: &mut HeaderMap, fields: &HeaderMap) {
+    for (name, value) in fields {
+        match headers.get(name) {
+            None => {
+                headers.insert(name.clone(), value.clone());
+            }
+            Some(existing) if name == RATELIMIT || name == RATELIMIT_POLICY => {
+                let joined = [existing.as_bytes(), b", ", value.as_bytes()].concat();
+                if let Ok(joined) = HeaderValue::from_bytes(&joined) {
+                    headers.insert(name.clone(), joined);
+                }
+            }
+            Some(_) => {}
+        }
+    }
+}
+
 /// The fields for a route whose every request takes `cost` permits (a
 /// layer's [`cost`](super::RateLimitLayer::cost)): restated in requests, the
 /// draft's default unit, so `q`, `r` and the legacy counts are whole
@@ -385,5 +407,26 @@ mod tests {
         }
         assert_eq!(ceil_secs(Duration::ZERO), 0);
         assert_eq!(ceil_secs(Duration::from_nanos(1)), 1);
+    }
+
+    #[test]
+    fn merged_fields_join_the_lists_and_keep_what_was_there() {
+        let mut headers = HeaderMap::new();
+        headers.insert(RATELIMIT_POLICY, HeaderValue::from_static(r#""h";q=1;w=60"#));
+        headers.insert(RATELIMIT, HeaderValue::from_static(r#""h";r=0;t=60"#));
+        headers.insert(RETRY_AFTER, HeaderValue::from_static("60"));
+        let mut fields = HeaderMap::new();
+        fields.insert(RATELIMIT_POLICY, HeaderValue::from_static(r#""l";q=5;w=60"#));
+        fields.insert(RATELIMIT, HeaderValue::from_static(r#""l";r=4;t=60"#));
+        fields.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        fields.insert(X_RATELIMIT_LIMIT, HeaderValue::from_static("5"));
+        merge_rate_limit_fields(&mut headers, &fields);
+        assert_eq!(headers[RATELIMIT_POLICY], r#""h";q=1;w=60, "l";q=5;w=60"#);
+        assert_eq!(headers[RATELIMIT], r#""h";r=0;t=60, "l";r=4;t=60"#);
+        assert_eq!(headers[RETRY_AFTER], "60", "the denial's wait stands");
+        assert_eq!(headers[X_RATELIMIT_LIMIT], "5");
+        let mut empty = HeaderMap::new();
+        merge_rate_limit_fields(&mut empty, &fields);
+        assert_eq!(empty, fields);
     }
 }

@@ -2,14 +2,14 @@
 //! does with each request: find its key, ask the limiter, answer or call the
 //! route and add the header fields.
 
-use super::headers::{insert_rate_limit_headers_per_request, HeaderStyle};
+use super::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, HeaderStyle};
 use super::key::{KeyBy, MissingKey};
 use super::response::{problem, respond};
 use super::source::Source;
 use super::tiers::Limits;
 use crate::{Decision, Limiter, RateLimited};
 use axum::extract::Request;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::future::Future;
 use std::pin::Pin;
@@ -192,7 +192,10 @@ where
                     let mut response = inner.call(request).await?.into_response();
                     if let Some((decision, limiter)) = decision.filter(|_| shared.headers_on_allowed) {
                         let (policy, style, cost) = (limiter.policy(), shared.style, shared.cost);
-                        insert_rate_limit_headers_per_request(response.headers_mut(), policy, &decision, style, cost);
+                        let mut fields = HeaderMap::new();
+                        insert_rate_limit_headers_per_request(&mut fields, policy, &decision, style, cost);
+                        // Added to a handler's own (its denial, say), never in their place.
+                        merge_rate_limit_fields(response.headers_mut(), &fields);
                     }
                     Ok(response)
                 }
