@@ -5,18 +5,12 @@
 //!
 //! `cargo test --no-default-features --test global_store_without_redis`
 
-use redlimit::{rate_limit, Error, RateLimited};
+use redlimit::Error;
 use redlimit_test_support::log_capture::LogCapture;
 
-#[rate_limit(algo = "fixed_window", strategies = "1/1h")]
-async fn allow() -> Result<(), RateLimited> {
-    Ok(())
-}
-
-#[rate_limit(algo = "fixed_window", strategies = "1/1h", on_error = "deny")]
-async fn deny() -> Result<(), RateLimited> {
-    Ok(())
-}
+#[path = "cases/env_sites.rs"]
+mod sites;
+use sites::{allow, deny};
 
 #[tokio::test(flavor = "current_thread")]
 async fn a_redis_url_is_an_error_naming_the_feature_and_calls_follow_on_error() {
