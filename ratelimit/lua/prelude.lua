@@ -3,29 +3,30 @@
 -- constants, this prelude, then the algorithm; so no ARGV carries the policy,
 -- and every script takes the same ARGV.
 --
--- KEYS[1]  the one key a decision reads and writes.
--- ARGV     the call, every one optional, in this order (a later one needs
---          the earlier ones; the runtime leaves out the trailing ones that
---          are the common call's):
+-- The runtime joins this prelude and the algorithm into one function,
+-- `decide(key, o)`, which decides one call on `key` from the four ARGV after
+-- offset `o`, and joins batch.lua after it, which calls it once per key.
+--
+-- KEYS[j]  the one key call j reads and writes (a script call of one call
+--          has KEYS[1] alone).
+-- ARGV     call j's four values at ARGV[4j-3..4j]: every one optional, in
+--          this order (a later one needs the earlier ones; for a single call
+--          the runtime leaves out the trailing ones that are the common
+--          call's; a batch sends all four, an empty now for Redis's clock):
 --   [1] cost, integer >= 0; absent = 1 (may exceed 2^53: then it is above
 --       every limit, and no script multiplies it before checking that);
 --   [2] "1" = peek (decide, write nothing); absent or "0" = a check;
---   [3] now, integer µs since the epoch; absent = Redis's own clock (TIME,
---       read by clock.lua);
+--   [3] now, integer µs since the epoch; absent or empty = Redis's own
+--       clock (TIME, read by clock.lua);
 --   [4] TTL slack in ms added to every expiry (sent with [3]); absent = 0.
 -- Every ARGV comes from the runtime, so none is ever non-numeric.
 --
--- A batch of calls of one limiter would keep this order: KEYS[1..m] and the
--- four ARGV of call j at ARGV[4j-3..4j], every one sent, and a reply per call.
---
--- Sets `key`, `cost`, `peek`, `now` (false until clock.lua reads TIME),
--- `server_clock` and `slack`.
-local key = KEYS[1]
+-- Sets `cost`, `peek`, `now` (false until clock.lua reads TIME),
+-- `server_clock` and `slack`; `key` is the function's parameter.
 local cost = 1
-if ARGV[1] then cost = ARGV[1] + 0 end
-local peek = ARGV[2] == '1'
-local now = ARGV[3]
+if ARGV[o + 1] then cost = ARGV[o + 1] + 0 end
+local peek = ARGV[o + 2] == '1'
+local now = tonumber(ARGV[o + 3])
 local server_clock = not now
-if not server_clock then now = now + 0 end
 local slack = 0
-if ARGV[4] then slack = ARGV[4] + 0 end
+if ARGV[o + 4] then slack = ARGV[o + 4] + 0 end

@@ -108,7 +108,6 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
     }
 }
 
-#[cfg(any(feature = "cluster", feature = "sentinel"))]
 fn split_credentials(rest: &str) -> (&str, &str) {
     match rest.rfind('@') {
         Some(at) => (&rest[..=at], &rest[at + 1..]),

@@ -1,20 +1,26 @@
 //! [`RedisBackend`]: one multiplexed, auto-reconnecting connection, the
 //! scripts bound on it, and the limiters bound to it ([`RedisBound`]).
 
+mod batch;
 mod bound;
 mod breaker;
 mod connection;
 pub(crate) mod counter;
 mod endpoint;
+mod eval;
 mod failure;
+mod grouping;
 mod idle;
 pub(crate) mod options;
 mod reply;
 pub(crate) mod scripts;
 
+use self::batch::Batcher;
 use self::bound::RedisBound;
 use self::breaker::Breaker;
 use self::connection::Connection;
+use self::eval::Eval;
+use self::grouping::Grouping;
 pub(crate) use self::endpoint::{check_url, redact};
 use self::options::RedisOptions;
 use self::scripts::Registry;
@@ -42,6 +48,10 @@ pub struct RedisBackend {
     options: RedisOptions,
     breaker: Arc<Breaker>,
     registry: Arc<Registry>,
+    /// On a cluster whose scripts may touch several slots of one node:
+    /// which node serves each slot, to batch calls per node.
+    #[cfg(feature = "cluster")]
+    slot_map: Option<Arc<grouping::SlotMap>>,
 }
 
 impl RedisBackend {
@@ -65,13 +75,54 @@ impl RedisBackend {
                 ))))
             }
         };
-        Ok(RedisBackend { connection, options, breaker: Arc::new(Breaker::new()), registry: Arc::default() })
+        #[cfg(feature = "cluster")]
+        let slot_map = match connection.is_cluster() && options.batching {
+            true => cluster_slot_map(&connection, bound).await,
+            false => None,
+        };
+        Ok(RedisBackend {
+            connection,
+            options,
+            breaker: Arc::new(Breaker::new()),
+            registry: Arc::default(),
+            #[cfg(feature = "cluster")]
+            slot_map,
+        })
     }
 
     /// Whether this backend talks to a Redis Cluster.
     pub fn is_cluster(&self) -> bool {
         self.connection.is_cluster()
     }
+}
+
+impl RedisBackend {
+    /// How this backend's batches group calls, and the script source that
+    /// allows it: a cluster that takes scripts across slots of one node gets
+    /// them flagged so, and batches per node.
+    fn grouping(&self, source: String) -> (Grouping, String) {
+        #[cfg(feature = "cluster")]
+        if self.connection.is_cluster() {
+            return match &self.slot_map {
+                Some(map) => (Grouping::ByNode(map.clone()), format!("{}{source}", scripts::CROSS_SLOT)),
+                None => (Grouping::BySlot, source),
+            };
+        }
+        (Grouping::Together, source)
+    }
+}
+
+/// A cluster's slot map, when its scripts may cross slots of one node and
+/// it answers within `bound`; else `None`, and batches go per slot.
+#[cfg(feature = "cluster")]
+async fn cluster_slot_map(connection: &Connection, bound: std::time::Duration) -> Option<Arc<grouping::SlotMap>> {
+    let learn = async {
+        if !grouping::cross_slot_scripts(connection).await {
+            return None;
+        }
+        grouping::SlotMap::fetch(connection).await.ok()
+    };
+    tokio::time::timeout(bound, learn).await.ok().flatten()
 }
 
 impl Backend for RedisBackend {
@@ -82,17 +133,19 @@ impl Backend for RedisBackend {
         let made = scripts::make(policy, server_clock);
         // The key's layout follows the script: a counter's state is not a window's.
         let counter = matches!(made.reply, reply::Reply::Counter(_));
-        Arc::new(RedisBound {
+        let (grouping, source) = self.grouping(made.source);
+        let eval = Arc::new(Eval {
             connection: self.connection.clone(),
             breaker: self.breaker.clone(),
             response_timeout: self.options.response_timeout,
             retry_interval: self.options.retry_interval,
             registry: self.registry.clone(),
-            script: self.registry.register(&made.source),
+            script: self.registry.register(&source),
             reply: made.reply,
-            key_prefix: crate::key::key_prefix(prefix, policy, name, counter),
             loaded: AtomicBool::new(false),
-        })
+        });
+        let batcher = self.options.batching.then(|| Batcher::new(eval.clone(), grouping));
+        Arc::new(RedisBound { eval, batcher, key_prefix: crate::key::key_prefix(prefix, policy, name, counter) })
     }
 
     fn kind(&self) -> &'static str {

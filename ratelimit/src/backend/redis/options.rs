@@ -49,6 +49,14 @@ pub struct RedisOptions {
     /// [`Error::Unavailable`] for this long (default 250 ms) instead of each
     /// waiting out a timeout; then the next call tries Redis again.
     pub retry_interval: Duration,
+    /// Calls of one limiter that wait at the same time go to Redis as one
+    /// script call that decides them one after another, in arrival order,
+    /// each as it would have been decided alone (default on). A lone call is
+    /// sent at once, never held back for company; calls queue only while a
+    /// few of that limiter's script calls are already in flight, so under
+    /// load Redis pays its per-call cost once per batch. Off: every call is
+    /// its own `EVALSHA`.
+    pub batching: bool,
     /// PEM certificate(s) of a private certificate authority to trust for
     /// the Redis nodes of `rediss://`, `rediss+cluster://` and
     /// `rediss+sentinel://` (default: none, the system's roots). Sentinels
@@ -64,6 +72,7 @@ impl Default for RedisOptions {
             response_timeout: Duration::from_millis(250),
             reconnect_retries: 3,
             retry_interval: Duration::from_millis(250),
+            batching: true,
             #[cfg(feature = "tls")]
             tls_root_cert: None,
         }
@@ -99,6 +108,12 @@ impl RedisOptions {
     /// Sets [`retry_interval`](Self::retry_interval).
     pub fn with_retry_interval(mut self, interval: Duration) -> Self {
         self.retry_interval = interval;
+        self
+    }
+
+    /// Sets [`batching`](Self::batching): `false` sends every call as its own `EVALSHA`.
+    pub fn with_batching(mut self, batching: bool) -> Self {
+        self.batching = batching;
         self
     }
 

@@ -30,6 +30,13 @@ const LEAKY_BUCKET: &str = include_str!("../../../lua/leaky_bucket.lua");
 const GCRA: &str = include_str!("../../../lua/gcra.lua");
 const BUCKET_STATE: &str = include_str!("../../../lua/bucket_state.lua");
 const SET_STATE: &str = include_str!("../../../lua/set_state.lua");
+const BATCH: &str = include_str!("../../../lua/batch.lua");
+
+/// The first line that lets a script on Redis 7 or later touch keys of
+/// several slots of one cluster node: a cluster batch's keys share a node,
+/// not always a slot.
+#[cfg(feature = "cluster")]
+pub(crate) const CROSS_SLOT: &str = "#!lua flags=allow-cross-slot-keys\n";
 
 /// From this many sub-windows in the widest window on, a sliding window is
 /// decided by the totals layout, whose cost does not grow with them; below,
@@ -90,14 +97,17 @@ fn tables(strategies: &[Strategy]) -> String {
     format!("{{{}}}, {{{}}}", list(|s| s.limit), list(|s| s.window_us))
 }
 
-/// The constants line, the prelude, then `fragments`.
+/// The constants line, then the prelude and `fragments` as the function
+/// `decide(key, o)`, then batch.lua, which calls it once per key.
 fn join(constants: String, fragments: &[&str]) -> String {
     let mut source = constants;
-    source.push('\n');
+    source.push_str("\nlocal function decide(key, o)\n");
     source.push_str(PRELUDE);
     for fragment in fragments {
         source.push_str(fragment);
     }
+    source.push_str("end\n");
+    source.push_str(BATCH);
     source
 }
 
@@ -113,7 +123,8 @@ fn join(constants: String, fragments: &[&str]) -> String {
 ///
 /// let source = script_source(&Policy::token_bucket(10, "2/6s").unwrap(), true);
 /// assert!(source.starts_with("local capacity, n, p = 10, 1, 3000000\n"));
-/// assert!(source.ends_with("return struct.pack('<dd', reply, now)\n"));
+/// assert!(source.contains("return struct.pack('<dd', reply, now)\n"));
+/// assert!(source.ends_with("return replies\n"), "every script decides one call or a batch");
 /// let log = script_source(&Policy::sliding_log("10/1s,100/1m").unwrap(), false);
 /// assert!(log.starts_with("local limits, windows = {10, 100}, {1000000, 60000000}\n"));
 /// ```

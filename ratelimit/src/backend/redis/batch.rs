@@ -1,0 +1,204 @@
+//! [`Batcher`]: group commit. A bound limiter's calls that wait at the same
+//! time go to Redis as one script call (`lua/batch.lua`), decided one after
+//! another in arrival order.
+//!
+//! Each group of keys (all of a limiter's keys on one server; a cluster
+//! node's, or a slot's, on a cluster) keeps a few script calls in flight.
+//! A call that finds fewer in flight is sent at once, alone: it is never
+//! held back for company. A call that finds them all busy waits, and when a
+//! script call of its group comes back, the calls then waiting go together
+//! in the next one. So a lone caller pays nothing, and under load Redis pays
+//! its per-call cost (argument handling, script entry, reply) once per batch.
+
+use super::eval::{BatchFailure, Eval};
+use super::grouping::Grouping;
+use crate::backend::{Call, Outcome};
+use crate::error::Failure;
+use crate::Error;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tokio::sync::oneshot;
+
+/// Script calls one group keeps in flight before its next calls wait to go
+/// together. BENCHMARKS.md has the measurements it was chosen by.
+const IN_FLIGHT: usize = 4;
+
+/// The most calls one script call carries. BENCHMARKS.md has the measurements.
+pub(crate) const MAX_BATCH: usize = 64;
+
+/// A bound limiter's calls, gathered into script calls.
+pub(crate) struct Batcher {
+    eval: Arc<Eval>,
+    lanes: Arc<Lanes>,
+}
+
+/// Every group's lane, under one lock held only to count and queue.
+struct Lanes {
+    grouping: Grouping,
+    by_group: Mutex<HashMap<u32, Lane>>,
+}
+
+/// One group's script calls in flight and the calls waiting for the next.
+#[derive(Default)]
+struct Lane {
+    in_flight: usize,
+    waiting: VecDeque<Waiting>,
+}
+
+/// A call waiting to go in a batch, and where its answer goes.
+struct Waiting {
+    key: Vec<u8>,
+    call: Call,
+    answer: oneshot::Sender<Result<Outcome, Error>>,
+}
+
+impl Lanes {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u32, Lane>> {
+        // Nothing panics while the lock is held; a poisoned map is still whole.
+        self.by_group.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Batcher {
+    pub(crate) fn new(eval: Arc<Eval>, grouping: Grouping) -> Batcher {
+        Batcher { eval, lanes: Arc::new(Lanes { grouping, by_group: Mutex::default() }) }
+    }
+
+    /// Decides one call on `key` (a storage key): at once when its group has
+    /// room in flight, else in the batch that follows.
+    pub(crate) async fn decide(&self, key: Vec<u8>, call: Call) -> Result<Outcome, Error> {
+        let group = self.lanes.grouping.group(&key);
+        // Err(key): there is room in flight, and the call goes at once.
+        let queued = {
+            let mut lanes = self.lanes.lock();
+            let lane = lanes.entry(group).or_default();
+            if lane.in_flight < IN_FLIGHT {
+                lane.in_flight += 1;
+                Err(key)
+            } else {
+                let (answer, answered) = oneshot::channel();
+                lane.waiting.push_back(Waiting { key, call, answer });
+                Ok(answered)
+            }
+        };
+        let answered = match queued {
+            Ok(answered) => answered,
+            Err(key) => {
+                // Handed on when this call is answered or dropped.
+                let _flight = Flight { eval: self.eval.clone(), lanes: self.lanes.clone(), group, held: true };
+                return self.eval.one(&key, call).await;
+            }
+        };
+        match tokio::time::timeout(self.eval.response_timeout, answered).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(Error::Unavailable(Failure::new(
+                "the batch holding this call was dropped before Redis answered (the runtime is shutting down)",
+            ))),
+            // Its batch may still be sent: like a single call that timed out, it may have counted.
+            Err(_) => Err(Error::Timeout(self.eval.response_timeout)),
+        }
+    }
+}
+
+/// One script call's place in its group's lane. Whoever holds it sends the
+/// calls waiting in that lane; dropped (its call answered, or its caller
+/// gone), it hands the place to a task that sends them, or gives it up.
+struct Flight {
+    eval: Arc<Eval>,
+    lanes: Arc<Lanes>,
+    group: u32,
+    held: bool,
+}
+
+impl Flight {
+    /// The calls waiting in this flight's lane (those whose callers are
+    /// still there), up to a batch; or `None`, giving the place up.
+    fn next(&mut self) -> Option<Vec<Waiting>> {
+        let mut lanes = self.lanes.lock();
+        let Some(lane) = lanes.get_mut(&self.group) else {
+            self.held = false;
+            return None;
+        };
+        let mut batch = Vec::new();
+        while batch.len() < MAX_BATCH {
+            match lane.waiting.pop_front() {
+                // Its caller gave up (a timeout, a dropped future): not sent, so not counted.
+                Some(waiting) if waiting.answer.is_closed() => {}
+                Some(waiting) => batch.push(waiting),
+                None => break,
+            }
+        }
+        if !batch.is_empty() {
+            return Some(batch);
+        }
+        lane.in_flight -= 1;
+        if lane.in_flight == 0 {
+            lanes.remove(&self.group);
+        }
+        self.held = false;
+        None
+    }
+
+    /// Sends `batch`, then whatever waits next, until nothing does.
+    async fn drive(mut self, mut batch: Vec<Waiting>) {
+        loop {
+            send(&self.eval, &self.lanes.grouping, batch).await;
+            match self.next() {
+                Some(next) => batch = next,
+                None => return,
+            }
+        }
+    }
+}
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        let Some(batch) = self.next() else { return };
+        let flight = Flight { eval: self.eval.clone(), lanes: self.lanes.clone(), group: self.group, held: true };
+        match tokio::runtime::Handle::try_current() {
+            // A task of its own: the caller that held the place has its answer and goes on.
+            Ok(runtime) => drop(runtime.spawn(flight.drive(batch))),
+            // No runtime to send them on: their callers learn the batch was dropped.
+            Err(_) => {
+                drop(batch);
+                let mut flight = flight;
+                while flight.next().is_some() {}
+            }
+        }
+    }
+}
+
+/// Sends `batch` as one script call and answers each of its calls; a
+/// single call goes as a single call would.
+async fn send(eval: &Eval, grouping: &Grouping, batch: Vec<Waiting>) {
+    if let [_] = &batch[..] {
+        let Waiting { key, call, answer } = batch.into_iter().next().expect("one call");
+        let _ = answer.send(eval.one(&key, call).await);
+        return;
+    }
+    let (calls, answers): (Vec<(Vec<u8>, Call)>, Vec<_>) =
+        batch.into_iter().map(|Waiting { key, call, answer }| ((key, call), answer)).unzip();
+    match eval.batch(&calls).await {
+        Ok(outcomes) => {
+            for (answer, outcome) in answers.into_iter().zip(outcomes) {
+                let _ = answer.send(outcome);
+            }
+        }
+        Err(BatchFailure::Failed(error)) => {
+            for answer in answers {
+                let _ = answer.send(Err(error.clone()));
+            }
+        }
+        Err(BatchFailure::Misrouted) => {
+            // The cluster's slots moved: learn where they are now, and send
+            // these calls one by one, in their order, each to its own node.
+            grouping.misrouted(&eval.connection);
+            for ((key, call), answer) in calls.into_iter().zip(answers) {
+                let _ = answer.send(eval.one(&key, call).await);
+            }
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! [`Eval`]: a bound limiter's script calls. One `EVALSHA` decides one call
+//! or a batch of them, bounded by the response timeout, behind the breaker,
+//! the script loaded again after `NOSCRIPT`.
+
+use super::breaker::Breaker;
+use super::connection::{is_dead_socket, Connection};
+use super::failure::from_redis;
+use super::reply::Reply;
+use super::scripts::Registry;
+use crate::backend::{Call, Outcome, CLIENT_CLOCK_SLACK_US};
+use crate::Error;
+use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One limiter's script (made, registered and hashed once), the decoder of
+/// its reply, and clones of the backend's connection and breaker.
+pub(crate) struct Eval {
+    pub(super) connection: Connection,
+    pub(super) breaker: Arc<Breaker>,
+    pub(super) response_timeout: Duration,
+    pub(super) retry_interval: Duration,
+    pub(super) registry: Arc<Registry>,
+    pub(super) script: Arc<redis::Script>,
+    pub(super) reply: Reply,
+    /// The script was loaded for this limiter's first call.
+    pub(super) loaded: AtomicBool,
+}
+
+/// How a batch failed as a whole.
+pub(crate) enum BatchFailure {
+    /// As each of its calls would have failed alone.
+    Failed(Error),
+    /// A cluster refused it before running it: its keys are not all served
+    /// by the node it reached (the slots moved). Sent one by one, each call
+    /// finds its own node.
+    Misrouted,
+}
+
+impl Eval {
+    /// Decides a call of `cost` on `storage_key` (a peek takes nothing), at
+    /// `now_us` or, with `None`, on Redis's own clock. A limiter bound for
+    /// Redis's clock always sends `None`.
+    pub(crate) async fn one(&self, storage_key: &[u8], call: Call) -> Result<Outcome, Error> {
+        self.load_once().await;
+        let mut cmd = Cmd::with_capacity(8, 96 + storage_key.len());
+        cmd.arg("EVALSHA").arg(self.script.get_hash()).arg(1).arg(storage_key);
+        arguments(&mut cmd, call);
+        // A peek writes nothing, so sending it twice cannot count it twice.
+        let reply = self.send(&cmd, storage_key, call.peek).await.map_err(|(error, _)| error)?;
+        self.reply.outcome(reply, call.cost)
+    }
+
+    /// Decides `calls` (storage key and call) in one script call, one after
+    /// another in their order: one result per call, each as the call alone
+    /// would have got (a malformed reply fails its own call only).
+    pub(crate) async fn batch(&self, calls: &[(Vec<u8>, Call)]) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
+        let Some(((first, _), _)) = calls.split_first() else { return Ok(Vec::new()) };
+        self.load_once().await;
+        let bytes: usize = calls.iter().map(|(key, _)| key.len() + 48).sum();
+        let mut cmd = Cmd::with_capacity(3 + 5 * calls.len(), 64 + bytes);
+        cmd.arg("EVALSHA").arg(self.script.get_hash()).arg(calls.len());
+        for (key, _) in calls {
+            cmd.arg(key);
+        }
+        for (_, call) in calls {
+            all_arguments(&mut cmd, *call);
+        }
+        let replayable = calls.iter().all(|(_, call)| call.peek);
+        let reply = match self.send(&cmd, first, replayable).await {
+            Ok(reply) => reply,
+            Err((_, true)) => return Err(BatchFailure::Misrouted),
+            Err((error, false)) => return Err(BatchFailure::Failed(error)),
+        };
+        match reply {
+            Value::Array(replies) if replies.len() == calls.len() => {
+                Ok(replies.into_iter().zip(calls).map(|(reply, (_, call))| self.reply.outcome(reply, call.cost)).collect())
+            }
+            other => Err(BatchFailure::Failed(Error::Protocol(format!(
+                "a batch of {} calls replied {other:?}: expected one reply per call",
+                calls.len()
+            )))),
+        }
+    }
+
+    async fn load_once(&self) {
+        if !self.loaded.load(Ordering::Acquire) {
+            // Boxed: only a first call waits for it.
+            Box::pin(self.load_first()).await;
+        }
+    }
+
+    /// Loads the script ahead of its first `EVALSHA` (on every master of a
+    /// cluster), so that call does not reload every script of the backend.
+    /// While the breaker is open the call fails at once instead, as every
+    /// other does; should the load fail, the `EVALSHA`'s NOSCRIPT reloads.
+    async fn load_first(&self) {
+        if self.breaker.open().is_some() {
+            return;
+        }
+        let mut connection = self.connection.clone();
+        let invocation = self.script.prepare_invoke();
+        match tokio::time::timeout(self.response_timeout, invocation.load_async(&mut connection)).await {
+            Ok(Ok(_)) => self.loaded.store(true, Ordering::Release),
+            _ => tracing::debug!(target: "redlimit", "could not load a limiter's script ahead of its first call"),
+        }
+    }
+
+    /// Sends one `EVALSHA`, bounded by the response timeout (a wait for a
+    /// reconnect or a script reload included), unless the breaker is open.
+    /// The error says too whether a cluster refused the call for its keys'
+    /// slots (which opens no breaker: Redis is up).
+    ///
+    /// A timeout or a refused connect opens the breaker: Redis is down or
+    /// stuck. A socket that died does not: it says only that one connection
+    /// was lost (closed while idle, reset), and the manager is already
+    /// replacing it. Such a call fails alone when it may have run on Redis
+    /// (see `connection.rs`: it is never resent unless `replayable`).
+    async fn send(&self, cmd: &Cmd, key: &[u8], replayable: bool) -> Result<Value, (Error, bool)> {
+        if let Some(failing_fast) = self.breaker.open() {
+            return Err((failing_fast, false));
+        }
+        let result = match bounded(self.response_timeout, self.eval_reloading(cmd, key, replayable)).await {
+            Ok(Ok(reply)) => return Ok(reply),
+            Ok(Err(e)) if is_misrouted(&e) => return Err((from_redis(e), true)),
+            Ok(Err(e)) if e.is_timeout() => (Error::Timeout(self.response_timeout), false),
+            Ok(Err(e)) => {
+                let dead_socket = is_dead_socket(&e);
+                (from_redis(e), dead_socket)
+            }
+            Err(elapsed) => (elapsed, false),
+        };
+        let (error, dead_socket) = result;
+        if error.is_unavailable() && !dead_socket {
+            self.breaker.trip(&error, self.retry_interval);
+        }
+        Err((error, false))
+    }
+
+    /// Sends `cmd`; on `NOSCRIPT`, reloads every script of the backend
+    /// (once, however many calls meet it at the same time) and sends it again.
+    async fn eval_reloading(&self, cmd: &Cmd, key: &[u8], replayable: bool) -> redis::RedisResult<Value> {
+        let mut connection = self.connection.clone();
+        let reloads_before = self.registry.reloads();
+        match connection.request(cmd, key, replayable).await {
+            // Boxed: rare, and its state would otherwise be in every call's future.
+            Err(e) if is_no_script(&e) => {
+                Box::pin(self.reload_and_retry(cmd, key, replayable, connection, reloads_before)).await
+            }
+            result => result,
+        }
+    }
+
+    /// Reloads and sends `cmd` again; a few times, since Redis may lose its
+    /// scripts again (another flush, a second failover) before the retry lands.
+    async fn reload_and_retry(
+        &self,
+        cmd: &Cmd,
+        key: &[u8],
+        replayable: bool,
+        mut connection: Connection,
+        mut reloads_before: u64,
+    ) -> redis::RedisResult<Value> {
+        let mut attempts = 1;
+        loop {
+            self.registry.reload(&mut connection, reloads_before).await?;
+            reloads_before = self.registry.reloads();
+            // NOSCRIPT is a refusal: the script did not run, so sending it again counts it once.
+            match connection.request(cmd, key, replayable).await {
+                Err(e) if is_no_script(&e) && attempts < RELOAD_ATTEMPTS => attempts += 1,
+                result => return result,
+            }
+        }
+    }
+}
+
+/// How many times one call reloads the scripts before it gives up on `NOSCRIPT`.
+const RELOAD_ATTEMPTS: u32 = 3;
+
+fn is_no_script(error: &redis::RedisError) -> bool {
+    error.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+/// A cluster's refusal of a script whose keys its node does not all serve:
+/// given before the script runs, so nothing was counted.
+fn is_misrouted(error: &redis::RedisError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::CrossSlot)
+    )
+}
+
+/// A single call's ARGV (`lua/prelude.lua`): cost, peek, now and slack,
+/// leaving out the trailing ones that are the common call's (cost 1, a
+/// check, Redis's clock).
+fn arguments(cmd: &mut Cmd, call: Call) {
+    match call.now_us {
+        Some(_) => all_arguments(cmd, call),
+        None if call.peek => {
+            cmd.arg(call.cost).arg(1);
+        }
+        None if call.cost != 1 => {
+            cmd.arg(call.cost);
+        }
+        None => {}
+    }
+}
+
+/// A batched call's four ARGV: an empty now is Redis's clock.
+fn all_arguments(cmd: &mut Cmd, call: Call) {
+    cmd.arg(call.cost).arg(u8::from(call.peek));
+    match call.now_us {
+        Some(now) => cmd.arg(crate::clock::bounded(now)).arg(CLIENT_CLOCK_SLACK_US / 1000),
+        None => cmd.arg("").arg(0),
+    };
+}
+
+/// `future`, or [`Error::Timeout`] once `timeout` has passed.
+pub(crate) async fn bounded<T>(timeout: Duration, future: impl Future<Output = T>) -> Result<T, Error> {
+    tokio::time::timeout(timeout, future).await.map_err(|_| Error::Timeout(timeout))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sent(write: fn(&mut Cmd, Call), cost: u64, peek: bool, now_us: Option<u64>) -> Vec<Vec<u8>> {
+        let mut cmd = Cmd::new();
+        write(&mut cmd, Call { cost, peek, now_us });
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                _ => unreachable!("no cursor"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_bound_limiter_can_be_shared_between_tasks() {
+        fn shared<T: Send + Sync + 'static>() {}
+        shared::<Eval>();
+    }
+
+    #[test]
+    fn a_call_sends_only_the_argv_that_differ_from_the_common_call() {
+        assert!(sent(arguments, 1, false, None).is_empty());
+        assert_eq!(sent(arguments, 3, false, None), [b"3".to_vec()]);
+        assert_eq!(sent(arguments, 1, true, None), [b"1".to_vec(), b"1".to_vec()]);
+        assert_eq!(sent(arguments, 2, false, Some(7)), [&b"2"[..], b"0", b"7", b"60000"].map(<[u8]>::to_vec));
+    }
+
+    #[test]
+    fn a_batched_call_sends_all_four_argv() {
+        assert_eq!(sent(all_arguments, 1, false, None), [&b"1"[..], b"0", b"", b"0"].map(<[u8]>::to_vec));
+        assert_eq!(sent(all_arguments, 5, true, Some(9)), [&b"5"[..], b"1", b"9", b"60000"].map(<[u8]>::to_vec));
+    }
+}
