@@ -19,6 +19,8 @@ const SHARED: [&str; 4] = [
     include_str!("../ratelimit/lua/sub_windows.lua"),
 ];
 const HASH: &str = include_str!("../ratelimit/lua/sliding_window.lua");
+/// Ends every script: decides the one key (or each key of a batch).
+const BATCH: &str = include_str!("../ratelimit/lua/batch.lua");
 const TOTALS: &str = include_str!("../ratelimit/lua/sliding_window_totals.lua");
 const START: u64 = 1_767_225_600_000_000;
 
@@ -57,7 +59,19 @@ impl Scripts {
             list(|s| s.0),
             list(|s| s.1)
         );
-        let script = |layout: &str| redis::Script::new(&[&constants, &SHARED.concat(), layout].concat());
+        let script = |layout: &str| {
+            redis::Script::new(
+                &[
+                    &constants,
+                    "local cross_slot = false\nlocal function decide(key, o)\n",
+                    &SHARED.concat(),
+                    layout,
+                    "end\n",
+                    BATCH,
+                ]
+                .concat(),
+            )
+        };
         Scripts { hash: script(HASH), totals: script(TOTALS) }
     }
 }

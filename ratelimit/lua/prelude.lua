@@ -4,15 +4,16 @@
 -- and every script takes the same ARGV.
 --
 -- The runtime joins this prelude and the algorithm into one function,
--- `decide(key, o)`, which decides one call on `key` from the four ARGV after
--- offset `o`, and joins batch.lua after it, which calls it once per key.
+-- `decide(key, o)`, which decides one call on `key` from the four values
+-- after ARGV offset `o`, and joins batch.lua after it, which calls it once per key.
 --
--- KEYS[j]  the one key call j reads and writes (a script call of one call
---          has KEYS[1] alone).
--- ARGV     call j's four values at ARGV[4j-3..4j]: every one optional, in
---          this order (a later one needs the earlier ones; for a single call
---          the runtime leaves out the trailing ones that are the common
---          call's; a batch sends all four, an empty now for Redis's clock):
+-- KEYS[1]  the key of the (first) call: the one key Redis routes by.
+-- ARGV     one call: its four values at ARGV[1..4], every one optional, in
+--          this order (a later one needs the earlier ones; the runtime
+--          leaves out the trailing ones that are the common call's). A batch
+--          of m calls (batch.lua): call j's key at ARGV[5j-4] and its four
+--          values at ARGV[5j-3..5j], every one sent, an empty now for
+--          Redis's clock.
 --   [1] cost, integer >= 0; absent = 1 (may exceed 2^53: then it is above
 --       every limit, and no script multiplies it before checking that);
 --   [2] "1" = peek (decide, write nothing); absent or "0" = a check;

@@ -70,6 +70,8 @@ pub mod __private {
 
     // Internals that tests, examples and the bench reach: the stores' wire
     // format, and the scripts' text.
+    #[cfg(feature = "cluster")]
+    pub use crate::backend::redis::scripts::cross_slot_script_source;
     #[cfg(feature = "redis")]
     pub use crate::backend::redis::scripts::{fixed_window_counter_source, script_source};
     pub use crate::backend::MemoryBackend;

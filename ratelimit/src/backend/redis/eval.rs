@@ -59,13 +59,13 @@ impl Eval {
     pub(crate) async fn batch(&self, calls: &[(Vec<u8>, Call)]) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
         let Some(((first, _), _)) = calls.split_first() else { return Ok(Vec::new()) };
         self.load_once().await;
+        // Only the first key is declared: Redis routes and checks the batch
+        // by it, and the script reaches the others (lua/batch.lua).
         let bytes: usize = calls.iter().map(|(key, _)| key.len() + 48).sum();
-        let mut cmd = Cmd::with_capacity(3 + 5 * calls.len(), 64 + bytes);
-        cmd.arg("EVALSHA").arg(self.script.get_hash()).arg(calls.len());
-        for (key, _) in calls {
+        let mut cmd = Cmd::with_capacity(4 + 5 * calls.len(), 64 + first.len() + bytes);
+        cmd.arg("EVALSHA").arg(self.script.get_hash()).arg(1).arg(first);
+        for (key, call) in calls {
             cmd.arg(key);
-        }
-        for (_, call) in calls {
             all_arguments(&mut cmd, *call);
         }
         let replayable = calls.iter().all(|(_, call)| call.peek);
@@ -75,9 +75,11 @@ impl Eval {
             Err((error, false)) => return Err(BatchFailure::Failed(error)),
         };
         match reply {
-            Value::Array(replies) if replies.len() == calls.len() => {
-                Ok(replies.into_iter().zip(calls).map(|(reply, (_, call))| self.reply.outcome(reply, call.cost)).collect())
-            }
+            Value::Array(replies) if replies.len() == calls.len() => Ok(replies
+                .into_iter()
+                .zip(calls)
+                .map(|(reply, (_, call))| self.reply.outcome(reply, call.cost))
+                .collect()),
             other => Err(BatchFailure::Failed(Error::Protocol(format!(
                 "a batch of {} calls replied {other:?}: expected one reply per call",
                 calls.len()
@@ -183,13 +185,15 @@ fn is_no_script(error: &redis::RedisError) -> bool {
     error.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
-/// A cluster's refusal of a script whose keys its node does not all serve:
-/// given before the script runs, so nothing was counted.
+/// A cluster's refusal of a batch whose keys its node does not all serve:
+/// Redis's own before the script runs, or the script's (`NONLOCAL`,
+/// lua/batch.lua) before it decides anything; so nothing was counted.
 fn is_misrouted(error: &redis::RedisError) -> bool {
-    matches!(
-        error.kind(),
-        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::CrossSlot)
-    )
+    error.code() == Some("NONLOCAL")
+        || matches!(
+            error.kind(),
+            ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask | ServerErrorKind::CrossSlot)
+        )
 }
 
 /// A single call's ARGV (`lua/prelude.lua`): cost, peek, now and slack,

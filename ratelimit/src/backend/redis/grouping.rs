@@ -5,9 +5,9 @@
 //! keys of one slot only; so on a cluster, calls are grouped by the node
 //! that serves their slot ([`SlotMap`]), or by slot.
 
-use super::connection::Connection;
 #[cfg(feature = "cluster")]
 pub(crate) use self::cluster::{cross_slot_scripts, SlotMap};
+use super::connection::Connection;
 #[cfg(feature = "cluster")]
 use super::idle::slot;
 #[cfg(feature = "cluster")]
@@ -36,6 +36,14 @@ impl Grouping {
             #[cfg(feature = "cluster")]
             Grouping::ByNode(map) => map.group(slot(key)),
         }
+    }
+
+    /// Batches reach keys of several slots: the scripts are flagged so.
+    pub(crate) fn crosses_slots(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        return matches!(self, Grouping::ByNode(_));
+        #[cfg(not(feature = "cluster"))]
+        false
     }
 
     /// A batch was refused because its keys are not all on the node it
@@ -155,8 +163,8 @@ mod cluster {
             Some(Value::Int(n)) => Some(n.to_string()),
             _ => None,
         };
-        let node = text(master.get(2))
-            .or_else(|| Some(format!("{}:{}", text(master.first())?, text(master.get(1))?)))?;
+        let node =
+            text(master.get(2)).or_else(|| Some(format!("{}:{}", text(master.first())?, text(master.get(1))?)))?;
         Some((usize::try_from(*first).ok()?, usize::try_from(*last).ok()?, node))
     }
 

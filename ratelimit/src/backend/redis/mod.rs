@@ -19,9 +19,9 @@ use self::batch::Batcher;
 use self::bound::RedisBound;
 use self::breaker::Breaker;
 use self::connection::Connection;
+pub(crate) use self::endpoint::{check_url, redact};
 use self::eval::Eval;
 use self::grouping::Grouping;
-pub(crate) use self::endpoint::{check_url, redact};
 use self::options::RedisOptions;
 use self::scripts::Registry;
 use super::{Backend, Binding, Bound};
@@ -97,18 +97,18 @@ impl RedisBackend {
 }
 
 impl RedisBackend {
-    /// How this backend's batches group calls, and the script source that
-    /// allows it: a cluster that takes scripts across slots of one node gets
-    /// them flagged so, and batches per node.
-    fn grouping(&self, source: String) -> (Grouping, String) {
+    /// How this backend's batches group calls: a cluster that takes
+    /// scripts across slots of one node batches per node (its scripts
+    /// flagged so), else per slot; one server, all together.
+    fn grouping(&self) -> Grouping {
         #[cfg(feature = "cluster")]
         if self.connection.is_cluster() {
             return match &self.slot_map {
-                Some(map) => (Grouping::ByNode(map.clone()), format!("{}{source}", scripts::CROSS_SLOT)),
-                None => (Grouping::BySlot, source),
+                Some(map) => Grouping::ByNode(map.clone()),
+                None => Grouping::BySlot,
             };
         }
-        (Grouping::Together, source)
+        Grouping::Together
     }
 }
 
@@ -130,17 +130,17 @@ impl Backend for RedisBackend {
     /// reply's decoder and its key prefix, once.
     fn bind(&self, limiter: Binding<'_>) -> Arc<dyn Bound> {
         let Binding { prefix, name, policy, server_clock } = limiter;
-        let made = scripts::make(policy, server_clock);
+        let grouping = self.grouping();
+        let made = scripts::make(policy, server_clock, grouping.crosses_slots());
         // The key's layout follows the script: a counter's state is not a window's.
         let counter = matches!(made.reply, reply::Reply::Counter(_));
-        let (grouping, source) = self.grouping(made.source);
         let eval = Arc::new(Eval {
             connection: self.connection.clone(),
             breaker: self.breaker.clone(),
             response_timeout: self.options.response_timeout,
             retry_interval: self.options.retry_interval,
             registry: self.registry.clone(),
-            script: self.registry.register(&source),
+            script: self.registry.register(&made.source),
             reply: made.reply,
             loaded: AtomicBool::new(false),
         });

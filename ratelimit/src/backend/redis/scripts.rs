@@ -34,7 +34,8 @@ const BATCH: &str = include_str!("../../../lua/batch.lua");
 
 /// The first line that lets a script on Redis 7 or later touch keys of
 /// several slots of one cluster node: a cluster batch's keys share a node,
-/// not always a slot.
+/// not always a slot. A cluster whose masters take it runs every script
+/// with it (and `cross_slot` set, so a batch checks its keys first).
 #[cfg(feature = "cluster")]
 pub(crate) const CROSS_SLOT: &str = "#!lua flags=allow-cross-slot-keys\n";
 
@@ -51,8 +52,20 @@ pub(crate) struct Made {
 }
 
 /// The script for `policy`; `server_clock`: decided on Redis's own clock,
-/// where a fixed window of one strategy is a counter ([`Counter`]).
-pub(crate) fn make(policy: &Policy, server_clock: bool) -> Made {
+/// where a fixed window of one strategy is a counter ([`Counter`]);
+/// `cross_slot`: for a cluster's node, a batch reaching keys of its other
+/// slots ([`CROSS_SLOT`]).
+pub(crate) fn make(policy: &Policy, server_clock: bool, cross_slot: bool) -> Made {
+    let mut made = made(policy, server_clock);
+    if cross_slot {
+        #[cfg(feature = "cluster")]
+        made.source.insert_str(0, CROSS_SLOT);
+        made.source = made.source.replacen(NOT_CROSS_SLOT, "local cross_slot = true\n", 1);
+    }
+    made
+}
+
+fn made(policy: &Policy, server_clock: bool) -> Made {
     if let Some(counter) = Counter::of(policy).filter(|_| server_clock) {
         return Made { source: join(counter.constants(), &[FIXED_WINDOW_COUNTER]), reply: Reply::Counter(counter) };
     }
@@ -97,11 +110,17 @@ fn tables(strategies: &[Strategy]) -> String {
     format!("{{{}}}, {{{}}}", list(|s| s.limit), list(|s| s.window_us))
 }
 
+/// The line that says a script is not flagged [`CROSS_SLOT`] (batch.lua
+/// reads it).
+const NOT_CROSS_SLOT: &str = "local cross_slot = false\n";
+
 /// The constants line, then the prelude and `fragments` as the function
-/// `decide(key, o)`, then batch.lua, which calls it once per key.
+/// `decide(key, o)`, then batch.lua, which calls it once per call.
 fn join(constants: String, fragments: &[&str]) -> String {
     let mut source = constants;
-    source.push_str("\nlocal function decide(key, o)\n");
+    source.push('\n');
+    source.push_str(NOT_CROSS_SLOT);
+    source.push_str("local function decide(key, o)\n");
     source.push_str(PRELUDE);
     for fragment in fragments {
         source.push_str(fragment);
@@ -129,7 +148,25 @@ fn join(constants: String, fragments: &[&str]) -> String {
 /// assert!(log.starts_with("local limits, windows = {10, 100}, {1000000, 60000000}\n"));
 /// ```
 pub fn script_source(policy: &Policy, server_clock: bool) -> String {
-    make(policy, server_clock).source
+    make(policy, server_clock, false).source
+}
+
+/// The source of the script that decides `policy` on a Redis Cluster
+/// whose masters take scripts across the slots of one node (Redis 7 and
+/// later): [`script_source`]'s, flagged `allow-cross-slot-keys`, its
+/// batches checking first that every key is on the node.
+///
+/// ```
+/// use redlimit::__private::cross_slot_script_source;
+/// use redlimit::Policy;
+///
+/// let source = cross_slot_script_source(&Policy::gcra("1/1s", 2).unwrap(), true);
+/// assert!(source.starts_with("#!lua flags=allow-cross-slot-keys\nlocal burst, n, p = 2, 1, 1000000\n"));
+/// assert!(source.contains("local cross_slot = true\n"));
+/// ```
+#[cfg(feature = "cluster")]
+pub fn cross_slot_script_source(policy: &Policy, server_clock: bool) -> String {
+    make(policy, server_clock, true).source
 }
 
 /// The source of the script that decides `policy` on Redis's own clock when
@@ -201,23 +238,23 @@ mod tests {
 
     #[test]
     fn each_family_has_its_reply_and_its_constants_written_in() {
-        let gcra = make(&Policy::gcra("1000/1s", 999).unwrap(), true);
+        let gcra = made(&Policy::gcra("1000/1s", 999).unwrap(), true);
         assert!(gcra.source.starts_with("local burst, n, p = 999, 1, 1000\n"));
         assert_eq!(gcra.reply, Reply::Bucket { kind: AlgorithmKind::Gcra, constants: [999, 1, 1000] });
-        let leaky = make(&Policy::leaky_bucket(5, "7/3s").unwrap(), false);
+        let leaky = made(&Policy::leaky_bucket(5, "7/3s").unwrap(), false);
         assert_eq!(leaky.reply, Reply::Bucket { kind: AlgorithmKind::LeakyBucket, constants: [5, 7, 3_000_000] });
 
         let one = Policy::fixed_window("10/1s").unwrap();
-        assert_eq!(make(&one, true).reply, Reply::Counter(Counter { limit: 10, window_ms: 1000 }));
-        assert_eq!(make(&one, false).reply, Reply::Window { quotas: 0 }, "a client clock: the hash layout");
-        let two = make(&Policy::fixed_window("10/1s,100/1m").unwrap(), true);
+        assert_eq!(made(&one, true).reply, Reply::Counter(Counter { limit: 10, window_ms: 1000 }));
+        assert_eq!(made(&one, false).reply, Reply::Window { quotas: 0 }, "a client clock: the hash layout");
+        let two = made(&Policy::fixed_window("10/1s,100/1m").unwrap(), true);
         assert!(two.source.starts_with("local limits, windows = {10, 100}, {1000000, 60000000}\n"));
         assert_eq!(two.reply, Reply::Window { quotas: 2 });
     }
 
     #[test]
     fn many_sub_windows_take_the_totals_layout() {
-        let layout = |s: &str| make(&Policy::sliding_window(s, "100ms").unwrap(), true).source;
+        let layout = |s: &str| made(&Policy::sliding_window(s, "100ms").unwrap(), true).source;
         assert!(layout("12/1600ms").contains(SLIDING_WINDOW_TOTALS));
         assert!(!layout("12/1500ms").contains(SLIDING_WINDOW_TOTALS));
         assert!(layout("12/1500ms").starts_with("local precision, limits, windows = 100000, {12}, {1500000}\n"));
@@ -232,9 +269,9 @@ mod tests {
     #[test]
     fn only_the_counter_decides_without_clock_lua() {
         for policy in [Policy::fixed_window("10/1s,100/1m").unwrap(), Policy::gcra("1/1s", 0).unwrap()] {
-            assert!(make(&policy, true).source.contains(CLOCK));
+            assert!(made(&policy, true).source.contains(CLOCK));
         }
-        let counter = make(&Policy::fixed_window("10/1s").unwrap(), true).source;
+        let counter = made(&Policy::fixed_window("10/1s").unwrap(), true).source;
         assert!(counter.contains(PRELUDE) && !counter.contains(CLOCK));
     }
 
