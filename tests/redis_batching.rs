@@ -41,15 +41,6 @@ async fn store(server: &RedisServer, batching: bool) -> Store {
     Store::redis_with(&server.url(), options).await.unwrap()
 }
 
-/// `cmdstat_evalsha` calls so far on `server`.
-fn evalsha_calls(server: &RedisServer) -> u64 {
-    let out = Command::new("redis-cli").args(["-p", &server.port().to_string(), "INFO", "commandstats"]).output();
-    let info = String::from_utf8_lossy(&out.unwrap().stdout).into_owned();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 /// `CALLS` calls on one key, every one waiting at once (peeks among them
 /// when `peeks`), and the same calls in sequence on a limiter that does not
 /// batch.
@@ -140,10 +131,10 @@ async fn waiting_calls_share_one_script_call_and_the_switch_turns_it_off() {
         let limiter = Limiter::new(name, policy.clone(), &store);
         // Loads the script and warms the connection, so the calls below are all decisions.
         limiter.check("warm", 1).await.unwrap();
-        let before = evalsha_calls(&server);
+        let before = server.evalsha_calls().await;
         let decisions = join_all((0..CALLS).map(|i| limiter.check(format!("user{i}"), 1))).await;
         assert!(decisions.iter().all(|d| d.as_ref().unwrap().allowed));
-        let sent = evalsha_calls(&server) - before;
+        let sent = server.evalsha_calls().await - before;
         if batching {
             assert!(sent < CALLS as u64 / 2, "{sent} EVALSHA for {CALLS} decisions");
         } else {

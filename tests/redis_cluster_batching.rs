@@ -64,13 +64,6 @@ fn tags_on(port: u16, count: usize, skip: &[u16]) -> Vec<(String, u16)> {
     unreachable!()
 }
 
-fn evalsha_calls(port: u16) -> u64 {
-    cli(port, &["INFO", "commandstats"])
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 /// `PER_KEY` calls on each tag's key, interleaved and all waiting at once;
 /// then checks each key got exactly what calls in sequence would: the first
 /// 5 admitted with 4, 3, .. 0 left, the rest denied with none.
@@ -91,15 +84,16 @@ async fn a_batch_spans_slots_of_one_node_and_falls_back_when_the_slots_moved() {
     let store = Store::redis(&cluster.url()).await.unwrap();
     let masters: Vec<u16> = cluster.masters().into_iter().take(3).map(|i| cluster.nodes[i].port()).collect();
     let (a, b) = (masters[0], masters[1]);
+    let node_a = cluster.nodes.iter().find(|n| n.port() == a).unwrap();
     let policy = Policy::fixed_window("5/1h").unwrap();
 
     // Three slots of one node, in one batch.
     let tags: Vec<String> = tags_on(a, 3, &[]).into_iter().map(|(tag, _)| tag).collect();
     let limiter = Limiter::new("spans-slots", policy.clone(), &store).with_deny_cache(false);
     limiter.check("{warm}", 1).await.unwrap();
-    let before = evalsha_calls(a);
+    let before = node_a.evalsha_calls().await;
     five_of_each(&limiter, &tags).await;
-    let sent = evalsha_calls(a) - before;
+    let sent = node_a.evalsha_calls().await - before;
     let decisions = (PER_KEY * tags.len()) as u64;
     assert!(sent < decisions / 2, "{sent} EVALSHA on the node for {decisions} decisions");
 

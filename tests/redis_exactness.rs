@@ -68,18 +68,9 @@ fn four_processes_never_over_admit_on_a_single_server() {
     // With batching on (the default), the tasks' waiting calls shared script
     // calls: Redis ran fewer scripts than it made decisions.
     let decisions = ALGORITHMS.len() as u64 * PROCESSES as u64 * TASKS * CALLS;
-    let scripts = evalsha_calls(server.port());
+    let scripts = tokio::runtime::Runtime::new().unwrap().block_on(server.evalsha_calls());
     println!("single: {scripts} EVALSHA for {decisions} decisions");
     assert!(scripts < decisions, "{scripts} EVALSHA for {decisions} decisions: no call was batched");
-}
-
-/// `cmdstat_evalsha` calls on the server at `port`.
-fn evalsha_calls(port: u16) -> u64 {
-    let out = std::process::Command::new("redis-cli").args(["-p", &port.to_string(), "INFO", "commandstats"]).output();
-    String::from_utf8_lossy(&out.unwrap().stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
 }
 
 #[test]
