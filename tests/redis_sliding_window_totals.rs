@@ -19,6 +19,8 @@ const SHARED: [&str; 4] = [
     include_str!("../ratelimit/lua/sub_windows.lua"),
 ];
 const HASH: &str = include_str!("../ratelimit/lua/sliding_window.lua");
+/// Opens every script, after its constants.
+const HEAD: &str = include_str!("../ratelimit/lua/head.lua");
 /// Ends every script: decides the one key (or each key of a batch).
 const BATCH: &str = include_str!("../ratelimit/lua/batch.lua");
 const TOTALS: &str = include_str!("../ratelimit/lua/sliding_window_totals.lua");
@@ -61,15 +63,8 @@ impl Scripts {
         );
         let script = |layout: &str| {
             redis::Script::new(
-                &[
-                    &constants,
-                    "local cross_slot = false\nlocal function decide(key, o)\n",
-                    &SHARED.concat(),
-                    layout,
-                    "end\n",
-                    BATCH,
-                ]
-                .concat(),
+                &[&constants, HEAD, "local function decide(key, o)\n", &SHARED.concat(), layout, "end\n", BATCH]
+                    .concat(),
             )
         };
         Scripts { hash: script(HASH), totals: script(TOTALS) }

@@ -20,6 +20,10 @@ const SHARED: [&str; 4] = [
     include_str!("../../ratelimit/lua/sub_windows.lua"),
 ];
 const HASH_LAYOUT: &str = include_str!("../../ratelimit/lua/sliding_window.lua");
+/// Opens every script, after its constants.
+const HEAD: &str = include_str!("../../ratelimit/lua/head.lua");
+/// Ends every script: decides the one key (or each key of a batch).
+const BATCH: &str = include_str!("../../ratelimit/lua/batch.lua");
 const TOTALS_LAYOUT: &str = include_str!("../../ratelimit/lua/sliding_window_totals.lua");
 
 /// A layout's script for a window of 1 s in `sub_windows` sub-windows and a
@@ -27,7 +31,9 @@ const TOTALS_LAYOUT: &str = include_str!("../../ratelimit/lua/sliding_window_tot
 fn layout_script(layout: &str, sub_windows: u64) -> redis::Script {
     let constants =
         format!("local precision, limits, windows = {}, {{{}}}, {{1000000}}\n", 1_000_000 / sub_windows, 1u64 << 40);
-    redis::Script::new(&[&constants, &SHARED.concat(), layout].concat())
+    redis::Script::new(
+        &[&constants, HEAD, "local function decide(key, o)\n", &SHARED.concat(), layout, "end\n", BATCH].concat(),
+    )
 }
 /// Keys (one per task, each with its own time line) in flight.
 const KEYS: u64 = 8;
@@ -106,7 +112,7 @@ async fn steady_state(
     measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let (us, _) = evalsha_stats(admin).await;
+    let us = evalsha_stats(admin).await.usec_per_call;
     for task in tasks {
         task.await.expect("growth task");
     }

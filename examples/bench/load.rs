@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Calls in flight on the one multiplexed connection.
+/// Calls in flight on the one multiplexed connection, unless a case asks
+/// for another number (the batching section runs several).
 pub const IN_FLIGHT: usize = 64;
 /// Users the load is spread over (each call picks the next one).
 pub const USERS: u64 = 10_000;
@@ -26,29 +27,53 @@ pub struct Measured {
     pub cpu_us_per_op: f64,
     /// `usec_per_call` of EVALSHA in `INFO commandstats` over the window.
     pub server_us_per_call: f64,
+    /// EVALSHA's total `usec` over the window ÷ the decisions made: the
+    /// same as `server_us_per_call` while each call decides one, and the
+    /// Redis time a decision costs when a batched call decides several.
+    pub server_us_per_decision: f64,
+    /// redis-server's own CPU time (user + system, `INFO cpu`) over the
+    /// window ÷ the decisions made: all it spent, reading requests and
+    /// writing replies included, which EVALSHA's `usec` leaves out.
+    pub server_cpu_us_per_op: f64,
     /// EVALSHA calls the server counted over the window, per decision made.
     pub evalsha_per_op: f64,
 }
 
-/// The user a task's `n`-th call is for: each task walks the users from its
-/// own starting point.
+/// The user a task's `n`-th call is for, with [`IN_FLIGHT`] tasks.
 pub fn user(task: u64, n: u64) -> u64 {
-    (task * (USERS / IN_FLIGHT as u64) + n) % USERS
+    user_among(task, n, IN_FLIGHT)
 }
 
-/// Runs `call(task, n)` from [`IN_FLIGHT`] tasks (`n` counts each task's
-/// calls) for `warmup`, then measures for `window`.
-pub async fn drive<F, Fut>(admin: &mut MultiplexedConnection, warmup: Duration, window: Duration, call: F) -> Measured
+/// The user a task's `n`-th call is for, with `in_flight` tasks: each task
+/// walks the users from its own starting point, spaced evenly, so calls in
+/// flight at the same time are for distinct users.
+pub fn user_among(task: u64, n: u64, in_flight: usize) -> u64 {
+    (task * (USERS / in_flight.max(1) as u64) + n) % USERS
+}
+
+/// Runs `call(task, n)` from `in_flight` tasks (`n` counts each task's
+/// calls; [`IN_FLIGHT`] unless a case says otherwise) for `warmup`, then
+/// measures for `window`.
+pub async fn drive<F, Fut>(
+    admin: &mut MultiplexedConnection,
+    in_flight: usize,
+    warmup: Duration,
+    window: Duration,
+    call: F,
+) -> Measured
 where
     F: Fn(u64, u64) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send,
 {
     let phase = Arc::new(AtomicU8::new(WARMING));
-    let mut tasks = Vec::with_capacity(IN_FLIGHT);
-    for task in 0..IN_FLIGHT as u64 {
+    let mut tasks = Vec::with_capacity(in_flight);
+    // Room for the latencies of a measured run without regrowing, shared
+    // out among the tasks.
+    let capacity = ((1 << 22) / in_flight.max(1)).clamp(1 << 12, 1 << 16);
+    for task in 0..in_flight as u64 {
         let (phase, call) = (phase.clone(), call.clone());
         tasks.push(tokio::spawn(async move {
-            let mut latencies_ns: Vec<u32> = Vec::with_capacity(1 << 16);
+            let mut latencies_ns: Vec<u32> = Vec::with_capacity(capacity);
             for n in 0.. {
                 let state = phase.load(Ordering::Relaxed);
                 if state == STOPPED {
@@ -65,6 +90,7 @@ where
     }
     tokio::time::sleep(warmup).await;
     reset_stats(admin).await;
+    let server_cpu_before = server_cpu(admin).await;
     let cpu_before = cpu_time();
     let started = Instant::now();
     phase.store(MEASURING, Ordering::Relaxed);
@@ -72,7 +98,8 @@ where
     phase.store(STOPPED, Ordering::Relaxed);
     let elapsed = started.elapsed();
     let cpu = cpu_time().saturating_sub(cpu_before);
-    let (server_us_per_call, evalsha_calls) = evalsha_stats(admin).await;
+    let server_cpu = server_cpu(admin).await.saturating_sub(server_cpu_before);
+    let evalsha = evalsha_stats(admin).await;
 
     let mut all: Vec<u32> = Vec::new();
     for task in tasks {
@@ -85,8 +112,10 @@ where
         p50_us: percentile(&all, 0.50),
         p99_us: percentile(&all, 0.99),
         cpu_us_per_op: cpu.as_secs_f64() * 1e6 / ops.max(1.0),
-        server_us_per_call,
-        evalsha_per_op: evalsha_calls as f64 / ops.max(1.0),
+        server_us_per_call: evalsha.usec_per_call,
+        server_us_per_decision: evalsha.usec as f64 / ops.max(1.0),
+        server_cpu_us_per_op: server_cpu.as_secs_f64() * 1e6 / ops.max(1.0),
+        evalsha_per_op: evalsha.calls as f64 / ops.max(1.0),
     }
 }
 
@@ -127,11 +156,35 @@ pub async fn reset_stats(admin: &mut MultiplexedConnection) {
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(admin).await.expect("CONFIG RESETSTAT");
 }
 
-/// EVALSHA's `usec_per_call` and `calls` since the last reset.
-pub async fn evalsha_stats(admin: &mut MultiplexedConnection) -> (f64, u64) {
+/// redis-server's CPU time so far (`used_cpu_user` + `used_cpu_sys` of `INFO cpu`).
+pub async fn server_cpu(admin: &mut MultiplexedConnection) -> Duration {
+    let info: String = redis::cmd("INFO").arg("cpu").query_async(admin).await.expect("INFO cpu");
+    let seconds = |name: &str| {
+        info.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0)
+    };
+    Duration::from_secs_f64(seconds("used_cpu_user:") + seconds("used_cpu_sys:"))
+}
+
+/// EVALSHA's line of `INFO commandstats` since the last reset.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Evalsha {
+    /// Script calls (a batched call counts once, however many it decides).
+    pub calls: u64,
+    /// Total time spent in them, µs.
+    pub usec: u64,
+    /// `usec / calls`.
+    pub usec_per_call: f64,
+}
+
+/// EVALSHA's `calls`, `usec` and `usec_per_call` since the last reset.
+pub async fn evalsha_stats(admin: &mut MultiplexedConnection) -> Evalsha {
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(admin).await.expect("INFO commandstats");
-    let Some(line) = info.lines().find(|l| l.starts_with("cmdstat_evalsha:")) else { return (0.0, 0) };
+    let Some(line) = info.lines().find(|l| l.starts_with("cmdstat_evalsha:")) else { return Evalsha::default() };
     let field =
         |name: &str| line.split(&[':', ','][..]).find_map(|kv| kv.strip_prefix(name)).unwrap_or("0").to_string();
-    (field("usec_per_call=").parse().unwrap_or(0.0), field("calls=").parse().unwrap_or(0))
+    Evalsha {
+        calls: field("calls=").parse().unwrap_or(0),
+        usec: field("usec=").parse().unwrap_or(0),
+        usec_per_call: field("usec_per_call=").parse().unwrap_or(0.0),
+    }
 }

@@ -53,7 +53,7 @@ pub async fn measure(
     let params: Arc<[u64]> = params.into();
     let con = con.clone();
     flush(admin).await;
-    drive(admin, options.warmup, options.window, move |task, n| {
+    drive(admin, load::IN_FLIGHT, options.warmup, options.window, move |task, n| {
         let (script, keys, params, mut con) = (script.clone(), keys.clone(), params.clone(), con.clone());
         async move {
             let mut invocation = script.key(&keys[load::user(task, n) as usize]);

@@ -2,13 +2,11 @@
 -- (all but fixed_window_counter.lua, whose window Redis times by the key's
 -- TTL): Redis's clock when the call sent none.
 --
--- Sets `read_at`, the time read (ARGV[3], or TIME). The algorithm then
+-- Sets `read_at`, the time read (ARGV[3], or TIME once per script call:
+-- head.lua's `redis_time`). The algorithm then
 -- moves `now` up to the latest time its state records, if that is later,
 -- so no call is judged before one already recorded for the key and a late
 -- call can never reopen capacity; `now` is the time judged at and replied.
 -- TTLs are set from `read_at`, as Redis expires keys by the time it reads.
-if server_clock then
-  local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
-end
+if server_clock then now = redis_time() end
 local read_at = now

@@ -28,10 +28,9 @@
 -- same script. Peeks, cost 0 and a cost above L (never admitted) only read.
 local call = redis.call
 
--- The reply: v, dated by Redis's clock.
+-- The reply: v, dated by Redis's clock (head.lua).
 local function dated(v)
-  local t = call('TIME')
-  return {v, t[1] * 1000000 + t[2]}
+  return {v, redis_time()}
 end
 
 if peek or cost == 0 or cost > limit then

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+const HEAD: &str = include_str!("../../../lua/head.lua");
 const PRELUDE: &str = include_str!("../../../lua/prelude.lua");
 const CLOCK: &str = include_str!("../../../lua/clock.lua");
 const WINDOW: &str = include_str!("../../../lua/window.lua");
@@ -110,16 +111,15 @@ fn tables(strategies: &[Strategy]) -> String {
     format!("{{{}}}, {{{}}}", list(|s| s.limit), list(|s| s.window_us))
 }
 
-/// The line that says a script is not flagged [`CROSS_SLOT`] (batch.lua
-/// reads it).
+/// head.lua's line that says a script is not flagged [`CROSS_SLOT`].
 const NOT_CROSS_SLOT: &str = "local cross_slot = false\n";
 
-/// The constants line, then the prelude and `fragments` as the function
-/// `decide(key, o)`, then batch.lua, which calls it once per call.
+/// The constants line, head.lua, then the prelude and `fragments` as the
+/// function `decide(key, o)`, then batch.lua, which calls it once per call.
 fn join(constants: String, fragments: &[&str]) -> String {
     let mut source = constants;
     source.push('\n');
-    source.push_str(NOT_CROSS_SLOT);
+    source.push_str(HEAD);
     source.push_str("local function decide(key, o)\n");
     source.push_str(PRELUDE);
     for fragment in fragments {
@@ -273,6 +273,11 @@ mod tests {
         }
         let counter = made(&Policy::fixed_window("10/1s").unwrap(), true).source;
         assert!(counter.contains(PRELUDE) && !counter.contains(CLOCK));
+    }
+
+    #[test]
+    fn head_lua_says_a_script_is_not_flagged() {
+        assert!(HEAD.contains(NOT_CROSS_SLOT));
     }
 
     #[test]

@@ -1,0 +1,19 @@
+-- head.lua: joined after the policy's constants line and before the
+-- function `decide(key, o)` (prelude.lua): what the calls of one script call
+-- share.
+--
+-- `cross_slot`: the script is flagged allow-cross-slot-keys (the runtime
+-- rewrites this line for a cluster; batch.lua reads it).
+local cross_slot = false
+
+-- Redis's clock in µs, read once per script call: Redis itself expires keys
+-- by one time for a whole script, and the calls of a batch waited together,
+-- so judging them at one time is judging them as if they came in the same µs.
+local time_read = false
+local function redis_time()
+  if not time_read then
+    local t = redis.call('TIME')
+    time_read = t[1] * 1000000 + t[2]
+  end
+  return time_read
+end
