@@ -10,20 +10,6 @@ use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
 use redlimit_test_support::redis_server::RedisServer;
 
-/// What both layouts' scripts start with, after the policy's constants
-/// (as the runtime joins them, `ratelimit/src/backend/redis/scripts.rs`).
-const SHARED: [&str; 4] = [
-    include_str!("../ratelimit/lua/prelude.lua"),
-    include_str!("../ratelimit/lua/clock.lua"),
-    include_str!("../ratelimit/lua/window.lua"),
-    include_str!("../ratelimit/lua/sub_windows.lua"),
-];
-const HASH: &str = include_str!("../ratelimit/lua/sliding_window.lua");
-/// Opens every script, after its constants.
-const HEAD: &str = include_str!("../ratelimit/lua/head.lua");
-/// Ends every script: decides the one key (or each key of a batch).
-const BATCH: &str = include_str!("../ratelimit/lua/batch.lua");
-const TOTALS: &str = include_str!("../ratelimit/lua/sliding_window_totals.lua");
 const START: u64 = 1_767_225_600_000_000;
 
 /// A policy as the script sees it: precision and (limit, window) pairs, in µs.
@@ -52,22 +38,14 @@ struct Scripts {
 
 impl Scripts {
     fn new(policy: &Policy) -> Self {
-        let list = |f: fn(&(u64, u64)) -> u64| {
-            policy.strategies.iter().map(|s| f(s).to_string()).collect::<Vec<_>>().join(", ")
+        let script = |totals| {
+            redis::Script::new(&redlimit::__private::sliding_window_source(
+                policy.precision,
+                &policy.strategies,
+                totals,
+            ))
         };
-        let constants = format!(
-            "local precision, limits, windows = {}, {{{}}}, {{{}}}\n",
-            policy.precision,
-            list(|s| s.0),
-            list(|s| s.1)
-        );
-        let script = |layout: &str| {
-            redis::Script::new(
-                &[&constants, HEAD, "local function decide(key, o)\n", &SHARED.concat(), layout, "end\n", BATCH]
-                    .concat(),
-            )
-        };
-        Scripts { hash: script(HASH), totals: script(TOTALS) }
+        Scripts { hash: script(false), totals: script(true) }
     }
 }
 

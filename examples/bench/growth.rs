@@ -11,29 +11,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// What both layouts' scripts start with, after the policy's constants (as
-/// the runtime joins them), then each layout's own file.
-const SHARED: [&str; 4] = [
-    include_str!("../../ratelimit/lua/prelude.lua"),
-    include_str!("../../ratelimit/lua/clock.lua"),
-    include_str!("../../ratelimit/lua/window.lua"),
-    include_str!("../../ratelimit/lua/sub_windows.lua"),
-];
-const HASH_LAYOUT: &str = include_str!("../../ratelimit/lua/sliding_window.lua");
-/// Opens every script, after its constants.
-const HEAD: &str = include_str!("../../ratelimit/lua/head.lua");
-/// Ends every script: decides the one key (or each key of a batch).
-const BATCH: &str = include_str!("../../ratelimit/lua/batch.lua");
-const TOTALS_LAYOUT: &str = include_str!("../../ratelimit/lua/sliding_window_totals.lua");
-
 /// A layout's script for a window of 1 s in `sub_windows` sub-windows and a
 /// limit no call reaches, whichever layout the runtime would pick.
-fn layout_script(layout: &str, sub_windows: u64) -> redis::Script {
-    let constants =
-        format!("local precision, limits, windows = {}, {{{}}}, {{1000000}}\n", 1_000_000 / sub_windows, 1u64 << 40);
-    redis::Script::new(
-        &[&constants, HEAD, "local function decide(key, o)\n", &SHARED.concat(), layout, "end\n", BATCH].concat(),
-    )
+fn layout_script(totals: bool, sub_windows: u64) -> redis::Script {
+    redis::Script::new(&redlimit::__private::sliding_window_source(
+        1_000_000 / sub_windows,
+        &[(1 << 40, 1_000_000)],
+        totals,
+    ))
 }
 /// Keys (one per task, each with its own time line) in flight.
 const KEYS: u64 = 8;
@@ -45,7 +30,7 @@ pub async fn sliding_window(admin: &mut MultiplexedConnection, con: &Multiplexed
     println!("  (the runtime decides by the hash layout below 16 sub-windows, by the totals layout from 16 on)");
     println!("  {:<10} {:>12} {:>14} {:>12}", "layout", "sub-windows", "server µs/call", "calls/s");
     for sub_windows in [10u64, 100, 1000] {
-        let (hash, totals) = (layout_script(HASH_LAYOUT, sub_windows), layout_script(TOTALS_LAYOUT, sub_windows));
+        let (hash, totals) = (layout_script(false, sub_windows), layout_script(true, sub_windows));
         for (layout, script) in [("hash", &hash), ("totals", &totals)] {
             crate::flush(admin).await;
             let (us, rate) = steady_state(admin, con, script, layout, sub_windows, options.run().window).await;

@@ -22,7 +22,7 @@
 --   [4] TTL slack in ms added to every expiry (sent with [3]); absent = 0.
 -- Every ARGV comes from the runtime, so none is ever non-numeric.
 --
--- Sets `cost`, `peek`, `now` (false until clock.lua reads TIME),
+-- Sets `cost`, `peek`, `now` (nil until clock.lua reads TIME),
 -- `server_clock` and `slack`; `key` is the function's parameter.
 local cost = 1
 if ARGV[o + 1] then cost = ARGV[o + 1] + 0 end

@@ -151,6 +151,26 @@ pub fn script_source(policy: &Policy, server_clock: bool) -> String {
     make(policy, server_clock, false).source
 }
 
+/// The source of a sliding window script in the layout asked for (the
+/// totals layout, or the hash layout), whichever the runtime would pick:
+/// `strategies` as (limit, window in µs), on sub-windows of `precision_us`.
+/// For the tests and the bench that compare the two layouts.
+///
+/// ```
+/// use redlimit::__private::sliding_window_source;
+///
+/// let totals = sliding_window_source(100_000, &[(5, 1_000_000)], true);
+/// assert!(totals.starts_with("local precision, limits, windows = 100000, {5}, {1000000}\n"));
+/// assert_ne!(totals, sliding_window_source(100_000, &[(5, 1_000_000)], false));
+/// ```
+pub fn sliding_window_source(precision_us: u64, strategies: &[(u64, u64)], totals: bool) -> String {
+    let list = |f: fn(&(u64, u64)) -> u64| strategies.iter().map(|s| f(s).to_string()).collect::<Vec<_>>().join(", ");
+    let constants =
+        format!("local precision, limits, windows = {precision_us}, {{{}}}, {{{}}}", list(|s| s.0), list(|s| s.1));
+    let layout = if totals { SLIDING_WINDOW_TOTALS } else { SLIDING_WINDOW };
+    join(constants, &[CLOCK, WINDOW, SUB_WINDOWS, layout])
+}
+
 /// The source of the script that decides `policy` on a Redis Cluster
 /// whose masters take scripts across the slots of one node (Redis 7 and
 /// later): [`script_source`]'s, flagged `allow-cross-slot-keys`, its
