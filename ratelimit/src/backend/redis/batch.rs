@@ -7,8 +7,10 @@
 //! A call that finds fewer in flight is sent at once, alone: it is never
 //! held back for company. A call that finds them all busy waits, and when a
 //! script call of its group comes back, the calls then waiting go together
-//! in the next one. So a lone caller pays nothing, and under load Redis pays
-//! its per-call cost (argument handling, script entry, reply) once per batch.
+//! in the next one. So a lone caller pays nothing, and under load a script
+//! call's own cost (its round trip in the client, argument handling and
+//! script entry in Redis, Redis's clock) is paid once per batch; each
+//! call's algorithm still does its own reads and writes.
 
 use super::eval::{BatchFailure, Eval};
 use super::grouping::Grouping;

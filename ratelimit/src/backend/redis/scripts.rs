@@ -37,7 +37,6 @@ const BATCH: &str = include_str!("../../../lua/batch.lua");
 /// several slots of one cluster node: a cluster batch's keys share a node,
 /// not always a slot. A cluster whose masters take it runs every script
 /// with it (and `cross_slot` set, so a batch checks its keys first).
-#[cfg(feature = "cluster")]
 pub(crate) const CROSS_SLOT: &str = "#!lua flags=allow-cross-slot-keys\n";
 
 /// From this many sub-windows in the widest window on, a sliding window is
@@ -57,16 +56,7 @@ pub(crate) struct Made {
 /// `cross_slot`: for a cluster's node, a batch reaching keys of its other
 /// slots ([`CROSS_SLOT`]).
 pub(crate) fn make(policy: &Policy, server_clock: bool, cross_slot: bool) -> Made {
-    let mut made = made(policy, server_clock);
-    if cross_slot {
-        #[cfg(feature = "cluster")]
-        made.source.insert_str(0, CROSS_SLOT);
-        made.source = made.source.replacen(NOT_CROSS_SLOT, "local cross_slot = true\n", 1);
-    }
-    made
-}
-
-fn made(policy: &Policy, server_clock: bool) -> Made {
+    let join = |constants: String, fragments: &[&str]| join(constants, fragments, cross_slot);
     if let Some(counter) = Counter::of(policy).filter(|_| server_clock) {
         return Made { source: join(counter.constants(), &[FIXED_WINDOW_COUNTER]), reply: Reply::Counter(counter) };
     }
@@ -89,8 +79,7 @@ fn made(policy: &Policy, server_clock: bool) -> Made {
         Params::SlidingWindow { strategies, precision_us } => {
             let widest = strategies.iter().map(|s| s.window_us / precision_us).max().unwrap_or(0);
             let layout = if widest >= TOTALS_FROM_SUB_WINDOWS { SLIDING_WINDOW_TOTALS } else { SLIDING_WINDOW };
-            let constants = format!("local precision, limits, windows = {precision_us}, {}", tables(strategies));
-            window(strategies, constants, &[SUB_WINDOWS, layout])
+            window(strategies, sliding_window_constants(*precision_us, strategies), &[SUB_WINDOWS, layout])
         }
         Params::SlidingLog { strategies } => {
             window(strategies, format!("local limits, windows = {}", tables(strategies)), &[SLIDING_LOG])
@@ -111,14 +100,21 @@ fn tables(strategies: &[Strategy]) -> String {
     format!("{{{}}}, {{{}}}", list(|s| s.limit), list(|s| s.window_us))
 }
 
-/// head.lua's line that says a script is not flagged [`CROSS_SLOT`].
-const NOT_CROSS_SLOT: &str = "local cross_slot = false\n";
+/// A sliding window's constants line.
+fn sliding_window_constants(precision_us: u64, strategies: &[Strategy]) -> String {
+    format!("local precision, limits, windows = {precision_us}, {}", tables(strategies))
+}
 
-/// The constants line, head.lua, then the prelude and `fragments` as the
+/// The constants line and whether the script is flagged [`CROSS_SLOT`]
+/// (then opened by it), head.lua, then the prelude and `fragments` as the
 /// function `decide(key, o)`, then batch.lua, which calls it once per call.
-fn join(constants: String, fragments: &[&str]) -> String {
-    let mut source = constants;
-    source.push('\n');
+fn join(constants: String, fragments: &[&str], cross_slot: bool) -> String {
+    let mut source = String::new();
+    if cross_slot {
+        source.push_str(CROSS_SLOT);
+    }
+    source.push_str(&constants);
+    source.push_str(&format!("\nlocal cross_slot = {cross_slot}\n"));
     source.push_str(HEAD);
     source.push_str("local function decide(key, o)\n");
     source.push_str(PRELUDE);
@@ -164,11 +160,10 @@ pub fn script_source(policy: &Policy, server_clock: bool) -> String {
 /// assert_ne!(totals, sliding_window_source(100_000, &[(5, 1_000_000)], false));
 /// ```
 pub fn sliding_window_source(precision_us: u64, strategies: &[(u64, u64)], totals: bool) -> String {
-    let list = |f: fn(&(u64, u64)) -> u64| strategies.iter().map(|s| f(s).to_string()).collect::<Vec<_>>().join(", ");
-    let constants =
-        format!("local precision, limits, windows = {precision_us}, {{{}}}, {{{}}}", list(|s| s.0), list(|s| s.1));
+    let strategies: Vec<Strategy> =
+        strategies.iter().map(|&(limit, window_us)| Strategy { limit, window_us }).collect();
     let layout = if totals { SLIDING_WINDOW_TOTALS } else { SLIDING_WINDOW };
-    join(constants, &[CLOCK, WINDOW, SUB_WINDOWS, layout])
+    join(sliding_window_constants(precision_us, &strategies), &[CLOCK, WINDOW, SUB_WINDOWS, layout], false)
 }
 
 /// The source of the script that decides `policy` on a Redis Cluster
@@ -258,23 +253,23 @@ mod tests {
 
     #[test]
     fn each_family_has_its_reply_and_its_constants_written_in() {
-        let gcra = made(&Policy::gcra("1000/1s", 999).unwrap(), true);
+        let gcra = make(&Policy::gcra("1000/1s", 999).unwrap(), true, false);
         assert!(gcra.source.starts_with("local burst, n, p = 999, 1, 1000\n"));
         assert_eq!(gcra.reply, Reply::Bucket { kind: AlgorithmKind::Gcra, constants: [999, 1, 1000] });
-        let leaky = made(&Policy::leaky_bucket(5, "7/3s").unwrap(), false);
+        let leaky = make(&Policy::leaky_bucket(5, "7/3s").unwrap(), false, false);
         assert_eq!(leaky.reply, Reply::Bucket { kind: AlgorithmKind::LeakyBucket, constants: [5, 7, 3_000_000] });
 
         let one = Policy::fixed_window("10/1s").unwrap();
-        assert_eq!(made(&one, true).reply, Reply::Counter(Counter { limit: 10, window_ms: 1000 }));
-        assert_eq!(made(&one, false).reply, Reply::Window { quotas: 0 }, "a client clock: the hash layout");
-        let two = made(&Policy::fixed_window("10/1s,100/1m").unwrap(), true);
+        assert_eq!(make(&one, true, false).reply, Reply::Counter(Counter { limit: 10, window_ms: 1000 }));
+        assert_eq!(make(&one, false, false).reply, Reply::Window { quotas: 0 }, "a client clock: the hash layout");
+        let two = make(&Policy::fixed_window("10/1s,100/1m").unwrap(), true, false);
         assert!(two.source.starts_with("local limits, windows = {10, 100}, {1000000, 60000000}\n"));
         assert_eq!(two.reply, Reply::Window { quotas: 2 });
     }
 
     #[test]
     fn many_sub_windows_take_the_totals_layout() {
-        let layout = |s: &str| made(&Policy::sliding_window(s, "100ms").unwrap(), true).source;
+        let layout = |s: &str| make(&Policy::sliding_window(s, "100ms").unwrap(), true, false).source;
         assert!(layout("12/1600ms").contains(SLIDING_WINDOW_TOTALS));
         assert!(!layout("12/1500ms").contains(SLIDING_WINDOW_TOTALS));
         assert!(layout("12/1500ms").starts_with("local precision, limits, windows = 100000, {12}, {1500000}\n"));
@@ -289,15 +284,19 @@ mod tests {
     #[test]
     fn only_the_counter_decides_without_clock_lua() {
         for policy in [Policy::fixed_window("10/1s,100/1m").unwrap(), Policy::gcra("1/1s", 0).unwrap()] {
-            assert!(made(&policy, true).source.contains(CLOCK));
+            assert!(make(&policy, true, false).source.contains(CLOCK));
         }
-        let counter = made(&Policy::fixed_window("10/1s").unwrap(), true).source;
+        let counter = make(&Policy::fixed_window("10/1s").unwrap(), true, false).source;
         assert!(counter.contains(PRELUDE) && !counter.contains(CLOCK));
     }
 
     #[test]
-    fn head_lua_says_a_script_is_not_flagged() {
-        assert!(HEAD.contains(NOT_CROSS_SLOT));
+    fn only_a_cross_slot_script_is_flagged_and_says_so() {
+        let policy = Policy::gcra("1/1s", 2).unwrap();
+        let (plain, flagged) = (make(&policy, true, false).source, make(&policy, true, true).source);
+        assert!(plain.starts_with("local burst") && plain.contains("\nlocal cross_slot = false\n"));
+        assert!(flagged.starts_with(CROSS_SLOT) && flagged.contains("\nlocal cross_slot = true\n"));
+        assert!(HEAD.contains("local function redis_time()"));
     }
 
     #[test]
