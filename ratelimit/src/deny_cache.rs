@@ -38,6 +38,8 @@ pub(crate) struct DenyCache {
 #[derive(Debug)]
 struct Entry {
     cost: u64,
+    /// The policy the store decided by ([`Policy::fingerprint`](crate::Policy)).
+    policy: u64,
     /// When the store decided (the cache's time).
     at: u64,
     /// When the same call may pass: `at + retry_after`.
@@ -60,8 +62,8 @@ impl DenyCache {
         DenyCache { denials, unscoped }
     }
 
-    /// The remembered denial of `key` at `cost`, as it stands at `now`.
-    pub(crate) fn get(&self, key: &[u8], cost: u64, now: u64) -> Option<Decision> {
+    /// The remembered denial of `key` at `cost` under `policy`, as it stands at `now`.
+    pub(crate) fn get(&self, key: &[u8], cost: u64, policy: u64, now: u64) -> Option<Decision> {
         // A limiter that denies nothing pays one load, not a lock.
         if self.denials.len() == 0 {
             return None;
@@ -72,8 +74,8 @@ impl DenyCache {
             found.remove();
             return None;
         }
-        // Another cost, or a clock that stepped back before the denial: let the store decide.
-        if entry.cost != cost || now < entry.at {
+        // Another cost or policy, or a clock that stepped back before the denial: let the store decide.
+        if entry.cost != cost || entry.policy != policy || now < entry.at {
             return None;
         }
         let mut decision = entry.decision.clone();
@@ -87,9 +89,9 @@ impl DenyCache {
         Some(decision)
     }
 
-    /// Remembers `decision`, made by the store at `at` for `key` and `cost`,
-    /// if it is a denial that names a time to retry.
-    pub(crate) fn remember(&self, key: &[u8], cost: u64, at: u64, decision: &Decision) {
+    /// Remembers `decision`, made by the store at `at` for `key` and `cost`
+    /// under `policy`, if it is a denial that names a time to retry.
+    pub(crate) fn remember(&self, key: &[u8], cost: u64, policy: u64, at: u64, decision: &Decision) {
         let Some(retry_after) = decision.retry_after else { return };
         if decision.allowed || cost == 0 || retry_after.is_zero() || key.len() > MAX_RAW_KEY_LEN {
             return;
@@ -102,6 +104,7 @@ impl DenyCache {
         }
         slot.insert(Entry {
             cost,
+            policy,
             at,
             until: at.saturating_add(retry_after.as_micros() as u64),
             reset_at: at.saturating_add(decision.reset_after.as_micros() as u64),
@@ -164,25 +167,26 @@ mod tests {
     #[test]
     fn a_denial_is_served_until_its_retry_time_then_forgotten() {
         let cache = DenyCache::new();
-        cache.remember(b"k", 1, 1_000, &denial(500, 800));
-        let later = cache.get(b"k", 1, 1_200).expect("remembered");
+        cache.remember(b"k", 1, 0, 1_000, &denial(500, 800));
+        let later = cache.get(b"k", 1, 0, 1_200).expect("remembered");
         assert_eq!(
             (later.retry_after, later.reset_after),
             (Some(Duration::from_micros(300)), Duration::from_micros(600))
         );
-        assert!(cache.get(b"k", 1, 1_499).is_some());
-        assert!(cache.get(b"k", 1, 1_500).is_none(), "served at the time the store said it passes");
+        assert!(cache.get(b"k", 1, 0, 1_499).is_some());
+        assert!(cache.get(b"k", 1, 0, 1_500).is_none(), "served at the time the store said it passes");
         assert_eq!(cache.len(), 0);
     }
 
     #[test]
     fn only_the_same_cost_at_or_after_the_denial_is_served() {
         let cache = DenyCache::new();
-        cache.remember(b"k", 5, 1_000, &denial(500, 500));
-        assert!(cache.get(b"k", 1, 1_100).is_none(), "a denial of 5 says nothing about 1");
-        assert!(cache.get(b"k", 6, 1_100).is_none(), "nor about 6 (a later retry, or never)");
-        assert!(cache.get(b"k", 5, 999).is_none(), "a clock that stepped back asks the store");
-        assert!(cache.get(b"other", 5, 1_100).is_none());
+        cache.remember(b"k", 5, 0, 1_000, &denial(500, 500));
+        assert!(cache.get(b"k", 1, 0, 1_100).is_none(), "a denial of 5 says nothing about 1");
+        assert!(cache.get(b"k", 6, 0, 1_100).is_none(), "nor about 6 (a later retry, or never)");
+        assert!(cache.get(b"k", 5, 0, 999).is_none(), "a clock that stepped back asks the store");
+        assert!(cache.get(b"other", 5, 0, 1_100).is_none());
+        assert!(cache.get(b"k", 5, 1, 1_100).is_none(), "nor under another policy");
     }
 
     #[test]
@@ -191,23 +195,23 @@ mod tests {
         let mut allowed = denial(0, 10);
         allowed.allowed = true;
         allowed.retry_after = None;
-        cache.remember(b"a", 1, 0, &allowed);
+        cache.remember(b"a", 1, 0, 0, &allowed);
         let mut never = denial(0, 10);
         never.retry_after = None;
-        cache.remember(b"n", 9, 0, &never);
-        cache.remember(b"z", 0, 0, &denial(10, 10));
-        cache.remember(&[b'x'; MAX_RAW_KEY_LEN + 1], 1, 0, &denial(10, 10));
+        cache.remember(b"n", 9, 0, 0, &never);
+        cache.remember(b"z", 0, 0, 0, &denial(10, 10));
+        cache.remember(&[b'x'; MAX_RAW_KEY_LEN + 1], 1, 0, 0, &denial(10, 10));
         assert_eq!(cache.len(), 0);
     }
 
     #[test]
     fn forget_drops_a_key() {
         let cache = DenyCache::new();
-        cache.remember(b"k", 1, 0, &denial(10, 10));
+        cache.remember(b"k", 1, 0, 0, &denial(10, 10));
         cache.forget(b"other");
         assert_eq!(cache.len(), 1);
         cache.forget(b"k");
-        assert!(cache.get(b"k", 1, 1).is_none());
+        assert!(cache.get(b"k", 1, 0, 1).is_none());
         assert_eq!(cache.len(), 0);
     }
 
@@ -215,15 +219,15 @@ mod tests {
     fn memory_is_bounded_and_expired_denials_make_room() {
         let cache = DenyCache::new();
         for i in 0..(SHARDS * PER_SHARD * 2) as u64 {
-            cache.remember(&i.to_be_bytes(), 1, 0, &denial(1_000, 1_000));
+            cache.remember(&i.to_be_bytes(), 1, 0, 0, &denial(1_000, 1_000));
         }
         assert!(cache.len() <= SHARDS * PER_SHARD, "{}", cache.len());
         // Once they expired and their shard was swept, new denials take their place.
         let later = SWEEP_EVERY_US;
         for i in 0..1000u64 {
-            cache.remember(&(u64::MAX - i).to_be_bytes(), 1, later, &denial(1_000, 1_000));
+            cache.remember(&(u64::MAX - i).to_be_bytes(), 1, 0, later, &denial(1_000, 1_000));
         }
-        assert!(cache.get(&u64::MAX.to_be_bytes(), 1, later + 1).is_some());
+        assert!(cache.get(&u64::MAX.to_be_bytes(), 1, 0, later + 1).is_some());
         assert!(cache.len() <= SHARDS * PER_SHARD);
     }
 }

@@ -36,48 +36,99 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct Limiter {
     pub(crate) inner: Arc<Inner>,
+    /// The policy this limiter decides by, bound to its store.
+    pub(crate) rule: Arc<Rule>,
     pub(crate) on_error: OnError,
     /// Denials remembered until their `retry_after` (`None`: turned off).
     pub(crate) deny_cache: Option<Arc<DenyCache>>,
 }
 
-/// What every clone of a limiter shares.
+/// What every clone of a limiter shares, whatever policy it decides by
+/// ([`Limiter::with_policy`]).
 pub(crate) struct Inner {
     pub(crate) name: Arc<str>,
-    pub(crate) policy: Policy,
     pub(crate) store: Store,
-    /// The store, bound to this limiter once.
-    pub(crate) bound: Arc<dyn Bound>,
     /// Decides while the store cannot, under `OnError::Local`; made on first need.
-    pub(crate) local: OnceCell<MemoryBound>,
+    pub(crate) local: OnceCell<MemoryBackend>,
     pub(crate) store_errors: AtomicU64,
     /// When this limiter's store failures are worth a log line.
     pub(crate) outage: OutageLog,
-    /// Registered with the recorder present at the first decision.
-    pub(crate) metrics: OnceCell<LimiterMetrics>,
+    /// Per algorithm, registered with the recorder present at its first decision.
+    pub(crate) metrics: [OnceCell<LimiterMetrics>; 6],
+}
+
+/// A policy bound to a limiter's store: made once per policy, used by every call under it.
+pub(crate) struct Rule {
+    pub(crate) policy: Policy,
+    pub(crate) bound: Arc<dyn Bound>,
+    /// Tells the deny cache's denials under this policy from those under another.
+    pub(crate) fingerprint: u64,
+}
+
+impl Rule {
+    fn new(inner: &Inner, policy: Policy) -> Rule {
+        let store = &inner.store;
+        let bound = store.backend.bind(Binding {
+            prefix: &store.prefix,
+            name: &inner.name,
+            policy: &policy,
+            server_clock: store.clock.now_us().is_none(),
+        });
+        Rule { fingerprint: policy.fingerprint(), policy, bound }
+    }
 }
 
 impl Limiter {
     /// A limiter named `name` applying `policy` on `store`.
     pub fn new(name: impl Into<Arc<str>>, policy: Policy, store: &Store) -> Limiter {
-        let name = name.into();
-        let bound = store.backend.bind(Binding {
-            prefix: &store.prefix,
-            name: &name,
-            policy: &policy,
-            server_clock: store.clock.now_us().is_none(),
-        });
         let inner = Inner {
-            name,
-            policy,
+            name: name.into(),
             store: store.clone(),
-            bound,
             local: OnceCell::new(),
             store_errors: AtomicU64::new(0),
             outage: OutageLog::default(),
-            metrics: OnceCell::new(),
+            metrics: Default::default(),
         };
-        Limiter { inner: Arc::new(inner), on_error: OnError::default(), deny_cache: Some(Arc::new(DenyCache::new())) }
+        let rule = Arc::new(Rule::new(&inner, policy));
+        Limiter {
+            inner: Arc::new(inner),
+            rule,
+            on_error: OnError::default(),
+            deny_cache: Some(Arc::new(DenyCache::new())),
+        }
+    }
+
+    /// This limiter deciding by `policy` instead of its own: the same name,
+    /// store, keys, deny cache, metrics and `on_error`, so a policy can be
+    /// chosen per call (a customer's quota read from a database, a plan
+    /// changed at run time). The store needs nothing per policy: it loads no
+    /// script and keeps nothing for it, however many distinct policies are used.
+    ///
+    /// A key keeps its state across policies of the same algorithm: a user
+    /// moved from 2 to 5 calls a minute keeps what they used in the current
+    /// window. A policy of another algorithm keeps its own state under the
+    /// same key (README, "Limits as data", says what carries over).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    ///
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let limiter = Limiter::new("api", Policy::fixed_window("2/1m")?, &store);
+    /// let (free, paid) = (Policy::fixed_window("2/1m")?, Policy::fixed_window("5/1m")?);
+    ///
+    /// limiter.with_policy(&free).check("alice", 2).await?;
+    /// assert!(!limiter.with_policy(&free).check("alice", 1).await?.allowed);
+    /// let upgraded = limiter.with_policy(&paid).check("alice", 1).await?;
+    /// assert_eq!((upgraded.allowed, upgraded.limit, upgraded.remaining), (true, 5, 2));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_policy(&self, policy: &Policy) -> Limiter {
+        let rule = match *policy == self.rule.policy && policy.name() == self.rule.policy.name() {
+            true => self.rule.clone(),
+            false => Arc::new(Rule::new(&self.inner, policy.clone())),
+        };
+        Limiter { rule, ..self.clone() }
     }
 
     /// A limiter of `policy` on a store that could not be built: every call
@@ -144,7 +195,7 @@ impl Limiter {
 
     /// The policy.
     pub fn policy(&self) -> &Policy {
-        &self.inner.policy
+        &self.rule.policy
     }
 
     /// How many calls found the store unable to answer.
@@ -169,7 +220,7 @@ impl Limiter {
     /// Forgets `key`: its next call sees a fresh state.
     pub async fn reset(&self, key: impl AsRef<[u8]>) -> Result<(), Error> {
         let key = key.as_ref();
-        let result = self.inner.bound.reset(key).await;
+        let result = self.rule.bound.reset(key).await;
         if let Some(cache) = &self.deny_cache {
             cache.forget(key);
         }
@@ -231,7 +282,7 @@ impl Limiter {
     /// A denial of `key` by this limiter: by its limit, or, when
     /// `store_unavailable`, by `on_error = "deny"`.
     pub(crate) fn denial(&self, key: &[u8], decision: Decision, store_unavailable: bool) -> RateLimited {
-        let (name, policy) = (self.inner.name.clone(), self.inner.policy.clone());
+        let (name, policy) = (self.inner.name.clone(), self.rule.policy.clone());
         match store_unavailable {
             true => RateLimited::store_unavailable(name, key, policy, decision),
             false => RateLimited::limited(name, key, policy, decision),
@@ -239,13 +290,11 @@ impl Limiter {
     }
 
     /// This limiter's policy on an in-process store of its own, for `OnError::Local`.
-    pub(crate) fn local(&self) -> &MemoryBound {
-        self.inner.local.get_or_init(|| {
-            let inner = &self.inner;
-            let binding =
-                Binding { prefix: &inner.store.prefix, name: &inner.name, policy: &inner.policy, server_clock: true };
-            MemoryBackend::new().bind_memory(binding)
-        })
+    pub(crate) fn local(&self) -> MemoryBound {
+        let inner = &self.inner;
+        let binding =
+            Binding { prefix: &inner.store.prefix, name: &inner.name, policy: &self.rule.policy, server_clock: true };
+        inner.local.get_or_init(MemoryBackend::new).bind_memory(binding)
     }
 }
 
@@ -253,7 +302,7 @@ impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
             .field("name", &self.inner.name)
-            .field("policy", &self.inner.policy.to_string())
+            .field("policy", &self.rule.policy.to_string())
             .field("store", &self.inner.store)
             .finish()
     }

@@ -63,11 +63,11 @@ impl OnError {
             OnError::Allow | OnError::Deny => {
                 let decided_at = UNIX_EPOCH
                     + Duration::from_micros(now_us.map_or_else(crate::clock::system_now_us, crate::clock::bounded));
-                unsettled(self == OnError::Allow, inner.policy.max_cost(), decided_at)
+                unsettled(self == OnError::Allow, limiter.rule.policy.max_cost(), decided_at)
             }
             OnError::Local => {
                 let outcome = limiter.local().decide_now(key, Call { cost, peek: false, now_us });
-                Decision::from_outcome(outcome, &inner.policy)
+                Decision::from_outcome(outcome, &limiter.rule.policy)
             }
         };
         if let Some(report) = inner.outage.failed(now_us.unwrap_or_else(crate::clock::process_now_us)) {

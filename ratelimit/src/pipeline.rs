@@ -52,7 +52,7 @@ impl Limiter {
     }
 
     async fn decide_in_span(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
-        let span = observe::decision_span(&self.inner.name, self.inner.policy.algorithm().name(), cost);
+        let span = observe::decision_span(&self.inner.name, self.rule.policy.algorithm().name(), cost);
         let result = self.run(key, cost, peek).instrument(span.clone()).await;
         observe::record(&span, &result);
         self.count(&result, peek);
@@ -80,10 +80,10 @@ impl Limiter {
             // The store's own clock is not this process's: date by ours.
             at_us: clock.now_us().map_or_else(process_now_us, crate::clock::bounded),
         });
-        if let Some(remembered) = cache.and_then(|c| c.cache.get(key, cost, c.at_us)) {
+        if let Some(remembered) = cache.and_then(|c| c.cache.get(key, cost, self.rule.fingerprint, c.at_us)) {
             return Step::Done(Ok(remembered));
         }
-        match self.inner.bound.decide_by(key, cost, peek, clock) {
+        match self.rule.bound.decide_by(key, cost, peek, clock) {
             Answer::Now(outcome) => Step::Done(outcome.map(|outcome| self.settle(key, cost, cache, outcome))),
             Answer::Later(answer) => Step::Wait { answer, cache },
         }
@@ -105,14 +105,14 @@ impl Limiter {
 
     /// The store's outcome as a [`Decision`], kept in or cleared from the deny cache.
     fn settle(&self, key: &[u8], cost: u64, cache: Option<Remembering<'_>>, outcome: Outcome) -> Decision {
-        let decision = Decision::from_outcome(outcome, &self.inner.policy);
+        let decision = Decision::from_outcome(outcome, &self.rule.policy);
         if let Some(Remembering { cache, at_us }) = cache {
             if decision.allowed {
                 // A smaller cost got through and changed the state: a denial
                 // remembered for a larger one may now name too early a time.
                 cache.forget(key);
             } else {
-                cache.remember(key, cost, at_us, &decision);
+                cache.remember(key, cost, self.rule.fingerprint, at_us, &decision);
             }
         }
         decision
@@ -122,7 +122,7 @@ impl Limiter {
     /// and a store in another process (one in this process decides as fast
     /// as the cache would answer, and with the same answer).
     fn deny_cache(&self, cost: u64, peek: bool) -> Option<&DenyCache> {
-        self.deny_cache.as_deref().filter(|_| !peek && cost > 0 && self.inner.bound.remote())
+        self.deny_cache.as_deref().filter(|_| !peek && cost > 0 && self.rule.bound.remote())
     }
 
     /// Counts a decision (not a peek's) or a store failure in the metrics; an
@@ -140,7 +140,7 @@ impl Limiter {
     }
 
     pub(crate) fn metrics(&self) -> &LimiterMetrics {
-        let inner = &self.inner;
-        inner.metrics.get_or_init(|| LimiterMetrics::register(&inner.name, inner.policy.algorithm().name()))
+        let algorithm = self.rule.policy.algorithm();
+        self.inner.metrics[algorithm as usize].get_or_init(|| LimiterMetrics::register(&self.inner.name, algorithm.name()))
     }
 }

@@ -44,7 +44,7 @@ impl Eq for Policy {}
 
 /// The validated parameters of each algorithm. Bucket rates are kept as given;
 /// the arithmetic uses [`Rate::reduced`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Params {
     FixedWindow { strategies: Cow<'static, [Strategy]> },
     SlidingWindow { strategies: Cow<'static, [Strategy]>, precision_us: u64 },
@@ -234,6 +234,15 @@ impl Policy {
             | Params::SlidingWindow { strategies, .. } => strategies,
             _ => &[],
         }
+    }
+
+    /// A hash of what the policy limits (its configured name left out, as
+    /// in equality): tells denials remembered under one policy from another's.
+    pub(crate) fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.params.hash(&mut hasher);
+        hasher.finish()
     }
 
     /// The most permits one call could ever take: a larger cost is never admitted.
