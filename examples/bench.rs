@@ -413,6 +413,8 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
 /// One algorithm's script and ARGV exactly as the Redis backend sends them.
 struct RawCall {
     script: redis::Script,
+    /// The policy's numbers, the first ARGV of every call.
+    policy: Vec<u8>,
     family: Family,
     /// ARGV carries this process's time (as `Store::with_clock(SystemClock)`
     /// sends it), so the script skips `TIME`.
@@ -438,7 +440,8 @@ impl RawCall {
             _ => Family::Bucket,
         };
         let source = redlimit::__private::script_source(&algo.policy, !client_clock);
-        RawCall { script: redis::Script::new(&source), family, client_clock }
+        let policy = redlimit::__private::policy_argument(&algo.policy, !client_clock);
+        RawCall { script: redis::Script::new(&source), policy, family, client_clock }
     }
 
     /// One call of cost 1 on `key`, its reply read as the runtime reads it.
@@ -457,12 +460,13 @@ impl RawCall {
         }
     }
 
-    /// `lua/prelude.lua`'s ARGV: cost, peek, now, slack, each left out while
-    /// it and all after it are the common call's (cost 1, a check, the
-    /// server's clock).
+    /// `lua/prelude.lua`'s ARGV: the policy, then cost, peek, now, slack,
+    /// each left out while it and all after it are the common call's (cost
+    /// 1, a check, the server's clock).
     fn invocation(&self, key: &str, cost: u64) -> redis::ScriptInvocation<'_> {
         let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
         let mut invocation = self.script.key(key);
+        invocation.arg(&self.policy);
         if self.client_clock {
             invocation.arg(cost).arg(0).arg(now()).arg(60_000);
         } else if cost != 1 {

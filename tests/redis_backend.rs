@@ -53,18 +53,17 @@ async fn scripts_are_loaded_with_a_policys_first_call_and_reloaded_after_a_flush
     let server = RedisServer::start();
     let store = Store::redis(&server.url()).await.unwrap();
     let mut con = raw(&server).await;
-    // Every script is made per policy (its constants written in), and
-    // loaded with its first call.
+    // One script per family of algorithm, loaded with the family's first call.
     let policy = Policy::gcra("1/1s", 5).unwrap();
     let own = redis::Script::new(&redlimit::__private::script_source(&policy, true)).get_hash().to_string();
     let exists = |con: &mut redis::aio::MultiplexedConnection| {
         let (mut con, own) = (con.clone(), own.clone());
         async move { redis::cmd("SCRIPT").arg("EXISTS").arg(own).query_async::<Vec<bool>>(&mut con).await.unwrap()[0] }
     };
-    assert!(!exists(&mut con).await, "made on the policy's first call, not before");
+    assert!(!exists(&mut con).await, "loaded on the family's first call, not before");
     let limiter = Limiter::new("flush", policy, &store);
     limiter.check("k", 1).await.unwrap();
-    assert!(exists(&mut con).await, "loaded with the policy's first call");
+    assert!(exists(&mut con).await, "loaded with the family's first call");
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut con).await.unwrap();
     let d = limiter.check("k", 1).await.expect("NOSCRIPT after SCRIPT FLUSH must be handled");
     assert_eq!(d.remaining, 4, "the state survived the flush and the reload counted once");

@@ -199,7 +199,7 @@ async fn only_one_strategy_on_the_servers_clock_is_a_counter() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_policy_has_its_own_script_and_a_lost_one_is_loaded_again() {
+async fn a_lost_script_is_loaded_again() {
     let mut s = setup().await;
     let policy = Policy::fixed_window("40/1h").unwrap();
     let limiter = Limiter::new("api", policy.clone(), &s.store).with_deny_cache(false);
@@ -210,7 +210,7 @@ async fn each_policy_has_its_own_script_and_a_lost_one_is_loaded_again() {
         let (mut admin, sha) = (admin.clone(), sha.clone());
         async move { redis::cmd("SCRIPT").arg("EXISTS").arg(sha).query_async::<Vec<bool>>(&mut admin).await.unwrap()[0] }
     };
-    assert!(exists(&mut s.admin).await, "loaded for the policy's first call");
+    assert!(exists(&mut s.admin).await, "loaded for the counter's first call");
 
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut s.admin).await.unwrap();
     let mut tasks = Vec::new();
@@ -239,8 +239,9 @@ async fn every_answer_is_dated_by_redis_time() {
     // The script's own reply: the decision, then Redis's time.
     let source = redlimit::__private::fixed_window_counter_source(&Policy::fixed_window("2/1h").unwrap()).unwrap();
     let before = redis_time(&mut s.admin).await;
+    let policy = redlimit::__private::policy_argument(&Policy::fixed_window("2/1h").unwrap(), true);
     let reply: Vec<i64> =
-        redis::cmd("EVAL").arg(&source).arg(1).arg("by-hand").query_async(&mut s.admin).await.unwrap();
+        redis::cmd("EVAL").arg(&source).arg(1).arg("by-hand").arg(policy).query_async(&mut s.admin).await.unwrap();
     let after = redis_time(&mut s.admin).await;
     assert_eq!(reply.len(), 2, "{reply:?}");
     assert!((before..=after).contains(&(reply[1] as u64)), "{before} <= {} <= {after}", reply[1]);

@@ -30,37 +30,33 @@ fn policies() -> Vec<Policy> {
     ]
 }
 
-/// One policy's script in either layout, its constants written in.
+/// Either layout's script, and one policy's numbers as its calls send them.
 struct Scripts {
     hash: redis::Script,
     totals: redis::Script,
+    policy: Vec<u8>,
 }
 
 impl Scripts {
     fn new(policy: &Policy) -> Self {
-        let script = |totals| {
-            redis::Script::new(&redlimit::__private::sliding_window_source(
-                policy.precision,
-                &policy.strategies,
-                totals,
-            ))
-        };
-        Scripts { hash: script(false), totals: script(true) }
+        let script = |totals| redlimit::__private::sliding_window_source(policy.precision, &policy.strategies, totals);
+        let ((hash, policy), (totals, _)) = (script(false), script(true));
+        Scripts { hash: redis::Script::new(&hash), totals: redis::Script::new(&totals), policy }
     }
 }
 
-/// One call with the runtime's ARGV: cost, peek, then now and the slack
-/// (none: Redis's clock).
+/// One call with the runtime's ARGV: the policy, cost, peek, then now and
+/// the slack (none: Redis's clock).
 async fn call(
     con: &mut MultiplexedConnection,
-    script: &redis::Script,
+    (script, policy): (&redis::Script, &[u8]),
     key: &str,
     now: Option<u64>,
     cost: u64,
     peek: bool,
 ) -> Vec<i64> {
     let mut invocation = script.key(key);
-    invocation.arg(cost).arg(u8::from(peek));
+    invocation.arg(policy).arg(cost).arg(u8::from(peek));
     if let Some(now) = now {
         invocation.arg(now).arg(60_000);
     }
@@ -118,8 +114,9 @@ async fn the_totals_layout_answers_as_the_hash_layout_on_random_timelines() {
                     continue;
                 }
                 let peek = rng.random_range(0..10) == 0;
-                let hash = call(&mut con, &scripts.hash, &hash_key, Some(now), cost, peek).await;
-                let totals = call(&mut con, &scripts.totals, &totals_key, Some(now), cost, peek).await;
+                let hash = call(&mut con, (&scripts.hash, &scripts.policy), &hash_key, Some(now), cost, peek).await;
+                let totals =
+                    call(&mut con, (&scripts.totals, &scripts.policy), &totals_key, Some(now), cost, peek).await;
                 assert_eq!(totals, hash, "policy {index}, seed {seed}, step {i}, now {now}, cost {cost}, peek {peek}");
                 decisions += 1;
                 denied += usize::from(hash[0] == 0);
@@ -147,9 +144,12 @@ async fn the_layouts_can_follow_each_other_on_one_key() {
         for i in 0..400 {
             now += step(&mut rng, policy.precision, &last);
             let cost = rng.random_range(0..3);
-            let expected = call(&mut con, &scripts.hash, &format!("alone:{index}"), Some(now), cost, false).await;
+            let expected =
+                call(&mut con, (&scripts.hash, &scripts.policy), &format!("alone:{index}"), Some(now), cost, false)
+                    .await;
             let script = if rng.random_range(0..2) == 0 { &scripts.hash } else { &scripts.totals };
-            let mixed = call(&mut con, script, &format!("mixed:{index}"), Some(now), cost, false).await;
+            let mixed =
+                call(&mut con, (script, &scripts.policy), &format!("mixed:{index}"), Some(now), cost, false).await;
             assert_eq!(mixed, expected, "policy {index}, step {i}");
             last = expected;
         }
@@ -171,13 +171,14 @@ async fn with_a_thousand_sub_windows_a_steady_call_reads_a_few_fields_not_the_ha
     let policy = Policy { precision: 1_000, strategies: vec![(1 << 40, 1_000_000)] };
     let scripts = Scripts::new(&policy);
     for n in 0..1000 {
-        call(&mut con, &scripts.totals, "steady", Some(START + n * 1_000), 1, false).await;
+        call(&mut con, (&scripts.totals, &scripts.policy), "steady", Some(START + n * 1_000), 1, false).await;
     }
     let fields: u64 = redis::cmd("HLEN").arg("steady").query_async(&mut con).await.unwrap();
     assert_eq!(fields, 1000 + 4, "a field per sub-window, and n, l, p, t1");
     let before = calls(&mut con, "hgetall").await;
     for n in 1000..1200 {
-        let reply = call(&mut con, &scripts.totals, "steady", Some(START + n * 1_000), 1, false).await;
+        let reply =
+            call(&mut con, (&scripts.totals, &scripts.policy), "steady", Some(START + n * 1_000), 1, false).await;
         assert_eq!(reply[2], (1 << 40) - 1000, "1000 hits in the window after each call");
     }
     assert_eq!(calls(&mut con, "hgetall").await, before, "a steady call recounted the whole hash");
@@ -190,7 +191,7 @@ async fn with_the_server_clock_every_key_gets_a_ttl() {
     for policy in policies() {
         let scripts = Scripts::new(&policy);
         for _ in 0..5 {
-            let reply = call(&mut con, &scripts.totals, "server-clock", None, 1, false).await;
+            let reply = call(&mut con, (&scripts.totals, &scripts.policy), "server-clock", None, 1, false).await;
             // 7 fields, then a (remaining, reset, retry) triple per strategy when there are several.
             let k = policy.strategies.len();
             assert_eq!(reply.len(), if k > 1 { 7 + 3 * k } else { 7 });

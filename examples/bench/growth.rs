@@ -13,12 +13,11 @@ use std::time::{Duration, Instant};
 
 /// A layout's script for a window of 1 s in `sub_windows` sub-windows and a
 /// limit no call reaches, whichever layout the runtime would pick.
-fn layout_script(totals: bool, sub_windows: u64) -> redis::Script {
-    redis::Script::new(&redlimit::__private::sliding_window_source(
-        1_000_000 / sub_windows,
-        &[(1 << 40, 1_000_000)],
-        totals,
-    ))
+/// Returns the script and the policy's numbers its calls send.
+fn layout_script(totals: bool, sub_windows: u64) -> (redis::Script, Vec<u8>) {
+    let (source, policy) =
+        redlimit::__private::sliding_window_source(1_000_000 / sub_windows, &[(1 << 40, 1_000_000)], totals);
+    (redis::Script::new(&source), policy)
 }
 /// Keys (one per task, each with its own time line) in flight.
 const KEYS: u64 = 8;
@@ -46,7 +45,7 @@ pub async fn sliding_window(admin: &mut MultiplexedConnection, con: &Multiplexed
 async fn steady_state(
     admin: &mut MultiplexedConnection,
     con: &MultiplexedConnection,
-    script: &redis::Script,
+    (script, policy): &(redis::Script, Vec<u8>),
     layout: &str,
     sub_windows: u64,
     window: Duration,
@@ -58,7 +57,7 @@ async fn steady_state(
     let calls = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for task in 0..KEYS {
-        let (script, mut con) = (script.clone(), con.clone());
+        let (script, policy, mut con) = (script.clone(), policy.clone(), con.clone());
         let (ready, stop, measuring, calls) = (ready.clone(), stop.clone(), measuring.clone(), calls.clone());
         let key = format!("growth:{layout}:{sub_windows}:{task}");
         tasks.push(tokio::spawn(async move {
@@ -70,9 +69,10 @@ async fn steady_state(
                     break;
                 }
                 let now = T0 + n * precision;
-                // cost, peek, now and slack (a client clock).
+                // the policy, cost, peek, now and slack (a client clock).
                 let reply: Vec<i64> = script
                     .key(&key)
+                    .arg(&policy)
                     .arg(1)
                     .arg(0)
                     .arg(now)
@@ -111,11 +111,13 @@ pub async fn sliding_log_memory(admin: &mut MultiplexedConnection, con: &Multipl
     for limit in [10u64, 100, 1000, 10_000] {
         let policy = redlimit::Policy::sliding_log(&format!("{limit}/1h")).expect("a valid policy");
         let script = redis::Script::new(&redlimit::__private::script_source(&policy, false));
+        let numbers = redlimit::__private::policy_argument(&policy, false);
         let key = format!("log-memory:{limit}");
         // One call per hit, each a microsecond apart: members "<time>:0".
         for j in 0..limit {
             let reply: Vec<i64> = script
                 .key(&key)
+                .arg(&numbers)
                 .arg(1)
                 .arg(0)
                 .arg(T0 + j)

@@ -2,7 +2,7 @@
 -- hit after the previous window ended; pass iff every strategy has
 -- count + cost <= limit. Twin: src/algo/fixed_window.rs.
 --
--- Constants  local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}
+-- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (prelude.lua)
 -- KEYS, ARGV prelude.lua's.
 -- Returns    the window reply (window.lua).
 --

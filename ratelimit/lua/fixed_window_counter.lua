@@ -8,7 +8,7 @@
 -- no `now` (the runtime never sends one to it), and reads TIME only to
 -- date its reply.
 --
--- Constants  local limit, window, window_text = <L>, <W ms>, '<W ms>'
+-- Policy     local limit, window, window_text = <L>, <W ms>, '<W ms>'  (prelude.lua)
 --            (the window as a number and as the text PEXPIRE is given)
 -- KEYS, ARGV prelude.lua's (cost and peek; never now).
 -- Returns    the counter reply {v, now}: now = Redis's TIME in µs, the

@@ -1,7 +1,7 @@
 -- gcra.lua: the generic cell rate algorithm, answering as redis-cell's
 -- CL.THROTTLE key burst count period qty does. Twin: src/algo/gcra.rs.
 --
--- Constants  local burst, n, p = <burst>, <n>, <p>
+-- Policy     local burst, n, p = <burst>, <n>, <p>  (prelude.lua)
 --            (limit = burst + 1; the rate in lowest terms, n per p µs.
 --            Times are in units of 1/n µs: the emission interval is p
 --            units, the tolerance (burst + 1) * p units)

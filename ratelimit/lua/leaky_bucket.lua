@@ -2,7 +2,7 @@
 -- to the level and passes iff the level stays within capacity.
 -- Twin: src/algo/leaky_bucket.rs.
 --
--- Constants  local capacity, n, p = <capacity>, <n>, <p>
+-- Policy     local capacity, n, p = <capacity>, <n>, <p>  (prelude.lua)
 --            (capacity in requests; the rate in lowest terms, n units per
 --            p µs: one request is p units, the bucket drains n units per
 --            µs; full = capacity * p)

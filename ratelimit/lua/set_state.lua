@@ -19,7 +19,7 @@
 -- Returns  the bucket reply: struct.pack('<dd', reply, now), 16 bytes, two
 --          little-endian doubles holding integers exactly. The runtime
 --          rebuilds every field of the decision from `reply`, the cost and
---          the policy's constants (ratelimit/src/backend/redis/reply.rs, by
+--          the policy's numbers (ratelimit/src/backend/redis/reply.rs, by
 --          the twins' formulas); `now` is the time the call was judged at
 --          (Redis's, on its own clock).
 if value then

@@ -4,7 +4,7 @@
 -- renumber them. An entry at s counts for window W while now - s < W
 -- (half-open). Twin: src/algo/sliding_log.rs.
 --
--- Constants  local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}
+-- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (prelude.lua)
 -- KEYS, ARGV prelude.lua's.
 -- Returns    the window reply (window.lua).
 --

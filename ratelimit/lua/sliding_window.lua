@@ -4,7 +4,7 @@
 -- reads every field, so the runtime uses it while windows hold few
 -- sub-windows, and sliding_window_totals.lua beyond.
 --
--- Constants  local precision, limits, windows = <P µs>, {<L_1>, ...}, {<W_1 µs>, ...}
+-- Policy     local precision, limits, windows = <P µs>, {<L_1>, ...}, {<W_1 µs>, ...}
 -- KEYS, ARGV prelude.lua's.
 -- Returns    the window reply (window.lua).
 --

@@ -3,7 +3,7 @@
 -- call reads and writes a few fields however many sub-windows a window
 -- holds. Twin: src/algo/sliding_window.rs (the same as the hash layout's).
 --
--- Constants  local precision, limits, windows = <P µs>, {<L_1>, ...}, {<W_1 µs>, ...}
+-- Policy     local precision, limits, windows = <P µs>, {<L_1>, ...}, {<W_1 µs>, ...}
 -- KEYS, ARGV prelude.lua's.
 -- Returns    the window reply (window.lua).
 --

@@ -1,7 +1,7 @@
 -- token_bucket.lua: starts full, refills continuously; pass iff tokens >= cost.
 -- Twin: src/algo/token_bucket.rs.
 --
--- Constants  local capacity, n, p = <capacity>, <n>, <p>
+-- Policy     local capacity, n, p = <capacity>, <n>, <p>  (prelude.lua)
 --            (capacity in tokens; the rate in lowest terms, n units per
 --            p µs: one token is p units, the bucket gains n units per µs;
 --            full = capacity * p)

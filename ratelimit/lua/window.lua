@@ -2,7 +2,7 @@
 -- (fixed_window, sliding_window and its totals layout, sliding_log): what
 -- they decide alike from their per-strategy counts.
 --
--- The policy's constants line sets `limits` and `windows` (µs), one entry
+-- The policy (policy_windows.lua) sets `limits` and `windows` (µs), one entry
 -- per strategy in declared order.
 --
 -- Every window script returns the window reply, built by `window_reply`:

@@ -73,7 +73,9 @@ pub mod __private {
     #[cfg(feature = "cluster")]
     pub use crate::backend::redis::scripts::cross_slot_script_source;
     #[cfg(feature = "redis")]
-    pub use crate::backend::redis::scripts::{fixed_window_counter_source, script_source, sliding_window_source};
+    pub use crate::backend::redis::scripts::{
+        fixed_window_counter_source, policy_argument, script_source, sliding_window_source,
+    };
     pub use crate::backend::MemoryBackend;
     #[cfg(feature = "redis")]
     pub use crate::backend::RedisBackend;

@@ -141,6 +141,7 @@ impl Limiter {
 
     pub(crate) fn metrics(&self) -> &LimiterMetrics {
         let algorithm = self.rule.policy.algorithm();
-        self.inner.metrics[algorithm as usize].get_or_init(|| LimiterMetrics::register(&self.inner.name, algorithm.name()))
+        self.inner.metrics[algorithm as usize]
+            .get_or_init(|| LimiterMetrics::register(&self.inner.name, algorithm.name()))
     }
 }

@@ -1,9 +1,10 @@
-//! [`Batcher`]: group commit. A bound limiter's calls that wait at the same
-//! time go to Redis as one script call (`lua/batch.lua`), decided one after
+//! [`Batcher`]: group commit. A backend's calls of one script (one family
+//! of algorithm, whatever the policy or limiter) that wait at the same time
+//! go to Redis as one script call (`lua/batch.lua`), decided one after
 //! another in arrival order.
 //!
-//! Each group of keys (all of a limiter's keys on one server; a cluster
-//! node's, or a slot's, on a cluster) keeps a few script calls in flight.
+//! Each lane (one script and a group of keys: all keys on one server; a
+//! cluster node's, or a slot's, on a cluster) keeps a few script calls in flight.
 //! A call that finds fewer in flight is sent at once, alone: it is never
 //! held back for company. A call that finds them all busy waits, and when a
 //! script call of its group comes back, the calls then waiting go together
@@ -12,8 +13,9 @@
 //! script entry in Redis, Redis's clock) is paid once per batch; each
 //! call's algorithm still does its own reads and writes.
 
-use super::eval::{BatchFailure, Eval};
+use super::eval::{BatchFailure, Batched, Eval};
 use super::grouping::Grouping;
+use super::scripts::{Family, Plan};
 use crate::backend::{Call, Outcome};
 use crate::error::Failure;
 use crate::Error;
@@ -28,19 +30,27 @@ const IN_FLIGHT: usize = 4;
 /// The most calls one script call carries. BENCHMARKS.md has the measurements.
 pub(crate) const MAX_BATCH: usize = 64;
 
-/// A bound limiter's calls, gathered into script calls.
+/// A backend's calls, gathered into script calls.
+#[derive(Clone)]
 pub(crate) struct Batcher {
     eval: Arc<Eval>,
     lanes: Arc<Lanes>,
 }
 
-/// Every group's lane, under one lock held only to count and queue.
+/// Every lane, under one lock held only to count and queue.
 struct Lanes {
     grouping: Grouping,
-    by_group: Mutex<HashMap<u32, Lane>>,
+    by_lane: Mutex<HashMap<LaneId, Lane>>,
 }
 
-/// One group's script calls in flight and the calls waiting for the next.
+/// A lane: one script, one group of keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct LaneId {
+    group: u32,
+    family: Family,
+}
+
+/// One lane's script calls in flight and the calls waiting for the next.
 #[derive(Default)]
 struct Lane {
     in_flight: usize,
@@ -49,37 +59,36 @@ struct Lane {
 
 /// A call waiting to go in a batch, and where its answer goes.
 struct Waiting {
-    key: Vec<u8>,
-    call: Call,
+    batched: Batched,
     answer: oneshot::Sender<Result<Outcome, Error>>,
 }
 
 impl Lanes {
-    fn lock(&self) -> MutexGuard<'_, HashMap<u32, Lane>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<LaneId, Lane>> {
         // Nothing panics while the lock is held; a poisoned map is still whole.
-        self.by_group.lock().unwrap_or_else(PoisonError::into_inner)
+        self.by_lane.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl Batcher {
     pub(crate) fn new(eval: Arc<Eval>, grouping: Grouping) -> Batcher {
-        Batcher { eval, lanes: Arc::new(Lanes { grouping, by_group: Mutex::default() }) }
+        Batcher { eval, lanes: Arc::new(Lanes { grouping, by_lane: Mutex::default() }) }
     }
 
-    /// Decides one call on `key` (a storage key): at once when its group has
-    /// room in flight, else in the batch that follows.
-    pub(crate) async fn decide(&self, key: Vec<u8>, call: Call) -> Result<Outcome, Error> {
-        let group = self.lanes.grouping.group(&key);
+    /// Decides one call on `key` (a storage key) under `plan`: at once when
+    /// its lane has room in flight, else in the batch that follows.
+    pub(crate) async fn decide(&self, plan: &Arc<Plan>, key: Vec<u8>, call: Call) -> Result<Outcome, Error> {
+        let lane_id = LaneId { group: self.lanes.grouping.group(&key), family: plan.family };
         // Err(key): there is room in flight, and the call goes at once.
         let queued = {
             let mut lanes = self.lanes.lock();
-            let lane = lanes.entry(group).or_default();
+            let lane = lanes.entry(lane_id).or_default();
             if lane.in_flight < IN_FLIGHT {
                 lane.in_flight += 1;
                 Err(key)
             } else {
                 let (answer, answered) = oneshot::channel();
-                lane.waiting.push_back(Waiting { key, call, answer });
+                lane.waiting.push_back(Waiting { batched: Batched { key, call, plan: plan.clone() }, answer });
                 Ok(answered)
             }
         };
@@ -87,8 +96,8 @@ impl Batcher {
             Ok(answered) => answered,
             Err(key) => {
                 // Handed on when this call is answered or dropped.
-                let _flight = Flight { eval: self.eval.clone(), lanes: self.lanes.clone(), group, held: true };
-                return self.eval.one(&key, call).await;
+                let _flight = Flight { eval: self.eval.clone(), lanes: self.lanes.clone(), lane_id, held: true };
+                return self.eval.one(plan, &key, call).await;
             }
         };
         match tokio::time::timeout(self.eval.response_timeout, answered).await {
@@ -102,13 +111,13 @@ impl Batcher {
     }
 }
 
-/// One script call's place in its group's lane. Whoever holds it sends the
+/// One script call's place in its lane. Whoever holds it sends the
 /// calls waiting in that lane; dropped (its call answered, or its caller
 /// gone), it hands the place to a task that sends them, or gives it up.
 struct Flight {
     eval: Arc<Eval>,
     lanes: Arc<Lanes>,
-    group: u32,
+    lane_id: LaneId,
     held: bool,
 }
 
@@ -117,7 +126,7 @@ impl Flight {
     /// still there), up to a batch; or `None`, giving the place up.
     fn next(&mut self) -> Option<Vec<Waiting>> {
         let mut lanes = self.lanes.lock();
-        let Some(lane) = lanes.get_mut(&self.group) else {
+        let Some(lane) = lanes.get_mut(&self.lane_id) else {
             self.held = false;
             return None;
         };
@@ -135,7 +144,7 @@ impl Flight {
         }
         lane.in_flight -= 1;
         if lane.in_flight == 0 {
-            lanes.remove(&self.group);
+            lanes.remove(&self.lane_id);
         }
         self.held = false;
         None
@@ -144,7 +153,7 @@ impl Flight {
     /// Sends `batch`, then whatever waits next, until nothing does.
     async fn drive(mut self, mut batch: Vec<Waiting>) {
         loop {
-            send(&self.eval, &self.lanes.grouping, batch).await;
+            send(&self.eval, &self.lanes.grouping, self.lane_id.family, batch).await;
             match self.next() {
                 Some(next) => batch = next,
                 None => return,
@@ -159,7 +168,7 @@ impl Drop for Flight {
             return;
         }
         let Some(batch) = self.next() else { return };
-        let flight = Flight { eval: self.eval.clone(), lanes: self.lanes.clone(), group: self.group, held: true };
+        let flight = Flight { eval: self.eval.clone(), lanes: self.lanes.clone(), lane_id: self.lane_id, held: true };
         match tokio::runtime::Handle::try_current() {
             // A task of its own: the caller that held the place has its answer and goes on.
             Ok(runtime) => drop(runtime.spawn(flight.drive(batch))),
@@ -173,17 +182,17 @@ impl Drop for Flight {
     }
 }
 
-/// Sends `batch` as one script call and answers each of its calls; a
-/// single call goes as a single call would.
-async fn send(eval: &Eval, grouping: &Grouping, batch: Vec<Waiting>) {
+/// Sends `batch`, all of `family`, as one script call and answers each of
+/// its calls; a single call goes as a single call would.
+async fn send(eval: &Eval, grouping: &Grouping, family: Family, batch: Vec<Waiting>) {
     if let [_] = &batch[..] {
-        let Waiting { key, call, answer } = batch.into_iter().next().expect("one call");
-        let _ = answer.send(eval.one(&key, call).await);
+        let Waiting { batched: Batched { key, call, plan }, answer } = batch.into_iter().next().expect("one call");
+        let _ = answer.send(eval.one(&plan, &key, call).await);
         return;
     }
-    let (calls, answers): (Vec<(Vec<u8>, Call)>, Vec<_>) =
-        batch.into_iter().map(|Waiting { key, call, answer }| ((key, call), answer)).unzip();
-    match eval.batch(&calls).await {
+    let (calls, answers): (Vec<Batched>, Vec<_>) =
+        batch.into_iter().map(|Waiting { batched, answer }| (batched, answer)).unzip();
+    match eval.batch(family, &calls).await {
         Ok(outcomes) => {
             for (answer, outcome) in answers.into_iter().zip(outcomes) {
                 let _ = answer.send(outcome);
@@ -198,8 +207,8 @@ async fn send(eval: &Eval, grouping: &Grouping, batch: Vec<Waiting>) {
             // The cluster's slots moved: learn where they are now, and send
             // these calls one by one, in their order, each to its own node.
             grouping.misrouted(&eval.connection);
-            for ((key, call), answer) in calls.into_iter().zip(answers) {
-                let _ = answer.send(eval.one(&key, call).await);
+            for (Batched { key, call, plan }, answer) in calls.into_iter().zip(answers) {
+                let _ = answer.send(eval.one(&plan, &key, call).await);
             }
         }
     }

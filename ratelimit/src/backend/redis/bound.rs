@@ -3,17 +3,20 @@
 use super::batch::Batcher;
 use super::eval::{bounded, Eval};
 use super::failure::from_redis;
+use super::scripts::Plan;
 use crate::backend::{Answer, Bound, BoxFuture, Call};
 use crate::Error;
 use std::sync::Arc;
 
 /// A limiter's prefix and policy bound to a Redis backend: the prefix of
-/// its keys and its script calls ([`Eval`]), sent one per call or, with
-/// batching on, through a [`Batcher`] that gathers the calls waiting at the
-/// same time into one script call.
+/// its keys and its policy's [`Plan`], its calls sent one per script call
+/// ([`Eval`]) or, with batching on, through the backend's [`Batcher`],
+/// which gathers the calls of one script waiting at the same time into one
+/// script call.
 pub(crate) struct RedisBound {
     pub(super) eval: Arc<Eval>,
     pub(super) batcher: Option<Batcher>,
+    pub(super) plan: Arc<Plan>,
     pub(super) key_prefix: Vec<u8>,
 }
 
@@ -23,8 +26,8 @@ impl Bound for RedisBound {
         let storage_key = crate::key::storage_key(&self.key_prefix, key);
         Answer::Later(Box::pin(async move {
             match &self.batcher {
-                Some(batcher) => batcher.decide(storage_key, call).await,
-                None => self.eval.one(&storage_key, call).await,
+                Some(batcher) => batcher.decide(&self.plan, storage_key, call).await,
+                None => self.eval.one(&self.plan, &storage_key, call).await,
             }
         }))
     }

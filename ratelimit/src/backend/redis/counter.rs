@@ -40,12 +40,6 @@ impl Counter {
         let fits = (u128::from(counter.limit) + 1) * (u128::from(counter.window_ms) + 2) <= EXACT_IN_DOUBLE;
         (strategy.window_us % 1000 == 0 && fits).then_some(counter)
     }
-
-    /// The script's line of constants.
-    pub(crate) fn constants(&self) -> String {
-        let (limit, window) = (self.limit, self.window_ms);
-        format!("local limit, window, window_text = {limit}, {window}, '{window}'")
-    }
 }
 
 #[cfg(test)]
@@ -62,11 +56,5 @@ mod tests {
         // (10^9 + 1) × (86 400 000 + 2) is above 2^53.
         assert_eq!(counter("1000000000/1d"), None);
         assert_eq!(Counter::of(&Policy::gcra("1/1s", 0).unwrap()), None);
-    }
-
-    #[test]
-    fn the_constants_hold_the_limit_and_the_window_in_ms() {
-        let a = Counter { limit: 7, window_ms: 1500 };
-        assert_eq!(a.constants(), "local limit, window, window_text = 7, 1500, '1500'");
     }
 }

@@ -5,28 +5,29 @@
 use super::breaker::Breaker;
 use super::connection::{is_dead_socket, Connection};
 use super::failure::from_redis;
-use super::reply::Reply;
-use super::scripts::Registry;
+use super::scripts::{Family, Plan, Registry};
 use crate::backend::{Call, Outcome, CLIENT_CLOCK_SLACK_US};
 use crate::Error;
 use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// One limiter's script (made, registered and hashed once), the decoder of
-/// its reply, and clones of the backend's connection and breaker.
+/// A backend's script calls: its connection, breaker and scripts.
 pub(crate) struct Eval {
     pub(super) connection: Connection,
     pub(super) breaker: Arc<Breaker>,
     pub(super) response_timeout: Duration,
     pub(super) retry_interval: Duration,
-    pub(super) registry: Arc<Registry>,
-    pub(super) script: Arc<redis::Script>,
-    pub(super) reply: Reply,
-    /// The script was loaded for this limiter's first call.
-    pub(super) loaded: AtomicBool,
+    pub(super) registry: Registry,
+}
+
+/// One call of a batch: its storage key, the call, and its policy's plan.
+pub(crate) struct Batched {
+    pub(crate) key: Vec<u8>,
+    pub(crate) call: Call,
+    pub(crate) plan: Arc<Plan>,
 }
 
 /// How a batch failed as a whole.
@@ -40,36 +41,40 @@ pub(crate) enum BatchFailure {
 }
 
 impl Eval {
-    /// Decides a call of `cost` on `storage_key` (a peek takes nothing), at
-    /// `now_us` or, with `None`, on Redis's own clock. A limiter bound for
-    /// Redis's clock always sends `None`.
-    pub(crate) async fn one(&self, storage_key: &[u8], call: Call) -> Result<Outcome, Error> {
-        self.load_once().await;
-        let mut cmd = Cmd::with_capacity(8, 96 + storage_key.len());
-        cmd.arg("EVALSHA").arg(self.script.get_hash()).arg(1).arg(storage_key);
-        arguments(&mut cmd, call);
+    /// Decides a call of `cost` on `storage_key` (a peek takes nothing)
+    /// under `plan`'s policy, at `now_us` or, with `None`, on Redis's own
+    /// clock. A limiter bound for Redis's clock always sends `None`.
+    pub(crate) async fn one(&self, plan: &Plan, storage_key: &[u8], call: Call) -> Result<Outcome, Error> {
+        self.load_once(plan.family).await;
+        let mut cmd = Cmd::with_capacity(9, 96 + storage_key.len() + plan.policy.len());
+        cmd.arg("EVALSHA").arg(self.registry.script(plan.family).get_hash()).arg(1).arg(storage_key);
+        arguments(&mut cmd, &plan.policy, call);
         // A peek writes nothing, so sending it twice cannot count it twice.
         let reply = self.send(&cmd, storage_key, call.peek).await.map_err(|(error, _)| error)?;
-        self.reply.outcome(reply, call.cost)
+        plan.reply.outcome(reply, call.cost)
     }
 
-    /// Decides `calls` (storage key and call) in one script call, one after
+    /// Decides `calls`, all of `family`, in one script call, one after
     /// another in their order: one result per call, each as the call alone
     /// would have got (a malformed reply fails its own call only).
-    pub(crate) async fn batch(&self, calls: &[(Vec<u8>, Call)]) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
-        let Some(((first, _), _)) = calls.split_first() else { return Ok(Vec::new()) };
-        self.load_once().await;
+    pub(crate) async fn batch(
+        &self,
+        family: Family,
+        calls: &[Batched],
+    ) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
+        let Some((first, _)) = calls.split_first() else { return Ok(Vec::new()) };
+        self.load_once(family).await;
         // Only the first key is declared: Redis routes and checks the batch
         // by it, and the script reaches the others (lua/batch.lua).
-        let bytes: usize = calls.iter().map(|(key, _)| key.len() + 48).sum();
-        let mut cmd = Cmd::with_capacity(4 + 5 * calls.len(), 64 + first.len() + bytes);
-        cmd.arg("EVALSHA").arg(self.script.get_hash()).arg(1).arg(first);
-        for (key, call) in calls {
+        let bytes: usize = calls.iter().map(|c| c.key.len() + c.plan.policy.len() + 48).sum();
+        let mut cmd = Cmd::with_capacity(4 + 6 * calls.len(), 64 + first.key.len() + bytes);
+        cmd.arg("EVALSHA").arg(self.registry.script(family).get_hash()).arg(1).arg(&first.key);
+        for Batched { key, call, plan } in calls {
             cmd.arg(key);
-            all_arguments(&mut cmd, *call);
+            all_arguments(&mut cmd, &plan.policy, *call);
         }
-        let replayable = calls.iter().all(|(_, call)| call.peek);
-        let reply = match self.send(&cmd, first, replayable).await {
+        let replayable = calls.iter().all(|c| c.call.peek);
+        let reply = match self.send(&cmd, &first.key, replayable).await {
             Ok(reply) => reply,
             Err((_, true)) => return Err(BatchFailure::Misrouted),
             Err((error, false)) => return Err(BatchFailure::Failed(error)),
@@ -78,7 +83,7 @@ impl Eval {
             Value::Array(replies) if replies.len() == calls.len() => Ok(replies
                 .into_iter()
                 .zip(calls)
-                .map(|(reply, (_, call))| self.reply.outcome(reply, call.cost))
+                .map(|(reply, Batched { call, plan, .. })| plan.reply.outcome(reply, call.cost))
                 .collect()),
             other => Err(BatchFailure::Failed(Error::Protocol(format!(
                 "a batch of {} calls replied {other:?}: expected one reply per call",
@@ -87,25 +92,25 @@ impl Eval {
         }
     }
 
-    async fn load_once(&self) {
-        if !self.loaded.load(Ordering::Acquire) {
+    async fn load_once(&self, family: Family) {
+        if !self.registry.loaded(family).load(Ordering::Acquire) {
             // Boxed: only a first call waits for it.
-            Box::pin(self.load_first()).await;
+            Box::pin(self.load_first(family)).await;
         }
     }
 
-    /// Loads the script ahead of its first `EVALSHA` (on every master of a
-    /// cluster), so that call does not reload every script of the backend.
-    /// While the breaker is open the call fails at once instead, as every
-    /// other does; should the load fail, the `EVALSHA`'s NOSCRIPT reloads.
-    async fn load_first(&self) {
+    /// Loads `family`'s script ahead of its first `EVALSHA` (on every master
+    /// of a cluster), so that call does not reload every script of the
+    /// backend. While the breaker is open the call fails at once instead, as
+    /// every other does; should the load fail, the `EVALSHA`'s NOSCRIPT reloads.
+    async fn load_first(&self, family: Family) {
         if self.breaker.open().is_some() {
             return;
         }
         let mut connection = self.connection.clone();
-        let invocation = self.script.prepare_invoke();
+        let invocation = self.registry.script(family).prepare_invoke();
         match tokio::time::timeout(self.response_timeout, invocation.load_async(&mut connection)).await {
-            Ok(Ok(_)) => self.loaded.store(true, Ordering::Release),
+            Ok(Ok(_)) => self.registry.loaded(family).store(true, Ordering::Release),
             _ => tracing::debug!(target: "redlimit", "could not load a limiter's script ahead of its first call"),
         }
     }
@@ -196,25 +201,24 @@ fn is_misrouted(error: &redis::RedisError) -> bool {
         )
 }
 
-/// A single call's ARGV (`lua/prelude.lua`): cost, peek, now and slack,
-/// leaving out the trailing ones that are the common call's (cost 1, a
-/// check, Redis's clock).
-fn arguments(cmd: &mut Cmd, call: Call) {
-    match call.now_us {
-        Some(_) => all_arguments(cmd, call),
-        None if call.peek => {
-            cmd.arg(call.cost).arg(1);
-        }
-        None if call.cost != 1 => {
-            cmd.arg(call.cost);
-        }
-        None => {}
+/// A single call's ARGV (`lua/prelude.lua`): the policy, cost, peek, now
+/// and slack, leaving out the trailing ones that are the common call's
+/// (cost 1, a check, Redis's clock).
+fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
+    if call.now_us.is_some() {
+        return all_arguments(cmd, policy, call);
+    }
+    cmd.arg(policy);
+    if call.peek {
+        cmd.arg(call.cost).arg(1);
+    } else if call.cost != 1 {
+        cmd.arg(call.cost);
     }
 }
 
-/// A batched call's four ARGV: an empty now is Redis's clock.
-fn all_arguments(cmd: &mut Cmd, call: Call) {
-    cmd.arg(call.cost).arg(u8::from(call.peek));
+/// A batched call's five ARGV: an empty now is Redis's clock.
+fn all_arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
+    cmd.arg(policy).arg(call.cost).arg(u8::from(call.peek));
     match call.now_us {
         Some(now) => cmd.arg(crate::clock::bounded(now)).arg(CLIENT_CLOCK_SLACK_US / 1000),
         None => cmd.arg("").arg(0),
@@ -230,9 +234,9 @@ pub(crate) async fn bounded<T>(timeout: Duration, future: impl Future<Output = T
 mod tests {
     use super::*;
 
-    fn sent(write: fn(&mut Cmd, Call), cost: u64, peek: bool, now_us: Option<u64>) -> Vec<Vec<u8>> {
+    fn sent(write: fn(&mut Cmd, &[u8], Call), cost: u64, peek: bool, now_us: Option<u64>) -> Vec<Vec<u8>> {
         let mut cmd = Cmd::new();
-        write(&mut cmd, Call { cost, peek, now_us });
+        write(&mut cmd, b"P", Call { cost, peek, now_us });
         cmd.args_iter()
             .map(|a| match a {
                 redis::Arg::Simple(bytes) => bytes.to_vec(),
@@ -249,15 +253,15 @@ mod tests {
 
     #[test]
     fn a_call_sends_only_the_argv_that_differ_from_the_common_call() {
-        assert!(sent(arguments, 1, false, None).is_empty());
-        assert_eq!(sent(arguments, 3, false, None), [b"3".to_vec()]);
-        assert_eq!(sent(arguments, 1, true, None), [b"1".to_vec(), b"1".to_vec()]);
-        assert_eq!(sent(arguments, 2, false, Some(7)), [&b"2"[..], b"0", b"7", b"60000"].map(<[u8]>::to_vec));
+        assert_eq!(sent(arguments, 1, false, None), [b"P".to_vec()], "the policy always");
+        assert_eq!(sent(arguments, 3, false, None), [b"P".to_vec(), b"3".to_vec()]);
+        assert_eq!(sent(arguments, 1, true, None), [&b"P"[..], b"1", b"1"].map(<[u8]>::to_vec));
+        assert_eq!(sent(arguments, 2, false, Some(7)), [&b"P"[..], b"2", b"0", b"7", b"60000"].map(<[u8]>::to_vec));
     }
 
     #[test]
-    fn a_batched_call_sends_all_four_argv() {
-        assert_eq!(sent(all_arguments, 1, false, None), [&b"1"[..], b"0", b"", b"0"].map(<[u8]>::to_vec));
-        assert_eq!(sent(all_arguments, 5, true, Some(9)), [&b"5"[..], b"1", b"9", b"60000"].map(<[u8]>::to_vec));
+    fn a_batched_call_sends_all_five_argv() {
+        assert_eq!(sent(all_arguments, 1, false, None), [&b"P"[..], b"1", b"0", b"", b"0"].map(<[u8]>::to_vec));
+        assert_eq!(sent(all_arguments, 5, true, Some(9)), [&b"P"[..], b"5", b"1", b"9", b"60000"].map(<[u8]>::to_vec));
     }
 }

@@ -27,31 +27,29 @@ use self::scripts::Registry;
 use super::{Backend, Binding, Bound};
 use crate::Error;
 use std::fmt;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// Decides on Redis: one `EVALSHA` of the limiter's own script per
-/// decision, whatever the number of strategies.
+/// Decides on Redis: one `EVALSHA` per decision (or per batch of them),
+/// whatever the number of strategies.
 ///
 /// One multiplexed, reconnecting connection (redis-rs's `ConnectionManager`,
 /// its cluster connection, or a Sentinel-resolved master) serves every
-/// limiter and task. Binding a limiter ([`Backend::bind`])
-/// makes its script, with the policy's constants written in, and registers
-/// it with this backend; its first call loads it (on every master of a
-/// cluster). When Redis answers `NOSCRIPT` (after a restart, failover,
-/// resharding to a new node or `SCRIPT FLUSH`), every script registered
-/// here is loaded again, once: the calls that meet it meanwhile wait for
-/// that one reload and try again, instead of each sending `SCRIPT LOAD`.
+/// limiter and task. There is one script per family of algorithm, whatever
+/// the policies: a policy's numbers travel with each call, so binding a
+/// limiter ([`Backend::bind`]) only works out what its calls send. A
+/// family's first call loads its script (on every master of a cluster).
+/// When Redis answers `NOSCRIPT` (after a restart, failover, resharding to
+/// a new node or `SCRIPT FLUSH`), every script of this backend is loaded
+/// again, once: the calls that meet it meanwhile wait for that one reload
+/// and try again, instead of each sending `SCRIPT LOAD`.
 #[derive(Clone)]
 pub struct RedisBackend {
     connection: Connection,
     options: RedisOptions,
-    breaker: Arc<Breaker>,
-    registry: Arc<Registry>,
-    /// On a cluster whose scripts may touch several slots of one node:
-    /// which node serves each slot, to batch calls per node.
-    #[cfg(feature = "cluster")]
-    slot_map: Option<Arc<grouping::SlotMap>>,
+    /// The script calls of every limiter bound here.
+    eval: Arc<Eval>,
+    /// With batching on: the calls waiting at the same time, gathered.
+    batcher: Option<Batcher>,
 }
 
 impl RedisBackend {
@@ -80,14 +78,20 @@ impl RedisBackend {
             true => cluster_slot_map(&connection, bound).await,
             false => None,
         };
-        Ok(RedisBackend {
-            connection,
-            options,
-            breaker: Arc::new(Breaker::new()),
-            registry: Arc::default(),
+        let grouping = grouping(
+            &connection,
             #[cfg(feature = "cluster")]
             slot_map,
-        })
+        );
+        let eval = Arc::new(Eval {
+            connection: connection.clone(),
+            breaker: Arc::new(Breaker::new()),
+            response_timeout: options.response_timeout,
+            retry_interval: options.retry_interval,
+            registry: Registry::new(grouping.crosses_slots()),
+        });
+        let batcher = options.batching.then(|| Batcher::new(eval.clone(), grouping));
+        Ok(RedisBackend { connection, options, eval, batcher })
     }
 
     /// Whether this backend talks to a Redis Cluster.
@@ -96,20 +100,20 @@ impl RedisBackend {
     }
 }
 
-impl RedisBackend {
-    /// How this backend's batches group calls: a cluster that takes
-    /// scripts across slots of one node batches per node (its scripts
-    /// flagged so), else per slot; one server, all together.
-    fn grouping(&self) -> Grouping {
-        #[cfg(feature = "cluster")]
-        if self.connection.is_cluster() {
-            return match &self.slot_map {
-                Some(map) => Grouping::ByNode(map.clone()),
-                None => Grouping::BySlot,
-            };
-        }
-        Grouping::Together
+/// How a backend's batches group calls: a cluster that takes scripts
+/// across slots of one node batches per node (its scripts flagged so), else
+/// per slot; one server, all together.
+fn grouping(connection: &Connection, #[cfg(feature = "cluster")] slot_map: Option<Arc<grouping::SlotMap>>) -> Grouping {
+    #[cfg(feature = "cluster")]
+    if connection.is_cluster() {
+        return match slot_map {
+            Some(map) => Grouping::ByNode(map),
+            None => Grouping::BySlot,
+        };
     }
+    #[cfg(not(feature = "cluster"))]
+    let _ = connection;
+    Grouping::Together
 }
 
 /// A cluster's slot map, when its scripts may cross slots of one node and
@@ -126,26 +130,20 @@ async fn cluster_slot_map(connection: &Connection, bound: std::time::Duration) -
 }
 
 impl Backend for RedisBackend {
-    /// Binds one limiter: its script (chosen, made and registered here), its
-    /// reply's decoder and its key prefix, once.
+    /// Binds one limiter's policy: its plan (which script, the policy's
+    /// numbers, the reply's decoder) and its key prefix, worked out once.
+    /// Nothing is kept per policy on the backend or on Redis.
     fn bind(&self, limiter: Binding<'_>) -> Arc<dyn Bound> {
         let Binding { prefix, name, policy, server_clock } = limiter;
-        let grouping = self.grouping();
-        let made = scripts::make(policy, server_clock, grouping.crosses_slots());
+        let plan = scripts::plan(policy, server_clock);
         // The key's layout follows the script: a counter's state is not a window's.
-        let counter = matches!(made.reply, reply::Reply::Counter(_));
-        let eval = Arc::new(Eval {
-            connection: self.connection.clone(),
-            breaker: self.breaker.clone(),
-            response_timeout: self.options.response_timeout,
-            retry_interval: self.options.retry_interval,
-            registry: self.registry.clone(),
-            script: self.registry.register(&made.source),
-            reply: made.reply,
-            loaded: AtomicBool::new(false),
-        });
-        let batcher = self.options.batching.then(|| Batcher::new(eval.clone(), grouping));
-        Arc::new(RedisBound { eval, batcher, key_prefix: crate::key::key_prefix(prefix, policy, name, counter) })
+        let counter = plan.family == scripts::Family::Counter;
+        Arc::new(RedisBound {
+            eval: self.eval.clone(),
+            batcher: self.batcher.clone(),
+            plan: Arc::new(plan),
+            key_prefix: crate::key::key_prefix(prefix, policy, name, counter),
+        })
     }
 
     fn kind(&self) -> &'static str {
