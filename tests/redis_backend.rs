@@ -99,7 +99,7 @@ async fn keys_say_which_limiter_and_algorithm_they_belong_to() {
     Limiter::new("login", Policy::gcra("1/1s", 1).unwrap(), &store).check("alice", 1).await.unwrap();
     let mut con = raw(&server).await;
     let keys: Vec<String> = con.keys("*").await.unwrap();
-    assert_eq!(keys, vec!["app:gcra/v1:5:login:alice".to_string()]);
+    assert_eq!(keys, vec!["app:gcra/v2:5:login:alice".to_string()]);
 }
 
 #[tokio::test]

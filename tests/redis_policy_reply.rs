@@ -1,5 +1,5 @@
 #![cfg(feature = "redis")]
-//! The scripts made per policy (token_bucket, leaky_bucket, gcra) answer
+//! The bucket scripts (token_bucket, leaky_bucket, gcra) answer
 //! with one number and the time they decided at (`lua/set_state.lua`), and
 //! the runtime rebuilds the decision from them. The time must be Redis's
 //! own: `Decision::decided_at` promises it, and the exactness check replays
@@ -35,8 +35,8 @@ async fn on_the_server_clock_a_decision_is_dated_by_redis_time_to_the_microsecon
         assert!(decision.allowed, "{policy}");
         let (key, state) = only_state(&mut con).await;
         let written = match state.len() {
-            8 => f64::from_le_bytes(state[..8].try_into().unwrap()),
-            17 => f64::from_le_bytes(state[8..16].try_into().unwrap()),
+            24 => f64::from_le_bytes(state[..8].try_into().unwrap()),
+            33 => f64::from_le_bytes(state[8..16].try_into().unwrap()),
             other => panic!("{policy}: a state of {other} bytes"),
         };
         let decided_us = decision.decided_at.duration_since(UNIX_EPOCH).unwrap().as_micros() as f64;

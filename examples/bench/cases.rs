@@ -23,12 +23,9 @@ impl Algo {
     /// A storage key like the runtime's for `name` and `user_key`
     /// (`redlimit:<layout>:<name length>:<name>:<key>`), for the raw script cases.
     pub fn storage_key(&self, name: &str, user_key: &str, client_clock: bool) -> String {
-        let layout = if self.counter.is_some() && !client_clock {
-            format!("{}/v1/counter", self.kind.name())
-        } else {
-            format!("{}/v1", self.kind.name())
-        };
-        format!("redlimit:{layout}:{}:{name}:{user_key}", name.len())
+        let counter = self.counter.is_some() && !client_clock;
+        let prefix = redlimit::__private::key_prefix("redlimit", &self.policy, name, counter);
+        format!("{}:{user_key}", String::from_utf8(prefix).expect("a UTF-8 prefix"))
     }
 }
 

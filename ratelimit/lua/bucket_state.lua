@@ -1,13 +1,15 @@
 -- bucket_state.lua: joined after token_bucket.lua or leaky_bucket.lua and
--- before set_state.lua, so both buckets make their new state the same way.
+-- before set_state.lua, so both buckets make their new state (bucket_read.lua's
+-- format) the same way.
 --
 -- The bucket leaves:
 --   reply    the units held (token) or the level (leaky) after the call;
 --   write    the call is admitted, costs something and is not a peek;
---   missing  the units until the bucket is untouched again (full, or empty);
+--   missing  the units until the bucket is untouched again (full, or
+--            empty): what it owes, the state's m;
 --   last     when its units were last counted (µs), at most now (the
 --            time judged at, which this write records); covered as it says.
--- Sets, for set_state.lua: value (the 17-byte state, or false), e (when the
+-- Sets, for set_state.lua: value (the 33-byte state, or false), e (when the
 -- bucket is untouched again, µs), reset (e - last, rounded up) and kept.
 --
 -- With the server clock a TTL runs to the end of e's whole second, and the
@@ -28,6 +30,6 @@ if write then
   local second = e - e % 1000000
   local d = (second - (last - last % 1000000)) / 1000000
   if not server_clock or d > 254 then d = 255 end
-  value = struct.pack('<ddB', reply, last, d)
+  value = struct.pack('<ddBdd', missing, last, d, p, n)
   kept = covered == second
 end

@@ -13,12 +13,16 @@
 --              denied   v = -1 - debt, the debt as it stands.
 --
 -- State (a string): the theoretical arrival time (TAT), exactly tat_us +
--- rem / n µs with 0 <= rem < n, as struct.pack('<d', tat_us) (8 bytes) when
--- rem = 0, else struct.pack('<ddb', tat_us, rem, 0) (17 bytes): binary, so
--- it parses and formats no number. Written only when allowed, cost > 0 and
--- not a peek. With the server clock a TTL runs to the end of the second
--- holding ceil(TAT), and a write whose ceil(TAT) falls in the second of the
--- TAT it replaces keeps it (set_state.lua).
+-- rem / n µs with 0 <= rem < n, and the rate it was written under, as
+-- struct.pack('<ddd', tat_us, n, p) (24 bytes) when rem = 0, else
+-- struct.pack('<dddd', tat_us, rem, n, p) (32 bytes): binary, so it parses
+-- and formats no number. Written only when allowed, cost > 0 and not a
+-- peek. With the server clock a TTL runs to the end of the second holding
+-- ceil(TAT), and a write whose ceil(TAT) falls in the second of the TAT it
+-- replaces keeps it (set_state.lua). Under another rate, the debt it left
+-- is the same permits owed, counted in this rate's units and rounded up
+-- (never more room), so a key keeps what it used across a change of its
+-- policy's numbers.
 --
 -- The TAT records no call's time, and none is needed: every write leaves
 -- a TAT after its own time, so a late call (now before an earlier call's)
@@ -35,15 +39,18 @@ local debt = 0
 local covered = false
 local v = redis.call('GET', key)
 if v then
-  local us, rem = false, 0
-  if #v == 8 then
-    us = struct.unpack('<d', v)
+  local us, rem, was_n, was_p = false, 0
+  if #v == 24 then
+    us, was_n, was_p = struct.unpack('<ddd', v)
     covered = us
-  elseif #v == 17 then
-    us, rem = struct.unpack('<dd', v)
+  elseif #v == 32 then
+    us, rem, was_n, was_p = struct.unpack('<dddd', v)
     covered = us + 1
   end
-  if us and us >= now then debt = (us - now) * n + rem end
+  if us and us >= now then
+    debt = (us - now) * was_n + rem
+    if was_p ~= p then debt = math.ceil(debt / was_p * p) end
+  end
 end
 
 -- A cost above the limit never passes (checked first: it may exceed 2^53).
@@ -53,14 +60,14 @@ if cost <= limit and debt + cost * p <= tolerance then
   if cost > 0 and not peek then
     -- The new TAT is now + reply / n µs; reset = ceil(reply / n).
     if n == 1 then
-      value, reset = struct.pack('<d', now + reply), reply
+      value, reset = struct.pack('<ddd', now + reply, n, p), reply
     else
       local whole = math.floor(reply / n)
       local rem = reply - whole * n
       if rem == 0 then
-        value, reset = struct.pack('<d', now + whole), whole
+        value, reset = struct.pack('<ddd', now + whole, n, p), whole
       else
-        value, reset = struct.pack('<ddb', now + whole, rem, 0), whole + 1
+        value, reset = struct.pack('<dddd', now + whole, rem, n, p), whole + 1
       end
     end
     -- e = ceil(new TAT); its second, against covered's.

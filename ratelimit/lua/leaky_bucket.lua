@@ -6,30 +6,16 @@
 --            (capacity in requests; the rate in lowest terms, n units per
 --            p µs: one request is p units, the bucket drains n units per
 --            µs; full = capacity * p)
--- KEYS, ARGV prelude.lua's. Followed by bucket_state.lua and set_state.lua.
+-- KEYS, ARGV prelude.lua's. Between bucket_read.lua and bucket_state.lua, set_state.lua.
 -- Returns    the bucket reply (set_state.lua), v for the level in units:
 --              allowed  v = the level after the call (as if taken, for a
 --                       peek or cost 0);
 --              denied   v = -1 - the level as it stands.
 --
--- State (a 17-byte string): struct.pack('<ddB', l, t, d): l = level in
--- units, t = when it was last drained (µs), both integers below 2^53 held
--- exactly in doubles, and d for the TTL (bucket_state.lua). One GET and one
--- SET. An absent key is an empty bucket (l = 0, t = now). Written only when
--- allowed, cost > 0 and not a peek.
+-- State: bucket_read.lua's, owing the level. An absent key is an empty
+-- bucket. Written only when allowed, cost > 0 and not a peek.
 
-local full = capacity * p
-local level, last
-local v = redis.call('GET', key)
--- covered: the start (µs) of the second to whose end the TTL runs, if known.
-local covered = false
-if v and #v == 17 then
-  local d
-  level, last, d = struct.unpack('<ddB', v)
-  if d < 255 then covered = last - last % 1000000 + d * 1000000 end
-else
-  level, last = 0, now
-end
+local level = owed or 0
 -- Judged at t if now is earlier (clock.lua): a late call finds the
 -- bucket no emptier than it was then.
 if last > now then now = last end

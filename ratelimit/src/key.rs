@@ -13,7 +13,15 @@ use std::fmt::{self, Write};
 /// `counter`: the store keeps this fixed window as a counter whose TTL is
 /// the window. The store that chose that script says so (Redis, for one
 /// strategy on its own clock: `backend/redis/counter.rs`).
-pub(crate) fn key_prefix(prefix: &str, policy: &Policy, name: &str, counter: bool) -> Vec<u8> {
+///
+/// ```
+/// use redlimit::__private::key_prefix;
+/// use redlimit::Policy;
+///
+/// let prefix = key_prefix("redlimit", &Policy::gcra("1/1s", 2).unwrap(), "login", false);
+/// assert_eq!(prefix, b"redlimit:gcra/v2:5:login");
+/// ```
+pub fn key_prefix(prefix: &str, policy: &Policy, name: &str, counter: bool) -> Vec<u8> {
     let mut key = escape_prefix(prefix);
     // Writing into a String cannot fail.
     let _ = write!(key, ":{}:{}:{name}", layout(policy, counter), name.len());
@@ -50,19 +58,18 @@ fn escape_prefix(prefix: &str) -> String {
 ///   no detail; but a
 ///   fixed window of one strategy on Redis's own clock is a counter whose
 ///   TTL is the window: `fixed_window/v1/counter`.
-/// - `gcra`: the state is a time (the theoretical arrival time): no detail.
+/// - `token_bucket`, `leaky_bucket`, `gcra`: the state records the rate
+///   its amounts are counted in, and a call under another rate converts
+///   them (the same permits owed, rounded up): no detail.
 /// - `sliding_window`: counts are filed by sub-window index `t / precision`,
 ///   which another precision reads as other times: the precision.
-/// - `token_bucket`, `leaky_bucket`: amounts are kept in units of the
-///   reduced rate's period `p` (one permit = `p` units), which another `p`
-///   reads as another amount: `p`.
 ///
 /// ```text
 /// redlimit:fixed_window/v1:6:search:user:7          (several strategies, or a client clock)
 /// redlimit:fixed_window/v1/counter:6:search:user:7  (one strategy, Redis's clock)
 /// redlimit:sliding_window/v1/100ms:6:search:user:7
-/// redlimit:token_bucket/v1/3s:6:upload:user:7      (rate "1/3s" or "2/6s")
-/// redlimit:gcra/v1:6:search:user:7
+/// redlimit:token_bucket/v2:6:upload:user:7
+/// redlimit:gcra/v2:6:search:user:7
 /// ```
 pub(crate) fn layout(policy: &Policy, counter: bool) -> String {
     let algo = policy.algorithm().name();
@@ -73,9 +80,7 @@ pub(crate) fn layout(policy: &Policy, counter: bool) -> String {
         Params::SlidingWindow { precision_us, .. } => {
             format!("{algo}/{SLIDING_WINDOW_FORMAT}/{}", format_duration(*precision_us))
         }
-        Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } => {
-            format!("{algo}/{BUCKET_FORMAT}/{}", format_duration(rate.reduced().1))
-        }
+        Params::TokenBucket { .. } | Params::LeakyBucket { .. } => format!("{algo}/{BUCKET_FORMAT}"),
         Params::FixedWindow { .. } => format!("{algo}/{FIXED_WINDOW_FORMAT}"),
         Params::SlidingLog { .. } => format!("{algo}/{SLIDING_LOG_FORMAT}"),
         Params::Gcra { .. } => format!("{algo}/{GCRA_FORMAT}"),
@@ -88,8 +93,8 @@ const FIXED_WINDOW_FORMAT: &str = "v1";
 const COUNTER_FORMAT: &str = "v1";
 const SLIDING_WINDOW_FORMAT: &str = "v1";
 const SLIDING_LOG_FORMAT: &str = "v2";
-const BUCKET_FORMAT: &str = "v1";
-const GCRA_FORMAT: &str = "v1";
+const BUCKET_FORMAT: &str = "v2";
+const GCRA_FORMAT: &str = "v2";
 
 /// User keys longer than this are stored by their SHA-1 instead, so a
 /// hostile client cannot make Redis hold arbitrarily long key names.
@@ -225,9 +230,9 @@ mod tests {
         let window = Policy::sliding_window("5/1s", "100ms").unwrap();
         assert_eq!(prefix(window, false).unwrap(), "rl:sliding_window/v1/100ms:3:api");
         assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap(), false).unwrap(), "rl:sliding_log/v2:3:api");
-        assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), false).unwrap(), "rl:token_bucket/v1/3s:3:api");
-        assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), false).unwrap(), "rl:leaky_bucket/v1/3s:3:api");
-        assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap(), false).unwrap(), "rl:gcra/v1:3:api");
+        assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), false).unwrap(), "rl:token_bucket/v2:3:api");
+        assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), false).unwrap(), "rl:leaky_bucket/v2:3:api");
+        assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap(), false).unwrap(), "rl:gcra/v2:3:api");
     }
 
     /// An operator's prefix holding a limiter's layout could spell the key of

@@ -80,6 +80,7 @@ pub mod __private {
     #[cfg(feature = "redis")]
     pub use crate::backend::RedisBackend;
     pub use crate::backend::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, QuotaOutcome};
+    pub use crate::key::key_prefix;
 }
 
 /// The attribute: see its own documentation for every option.

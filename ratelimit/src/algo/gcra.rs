@@ -9,14 +9,18 @@
 //! write leaves the TAT after its own time, so a late call finds more debt,
 //! never more room, and the admitted calls sorted by time still conform.
 
-use super::ceil_div;
+use super::{ceil_div, owed_under};
 use crate::backend::Outcome;
 
-/// Theoretical arrival time: `us + rem / n` microseconds since the epoch.
+/// Theoretical arrival time: `us + rem / n` microseconds since the epoch,
+/// and the rate `(n, p)` it was written under (a change of rate converts
+/// the debt it leaves).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tat {
     us: u64,
     rem: u64,
+    n: u64,
+    p: u64,
 }
 
 #[inline]
@@ -32,7 +36,7 @@ pub(crate) fn decide(
     let tolerance = limit * p;
     // How far the TAT is ahead of now, in units (redis-cell's `ttl`).
     let debt = match state {
-        Some(t) if t.us >= now => (t.us - now).saturating_mul(n).saturating_add(t.rem),
+        Some(t) if t.us >= now => owed_under((t.us - now).saturating_mul(t.n).saturating_add(t.rem), t.p, p),
         _ => 0,
     };
     let never = cost > limit;
@@ -44,7 +48,7 @@ pub(crate) fn decide(
     // One division gives both the new TAT and `reset_after` (ttl / n, rounded up).
     let (whole_us, rem) = (ttl / n, ttl % n);
     if allowed && cost > 0 && !peek {
-        *state = Some(Tat { us: now + whole_us, rem });
+        *state = Some(Tat { us: now + whole_us, rem, n, p });
     }
     Outcome {
         allowed,

@@ -4,14 +4,16 @@
 //! Units as in the token bucket: one request is `p` units, the bucket drains
 //! `n` units per µs (rate reduced to `n` per `p` µs).
 
-use super::ceil_div;
+use super::{ceil_div, owed_at};
 use crate::backend::Outcome;
 
-/// Water level in units and when it was last drained.
+/// Water level in units, when it was last drained, and the rate `(n, p)`
+/// it drains at (a change of rate converts it).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Bucket {
     level: u64,
     last: u64,
+    rate: (u64, u64),
 }
 
 #[inline]
@@ -24,7 +26,10 @@ pub(crate) fn decide(
     peek: bool,
 ) -> Outcome {
     let full = capacity * p;
-    let (mut level, last) = state.as_ref().map_or((0, now), |b| (b.level, b.last));
+    let (mut level, last) = state.as_ref().map_or((0, now), |b| {
+        let (level, last) = owed_at(b.level, b.last, b.rate, (n, p), now);
+        (level.min(full), last)
+    });
     // Judged at the last drain if now is earlier: a late call finds the
     // bucket no emptier than it was then.
     let now = now.max(last);
@@ -37,7 +42,7 @@ pub(crate) fn decide(
     let after = if allowed { level + need } else { level };
     let retry_after_us = (!allowed && !never).then(|| ceil_div((level + need - full) as u128, n as u128) as u64);
     if allowed && cost > 0 && !peek {
-        *state = Some(Bucket { level: after, last: now });
+        *state = Some(Bucket { level: after, last: now, rate: (n, p) });
     }
     Outcome {
         allowed,

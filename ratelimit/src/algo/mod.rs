@@ -79,6 +79,31 @@ pub(crate) fn decide(policy: &Policy, state: &mut Option<State>, now: u64, cost:
     }
 }
 
+/// Units owed under a rate whose period was `was_p` (one permit = `was_p`
+/// units), counted under one of period `p`: the same permits, rounded up,
+/// so a change of rate never gives more room. Computed in doubles, the
+/// operations in the scripts' order, so both stores get the same number.
+pub(crate) fn owed_under(owed: u64, was_p: u64, p: u64) -> u64 {
+    if was_p == p {
+        return owed;
+    }
+    (owed as f64 / was_p as f64 * p as f64).ceil() as u64
+}
+
+/// A bucket's debt and when it was counted, as a call at `now` under the
+/// rate `(n, p)` finds them: under another rate the debt is first paid off
+/// at the old one up to `now`, then counted in the new one's units
+/// (`lua/bucket_read.lua`).
+pub(crate) fn owed_at(owed: u64, last: u64, was: (u64, u64), (n, p): (u64, u64), now: u64) -> (u64, u64) {
+    let (was_n, was_p) = was;
+    if was == (n, p) || now <= last {
+        return (owed_under(owed, was_p, p), last);
+    }
+    let paid = ((now - last) as u128) * was_n as u128;
+    let owed = if paid >= owed as u128 { 0 } else { owed - paid as u64 };
+    (owed_under(owed, was_p, p), now)
+}
+
 /// `ceil(a / b)` on integers.
 pub(crate) fn ceil_div(a: u128, b: u128) -> u128 {
     // Nearly always both fit in 64 bits, where division is a single

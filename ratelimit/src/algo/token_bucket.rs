@@ -4,14 +4,16 @@
 //! bucket gains `n` units per µs, so every refill is exact on integers
 //! (1 token per 3 s arrives at exactly 3 s).
 
-use super::ceil_div;
+use super::{ceil_div, owed_at};
 use crate::backend::Outcome;
 
-/// Units held and when they were last counted.
+/// The units missing to be full, when they were last counted, and the
+/// rate `(n, p)` they are counted at (a change of rate converts them).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Bucket {
-    units: u64,
+    missing: u64,
     last: u64,
+    rate: (u64, u64),
 }
 
 #[inline]
@@ -24,7 +26,10 @@ pub(crate) fn decide(
     peek: bool,
 ) -> Outcome {
     let full = capacity * p;
-    let (mut units, last) = state.as_ref().map_or((full, now), |b| (b.units.min(full), b.last));
+    let (mut units, last) = state.as_ref().map_or((full, now), |b| {
+        let (missing, last) = owed_at(b.missing, b.last, b.rate, (n, p), now);
+        (full - missing.min(full), last)
+    });
     // Judged at the last count if now is earlier: a late call finds no
     // more than the bucket held then.
     let now = now.max(last);
@@ -37,7 +42,7 @@ pub(crate) fn decide(
     let after = if allowed { units - need } else { units };
     let retry_after_us = (!allowed && !never).then(|| ceil_div((need - units) as u128, n as u128) as u64);
     if allowed && cost > 0 && !peek {
-        *state = Some(Bucket { units: after, last: now });
+        *state = Some(Bucket { missing: full - after, last: now, rate: (n, p) });
     }
     Outcome {
         allowed,

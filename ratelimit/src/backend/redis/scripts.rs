@@ -34,6 +34,7 @@ const SLIDING_LOG: &str = include_str!("../../../lua/sliding_log.lua");
 const TOKEN_BUCKET: &str = include_str!("../../../lua/token_bucket.lua");
 const LEAKY_BUCKET: &str = include_str!("../../../lua/leaky_bucket.lua");
 const GCRA: &str = include_str!("../../../lua/gcra.lua");
+const BUCKET_READ: &str = include_str!("../../../lua/bucket_read.lua");
 const BUCKET_STATE: &str = include_str!("../../../lua/bucket_state.lua");
 const SET_STATE: &str = include_str!("../../../lua/set_state.lua");
 const BATCH: &str = include_str!("../../../lua/batch.lua");
@@ -94,8 +95,8 @@ impl Family {
             Family::SlidingWindow => &[POLICY_WINDOWS, CLOCK, WINDOW, SUB_WINDOWS, SLIDING_WINDOW],
             Family::SlidingWindowTotals => &[POLICY_WINDOWS, CLOCK, WINDOW, SUB_WINDOWS, SLIDING_WINDOW_TOTALS],
             Family::SlidingLog => &[POLICY_WINDOWS, CLOCK, WINDOW, SLIDING_LOG],
-            Family::TokenBucket => &[POLICY_BUCKET, CLOCK, TOKEN_BUCKET, BUCKET_STATE, SET_STATE],
-            Family::LeakyBucket => &[POLICY_BUCKET, CLOCK, LEAKY_BUCKET, BUCKET_STATE, SET_STATE],
+            Family::TokenBucket => &[POLICY_BUCKET, CLOCK, BUCKET_READ, TOKEN_BUCKET, BUCKET_STATE, SET_STATE],
+            Family::LeakyBucket => &[POLICY_BUCKET, CLOCK, BUCKET_READ, LEAKY_BUCKET, BUCKET_STATE, SET_STATE],
             Family::Gcra => &[POLICY_GCRA, CLOCK, GCRA, SET_STATE],
         };
         join(fragments, cross_slot)

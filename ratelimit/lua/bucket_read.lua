@@ -1,0 +1,37 @@
+-- bucket_read.lua: joined after clock.lua in the token and leaky bucket
+-- scripts: the state both keep alike, read.
+--
+-- State (a 33-byte string): struct.pack('<ddBdd', m, t, d, q, r): m =
+-- the units the bucket owes (a token bucket's units missing to be full, a
+-- leaky bucket's level), t = when they were last counted (µs), both
+-- integers below 2^53 held exactly in doubles, d for the TTL
+-- (bucket_state.lua), and the rate they are counted at, r units per q µs.
+-- Binary, so reading and writing it parses and formats no number; one GET
+-- and one SET.
+--
+-- What is kept is what is owed, so a key keeps it across a change of its
+-- policy's numbers: a new capacity owes as much; under a new rate, the
+-- debt is first paid off at the old rate up to this call (the old policy
+-- holds until a call sees the new one, as gcra's TAT does), then counted
+-- as the same permits in the new rate's units, rounded up (never more room).
+--
+-- Sets `full` (capacity * p), `owed` (false for an absent key: an
+-- untouched bucket), `last` (now for an absent key) and `covered` (the
+-- start, µs, of the second to whose end the TTL runs, if known).
+local full = capacity * p
+local owed, last, covered = false, now, false
+local v = redis.call('GET', key)
+if v and #v == 33 then
+  local d, was_p, was_n
+  owed, last, d, was_p, was_n = struct.unpack('<ddBdd', v)
+  if d < 255 then covered = last - last % 1000000 + d * 1000000 end
+  if was_p ~= p or was_n ~= n then
+    if now > last then
+      local paid = (now - last) * was_n
+      if paid >= owed then owed = 0 else owed = owed - paid end
+      last = now
+    end
+    owed = math.ceil(owed / was_p * p)
+  end
+  if owed > full then owed = full end
+end
