@@ -7,6 +7,7 @@
 //! cargo run --release --example bench -- --only memory  # the memory backend against governor alone
 //! cargo run --release --example bench -- --only gcra --rounds 8  # one algorithm's Redis cases
 //! cargo run --release --example bench -- --only batching --algo gcra --in-flight 1,64  # group commit on/off
+//! cargo run --release --example bench -- --only policies --algo gcra  # a policy per user against one fixed limiter
 //! examples/bench/client_instructions.sh fixed_window/script fixed_window/macro  # client instructions per decision
 //! ```
 //!
@@ -48,6 +49,7 @@ mod load;
 mod local;
 #[path = "bench/naive.rs"]
 mod naive;
+mod policies;
 
 use load::{drive, Measured};
 use redis::aio::MultiplexedConnection;
@@ -79,6 +81,8 @@ pub struct Options {
     pub only_algorithm: Option<AlgorithmKind>,
     /// `--only batching`: the group commit section alone.
     pub only_batching: bool,
+    /// `--only policies`: the per-user policies section alone (with `--algo`).
+    pub only_policies: bool,
 }
 
 fn options() -> (Options, batching::Selection) {
@@ -87,6 +91,7 @@ fn options() -> (Options, batching::Selection) {
     let mut only_memory = false;
     let mut only_algorithm = None;
     let mut only_batching = false;
+    let mut only_policies = false;
     let mut selection = batching::Selection::default();
     let algorithm =
         |name: Option<&String>| AlgorithmKind::ALL.into_iter().find(|k| Some(k.name()) == name.map(String::as_str));
@@ -106,8 +111,9 @@ fn options() -> (Options, batching::Selection) {
             "--only" => match iter.next() {
                 Some(name) if name == "memory" => only_memory = true,
                 Some(name) if name == "batching" => only_batching = true,
+                Some(name) if name == "policies" => only_policies = true,
                 name if algorithm(name).is_some() => only_algorithm = algorithm(name),
-                other => panic!("--only takes `memory`, `batching` or an algorithm's name, not {other:?}"),
+                other => panic!("--only takes `memory`, `batching`, `policies` or an algorithm's name, not {other:?}"),
             },
             "--algo" => {
                 let name = iter.next();
@@ -123,7 +129,8 @@ fn options() -> (Options, batching::Selection) {
             }
             other => panic!(
                 "unknown argument {other:?}; use --long, --secs N, --rounds N, --only memory, --only batching \
-                 (with --algo <algorithm>, --in-flight 1,4,64,256) or --only <algorithm>"
+                 (with --algo <algorithm>, --in-flight 1,4,64,256), --only policies (with --algo <algorithm>) or \
+                 --only <algorithm>"
             ),
         }
     }
@@ -134,6 +141,7 @@ fn options() -> (Options, batching::Selection) {
         only_memory,
         only_algorithm,
         only_batching,
+        only_policies,
     };
     (options, selection)
 }
@@ -189,6 +197,12 @@ async fn run(options: Options, selection: batching::Selection) {
     local::print_machine(&mut admin).await;
     if options.only_batching {
         batching::run(&server.url(), &mut admin, &load_connection, options, &selection).await;
+        return;
+    }
+    if options.only_policies {
+        let redis_options = redlimit::RedisOptions::default().with_response_timeout(Duration::from_secs(5));
+        let store = Store::redis_with(&server.url(), redis_options).await.expect("connect the runtime");
+        policies::run(&store, &mut admin, options, selection.algorithm).await;
         return;
     }
     println!(

@@ -1,0 +1,85 @@
+#![cfg(feature = "redis")]
+//! A key's state across a change of its policy, under concurrency: tasks on
+//! one key each pick one of several plans per call (the same algorithm and
+//! rate, other limits), so the plan changes between nearly every two calls.
+//! With time frozen, an admitted call's count after it is `limit -
+//! remaining`; over every admitted call those counts must be exactly 1, 2,
+//! ..., N: each call counted once, the count carried across every change
+//! (a plan never starts from zero), and no call admitted past the limit of
+//! the plan it was decided under. A change of algorithm starts afresh.
+
+use redlimit::{Limiter, Policy, Store};
+use redlimit_test_support::stores::BothStores;
+use std::collections::BTreeSet;
+
+/// Three plans of one algorithm: limits 4, 9 and 6 (a window's limit, a
+/// bucket's capacity, gcra's burst + 1).
+fn plans(algo: &str) -> [Policy; 3] {
+    [4u64, 9, 6].map(|limit| match algo {
+        "fixed_window" => Policy::fixed_window(&format!("{limit}/1h,{}/1d", limit * 3)).unwrap(),
+        "sliding_window" => Policy::sliding_window(&format!("{limit}/1h"), "6m").unwrap(),
+        "sliding_log" => Policy::sliding_log(&format!("{limit}/1h")).unwrap(),
+        "token_bucket" => Policy::token_bucket(limit, "1/1h").unwrap(),
+        "leaky_bucket" => Policy::leaky_bucket(limit, "1/1h").unwrap(),
+        _ => Policy::gcra("1/1h", limit - 1).unwrap(),
+    })
+}
+
+const ALGORITHMS: [&str; 6] = ["fixed_window", "sliding_window", "sliding_log", "token_bucket", "leaky_bucket", "gcra"];
+
+/// 8 tasks × 40 calls on one key, each call under the plan its index picks.
+async fn run(store: &Store, algo: &str) -> Vec<u64> {
+    let limiter = Limiter::new(format!("plans-{algo}"), plans(algo)[0].clone(), store).with_deny_cache(false);
+    let mut tasks = Vec::new();
+    for task in 0..8usize {
+        let limiter = limiter.clone();
+        let algo = algo.to_string();
+        tasks.push(tokio::spawn(async move {
+            let plans = plans(&algo);
+            let mut counts = Vec::new();
+            for call in 0..40usize {
+                let decision = limiter.with_policy(&plans[(task + call) % 3]).check("k", 1).await.unwrap();
+                if decision.allowed {
+                    assert!(decision.remaining < decision.limit, "{algo}: an admitted call counts");
+                    counts.push(decision.limit - decision.remaining);
+                }
+            }
+            counts
+        }));
+    }
+    let mut counts = Vec::new();
+    for task in tasks {
+        counts.extend(task.await.unwrap());
+    }
+    counts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_is_counted_once_across_plan_changes_and_none_past_its_plan() {
+    let both = BothStores::start().await;
+    for (backend, store) in both.each() {
+        for algo in ALGORITHMS {
+            let counts = run(store, algo).await;
+            let admitted = counts.len() as u64;
+            let distinct: BTreeSet<u64> = counts.iter().copied().collect();
+            assert_eq!(distinct.len() as u64, admitted, "{backend} {algo}: a count seen twice: {counts:?}");
+            assert_eq!(distinct, (1..=admitted).collect(), "{backend} {algo}: counts {counts:?}");
+            // The largest plan admits 9, and only while the count is below 9.
+            assert_eq!(admitted, 9, "{backend} {algo}: admitted {admitted}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn another_algorithm_starts_afresh_and_leaves_the_old_state() {
+    let both = BothStores::start().await;
+    for (backend, store) in both.each() {
+        let limiter = Limiter::new("switch", Policy::fixed_window("3/1h").unwrap(), store);
+        for _ in 0..3 {
+            assert!(limiter.check("k", 1).await.unwrap().allowed);
+        }
+        let bucket = limiter.with_policy(&Policy::token_bucket(3, "1/1h").unwrap());
+        assert_eq!(bucket.check("k", 1).await.unwrap().remaining, 2, "{backend}: a fresh bucket");
+        assert!(!limiter.check("k", 1).await.unwrap().allowed, "{backend}: the window kept its count");
+    }
+}
