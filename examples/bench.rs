@@ -49,6 +49,7 @@ mod load;
 mod local;
 #[path = "bench/naive.rs"]
 mod naive;
+#[path = "bench/policies.rs"]
 mod policies;
 
 use load::{drive, Measured};

@@ -11,9 +11,8 @@
 -- ARGV     one call: its five values at ARGV[1..5], the policy always, the
 --          others optional, in this order (a later one needs the earlier
 --          ones; the runtime leaves out the trailing ones that are the
---          common call's). A batch of m calls (batch.lua): call j's key at
---          ARGV[6j-5] and its five values at ARGV[6j-4..6j], every one
---          sent, an empty now for Redis's clock.
+--          common call's). A batch of m calls (batch.lua) sends all five
+--          of each call's, an empty now for Redis's clock.
 --   [1] the policy's numbers, binary little-endian doubles, each an integer
 --       held exactly, so reading them parses no text; a reader joined
 --       after this prelude, chosen by the family, sets them:

@@ -192,7 +192,7 @@ async fn send(eval: &Eval, grouping: &Grouping, family: Family, batch: Vec<Waiti
     }
     let (calls, answers): (Vec<Batched>, Vec<_>) =
         batch.into_iter().map(|Waiting { batched, answer }| (batched, answer)).unzip();
-    match eval.batch(family, &calls).await {
+    match eval.batch(family, &calls, grouping.declares_every_key()).await {
         Ok(outcomes) => {
             for (answer, outcome) in answers.into_iter().zip(outcomes) {
                 let _ = answer.send(outcome);

@@ -22,6 +22,11 @@ pub(crate) struct RedisBound {
 
 impl Bound for RedisBound {
     fn decide<'a>(&'a self, key: &[u8], call: Call) -> Answer<'a> {
+        // Failing fast is an answer made here: given at once, so the pipeline
+        // spends the task's budget on it as on any answer without I/O.
+        if let Some(failing_fast) = self.eval.breaker.open() {
+            return Answer::Now(Err(failing_fast));
+        }
         // The full key is built here, so the round trip does not borrow the caller's.
         let storage_key = crate::key::storage_key(&self.key_prefix, key);
         Answer::Later(Box::pin(async move {

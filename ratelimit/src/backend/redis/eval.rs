@@ -56,22 +56,36 @@ impl Eval {
 
     /// Decides `calls`, all of `family`, in one script call, one after
     /// another in their order: one result per call, each as the call alone
-    /// would have got (a malformed reply fails its own call only).
+    /// would have got (a call that fails or replies malformed fails alone).
+    /// `declare_all`: every key is declared (`lua/batch.lua`); else only
+    /// the first, and the others travel in ARGV.
     pub(crate) async fn batch(
         &self,
         family: Family,
         calls: &[Batched],
+        declare_all: bool,
     ) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
         let Some((first, _)) = calls.split_first() else { return Ok(Vec::new()) };
         self.load_once(family).await;
-        // Only the first key is declared: Redis routes and checks the batch
-        // by it, and the script reaches the others (lua/batch.lua).
         let bytes: usize = calls.iter().map(|c| c.key.len() + c.plan.policy.len() + 48).sum();
         let mut cmd = Cmd::with_capacity(4 + 6 * calls.len(), 64 + first.key.len() + bytes);
-        cmd.arg("EVALSHA").arg(self.registry.script(family).get_hash()).arg(1).arg(&first.key);
-        for Batched { key, call, plan } in calls {
-            cmd.arg(key);
-            all_arguments(&mut cmd, &plan.policy, *call);
+        cmd.arg("EVALSHA").arg(self.registry.script(family).get_hash());
+        if declare_all {
+            cmd.arg(calls.len());
+            for Batched { key, .. } in calls {
+                cmd.arg(key);
+            }
+            for Batched { call, plan, .. } in calls {
+                all_arguments(&mut cmd, &plan.policy, *call);
+            }
+        } else {
+            // Redis routes and checks the batch by its first key; the script
+            // reaches the others through ARGV.
+            cmd.arg(1).arg(&first.key);
+            for Batched { key, call, plan } in calls {
+                cmd.arg(key);
+                all_arguments(&mut cmd, &plan.policy, *call);
+            }
         }
         let replayable = calls.iter().all(|c| c.call.peek);
         let reply = match self.send(&cmd, &first.key, replayable).await {
@@ -83,7 +97,13 @@ impl Eval {
             Value::Array(replies) if replies.len() == calls.len() => Ok(replies
                 .into_iter()
                 .zip(calls)
-                .map(|(reply, Batched { call, plan, .. })| plan.reply.outcome(reply, call.cost))
+                .map(|(reply, Batched { call, plan, .. })| match reply {
+                    // This call's own failure (its key holds another type): its alone.
+                    Value::Array(failed) if matches!(&failed[..], [Value::BulkString(_)]) => {
+                        Err(call_failed(&failed[0]))
+                    }
+                    reply => plan.reply.outcome(reply, call.cost),
+                })
                 .collect()),
             other => Err(BatchFailure::Failed(Error::Protocol(format!(
                 "a batch of {} calls replied {other:?}: expected one reply per call",
@@ -181,6 +201,16 @@ impl Eval {
             }
         }
     }
+}
+
+/// The error of one call of a batch, as `lua/batch.lua` replies it (a
+/// table of one string): an `Error::Server`, as the call alone would get.
+fn call_failed(message: &Value) -> Error {
+    let text = match message {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        other => format!("{other:?}"),
+    };
+    Error::Server(crate::error::Failure::new(format!("Redis answered with an error: {text}")))
 }
 
 /// How many times one call reloads the scripts before it gives up on `NOSCRIPT`.

@@ -46,6 +46,14 @@ impl Grouping {
         false
     }
 
+    /// A batch declares every key it touches, as servers that lock or check
+    /// declared keys need: wherever a script's declared keys may be all of a
+    /// batch's (one server, Sentinel, a cluster's one slot); a batch across
+    /// a node's slots declares only its first.
+    pub(crate) fn declares_every_key(&self) -> bool {
+        !self.crosses_slots()
+    }
+
     /// A batch was refused because its keys are not all on the node it
     /// reached: the slots moved, so the map is learnt again (in the background).
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
