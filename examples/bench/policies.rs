@@ -2,7 +2,10 @@
 //! `limiter.with_policy(&policy).check(..)` where each of the 10,000 users
 //! has a policy of their own (the same algorithm, other numbers, read from
 //! a table built before the run, as a service reads its customers' quotas),
-//! at 64 calls in flight, in turn in every round.
+//! at 64 calls in flight, in turn in every round. Then, for the bucket
+//! families, the raw script with the policy's numbers written into its
+//! text against the same script reading them from ARGV, to show what
+//! reading them costs Redis.
 
 use crate::load::{self, drive, Measured};
 use crate::{flush, median_ratio, Options};
@@ -66,6 +69,17 @@ pub async fn run(store: &Store, admin: &mut MultiplexedConnection, options: Opti
             "{name:<14} {:>10.0} {:>10.0} {throughput:>8.3} {:>12.2} {:>12.2} {server_cpu:>8.3}",
             f.ops_per_s, p.ops_per_s, f.server_cpu_us_per_op, p.server_cpu_us_per_op
         );
+        if let Some((data, written)) = written_in_against_data(&algo, admin, options).await {
+            println!(
+                "bench case=policies/{name}/raw data_server_us_per_call={:.2} written_in_server_us_per_call={:.2} \
+                 data_ops_per_s={:.0} written_in_ops_per_s={:.0} written_in_gain={:.3}",
+                data.server_us_per_call,
+                written.server_us_per_call,
+                data.ops_per_s,
+                written.ops_per_s,
+                data.server_us_per_call / written.server_us_per_call - 1.0
+            );
+        }
         println!(
             "bench case=policies/{name} fixed_ops_per_s={:.0} per_user_ops_per_s={:.0} ratio={throughput:.3} \
              fixed_server_cpu_us_per_op={:.2} per_user_server_cpu_us_per_op={:.2} server_cpu_ratio={server_cpu:.3} \
@@ -104,6 +118,51 @@ async fn measure(
                 false => limiter.check(key, 1).await,
             };
             decision.expect("Limiter::check");
+        }
+    })
+    .await
+}
+
+/// For a bucket family: the raw script reading its numbers from ARGV, and
+/// the same script with them written into its text (ARGV 1 left empty),
+/// in turn in every round: their means. `None` for the window families.
+async fn written_in_against_data(
+    algo: &crate::cases::Algo,
+    admin: &mut MultiplexedConnection,
+    options: Options,
+) -> Option<(Measured, Measured)> {
+    let reader = "struct.unpack('<ddd', policy)";
+    let data_source = redlimit::__private::script_source(&algo.policy, true);
+    if !data_source.contains(reader) {
+        return None;
+    }
+    let numbers = redlimit::__private::policy_argument(&algo.policy, true);
+    let read: Vec<String> =
+        numbers.chunks(8).map(|b| format!("{}", f64::from_le_bytes(b.try_into().expect("8 bytes")) as u64)).collect();
+    let written_source = data_source.replace(reader, &read.join(", "));
+    let data = Arc::new((redis::Script::new(&data_source), numbers));
+    let written = Arc::new((redis::Script::new(&written_source), Vec::new()));
+    let (mut with_data, mut with_written) = (Vec::new(), Vec::new());
+    for round in 0..options.rounds {
+        let run = options.run();
+        let order = if round % 2 == 0 { [&data, &written] } else { [&written, &data] };
+        for form in order {
+            let measured = raw(form.clone(), admin, run).await;
+            if Arc::ptr_eq(form, &data) { &mut with_data } else { &mut with_written }.push(measured);
+        }
+    }
+    Some((Measured::mean(&with_data), Measured::mean(&with_written)))
+}
+
+/// One script and its first ARGV, called raw at 64 in flight over the users.
+async fn raw(form: Arc<(redis::Script, Vec<u8>)>, admin: &mut MultiplexedConnection, options: Options) -> Measured {
+    let con = admin.clone();
+    flush(admin).await;
+    drive(admin, load::IN_FLIGHT, options.warmup, options.window, move |task, n| {
+        let (form, mut con) = (form.clone(), con.clone());
+        async move {
+            let key = format!("raw:{}", load::user(task, n));
+            let _: Vec<u8> = form.0.key(key).arg(&form.1).invoke_async(&mut con).await.expect("raw EVALSHA");
         }
     })
     .await
