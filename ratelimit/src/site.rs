@@ -40,6 +40,13 @@ impl Site {
         Site { name, limiter, on_limit, named_by_default: false }
     }
 
+    /// A site whose every call gives its policy
+    /// (`#[rate_limit(policy = plan_policy(&user))]`): see [`check_with`](Self::check_with).
+    pub const fn per_call(name: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
+        let limiter = LazyLimiter::per_call(Cow::Borrowed(name), on_error);
+        Site { name, limiter, on_limit, named_by_default: false }
+    }
+
     /// Marks the name as made up by the macro (module path + function name).
     /// Methods of two types in one module get the same such name and so
     /// share a limit; the first call of the second one warns about it.
@@ -56,8 +63,21 @@ impl Site {
     ///
     /// The denial is boxed: every call moves this `Result`, and a box is one word.
     pub async fn check(&'static self, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
+        self.decide(None, key, cost).await
+    }
+
+    /// [`check`](Self::check) deciding by `policy`, the one this call gives
+    /// (a [`per_call`](Self::per_call) site). The site's limiter is built
+    /// once, from the first call's policy; every call then decides by its
+    /// own through [`Limiter::with_policy`](crate::Limiter::with_policy),
+    /// so a key's count carries over when its policy changes (same algorithm).
+    pub async fn check_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
+        self.decide(Some(policy), key, cost).await
+    }
+
+    async fn decide(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
         let key = key.as_bytes();
-        let limiter = match self.limiter.current().await {
+        let limiter = match self.limiter.current(policy).await {
             Ok((limiter, first)) => {
                 if first && self.named_by_default {
                     self.warn_if_default_name_shared();
@@ -95,7 +115,17 @@ impl Site {
     /// emits it when those hold, so every denial is waited out; should one
     /// still come back, the call goes ahead (fail open) with a warning.
     pub async fn admit(&'static self, key: &str, cost: u64) {
-        if let Err(denied) = self.check(key, cost).await {
+        self.admit_result(self.check(key, cost).await);
+    }
+
+    /// [`admit`](Self::admit) deciding by this call's `policy`. Emitted only
+    /// for a cost of 0 or 1, which every policy admits once waited for.
+    pub async fn admit_with(&'static self, policy: &Policy, key: &str, cost: u64) {
+        self.admit_result(self.check_with(policy, key, cost).await);
+    }
+
+    fn admit_result(&self, decided: Result<(), Box<RateLimited>>) {
+        if let Err(denied) = decided {
             tracing::warn!(target: "redlimit", limiter = self.name, %denied, "denial could not be waited out; call allowed");
         }
     }
