@@ -6,7 +6,8 @@
 
 use crate::item::{self, Argument, Arguments, Function};
 use crate::key::Part;
-use crate::validate::{Config, Cost, OnError, OnLimit, SitePolicy};
+use crate::policy::SitePolicy;
+use crate::validate::{Config, Cost, OnError, OnLimit};
 use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use redlimit_grammar::{AlgorithmKind, Strategy};

@@ -9,6 +9,7 @@ mod expand;
 mod fallback;
 mod item;
 mod key;
+mod policy;
 mod validate;
 
 use crate::attr::Options;
