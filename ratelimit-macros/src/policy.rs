@@ -1,14 +1,15 @@
 //! Phase 2, the policy: written in the attribute (checked by
 //! `redlimit-grammar`, the same code the runtime's `Policy` constructors
 //! use, with `precision` and `burst` defaults applied so the emitted
-//! constant is complete and nothing is parsed at run time), or named for
-//! configuration.
+//! constant is complete and nothing is parsed at run time), named for
+//! configuration, or given per call by an expression.
 
-use crate::attr::Options;
+use crate::attr::{Options, PolicyOption};
 use crate::errors::Errors;
+use crate::item::Arguments;
 use proc_macro2::Span;
 use redlimit_grammar::{parse_duration, parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec, Strategy};
-use syn::{LitInt, LitStr};
+use syn::{Expr, LitInt, LitStr};
 
 /// Where a site's policy comes from.
 pub(crate) enum SitePolicy {
@@ -16,21 +17,33 @@ pub(crate) enum SitePolicy {
     Inline(PolicySpec),
     /// `policy = "search"`: a name, looked up in the configured set at run time.
     Named(LitStr),
+    /// `policy = plan_policy(&user)`: evaluated per call; its type is checked
+    /// by rustc (through `AsPolicy`), so no literal cost is checked against it.
+    PerCall(Expr),
 }
 
 impl SitePolicy {
     pub(crate) fn spec(&self) -> Option<&PolicySpec> {
         match self {
             SitePolicy::Inline(spec) => Some(spec),
-            SitePolicy::Named(_) => None,
+            SitePolicy::Named(_) | SitePolicy::PerCall(_) => None,
         }
     }
 }
 
 /// The attribute's policy, or `None` when anything about it is wrong (all reported).
-pub(crate) fn site_policy(options: &Options, attr_span: Span, errors: &mut Errors) -> Option<SitePolicy> {
+pub(crate) fn site_policy(
+    options: &Options,
+    attr_span: Span,
+    args: &Arguments,
+    fn_name: &syn::Ident,
+    errors: &mut Errors,
+) -> Option<SitePolicy> {
     match &options.policy {
-        Some(lit) => named_policy(lit, options, errors).map(SitePolicy::Named),
+        Some(PolicyOption::Name(lit)) => named_policy(lit, options, errors).map(SitePolicy::Named),
+        Some(PolicyOption::Expr(expr)) => {
+            per_call_policy(expr, options, args, fn_name, errors).map(SitePolicy::PerCall)
+        }
         None => policy(options, attr_span, errors).map(SitePolicy::Inline),
     }
 }
@@ -42,6 +55,44 @@ fn named_policy(lit: &LitStr, options: &Options, errors: &mut Errors) -> Option<
     if let Err(e) = redlimit_grammar::check_policy_name(&lit.value()) {
         errors.push(syn::Error::new(lit.span(), format!("`policy`: {}", e.message())));
     }
+    let name = lit.value();
+    no_parameters(options, errors, |option| {
+        format!("`{option}` cannot be combined with `policy`: the policy \"{name}\" is configured at run time with its own `algo` and parameters; remove `{option}` here (set it in the policy's configuration), or remove `policy` to write the limits in the attribute")
+    });
+    (errors.count() == before).then(|| lit.clone())
+}
+
+/// `policy = <expression>`: no algorithm or parameter beside it (each
+/// call's `Policy` brings its own). The expression itself is rustc's to
+/// check, but for a bare lowercase name that is no argument: most likely a
+/// configured policy's name written without quotes.
+fn per_call_policy(
+    expr: &Expr,
+    options: &Options,
+    args: &Arguments,
+    fn_name: &syn::Ident,
+    errors: &mut Errors,
+) -> Option<Expr> {
+    let before = errors.count();
+    if let Expr::Path(path) = expr {
+        if let (None, Some(ident)) = (&path.qself, path.path.get_ident()) {
+            let name = ident.to_string();
+            if name.starts_with(|c: char| c.is_ascii_lowercase()) && name != "self" && args.binding(&name).is_none() {
+                errors.push(syn::Error::new(
+                    ident.span(),
+                    format!("`{name}` is not an argument of `{fn_name}` ({}): to apply the configured policy `{name}`, write its name as a string, `policy = \"{name}\"`; an expression must compute a `Policy` from the arguments", args.describe()),
+                ));
+            }
+        }
+    }
+    no_parameters(options, errors, |option| {
+        format!("`{option}` cannot be combined with `policy = <expression>`: the `Policy` that expression gives each call has its own `algo` and parameters; remove `{option}`, or remove `policy` to write the limits in the attribute")
+    });
+    (errors.count() == before).then(|| expr.clone())
+}
+
+/// An error at each of `algo` and its parameters that is written, saying `why(option)`.
+fn no_parameters(options: &Options, errors: &mut Errors, why: impl Fn(&str) -> String) {
     let written: [(&str, Option<Span>); 6] = [
         ("algo", options.algo.as_ref().map(LitStr::span)),
         ("strategies", options.strategies.as_ref().map(LitStr::span)),
@@ -52,16 +103,9 @@ fn named_policy(lit: &LitStr, options: &Options, errors: &mut Errors) -> Option<
     ];
     for (option, span) in written {
         if let Some(span) = span {
-            errors.push(syn::Error::new(
-                span,
-                format!(
-                    "`{option}` cannot be combined with `policy`: the policy \"{}\" is configured at run time with its own `algo` and parameters; remove `{option}` here (set it in the policy's configuration), or remove `policy` to write the limits in the attribute",
-                    lit.value()
-                ),
-            ));
+            errors.push(syn::Error::new(span, why(option)));
         }
     }
-    (errors.count() == before).then(|| lit.clone())
 }
 
 /// Parses and checks the policy; `None` when anything is wrong (all reported).

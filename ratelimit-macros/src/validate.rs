@@ -59,7 +59,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
     let attr_span = options.span.unwrap_or_else(Span::call_site);
     let fn_name = &function.sig.ident;
 
-    let policy = policy::site_policy(&options, attr_span, errors);
+    let policy = policy::site_policy(&options, attr_span, args, fn_name, errors);
     let key = options.key.as_ref().and_then(|lit| key::parse_template(lit, args, fn_name, errors));
     if let Some(name) = &options.name {
         if name.value().trim().is_empty() {
@@ -79,10 +79,13 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
     let returns_denial = options.fallback.is_none()
         && match on_limit {
             OnLimit::Error => true,
-            OnLimit::Wait(max) => max.is_some() || on_error == OnError::Deny || matches!(cost, Cost::Argument(..)),
+            OnLimit::Wait(max) => {
+                max.is_some() || on_error == OnError::Deny || unchecked_cost(&cost, policy.as_ref()).is_some()
+            }
         };
     if returns_denial && item::return_type(&function.sig).is_none() {
-        unit_return_error(&options, on_limit, on_error, &function.sig, errors);
+        let unchecked = unchecked_cost(&cost, policy.as_ref());
+        unit_return_error(&options, on_limit, on_error, unchecked, &function.sig, errors);
     }
 
     let krate = options.krate.clone().unwrap_or_else(|| syn::parse_quote!(::redlimit));
@@ -101,6 +104,23 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
         on_error,
         returns_denial,
     })
+}
+
+/// A cost that may exceed what the policy ever admits, so that waiting
+/// cannot always admit the call: one read from an argument, or a literal
+/// above 1 (every policy admits 1) under a policy chosen per call.
+fn unchecked_cost(cost: &Cost, policy: Option<&SitePolicy>) -> Option<UncheckedCost> {
+    match (cost, policy) {
+        (Cost::Argument(..), _) => Some(UncheckedCost::Argument),
+        (Cost::Literal(n), Some(SitePolicy::PerCall(_))) if *n > 1 => Some(UncheckedCost::PerCall(*n)),
+        _ => None,
+    }
+}
+
+#[derive(Clone, Copy)]
+enum UncheckedCost {
+    Argument,
+    PerCall(u64),
 }
 
 /// `on_limit` and `max_wait`; also whether `on_limit = "error"` was written.
@@ -190,15 +210,17 @@ fn unit_return_error(
     options: &Options,
     on_limit: OnLimit,
     on_error: OnError,
+    unchecked: Option<UncheckedCost>,
     sig: &syn::Signature,
     errors: &mut Errors,
 ) {
-    let why = match on_limit {
-        OnLimit::Error if options.on_limit.is_none() => "`on_limit = \"error\"` (the default) returns a denial as `Err(..)`",
-        OnLimit::Error => "`on_limit = \"error\"` returns a denial as `Err(..)`",
-        OnLimit::Wait(Some(_)) => "`max_wait` returns a denial as `Err(..)` when the wait would be longer",
-        OnLimit::Wait(None) if on_error == OnError::Deny => "`on_error = \"deny\"` returns a denial as `Err(..)` while the store is unavailable",
-        OnLimit::Wait(None) => "a `cost` read from an argument may exceed what the policy ever admits, and that denial is returned as `Err(..)`",
+    let why = match (on_limit, unchecked) {
+        (OnLimit::Error, _) if options.on_limit.is_none() => "`on_limit = \"error\"` (the default) returns a denial as `Err(..)`".to_string(),
+        (OnLimit::Error, _) => "`on_limit = \"error\"` returns a denial as `Err(..)`".to_string(),
+        (OnLimit::Wait(Some(_)), _) => "`max_wait` returns a denial as `Err(..)` when the wait would be longer".to_string(),
+        (OnLimit::Wait(None), _) if on_error == OnError::Deny => "`on_error = \"deny\"` returns a denial as `Err(..)` while the store is unavailable".to_string(),
+        (OnLimit::Wait(None), Some(UncheckedCost::PerCall(n))) => format!("`cost = {n}` may exceed what the policy given per call ever admits, and that denial is returned as `Err(..)`"),
+        (OnLimit::Wait(None), _) => "a `cost` read from an argument may exceed what the policy ever admits, and that denial is returned as `Err(..)`".to_string(),
     };
     let span = match &sig.output {
         syn::ReturnType::Type(_, ty) => ty.span(),
