@@ -147,3 +147,54 @@ impl Site {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DenialReason, ManualClock, Store};
+    use std::sync::Once;
+
+    /// The global store these sites are built on: memory, a clock that stands still.
+    fn on_memory() {
+        static INIT: Once = Once::new();
+        INIT.call_once(|| crate::init(Store::memory().with_clock(ManualClock::new())).unwrap());
+    }
+
+    #[tokio::test]
+    async fn each_call_is_decided_by_its_own_policy_and_a_key_keeps_its_count_across_policies() {
+        on_memory();
+        static SITE: Site = Site::per_call("site.per_call", OnLimit::Error, OnError::Allow);
+        let (two, five) = (Policy::fixed_window("2/1m").unwrap(), Policy::fixed_window("5/1m").unwrap());
+
+        SITE.check_with(&two, "ann", 2).await.unwrap();
+        let denied = SITE.check_with(&two, "ann", 1).await.unwrap_err();
+        assert_eq!((denied.decision().limit, denied.policy()), (2, Some(&two)));
+        // Not the policy the limiter was built from: bob's own.
+        SITE.check_with(&five, "bob", 5).await.unwrap();
+        // Ann moves to five: her 2 still count, so 3 are left.
+        SITE.check_with(&five, "ann", 3).await.unwrap();
+        let denied = SITE.check_with(&five, "ann", 1).await.unwrap_err();
+        assert_eq!((denied.decision().limit, denied.decision().remaining), (5, 0));
+    }
+
+    #[tokio::test]
+    async fn admit_with_lets_a_denial_through_and_counts_nothing_for_it() {
+        on_memory();
+        static SITE: Site = Site::per_call("site.admit", OnLimit::Error, OnError::Allow);
+        let one = Policy::fixed_window("1/1m").unwrap();
+        SITE.admit_with(&one, "k", 1).await;
+        SITE.admit_with(&one, "k", 1).await; // denied, let through with a warning
+        let three = Policy::fixed_window("3/1m").unwrap();
+        SITE.check_with(&three, "k", 2).await.unwrap();
+        assert_eq!(SITE.check_with(&three, "k", 1).await.unwrap_err().decision().remaining, 0);
+    }
+
+    #[tokio::test]
+    async fn a_per_call_site_asked_without_a_policy_is_settled_by_on_error() {
+        on_memory();
+        static OPEN: Site = Site::per_call("site.open", OnLimit::Error, OnError::Allow);
+        static CLOSED: Site = Site::per_call("site.closed", OnLimit::Error, OnError::Deny);
+        assert!(OPEN.check("k", 1).await.is_ok());
+        assert_eq!(CLOSED.check("k", 1).await.unwrap_err().reason(), DenialReason::PolicyNotConfigured);
+    }
+}
