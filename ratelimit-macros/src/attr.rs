@@ -59,6 +59,13 @@ const RENAMES: &[(&str, &str)] = &[
     ("krate", "crate"),
 ];
 
+/// `policy = ...` as written: a string names a configured policy; any other
+/// expression gives each call's policy.
+pub(crate) enum PolicyOption {
+    Name(LitStr),
+    Expr(Expr),
+}
+
 /// One `name = value` as written.
 struct RawOption {
     name: Ident,
@@ -91,7 +98,7 @@ pub(crate) struct Options {
     /// `algo` or `policy` was written (or misspelled, or given a wrong kind
     /// of value): its own error is enough, "missing `algo`" would repeat it.
     pub mentioned_algo: bool,
-    pub policy: Option<LitStr>,
+    pub policy: Option<PolicyOption>,
     pub algo: Option<LitStr>,
     pub strategies: Option<LitStr>,
     pub precision: Option<LitStr>,
@@ -138,7 +145,13 @@ impl Options {
             }
             seen.push(text.clone());
             let result = match text.as_str() {
-                "policy" => string(&name, value, "policy = \"search\"").map(|v| options.policy = Some(v)),
+                "policy" => {
+                    options.policy = Some(match value {
+                        Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => PolicyOption::Name(lit),
+                        other => PolicyOption::Expr(other),
+                    });
+                    Ok(())
+                }
                 "algo" => string(&name, value, "algo = \"sliding_window\"").map(|v| options.algo = Some(v)),
                 "strategies" => string(&name, value, "strategies = \"10/1s,100/1m\"").map(|v| options.strategies = Some(v)),
                 "precision" => string(&name, value, "precision = \"100ms\"").map(|v| options.precision = Some(v)),

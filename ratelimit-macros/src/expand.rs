@@ -6,7 +6,8 @@
 
 use crate::item::{self, Argument, Arguments, Function};
 use crate::key::Part;
-use crate::validate::{Config, Cost, OnError, OnLimit, SitePolicy};
+use crate::policy::SitePolicy;
+use crate::validate::{Config, Cost, OnError, OnLimit};
 use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use redlimit_grammar::{AlgorithmKind, Strategy};
@@ -104,9 +105,21 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
 /// With `policy = "search"` the site is `Site::configured(<name>, "search",
 /// OnLimit::Error, OnError::Allow)`: the policy is looked up at run time.
 ///
+/// With `policy = plan_policy(&user)` the site is `Site::per_call(<name>,
+/// OnLimit::Error, OnError::Allow)` and the call gives the policy; its
+/// locals end with the block, before the match's arms:
+/// ```text
+/// match {
+///     let policy = plan_policy(&user);
+///     // Spanned at the expression, so a wrong type is reported there.
+///     __RATELIMIT_SITE.check_with(AsPolicy::as_policy(&policy), &key, cost).await
+/// } { /* as above */ }
+/// ```
+///
 /// When no denial can reach the caller (`on_limit = "wait"`, no `max_wait`,
 /// a literal cost, `on_error` not "deny") the last statement is
-/// `__RATELIMIT_SITE.admit(&key, 1u64).await;` and the return type is free.
+/// `__RATELIMIT_SITE.admit(&key, 1u64).await;` (`admit_with(policy, ..)`
+/// for a per-call policy) and the return type is free.
 fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream {
     let krate = &config.krate;
     let p = quote!(#krate::__private);
@@ -142,6 +155,7 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
             quote!(#p::Site::new(#name, #policy, #on_limit, #on_error))
         }
         SitePolicy::Named(policy) => quote!(#p::Site::configured(#name, #policy, #on_limit, #on_error)),
+        SitePolicy::PerCall(_) => quote!(#p::Site::per_call(#name, #on_limit, #on_error)),
     };
 
     let key_value = match &config.key {
@@ -184,8 +198,25 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
         }
     };
 
+    // `site.check(&key, cost)` or `site.admit(..)`; with a per-call policy,
+    // `site.check_with(policy, &key, cost)` in a block that evaluates it.
+    let site_call = |method: &str| match &config.policy {
+        SitePolicy::PerCall(expr) => {
+            let value = Ident::new("__redlimit_policy", Span::mixed_site());
+            let policy = respan(quote!(#p::AsPolicy::as_policy(&#value)), expr.span());
+            let method = Ident::new(&format!("{method}_with"), Span::call_site());
+            quote!({
+                let #value = #expr;
+                #site.#method(#policy, &#key, #cost_value).await
+            })
+        }
+        _ => {
+            let method = Ident::new(method, Span::call_site());
+            quote!(#site.#method(&#key, #cost_value).await)
+        }
+    };
     // The call's answer: `Ok(())` to run the body, else the denial.
-    let decided = quote!(#site.check(&#key, #cost_value).await);
+    let decided = site_call("check");
     let decide = match (&config.fallback, config.returns_denial) {
         (Some(fallback), _) => {
             let (passed, types): (Vec<_>, Vec<_>) = args
@@ -224,7 +255,10 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
                 }
             }
         }
-        (None, false) => quote!(#site.admit(&#key, #cost_value).await;),
+        (None, false) => {
+            let admit = site_call("admit");
+            quote!(#admit;)
+        }
     };
 
     quote! {

@@ -9,6 +9,7 @@ mod expand;
 mod fallback;
 mod item;
 mod key;
+mod policy;
 mod validate;
 
 use crate::attr::Options;
@@ -135,6 +136,45 @@ use syn::spanned::Spanned;
 /// # }
 /// ```
 ///
+/// Any other expression gives each call's policy, computed from the
+/// arguments when the call is made: `policy = plan_policy(&user)`, where
+/// the expression is a `redlimit::Policy`, a `&Policy` or an
+/// `Arc<Policy>` (anything else is a compile error at the expression; a
+/// bare name that is no argument, `policy = search`, is an error asking
+/// for the string it probably meant). One limiter, named as usual, counts
+/// every call, so a key keeps its count when its policy changes to another
+/// of the same algorithm: a user upgraded mid-minute keeps the calls they
+/// made. Every other option works as usual, but nothing is known about the
+/// policy at compile time: a literal `cost` is not checked against it, and
+/// with `on_limit = "wait"` (no `max_wait`) a cost above 1 may be one the
+/// policy never admits, so the function must return a `Result` for that
+/// denial.
+///
+/// ```
+/// # use redlimit::{rate_limit, Policy, RateLimited};
+/// pub struct User { id: u64, paying: bool }
+///
+/// fn plan_policy(user: &User) -> Policy {
+///     Policy::fixed_window(if user.paying { "5/1m" } else { "2/1m" }).unwrap()
+/// }
+///
+/// #[rate_limit(policy = plan_policy(&user), key = "user:<user.id>")]
+/// async fn profile(user: &User) -> Result<u64, RateLimited> { Ok(user.id) }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
+/// let mut ann = User { id: 1, paying: false };
+/// profile(&ann).await.unwrap();
+/// profile(&ann).await.unwrap();
+/// assert_eq!(profile(&ann).await.unwrap_err().decision().limit, 2);
+/// ann.paying = true; // her 2 calls still count: 3 more this minute
+/// for _ in 0..3 {
+///     profile(&ann).await.unwrap();
+/// }
+/// assert_eq!(profile(&ann).await.unwrap_err().decision().limit, 5);
+/// # }
+/// ```
+///
 /// # `key`
 ///
 /// Without a key, one limit covers every call of the function. A template
@@ -186,9 +226,10 @@ use syn::spanned::Spanned;
 /// # `cost`
 ///
 /// How many permits a call takes (default 1): a literal, or an argument (or
-/// a field of one) of any unsigned integer type. A literal the policy could
-/// never admit is a compile error; an argument that large gets a denial with
-/// no `retry_after`. Cost 0 takes nothing.
+/// a field of one) of any unsigned integer type. A literal the policy written
+/// in the attribute could never admit is a compile error; an argument that
+/// large (or a literal under a policy configured or given per call) gets a
+/// denial with no `retry_after`. Cost 0 takes nothing.
 ///
 /// ```
 /// # use redlimit::{rate_limit, RateLimited};
@@ -212,7 +253,8 @@ use syn::spanned::Spanned;
 ///   again; with a leaky bucket this shapes a burst into a steady rate. With
 ///   `max_wait = "2s"`, a call that would wait longer returns its denial at
 ///   once. When no denial can reach the caller (no `max_wait`, a literal
-///   `cost`, `on_error` other than `"deny"`), any return type works.
+///   `cost`, at most 1 under a policy given per call, `on_error` other than
+///   `"deny"`), any return type works.
 ///
 /// ```
 /// # use redlimit::rate_limit;
@@ -510,6 +552,29 @@ mod tests {
         assert!(out.contains("Site :: configured (:: core :: concat ! (:: core :: module_path ! () , \"::\" , \"get\") , \"search\" ,"), "{out}");
         assert!(!out.contains("Policy ::"), "{out}");
         assert_eq!(out.matches(". check (").count(), 1, "{out}");
+    }
+
+    /// A policy expression is evaluated per call and given to the one call:
+    /// a site without a policy, no constant policy.
+    #[test]
+    fn a_policy_expression_expands_to_a_per_call_site() {
+        let out = super::rate_limit_impl(
+            quote!(policy = plan_policy(&user), key = "user:<user.id>"),
+            quote!(
+                async fn get(user: User) -> Result<u64, E> {
+                    Ok(user.id)
+                }
+            ),
+        )
+        .to_string();
+        assert!(
+            out.contains("Site :: per_call (:: core :: concat ! (:: core :: module_path ! () , \"::\" , \"get\") ,"),
+            "{out}"
+        );
+        assert!(out.contains("let __redlimit_policy = plan_policy (& user) ;"), "{out}");
+        assert!(out.contains("AsPolicy :: as_policy (& __redlimit_policy)"), "{out}");
+        assert_eq!(out.matches(". check_with (").count(), 1, "{out}");
+        assert!(!out.contains("Policy :: __"), "{out}");
     }
 
     /// On any error the function is emitted unchanged, followed by the errors.

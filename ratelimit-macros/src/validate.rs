@@ -1,18 +1,19 @@
 //! Phase 2: options as written become a plain, typed [`Config`], or errors.
 //!
-//! The policy is checked by `redlimit-grammar`, the same code the runtime's
-//! `Policy` constructors use; defaults (`precision`, `burst`) are applied here
-//! so the emitted constant is complete and nothing is parsed at run time.
+//! The policy is checked in `policy.rs`; here, everything else, and how the
+//! options bear on each other (a literal cost against the policy, which
+//! return type a denial needs).
 
 use crate::attr::Options;
 use crate::errors::Errors;
 use crate::item::{self, Argument, Arguments, Function};
 use crate::key::{self, Access, Part};
+use crate::policy::{self, max_cost, whole, SitePolicy};
 use proc_macro2::Span;
 use quote::ToTokens;
-use redlimit_grammar::{parse_duration, parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec, Strategy};
+use redlimit_grammar::{parse_duration, PolicySpec};
 use syn::spanned::Spanned;
-use syn::{Expr, ExprLit, Lit, LitInt, LitStr, Path};
+use syn::{Expr, ExprLit, Lit, LitStr, Path};
 
 /// One attribute, validated.
 pub(crate) struct Config {
@@ -29,22 +30,6 @@ pub(crate) struct Config {
     /// A denial can reach the caller (and no fallback takes it), so the
     /// function must return `Result<_, E: From<RateLimited>>`.
     pub returns_denial: bool,
-}
-
-pub(crate) enum SitePolicy {
-    /// Written in the attribute. Complete: defaults applied, every rule checked.
-    Inline(PolicySpec),
-    /// `policy = "search"`: a name, looked up in the configured set at run time.
-    Named(LitStr),
-}
-
-impl SitePolicy {
-    fn spec(&self) -> Option<&PolicySpec> {
-        match self {
-            SitePolicy::Inline(spec) => Some(spec),
-            SitePolicy::Named(_) => None,
-        }
-    }
 }
 
 pub(crate) enum Cost {
@@ -74,10 +59,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
     let attr_span = options.span.unwrap_or_else(Span::call_site);
     let fn_name = &function.sig.ident;
 
-    let policy = match &options.policy {
-        Some(lit) => named_policy(lit, &options, errors).map(SitePolicy::Named),
-        None => policy(&options, attr_span, errors).map(SitePolicy::Inline),
-    };
+    let policy = policy::site_policy(&options, attr_span, args, fn_name, errors);
     let key = options.key.as_ref().and_then(|lit| key::parse_template(lit, args, fn_name, errors));
     if let Some(name) = &options.name {
         if name.value().trim().is_empty() {
@@ -97,10 +79,13 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
     let returns_denial = options.fallback.is_none()
         && match on_limit {
             OnLimit::Error => true,
-            OnLimit::Wait(max) => max.is_some() || on_error == OnError::Deny || matches!(cost, Cost::Argument(..)),
+            OnLimit::Wait(max) => {
+                max.is_some() || on_error == OnError::Deny || unchecked_cost(&cost, policy.as_ref()).is_some()
+            }
         };
     if returns_denial && item::return_type(&function.sig).is_none() {
-        unit_return_error(&options, on_limit, on_error, &function.sig, errors);
+        let unchecked = unchecked_cost(&cost, policy.as_ref());
+        unit_return_error(&options, on_limit, on_error, unchecked, &function.sig, errors);
     }
 
     let krate = options.krate.clone().unwrap_or_else(|| syn::parse_quote!(::redlimit));
@@ -119,6 +104,23 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
         on_error,
         returns_denial,
     })
+}
+
+/// A cost that may exceed what the policy ever admits, so that waiting
+/// cannot always admit the call: one read from an argument, or a literal
+/// above 1 (every policy admits 1) under a policy chosen per call.
+fn unchecked_cost(cost: &Cost, policy: Option<&SitePolicy>) -> Option<UncheckedCost> {
+    match (cost, policy) {
+        (Cost::Argument(..), _) => Some(UncheckedCost::Argument),
+        (Cost::Literal(n), Some(SitePolicy::PerCall(_))) if *n > 1 => Some(UncheckedCost::PerCall(*n)),
+        _ => None,
+    }
+}
+
+#[derive(Clone, Copy)]
+enum UncheckedCost {
+    Argument,
+    PerCall(u64),
 }
 
 /// `on_limit` and `max_wait`; also whether `on_limit = "error"` was written.
@@ -208,15 +210,17 @@ fn unit_return_error(
     options: &Options,
     on_limit: OnLimit,
     on_error: OnError,
+    unchecked: Option<UncheckedCost>,
     sig: &syn::Signature,
     errors: &mut Errors,
 ) {
-    let why = match on_limit {
-        OnLimit::Error if options.on_limit.is_none() => "`on_limit = \"error\"` (the default) returns a denial as `Err(..)`",
-        OnLimit::Error => "`on_limit = \"error\"` returns a denial as `Err(..)`",
-        OnLimit::Wait(Some(_)) => "`max_wait` returns a denial as `Err(..)` when the wait would be longer",
-        OnLimit::Wait(None) if on_error == OnError::Deny => "`on_error = \"deny\"` returns a denial as `Err(..)` while the store is unavailable",
-        OnLimit::Wait(None) => "a `cost` read from an argument may exceed what the policy ever admits, and that denial is returned as `Err(..)`",
+    let why = match (on_limit, unchecked) {
+        (OnLimit::Error, _) if options.on_limit.is_none() => "`on_limit = \"error\"` (the default) returns a denial as `Err(..)`".to_string(),
+        (OnLimit::Error, _) => "`on_limit = \"error\"` returns a denial as `Err(..)`".to_string(),
+        (OnLimit::Wait(Some(_)), _) => "`max_wait` returns a denial as `Err(..)` when the wait would be longer".to_string(),
+        (OnLimit::Wait(None), _) if on_error == OnError::Deny => "`on_error = \"deny\"` returns a denial as `Err(..)` while the store is unavailable".to_string(),
+        (OnLimit::Wait(None), Some(UncheckedCost::PerCall(n))) => format!("`cost = {n}` may exceed what the policy given per call ever admits, and that denial is returned as `Err(..)`"),
+        (OnLimit::Wait(None), _) => "a `cost` read from an argument may exceed what the policy ever admits, and that denial is returned as `Err(..)`".to_string(),
     };
     let span = match &sig.output {
         syn::ReturnType::Type(_, ty) => ty.span(),
@@ -226,146 +230,6 @@ fn unit_return_error(
         span,
         format!("{why}, but `{}` returns `()`: return `Result<(), E>` where `E: From<redlimit::RateLimited>`, or call a `fallback = path::to::fn` on denial", sig.ident),
     ));
-}
-
-/// `policy = "name"`: a valid name, and no algorithm or parameter beside it
-/// (they come from the configured policy).
-fn named_policy(lit: &LitStr, options: &Options, errors: &mut Errors) -> Option<LitStr> {
-    let before = errors.count();
-    if let Err(e) = redlimit_grammar::check_policy_name(&lit.value()) {
-        errors.push(syn::Error::new(lit.span(), format!("`policy`: {}", e.message())));
-    }
-    let written: [(&str, Option<Span>); 6] = [
-        ("algo", options.algo.as_ref().map(LitStr::span)),
-        ("strategies", options.strategies.as_ref().map(LitStr::span)),
-        ("precision", options.precision.as_ref().map(LitStr::span)),
-        ("capacity", options.capacity.as_ref().map(LitInt::span)),
-        ("rate", options.rate.as_ref().map(LitStr::span)),
-        ("burst", options.burst.as_ref().map(LitInt::span)),
-    ];
-    for (option, span) in written {
-        if let Some(span) = span {
-            errors.push(syn::Error::new(
-                span,
-                format!(
-                    "`{option}` cannot be combined with `policy`: the policy \"{}\" is configured at run time with its own `algo` and parameters; remove `{option}` here (set it in the policy's configuration), or remove `policy` to write the limits in the attribute",
-                    lit.value()
-                ),
-            ));
-        }
-    }
-    (errors.count() == before).then(|| lit.clone())
-}
-
-/// Parses and checks the policy; `None` when anything is wrong (all reported).
-fn policy(options: &Options, attr_span: Span, errors: &mut Errors) -> Option<PolicySpec> {
-    let kind = match &options.algo {
-        None if options.mentioned_algo => None,
-        None => {
-            let names = AlgorithmKind::ALL.map(|k| format!("`{k}`")).join(", ");
-            errors.push(syn::Error::new(attr_span, format!("missing `algo`: add e.g. `algo = \"sliding_window\"`; the algorithms are {names}; or name a policy configured at run time, like `policy = \"search\"`")));
-            None
-        }
-        Some(lit) => match AlgorithmKind::from_name(&lit.value()) {
-            Ok(kind) => Some(kind),
-            Err(e) => {
-                errors.push(syn::Error::new(lit.span(), e.message()));
-                None
-            }
-        },
-    };
-
-    // Parse each parameter given; a malformed one is reported and replaced by
-    // a placeholder, so the rules below still run on the others (and see it
-    // as given) without repeating its error.
-    let mut spec = PolicySpec::new(kind.unwrap_or(AlgorithmKind::FixedWindow));
-    let mut malformed: Vec<Param> = Vec::new();
-    let mut fail = |param: Param, span: Span, message: String, errors: &mut Errors| {
-        errors.push(syn::Error::new(span, format!("`{}`: {message}", param.name())));
-        malformed.push(param);
-    };
-    let placeholder_rate = redlimit_grammar::Rate { count: 1, period_us: 1_000_000 };
-    if let Some(lit) = &options.strategies {
-        spec.strategies = Some(parse_strategies(&lit.value()).unwrap_or_else(|e| {
-            fail(Param::Strategies, lit.span(), e.to_string(), errors);
-            vec![Strategy { limit: 1, window_us: 1_000_000 }]
-        }));
-    }
-    if let Some(lit) = &options.precision {
-        spec.precision = Some(parse_duration(&lit.value()).unwrap_or_else(|e| {
-            fail(Param::Precision, lit.span(), e.to_string(), errors);
-            1
-        }));
-    }
-    if let Some(lit) = &options.capacity {
-        spec.capacity = Some(whole(lit).unwrap_or_else(|e| {
-            fail(Param::Capacity, lit.span(), e, errors);
-            1
-        }));
-    }
-    if let Some(lit) = &options.rate {
-        spec.rate = Some(parse_rate(&lit.value()).unwrap_or_else(|e| {
-            fail(Param::Rate, lit.span(), e.to_string(), errors);
-            placeholder_rate
-        }));
-    }
-    if let Some(lit) = &options.burst {
-        spec.burst = Some(whole(lit).unwrap_or_else(|e| {
-            fail(Param::Burst, lit.span(), e, errors);
-            0
-        }));
-    }
-    let kind = kind?;
-
-    let span_of = |param: Param| -> Span {
-        let span = match param {
-            Param::Strategies => options.strategies.as_ref().map(LitStr::span),
-            Param::Precision => options.precision.as_ref().map(LitStr::span),
-            Param::Capacity => options.capacity.as_ref().map(LitInt::span),
-            Param::Rate => options.rate.as_ref().map(LitStr::span),
-            Param::Burst => options.burst.as_ref().map(LitInt::span),
-        };
-        span.unwrap_or_else(|| options.algo.as_ref().map_or(attr_span, LitStr::span))
-    };
-    let mut valid = malformed.is_empty();
-    if let Err(problems) = spec.validate() {
-        for (param, problem) in problems {
-            match param {
-                Some(param) if malformed.contains(&param) => continue,
-                Some(param) => errors.push(syn::Error::new(span_of(param), problem.message())),
-                // A missing parameter: point at the algorithm that needs it.
-                None => errors
-                    .push(syn::Error::new(options.algo.as_ref().map_or(attr_span, LitStr::span), problem.message())),
-            }
-            valid = false;
-        }
-    }
-    if !valid {
-        return None;
-    }
-    if kind == AlgorithmKind::SlidingWindow && spec.precision.is_none() {
-        spec.precision = Some(PolicySpec::default_precision(spec.strategies.as_deref().unwrap_or_default()));
-    }
-    if let (AlgorithmKind::Gcra, None, Some(rate)) = (kind, spec.burst, spec.rate) {
-        spec.burst = Some(PolicySpec::default_burst(rate));
-    }
-    Some(spec)
-}
-
-fn whole(lit: &LitInt) -> Result<u64, String> {
-    if !lit.suffix().is_empty() {
-        return Err(format!("write a plain number, without the `{}` suffix", lit.suffix()));
-    }
-    lit.base10_parse::<u64>().map_err(|_| "must be a whole number, like 10".to_string())
-}
-
-/// The most permits one call could ever take, as `Policy::max_cost` computes it.
-fn max_cost(spec: &PolicySpec) -> u64 {
-    match spec.kind {
-        AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket => spec.capacity.unwrap_or(0),
-        AlgorithmKind::Gcra => spec.burst.unwrap_or(0) + 1,
-        _ => spec.strategies.iter().flatten().map(|s| s.limit).min().unwrap_or(0),
-    }
 }
 
 fn cost(

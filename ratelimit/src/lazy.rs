@@ -1,6 +1,6 @@
 //! [`LazyLimiter`]: a limiter built on first use on the global store, with a
-//! policy written in code or a named one from the configured set. Annotated
-//! functions and `RateLimitLayer::new`/`named` both decide through one.
+//! policy written in code, a named one from the configured set, or one given
+//! with each call. Annotated functions and `RateLimitLayer`s decide through one.
 
 use crate::config::named::NamedLimiter;
 use crate::outage_log::OutageLog;
@@ -22,9 +22,11 @@ pub(crate) struct LazyLimiter {
 
 #[derive(Debug)]
 enum Source {
-    /// Written in code (for the attribute: validated at compile time).
+    /// Written in code (for the attribute: validated at compile time), or
+    /// `None` when each call brings its own: the limiter is then built from
+    /// the first call's, since every call decides by its own anyway.
     Fixed {
-        policy: Policy,
+        policy: Option<Policy>,
         /// Built once, asynchronously: connecting to the global store is a round trip.
         built: tokio::sync::OnceCell<Limiter>,
         /// Decides, under `on_error`, while the global store cannot be built
@@ -41,6 +43,15 @@ pub(crate) type Current = (Limiter, bool);
 impl LazyLimiter {
     /// A limiter of `policy`.
     pub(crate) const fn fixed(name: Cow<'static, str>, policy: Policy, on_error: OnError) -> LazyLimiter {
+        LazyLimiter::built_from(name, Some(policy), on_error)
+    }
+
+    /// A limiter whose every call gives its policy ([`current`](Self::current)'s `per_call`).
+    pub(crate) const fn per_call(name: Cow<'static, str>, on_error: OnError) -> LazyLimiter {
+        LazyLimiter::built_from(name, None, on_error)
+    }
+
+    const fn built_from(name: Cow<'static, str>, policy: Option<Policy>, on_error: OnError) -> LazyLimiter {
         let source = Source::Fixed {
             policy,
             built: tokio::sync::OnceCell::const_new(),
@@ -59,7 +70,7 @@ impl LazyLimiter {
     #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     pub(crate) fn with_on_error(&self, on_error: OnError) -> LazyLimiter {
         match &self.source {
-            Source::Fixed { policy, .. } => LazyLimiter::fixed(self.name.clone(), policy.clone(), on_error),
+            Source::Fixed { policy, .. } => LazyLimiter::built_from(self.name.clone(), policy.clone(), on_error),
             Source::Named(named) => {
                 LazyLimiter::named(self.name.clone(), Cow::Owned(named.policy().to_string()), on_error)
             }
@@ -93,17 +104,26 @@ impl LazyLimiter {
         self.on_error.without_policy(subject, (limiter, policy), why, key, &self.unconfigured)
     }
 
-    /// The limiter for this call; `Err` with why, when a named policy is not configured.
-    pub(crate) async fn current(&self) -> Result<Current, Arc<str>> {
+    /// The limiter for this call, deciding by `per_call` when given; `Err`
+    /// with why, when a named policy is not configured or no policy is known.
+    pub(crate) async fn current(&self, per_call: Option<&Policy>) -> Result<Current, Arc<str>> {
+        let apply = |limiter: &Limiter| match per_call {
+            Some(policy) => limiter.with_policy(policy),
+            None => limiter.clone(),
+        };
         match &self.source {
             Source::Fixed { policy, built, degraded } => match built.get() {
-                Some(limiter) => Ok((limiter.clone(), false)),
+                Some(limiter) => Ok((apply(limiter), false)),
                 None => {
+                    let Some(policy) = policy.as_ref().or(per_call) else {
+                        return Err("no policy was given for this call".into());
+                    };
                     // Boxed behind `dyn`: building the store is a deep future
                     // that would otherwise size every call's.
                     let build: Pin<Box<dyn Future<Output = Current> + Send + '_>> =
                         Box::pin(self.build_fixed(policy, built, degraded));
-                    Ok(build.await)
+                    let (limiter, first) = build.await;
+                    Ok((apply(&limiter), first))
                 }
             },
             Source::Named(named) => {
@@ -111,7 +131,7 @@ impl LazyLimiter {
                     Some(cached) => (cached, false),
                     None => Box::pin(named.current(&self.name)).await,
                 };
-                configured.limiter.clone().map(|limiter| (limiter, first))
+                configured.limiter.as_ref().map(|limiter| (apply(limiter), first)).map_err(Arc::clone)
             }
         }
     }

@@ -1,8 +1,9 @@
 //! The traits `#[rate_limit]` output calls through, each with a diagnostic
 //! that reads as the attribute's own error at the user's token.
 
-use crate::RateLimited;
+use crate::{Policy, RateLimited};
 use std::future::Future;
+use std::sync::Arc;
 
 /// The return type of a function whose denials are returned (`on_limit =
 /// "error"`, or `"wait"` with a maximum): a `Result` whose error can hold a
@@ -122,5 +123,43 @@ impl<T: Cost + ?Sized> Cost for &T {
 impl<T: Cost + ?Sized> Cost for &mut T {
     fn cost(&self) -> u64 {
         (**self).cost()
+    }
+}
+
+/// The value of `policy = <expression>`: the policy deciding this call,
+/// owned, borrowed or shared. Generated code calls it spanned at the
+/// expression, so a wrong type is reported there with this message.
+#[diagnostic::on_unimplemented(
+    message = "`policy = ...` must give a `redlimit::Policy`, but this expression is `{Self}`",
+    label = "the policy deciding this call",
+    note = "give a `Policy`, a `&Policy` or an `Arc<Policy>` (an `Option` needs a default first, e.g. `.unwrap_or(...)`); for a policy configured by name, write a string: `policy = \"search\"`"
+)]
+pub trait AsPolicy {
+    /// The policy.
+    fn as_policy(&self) -> &Policy;
+}
+
+impl AsPolicy for Policy {
+    fn as_policy(&self) -> &Policy {
+        self
+    }
+}
+
+impl AsPolicy for Arc<Policy> {
+    fn as_policy(&self) -> &Policy {
+        self
+    }
+}
+
+impl AsPolicy for Box<Policy> {
+    fn as_policy(&self) -> &Policy {
+        self
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: AsPolicy + ?Sized> AsPolicy for &T {
+    fn as_policy(&self) -> &Policy {
+        (**self).as_policy()
     }
 }

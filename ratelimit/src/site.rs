@@ -40,6 +40,13 @@ impl Site {
         Site { name, limiter, on_limit, named_by_default: false }
     }
 
+    /// A site whose every call gives its policy
+    /// (`#[rate_limit(policy = plan_policy(&user))]`): see [`check_with`](Self::check_with).
+    pub const fn per_call(name: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
+        let limiter = LazyLimiter::per_call(Cow::Borrowed(name), on_error);
+        Site { name, limiter, on_limit, named_by_default: false }
+    }
+
     /// Marks the name as made up by the macro (module path + function name).
     /// Methods of two types in one module get the same such name and so
     /// share a limit; the first call of the second one warns about it.
@@ -56,8 +63,21 @@ impl Site {
     ///
     /// The denial is boxed: every call moves this `Result`, and a box is one word.
     pub async fn check(&'static self, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
+        self.decide(None, key, cost).await
+    }
+
+    /// [`check`](Self::check) deciding by `policy`, the one this call gives
+    /// (a [`per_call`](Self::per_call) site). The site's limiter is built
+    /// once, from the first call's policy; every call then decides by its
+    /// own through [`Limiter::with_policy`](crate::Limiter::with_policy),
+    /// so a key's count carries over when its policy changes (same algorithm).
+    pub async fn check_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
+        self.decide(Some(policy), key, cost).await
+    }
+
+    async fn decide(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
         let key = key.as_bytes();
-        let limiter = match self.limiter.current().await {
+        let limiter = match self.limiter.current(policy).await {
             Ok((limiter, first)) => {
                 if first && self.named_by_default {
                     self.warn_if_default_name_shared();
@@ -95,7 +115,17 @@ impl Site {
     /// emits it when those hold, so every denial is waited out; should one
     /// still come back, the call goes ahead (fail open) with a warning.
     pub async fn admit(&'static self, key: &str, cost: u64) {
-        if let Err(denied) = self.check(key, cost).await {
+        self.admit_result(self.check(key, cost).await);
+    }
+
+    /// [`admit`](Self::admit) deciding by this call's `policy`. Emitted only
+    /// for a cost of 0 or 1, which every policy admits once waited for.
+    pub async fn admit_with(&'static self, policy: &Policy, key: &str, cost: u64) {
+        self.admit_result(self.check_with(policy, key, cost).await);
+    }
+
+    fn admit_result(&self, decided: Result<(), Box<RateLimited>>) {
+        if let Err(denied) = decided {
             tracing::warn!(target: "redlimit", limiter = self.name, %denied, "denial could not be waited out; call allowed");
         }
     }
@@ -115,5 +145,56 @@ impl Site {
         if !names.contains(&(name, address)) {
             names.push((name, address));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DenialReason, ManualClock, Store};
+    use std::sync::Once;
+
+    /// The global store these sites are built on: memory, a clock that stands still.
+    fn on_memory() {
+        static INIT: Once = Once::new();
+        INIT.call_once(|| crate::init(Store::memory().with_clock(ManualClock::new())).unwrap());
+    }
+
+    #[tokio::test]
+    async fn each_call_is_decided_by_its_own_policy_and_a_key_keeps_its_count_across_policies() {
+        on_memory();
+        static SITE: Site = Site::per_call("site.per_call", OnLimit::Error, OnError::Allow);
+        let (two, five) = (Policy::fixed_window("2/1m").unwrap(), Policy::fixed_window("5/1m").unwrap());
+
+        SITE.check_with(&two, "ann", 2).await.unwrap();
+        let denied = SITE.check_with(&two, "ann", 1).await.unwrap_err();
+        assert_eq!((denied.decision().limit, denied.policy()), (2, Some(&two)));
+        // Not the policy the limiter was built from: bob's own.
+        SITE.check_with(&five, "bob", 5).await.unwrap();
+        // Ann moves to five: her 2 still count, so 3 are left.
+        SITE.check_with(&five, "ann", 3).await.unwrap();
+        let denied = SITE.check_with(&five, "ann", 1).await.unwrap_err();
+        assert_eq!((denied.decision().limit, denied.decision().remaining), (5, 0));
+    }
+
+    #[tokio::test]
+    async fn admit_with_lets_a_denial_through_and_counts_nothing_for_it() {
+        on_memory();
+        static SITE: Site = Site::per_call("site.admit", OnLimit::Error, OnError::Allow);
+        let one = Policy::fixed_window("1/1m").unwrap();
+        SITE.admit_with(&one, "k", 1).await;
+        SITE.admit_with(&one, "k", 1).await; // denied, let through with a warning
+        let three = Policy::fixed_window("3/1m").unwrap();
+        SITE.check_with(&three, "k", 2).await.unwrap();
+        assert_eq!(SITE.check_with(&three, "k", 1).await.unwrap_err().decision().remaining, 0);
+    }
+
+    #[tokio::test]
+    async fn a_per_call_site_asked_without_a_policy_is_settled_by_on_error() {
+        on_memory();
+        static OPEN: Site = Site::per_call("site.open", OnLimit::Error, OnError::Allow);
+        static CLOSED: Site = Site::per_call("site.closed", OnLimit::Error, OnError::Deny);
+        assert!(OPEN.check("k", 1).await.is_ok());
+        assert_eq!(CLOSED.check("k", 1).await.unwrap_err().reason(), DenialReason::PolicyNotConfigured);
     }
 }

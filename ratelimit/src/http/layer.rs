@@ -3,6 +3,7 @@
 
 use super::headers::HeaderStyle;
 use super::key::{KeyBy, MissingKey};
+use super::per_request::PerRequest;
 use super::service::{RateLimitService, Shared};
 use super::source::Source;
 use super::tiers::{Limits, Tiers};
@@ -11,7 +12,7 @@ use crate::lazy::LazyLimiter;
 use crate::{Error, Limiter, OnError, Policy, RateLimited};
 use axum::extract::Request;
 use axum::response::Response;
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 use std::sync::Arc;
 
 /// A tower [`Layer`](tower_layer::Layer) that limits every request of the
@@ -30,7 +31,8 @@ use std::sync::Arc;
 /// cannot decide, the limiter's [`OnError`] applies (503 under `Deny`).
 /// [`exempt`](Self::exempt) lets chosen requests through uncounted,
 /// [`on_rejected`](Self::on_rejected) builds your own response to a denial,
-/// and [`tiered`](Self::tiered) chooses the policy per request.
+/// [`tiered`](Self::tiered) chooses the policy per request among tiers, and
+/// [`per_request`](Self::per_request) computes it from the request.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -139,6 +141,112 @@ impl RateLimitLayer {
     pub fn tiered(name: impl Into<Arc<str>>, tiers: Tiers) -> Result<RateLimitLayer, Error> {
         let name: Arc<str> = name.into();
         Ok(RateLimitLayer::with_limits(Limits::Tiered(Arc::new(tiers.build(&name)?))))
+    }
+
+    /// A layer deciding each request by the policy `policy_of` computes from
+    /// it (typically the caller's plan, which an authentication layer before
+    /// this one put in a request extension), under the limiter name `name`
+    /// on the global store, resolved at the first request. `policy_of` may
+    /// return a [`Policy`], an `Arc<Policy>` or a `&'static Policy`.
+    ///
+    /// One limiter counts every request, so a key keeps its count when its
+    /// policy changes to another of the same algorithm (a user upgraded from
+    /// 2 to 5 a minute keeps what they used), and `RateLimit-Policy` and
+    /// `RateLimit` describe the policy that decided that request.
+    ///
+    /// A request for which `policy_of` returns `None` never reaches the
+    /// route: it is answered a plain `500`, and the first one is logged at
+    /// ERROR, since it means the server is set up wrong (the layer that sets
+    /// what `policy_of` reads is missing, or runs after this one). To count
+    /// requests without a plan under a default policy, return that policy
+    /// for them.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, middleware, routing::get, Router};
+    /// use redlimit::http::{KeyBy, RateLimitLayer};
+    /// use redlimit::{ManualClock, Policy, Store};
+    /// use std::sync::Arc;
+    /// use tower_service::Service;
+    ///
+    /// /// What authentication found out about the caller.
+    /// #[derive(Clone)]
+    /// struct Plan(Arc<Policy>);
+    ///
+    /// redlimit::init(Store::memory().with_clock(ManualClock::new()))?;
+    /// let (free, pro) = (Arc::new(Policy::fixed_window("1/1m")?), Arc::new(Policy::fixed_window("3/1m")?));
+    /// let limit = RateLimitLayer::per_request("api", |request: &Request| {
+    ///     request.extensions().get::<Plan>().map(|plan| plan.0.clone())
+    /// })
+    /// .key(KeyBy::header("x-user")?);
+    /// // Stands for authentication: bob pays, anyone else named is free, no name has no plan.
+    /// let authenticate = middleware::map_request(move |mut request: Request| {
+    ///     let plan = match request.headers().get("x-user").map(|user| user == "bob") {
+    ///         Some(true) => Some(Plan(pro.clone())),
+    ///         Some(false) => Some(Plan(free.clone())),
+    ///         None => None,
+    ///     };
+    ///     if let Some(plan) = plan {
+    ///         request.extensions_mut().insert(plan);
+    ///     }
+    ///     async move { request }
+    /// });
+    /// // The layer added last runs first.
+    /// let mut app = Router::new().route("/", get(|| async { "hi" })).layer(limit).layer(authenticate);
+    /// let request = |user: &str| Request::builder().uri("/").header("x-user", user).body(Body::empty()).unwrap();
+    ///
+    /// let ann = app.call(request("ann")).await.unwrap();
+    /// assert_eq!(ann.headers()["ratelimit-policy"], r#""1/1m";q=1;w=60"#);
+    /// assert_eq!(app.call(request("ann")).await.unwrap().status(), 429);
+    /// let bob = app.call(request("bob")).await.unwrap();
+    /// assert_eq!(bob.headers()["ratelimit"], r#""3/1m";r=2;t=60"#);
+    /// let anonymous = Request::builder().uri("/").body(Body::empty()).unwrap();
+    /// assert_eq!(app.call(anonymous).await.unwrap().status(), 500); // no plan: set up wrong
+    /// # Ok(()) }
+    /// ```
+    pub fn per_request<P: Borrow<Policy>>(
+        name: impl Into<Arc<str>>,
+        policy_of: impl Fn(&Request) -> Option<P> + Send + Sync + 'static,
+    ) -> RateLimitLayer {
+        let name: Arc<str> = name.into();
+        let source = Source::Lazy(Arc::new(LazyLimiter::per_call(Cow::Owned(name.to_string()), OnError::default())));
+        RateLimitLayer::with_limits(Limits::PerRequest(Arc::new(PerRequest::new(source, policy_of))))
+    }
+
+    /// [`per_request`](Self::per_request) on `limiter` (its name, store and
+    /// [`OnError`]; its own policy is not used).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, routing::get, Router};
+    /// use redlimit::http::{KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use tower_service::Service;
+    ///
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let limiter = Limiter::new("api", Policy::fixed_window("2/1m")?, &store);
+    /// let layer = RateLimitLayer::per_request_on(limiter, |request: &Request| request.extensions().get::<Policy>().cloned())
+    ///     .key(KeyBy::header("x-user")?);
+    /// let mut app = Router::new().route("/", get(|| async { "hi" })).layer(layer);
+    /// let request = |policy: &Policy| {
+    ///     let mut request = Request::builder().uri("/").header("x-user", "ann").body(Body::empty()).unwrap();
+    ///     request.extensions_mut().insert(policy.clone());
+    ///     request
+    /// };
+    /// let (free, pro) = (Policy::fixed_window("2/1m")?, Policy::fixed_window("5/1m")?);
+    ///
+    /// app.call(request(&free)).await.unwrap();
+    /// app.call(request(&free)).await.unwrap();
+    /// assert_eq!(app.call(request(&free)).await.unwrap().status(), 429);
+    /// let upgraded = app.call(request(&pro)).await.unwrap();
+    /// assert_eq!(upgraded.headers()["ratelimit"], r#""5/1m";r=2;t=60"#); // the two used still count
+    /// # Ok(()) }
+    /// ```
+    pub fn per_request_on<P: Borrow<Policy>>(
+        limiter: Limiter,
+        policy_of: impl Fn(&Request) -> Option<P> + Send + Sync + 'static,
+    ) -> RateLimitLayer {
+        RateLimitLayer::with_limits(Limits::PerRequest(Arc::new(PerRequest::new(Source::Limiter(limiter), policy_of))))
     }
 
     fn with_source(source: Source) -> RateLimitLayer {

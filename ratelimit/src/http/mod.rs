@@ -11,7 +11,8 @@
 //! - [`RateLimitLayer`] limits the routes it wraps by client IP (behind
 //!   [`TrustedProxies`]), a header, or a function of the request ([`KeyBy`]);
 //!   it can exempt requests, shape its rejections, and choose a policy per
-//!   request among [`Tiers`].
+//!   request among [`Tiers`] or compute it from the request
+//!   ([`RateLimitLayer::per_request`]).
 
 mod client_ip;
 mod decisions;
@@ -19,6 +20,7 @@ mod forwarded;
 mod headers;
 mod key;
 mod layer;
+mod per_request;
 mod quota;
 mod response;
 mod service;

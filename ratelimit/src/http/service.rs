@@ -7,7 +7,7 @@ use super::key::{KeyBy, MissingKey};
 use super::response::{problem, respond};
 use super::source::Source;
 use super::tiers::Limits;
-use crate::{Decision, Limiter, RateLimited};
+use crate::{Decision, Limiter, Policy, RateLimited};
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -116,8 +116,9 @@ impl Shared {
         }
     }
 
-    async fn decide(&self, source: Source, key: Vec<u8>) -> Verdict {
-        let limiter = match source.limiter().await {
+    /// Decides one request on `source`'s limiter, by `policy` when the request gave one.
+    async fn decide(&self, source: Source, policy: Option<Policy>, key: Vec<u8>) -> Verdict {
+        let limiter = match source.limiter(policy.as_ref()).await {
             Ok(limiter) => limiter,
             Err(why) => return self.without_policy(&source, &why, &key),
         };
@@ -174,11 +175,11 @@ where
         if shared.is_exempt(&request) {
             return Box::pin(async move { Ok(inner.call(request).await?.into_response()) });
         }
-        let source = shared.limits.choose(&request).cloned().map_err(|detail| (StatusCode::BAD_REQUEST, detail));
-        let key = source.and_then(|source| Ok(shared.key_of(&request)?.map(|key| (source, key))));
+        let chosen = shared.limits.choose(&request);
+        let key = chosen.and_then(|(source, policy)| Ok(shared.key_of(&request)?.map(|key| (source, policy, key))));
         Box::pin(async move {
             let verdict = match key {
-                Ok(Some((source, key))) => shared.decide(source, key).await,
+                Ok(Some((source, policy, key))) => shared.decide(source, policy, key).await,
                 Ok(None) => Verdict::Pass(None),
                 Err((status, detail)) => Verdict::Respond(problem(status, &detail, None)),
             };

@@ -2,7 +2,7 @@
 //! comes from (given, or built on the global store at the first request).
 
 use crate::lazy::LazyLimiter;
-use crate::{Limiter, OnError};
+use crate::{Limiter, OnError, Policy};
 use std::sync::Arc;
 
 /// Where a layer's (or a tier's) limiter comes from.
@@ -22,11 +22,13 @@ impl Source {
         }
     }
 
-    /// The limiter deciding now; `Err` when a named policy is not configured.
-    pub(super) async fn limiter(&self) -> Result<Limiter, Arc<str>> {
-        match self {
-            Source::Limiter(limiter) => Ok(limiter.clone()),
-            Source::Lazy(lazy) => lazy.current().await.map(|(limiter, _)| limiter),
+    /// The limiter deciding now, by `per_request` when the request gave a
+    /// policy; `Err` when a named policy is not configured.
+    pub(super) async fn limiter(&self, per_request: Option<&Policy>) -> Result<Limiter, Arc<str>> {
+        match (self, per_request) {
+            (Source::Limiter(limiter), None) => Ok(limiter.clone()),
+            (Source::Limiter(limiter), Some(policy)) => Ok(limiter.with_policy(policy)),
+            (Source::Lazy(lazy), _) => lazy.current(per_request).await.map(|(limiter, _)| limiter),
         }
     }
 

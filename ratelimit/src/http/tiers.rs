@@ -1,11 +1,12 @@
 //! [`Tiers`]: a policy chosen per request among named tiers (plans such as
 //! free and pro), each counted by its own limiter.
 
+use super::per_request::PerRequest;
 use super::source::Source;
 use crate::lazy::LazyLimiter;
 use crate::{Error, Limiter, OnError, Policy};
 use axum::extract::Request;
-use axum::http::HeaderName;
+use axum::http::{HeaderName, StatusCode};
 use redlimit_grammar::quote;
 use std::borrow::Cow;
 use std::fmt;
@@ -226,11 +227,12 @@ impl Tiered {
     }
 }
 
-/// A layer's limiters: one, or one per tier.
+/// A layer's limiters: one, one per tier, or one deciding by a policy per request.
 #[derive(Clone)]
 pub(super) enum Limits {
     One(Source),
     Tiered(Arc<Tiered>),
+    PerRequest(Arc<PerRequest>),
 }
 
 impl Limits {
@@ -239,22 +241,29 @@ impl Limits {
         match self {
             Limits::One(source) => source.name(),
             Limits::Tiered(tiered) => &tiered.name,
+            Limits::PerRequest(per_request) => per_request.name(),
         }
     }
 
-    /// The source deciding `request`; `Err` with what the client is told
-    /// when it names no tier and there is no fallback.
-    pub(super) fn choose(&self, request: &Request) -> Result<&Source, String> {
+    /// The source deciding `request`, and the policy it decides by when the
+    /// request gives one; `Err` with the status and detail to answer
+    /// instead (a `400` when it names no tier and there is no fallback).
+    pub(super) fn choose(&self, request: &Request) -> Result<(Source, Option<Policy>), (StatusCode, String)> {
         match self {
-            Limits::One(source) => Ok(source),
-            Limits::Tiered(tiered) => tiered.choose(request).ok_or_else(|| {
-                format!(
-                    "this route is rate limited by `{}` per tier ({}), and the request's {} names none of them",
-                    tiered.name,
-                    tiered.listed,
-                    tiered.by.describe()
-                )
-            }),
+            Limits::One(source) => Ok((source.clone(), None)),
+            Limits::Tiered(tiered) => match tiered.choose(request) {
+                Some(source) => Ok((source.clone(), None)),
+                None => Err((
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "this route is rate limited by `{}` per tier ({}), and the request's {} names none of them",
+                        tiered.name,
+                        tiered.listed,
+                        tiered.by.describe()
+                    ),
+                )),
+            },
+            Limits::PerRequest(per_request) => per_request.choose(request),
         }
     }
 
@@ -273,6 +282,7 @@ impl Limits {
                 fallback: tiered.fallback,
                 listed: tiered.listed.clone(),
             })),
+            Limits::PerRequest(per_request) => Limits::PerRequest(Arc::new(per_request.with_on_error(on_error))),
         }
     }
 }
