@@ -1,4 +1,6 @@
 #![warn(missing_docs)]
+// docs.rs (nightly, `--cfg docsrs`) notes on each gated item the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //! Distributed rate limiting for async Rust: one attribute on an async
 //! function, decided atomically on Redis, or in memory when no Redis is set.
 //!
@@ -35,6 +37,7 @@ mod error;
 #[cfg(feature = "redis")]
 mod global_redis;
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
 mod lazy;

@@ -32,6 +32,7 @@ use std::time::Duration;
 /// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub struct RedisOptions {
     /// Bound on establishing a connection (default 1 s): the whole of
     /// [`Store::redis`](crate::Store::redis), retries of a refused connect
@@ -65,6 +66,7 @@ pub struct RedisOptions {
     /// `rediss+sentinel://` (default: none, the system's roots). Sentinels
     /// themselves are reached over plain TCP.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub tls_root_cert: Option<Vec<u8>>,
 }
 
@@ -142,6 +144,7 @@ impl RedisOptions {
     /// Sets [`tls_root_cert`](Self::tls_root_cert): PEM certificate(s) to
     /// trust for `rediss://` nodes.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn with_tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_root_cert = Some(pem.into());
         self
