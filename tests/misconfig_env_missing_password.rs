@@ -22,7 +22,9 @@ async fn a_missing_password_fails_the_start_up_call() {
     println!("{error}");
     assert!(matches!(error, Error::Auth(_)), "{error:?}");
     assert!(
-        error.to_string().starts_with(&format!("cannot connect to Redis at {}: the credentials were refused", server.url())),
+        error
+            .to_string()
+            .starts_with(&format!("cannot connect to Redis at {}: the credentials were refused", server.url())),
         "{error}"
     );
 

@@ -59,7 +59,8 @@ async fn a_single_server_without_the_password_fails_start_up() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_sentinel_master_without_the_password_fails_start_up() {
     let master = RedisServer::start_on(free_port, &["--appendonly", "no", "--requirepass", PASSWORD], None);
-    let sentinel = RedisServer::start_sentinel_with("auth", master.port(), &format!("sentinel auth-pass auth {PASSWORD}\n"));
+    let sentinel =
+        RedisServer::start_sentinel_with("auth", master.port(), &format!("sentinel auth-pass auth {PASSWORD}\n"));
     let port = sentinel.port();
     refused_without_and_decides_with(
         &format!("redis+sentinel://127.0.0.1:{port}/auth"),

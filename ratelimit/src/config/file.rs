@@ -3,8 +3,7 @@
 
 use crate::Policy;
 use redlimit_grammar::{
-    check_policy_name, parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, Param, PolicySpec,
-    MAX_LIMIT,
+    check_policy_name, parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, Param, PolicySpec, MAX_LIMIT,
 };
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -264,8 +263,9 @@ fn string<'v>(value: &'v Spanned<DeValue<'_>>, example: &str) -> Result<&'v str,
 fn whole(value: &Spanned<DeValue<'_>>, example: &str, min: u64, max: u64) -> Result<u64, String> {
     let option = example.split(' ').next().unwrap_or("");
     match value.get_ref() {
-        DeValue::Integer(i) => u64::from_str_radix(i.as_str(), i.radix())
-            .map_err(|_| format!("{option} {}: must be a whole number from {min} to {max}, like `{example}`", raw(value))),
+        DeValue::Integer(i) => u64::from_str_radix(i.as_str(), i.radix()).map_err(|_| {
+            format!("{option} {}: must be a whole number from {min} to {max}, like `{example}`", raw(value))
+        }),
         DeValue::String(_) => Err(format!("`{option}` takes an integer, not a string: write `{example}`")),
         _ => Err(format!("`{option}` takes an integer, like `{example}`, not {}", raw(value))),
     }
