@@ -145,7 +145,26 @@ fn wrong_kinds_of_values() {
         [
             "policies.toml:3: policy \"a\": `capacity` takes an integer, not a string: write `capacity = 10`",
             "policies.toml:4: policy \"a\": `rate` takes a string, like `rate = \"1/3s\"`, not 3",
-            "policies.toml:9: policy \"b\": burst -1: must be a whole number from 0 to 18446744073709551615, like `burst = 5`",
+            "policies.toml:9: policy \"b\": burst -1: must be a whole number from 0 to 1099511627775, like `burst = 5`",
+        ]
+    );
+}
+
+#[test]
+fn a_capacity_or_burst_out_of_range_names_the_real_bounds() {
+    let found = problems(
+        "[policies.a]\nalgo = \"token_bucket\"\ncapacity = -3\nrate = \"1/1s\"\n\n\
+         [policies.b]\nalgo = \"leaky_bucket\"\ncapacity = 0\nrate = \"1/1s\"\n\n\
+         [policies.c]\nalgo = \"token_bucket\"\ncapacity = 1099511627777\nrate = \"1/1s\"\n\n\
+         [policies.d]\nalgo = \"gcra\"\nrate = \"1/1s\"\nburst = 1099511627776\n",
+    );
+    assert_eq!(
+        found,
+        [
+            "policies.toml:3: policy \"a\": capacity -3: must be a whole number from 1 to 1099511627776, like `capacity = 10`",
+            "policies.toml:8: policy \"b\": capacity 0: capacity of 0 would deny every call; use at least 1",
+            "policies.toml:13: policy \"c\": capacity 1099511627777: capacity 1099511627777 is too large; the largest allowed is 1099511627776",
+            "policies.toml:19: policy \"d\": burst 1099511627776: burst 1099511627776 is too large; the largest allowed is 1099511627775",
         ]
     );
 }

@@ -26,6 +26,8 @@ fn duration() -> impl Strategy<Value = Duration> {
         Just(RedisOptions::MIN_DURATION),
         Just(RedisOptions::MAX_DURATION),
         Just(RedisOptions::MAX_DURATION + Duration::from_nanos(1)),
+        Just(RedisOptions::MAX_RETRY_INTERVAL),
+        Just(RedisOptions::MAX_RETRY_INTERVAL + Duration::from_nanos(1)),
         Just(RedisOptions::MIN_DURATION - Duration::from_nanos(1)),
         (any::<u64>(), 0u32..1_000_000_000).prop_map(|(s, n)| Duration::new(s, n)),
         (0u64..5_000_000_000).prop_map(Duration::from_nanos),
@@ -34,6 +36,10 @@ fn duration() -> impl Strategy<Value = Duration> {
 
 fn in_bounds(d: Duration) -> bool {
     (RedisOptions::MIN_DURATION..=RedisOptions::MAX_DURATION).contains(&d)
+}
+
+fn retry_interval_in_bounds(d: Duration) -> bool {
+    (RedisOptions::MIN_DURATION..=RedisOptions::MAX_RETRY_INTERVAL).contains(&d)
 }
 
 proptest! {
@@ -51,7 +57,7 @@ proptest! {
         let wrong = [
             ("connect_timeout", !in_bounds(connect_timeout)),
             ("response_timeout", !in_bounds(response_timeout)),
-            ("retry_interval", !in_bounds(retry_interval)),
+            ("retry_interval", !retry_interval_in_bounds(retry_interval)),
             ("reconnect_retries", reconnect_retries > RedisOptions::MAX_RECONNECT_RETRIES),
         ];
         match wrong.iter().find(|(_, wrong)| *wrong) {
@@ -80,7 +86,7 @@ async fn the_longest_retry_interval_keeps_the_breaker() {
     let server = RedisServer::start();
     let options = RedisOptions::default()
         .with_response_timeout(Duration::from_millis(200))
-        .with_retry_interval(RedisOptions::MAX_DURATION);
+        .with_retry_interval(RedisOptions::MAX_RETRY_INTERVAL);
     let store = Store::redis_with(&server.url(), options).await.unwrap();
     let limiter = Limiter::new("longest-interval", Policy::fixed_window("5/1h").unwrap(), &store);
     limiter.check("k", 1).await.unwrap();

@@ -53,6 +53,7 @@ const RENAMES: &[(&str, &str)] = &[
     ("wait_max", "max_wait"),
     ("on_failure", "on_error"),
     ("on_store_error", "on_error"),
+    ("keys", "key"),
     ("prefix", "name"),
     ("policy_name", "policy"),
     ("named_policy", "policy"),

@@ -1,4 +1,6 @@
 #![warn(missing_docs)]
+// docs.rs (nightly, `--cfg docsrs`) notes on each gated item the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //! Distributed rate limiting for async Rust: one attribute on an async
 //! function, decided atomically on Redis, or in memory when no Redis is set.
 //!
@@ -35,6 +37,7 @@ mod error;
 #[cfg(feature = "redis")]
 mod global_redis;
 #[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
 mod lazy;
@@ -97,5 +100,20 @@ pub use on_error::OnError;
 pub use policy::{Policy, Rate, Strategy};
 pub use rate_limited::{DenialReason, Key, RateLimited};
 pub use redlimit_grammar::AlgorithmKind;
+/// What [`Policy::from_spec`] and [`AlgorithmKind`] name: a policy's
+/// parameters as numbers, a parameter's name, and why one is rejected.
+///
+/// ```
+/// use redlimit::{AlgorithmKind, GrammarError, Param, Policy, PolicySpec, Strategy};
+///
+/// let mut spec = PolicySpec::new(AlgorithmKind::SlidingLog);
+/// spec.strategies = Some(vec![Strategy { limit: 5, window_us: 3_000_000 }]);
+/// assert_eq!(Policy::from_spec(spec)?.to_string(), "sliding_log 5/3s");
+/// assert_eq!(AlgorithmKind::Gcra.params(), [Param::Rate, Param::Burst]);
+/// let unknown: GrammarError = AlgorithmKind::from_name("bucket").unwrap_err();
+/// assert!(unknown.message().starts_with("unknown algorithm `bucket`"));
+/// # Ok::<(), redlimit::Error>(())
+/// ```
+pub use redlimit_grammar::{GrammarError, Param, PolicySpec};
 pub use runtime::{global, init, init_from_env, REDIS_URL_VAR};
 pub use store::Store;

@@ -10,7 +10,10 @@ use std::time::Duration;
 /// ([`DenialReason`]) and the [`Decision`].
 ///
 /// `Display` names the rule that denied and when to retry; it never prints the
-/// key, which is user data ([`Key`]'s own `Display` shows it escaped).
+/// key, which is user data ([`Key`]'s own `Display` shows it escaped). The
+/// wait is always in seconds, rounded up to the millisecond (so obeying it
+/// succeeds) and written with no more decimals than it needs: `60s`,
+/// `1.5s`, `0.25s`, `9.966s`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -252,16 +255,16 @@ impl PartialEq<String> for Key {
     }
 }
 
-/// `1.5s`, `60s`, `250ms`: short, and rounded up so obeying it succeeds.
+/// `60s`, `1.5s`, `0.25s`: seconds, rounded up to the millisecond so
+/// obeying it succeeds, one unit for every wait so texts compare at a glance.
 fn format_wait(wait: Duration) -> String {
-    let ms = wait.as_micros().div_ceil(1000);
-    if ms % 1000 == 0 {
-        format!("{}s", ms / 1000)
-    } else if ms >= 1000 {
-        format!("{:.3}s", ms as f64 / 1000.0)
-    } else {
-        format!("{ms}ms")
+    let ms = wait.as_nanos().div_ceil(1_000_000);
+    let (secs, fraction) = (ms / 1000, ms % 1000);
+    if fraction == 0 {
+        return format!("{secs}s");
     }
+    let decimals = format!("{fraction:03}");
+    format!("{secs}.{}s", decimals.trim_end_matches('0'))
 }
 
 impl std::error::Error for RateLimited {}
@@ -272,11 +275,18 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn waits_read_short_and_round_up() {
+    fn waits_are_seconds_rounded_up_to_the_millisecond() {
         assert_eq!(format_wait(Duration::from_micros(999_977)), "1s");
-        assert_eq!(format_wait(Duration::from_micros(1)), "1ms");
-        assert_eq!(format_wait(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_wait(Duration::from_micros(999_000)), "0.999s");
+        assert_eq!(format_wait(Duration::from_nanos(1)), "0.001s");
+        assert_eq!(format_wait(Duration::from_micros(1)), "0.001s");
+        assert_eq!(format_wait(Duration::from_millis(250)), "0.25s");
+        assert_eq!(format_wait(Duration::from_millis(9_966)), "9.966s");
         assert_eq!(format_wait(Duration::from_micros(1_500_001)), "1.501s");
+        assert_eq!(format_wait(Duration::from_millis(1_500)), "1.5s");
+        assert_eq!(format_wait(Duration::from_millis(10_050)), "10.05s");
         assert_eq!(format_wait(Duration::from_secs(60)), "60s");
+        assert_eq!(format_wait(Duration::ZERO), "0s");
+        assert_eq!(format_wait(Duration::MAX), "18446744073709551616s");
     }
 }

@@ -18,7 +18,8 @@ pub const REDIS_URL_VAR: &str = "REDLIMIT_REDIS_URL";
 /// `Store::redis` takes) within its connect timeout (1 s); the error says
 /// what failed: a malformed URL ([`Error::InvalidConfig`], naming the wrong
 /// part), nothing listening or TLS failing ([`Error::Connection`]), wrong
-/// credentials ([`Error::Auth`]). Unset or empty: the in-memory store (said
+/// credentials, or none where the server requires them ([`Error::Auth`]:
+/// start-up sends a `PING`, which a server wanting a password refuses). Unset or empty: the in-memory store (said
 /// in a log line). [`Error::AlreadyInitialized`] if a global store is
 /// already set ([`init`], or a limited call made before).
 ///

@@ -40,12 +40,14 @@ impl Store {
     /// Connects to Redis (`redis://[user:password@]host:port[/db]`) with the
     /// default [`RedisOptions`] and loads every script.
     #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub async fn redis(url: &str) -> Result<Store, Error> {
         Store::redis_with(url, RedisOptions::default()).await
     }
 
     /// Connects to Redis with explicit timeouts.
     #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub async fn redis_with(url: &str, options: RedisOptions) -> Result<Store, Error> {
         Ok(Store::from_backend(Arc::new(RedisBackend::connect(url, options).await?)))
     }

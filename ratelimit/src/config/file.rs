@@ -3,7 +3,7 @@
 
 use crate::Policy;
 use redlimit_grammar::{
-    check_policy_name, parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, Param, PolicySpec,
+    check_policy_name, parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, Param, PolicySpec, MAX_LIMIT,
 };
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -160,7 +160,7 @@ fn policy(
                     continue;
                 }
             },
-            "capacity" => match whole(value, "capacity = 10") {
+            "capacity" => match whole(value, "capacity = 10", 1, MAX_LIMIT) {
                 Ok(v) => {
                     spec.capacity = Some(v);
                     Param::Capacity
@@ -172,7 +172,7 @@ fn policy(
                     continue;
                 }
             },
-            "burst" => match whole(value, "burst = 5") {
+            "burst" => match whole(value, "burst = 5", 0, MAX_LIMIT - 1) {
                 Ok(v) => {
                     spec.burst = Some(v);
                     Param::Burst
@@ -258,11 +258,13 @@ fn string<'v>(value: &'v Spanned<DeValue<'_>>, example: &str) -> Result<&'v str,
     })
 }
 
-fn whole(value: &Spanned<DeValue<'_>>, example: &str) -> Result<u64, String> {
+/// An integer option; one that is not even a `u64` is reported with the
+/// option's real bounds, `min..=max` (the spec's rules check the rest).
+fn whole(value: &Spanned<DeValue<'_>>, example: &str, min: u64, max: u64) -> Result<u64, String> {
     let option = example.split(' ').next().unwrap_or("");
     match value.get_ref() {
         DeValue::Integer(i) => u64::from_str_radix(i.as_str(), i.radix()).map_err(|_| {
-            format!("{option} {}: must be a whole number from 0 to {}, like `{example}`", raw(value), u64::MAX)
+            format!("{option} {}: must be a whole number from {min} to {max}, like `{example}`", raw(value))
         }),
         DeValue::String(_) => Err(format!("`{option}` takes an integer, not a string: write `{example}`")),
         _ => Err(format!("`{option}` takes an integer, like `{example}`, not {}", raw(value))),

@@ -34,6 +34,7 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// assert_eq!(response.headers()["content-type"], "application/problem+json");
 /// # Ok(()) }
 /// ```
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 impl IntoResponse for RateLimited {
     fn into_response(self) -> Response {
         denial_response(&self, HeaderStyle::Draft)

@@ -120,7 +120,13 @@ impl Connection {
         let groups = if matches!(kind, Kind::Cluster(_)) { SLOTS / SLOTS_PER_GROUP } else { 1 };
         #[cfg(not(feature = "cluster"))]
         let groups = 1;
-        Ok(Connection { kind, answered: Arc::new(Answered::new(groups)) })
+        let mut connection = Connection { kind, answered: Arc::new(Answered::new(groups)) };
+        // A server that wants a password lets a connection without one open
+        // and refuses its first command (NOAUTH): ask one now, so a missing
+        // password fails start-up as a wrong one does. On a cluster `PING`
+        // goes to every master.
+        connection.req_packed_command(&redis::cmd("PING")).await.and_then(Value::extract_error)?;
+        Ok(connection)
     }
 
     pub(crate) fn is_cluster(&self) -> bool {

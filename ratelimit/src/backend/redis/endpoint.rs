@@ -72,7 +72,9 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
             if !path.is_empty() {
                 return Err(invalid(url, format!("a cluster has no database or path, found `/{}`", quote(&path))));
             }
-            let nodes = host_list(url, hosts, 6379)?
+            // No default port: a cluster's nodes seldom share one, so a node
+            // written without one is a slip, not a request for 6379.
+            let nodes = host_list(url, hosts, None)?
                 .iter()
                 .map(|host| node_info(url, tls, credentials, host, ""))
                 .collect::<Result<_, _>>()?;
@@ -92,7 +94,7 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
             if !db.is_empty() && db.parse::<u16>().is_err() {
                 return Err(invalid(url, format!("database `{}` is not a number", quote(&db))));
             }
-            let sentinels = host_list(url, hosts, 26379)?
+            let sentinels = host_list(url, hosts, Some(26379))?
                 .iter()
                 .map(|host| {
                     format!("redis://{host}")
@@ -124,7 +126,7 @@ fn check_single(url: &str, rest: &str) -> Result<(), Error> {
     if host.trim().is_empty() {
         return Err(invalid(url, "no host: expected redis://host:port"));
     }
-    host_port(url, host, 6379)?;
+    host_port(url, host, Some(6379))?;
     let db = path.strip_prefix('/').unwrap_or("");
     let db = &db[..db.find(['?', '#']).unwrap_or(db.len())];
     if !db.is_empty() && db.parse::<u16>().is_err() {
@@ -133,17 +135,19 @@ fn check_single(url: &str, rest: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// `host:port,host:port` with each port checked; a missing port is `default`.
+/// `host:port,host:port` with each port checked; a missing port is
+/// `default`, or an error naming the host when there is none.
 #[cfg(any(feature = "cluster", feature = "sentinel"))]
-fn host_list(url: &str, hosts: &str, default: u16) -> Result<Vec<String>, Error> {
+fn host_list(url: &str, hosts: &str, default: Option<u16>) -> Result<Vec<String>, Error> {
     if hosts.trim().is_empty() {
         return Err(invalid(url, "no hosts: list them as host:port,host:port"));
     }
     hosts.split(',').map(|host| host_port(url, host, default)).collect()
 }
 
-/// One `host[:port]`, as `host:port`; a missing port is `default`.
-fn host_port(url: &str, host: &str, default: u16) -> Result<String, Error> {
+/// One `host[:port]`, as `host:port`; a missing port is `default`, or an
+/// error naming the host when there is none.
+fn host_port(url: &str, host: &str, default: Option<u16>) -> Result<String, Error> {
     let host = host.trim();
     // `[v6]:port`: the address's own colons are inside the brackets.
     let (name, port) = match host.find(']').filter(|_| host.starts_with('[')) {
@@ -157,7 +161,7 @@ fn host_port(url: &str, host: &str, default: u16) -> Result<String, Error> {
         return Err(invalid(url, format!("empty host in `{}`", quote(&host))));
     }
     let port = if port.is_empty() {
-        default
+        default.ok_or_else(|| invalid(url, format!("no port in `{}`: write every node as host:port", quote(&host))))?
     } else {
         port.parse().map_err(|_| invalid(url, format!("invalid port `{}` in `{}`", quote(&port), quote(&host))))?
     };
@@ -268,6 +272,19 @@ mod tests {
         assert!(error("redis+sentinel://a/m/x").contains("database `x`"));
         let e = error("redis+cluster://user:s3cret@a:1,:2");
         assert!(e.contains("empty host") && !e.contains("s3cret") && e.contains("user:***@"), "{e}");
+    }
+
+    #[cfg(feature = "cluster")]
+    #[test]
+    fn a_cluster_node_without_a_port_is_named() {
+        assert_eq!(
+            error("redis+cluster://[::1]:7000,[::1]"),
+            "invalid Redis URL redis+cluster://[::1]:7000,[::1]: no port in `[::1]`: write every node as host:port"
+        );
+        assert!(error("redis+cluster://a:7000,b").contains("no port in `b`"));
+        assert!(error("redis+cluster://a:7000,b:").contains("no port in `b:`"));
+        assert!(error("redis+cluster://[::1]:").contains("no port in `[::1]:`"));
+        assert!(matches!(parse("redis+cluster://[::1]:7000,[::1]:7001").unwrap(), Endpoint::Cluster { .. }));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::time::Duration;
 /// fields can be read.
 ///
 /// Each duration is from 1 ms to 1 hour ([`RedisOptions::MAX_DURATION`]),
+/// `retry_interval` at most a minute ([`RedisOptions::MAX_RETRY_INTERVAL`])
 /// and `reconnect_retries` at most [`RedisOptions::MAX_RECONNECT_RETRIES`]:
 /// [`Store::redis_with`](crate::Store::redis_with) rejects anything else
 /// with an [`Error::InvalidConfig`] naming the field, rather than
@@ -31,6 +32,7 @@ use std::time::Duration;
 /// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub struct RedisOptions {
     /// Bound on establishing a connection (default 1 s): the whole of
     /// [`Store::redis`](crate::Store::redis), retries of a refused connect
@@ -47,7 +49,9 @@ pub struct RedisOptions {
     pub reconnect_retries: usize,
     /// After a failure to reach Redis, calls fail at once with
     /// [`Error::Unavailable`] for this long (default 250 ms) instead of each
-    /// waiting out a timeout; then the next call tries Redis again.
+    /// waiting out a timeout; then the next call tries Redis again. At most
+    /// [`MAX_RETRY_INTERVAL`](Self::MAX_RETRY_INTERVAL): calls keep failing
+    /// for all of it even once Redis is back.
     pub retry_interval: Duration,
     /// Calls of one limiter that wait at the same time go to Redis as one
     /// script call that decides them one after another, in arrival order,
@@ -62,6 +66,7 @@ pub struct RedisOptions {
     /// `rediss+sentinel://` (default: none, the system's roots). Sentinels
     /// themselves are reached over plain TCP.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub tls_root_cert: Option<Vec<u8>>,
 }
 
@@ -84,6 +89,25 @@ impl RedisOptions {
     pub const MAX_DURATION: Duration = Duration::from_secs(3600);
     /// The shortest duration any field takes.
     pub const MIN_DURATION: Duration = Duration::from_millis(1);
+    /// The longest [`retry_interval`](Self::retry_interval): one failure
+    /// fails every call for that long, even after Redis is back, so a longer
+    /// one would turn a blip into an outage.
+    ///
+    /// ```
+    /// use redlimit::RedisOptions;
+    /// use std::time::Duration;
+    ///
+    /// assert_eq!(RedisOptions::MAX_RETRY_INTERVAL, Duration::from_secs(60));
+    /// let options = RedisOptions::default().with_retry_interval(RedisOptions::MAX_RETRY_INTERVAL);
+    /// assert!(options.validate().is_ok());
+    /// let error = options.with_retry_interval(Duration::from_secs(3600)).validate().unwrap_err();
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     "invalid RedisOptions: `retry_interval` is 3600s; it must be from 1ms to 60s \
+    ///      (after a failure every call fails at once for that long, even once Redis is back)"
+    /// );
+    /// ```
+    pub const MAX_RETRY_INTERVAL: Duration = Duration::from_secs(60);
     /// The most reconnect attempts `reconnect_retries` takes.
     pub const MAX_RECONNECT_RETRIES: usize = 100;
 
@@ -120,6 +144,7 @@ impl RedisOptions {
     /// Sets [`tls_root_cert`](Self::tls_root_cert): PEM certificate(s) to
     /// trust for `rediss://` nodes.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn with_tls_root_cert(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls_root_cert = Some(pem.into());
         self
@@ -128,17 +153,17 @@ impl RedisOptions {
     /// `Ok` when every field is within its bounds; else an
     /// [`Error::InvalidConfig`] naming the first field that is not.
     pub fn validate(&self) -> Result<(), Error> {
+        let retry_why = " (after a failure every call fails at once for that long, even once Redis is back)";
         let durations = [
-            ("connect_timeout", self.connect_timeout),
-            ("response_timeout", self.response_timeout),
-            ("retry_interval", self.retry_interval),
+            ("connect_timeout", self.connect_timeout, Self::MAX_DURATION, ""),
+            ("response_timeout", self.response_timeout, Self::MAX_DURATION, ""),
+            ("retry_interval", self.retry_interval, Self::MAX_RETRY_INTERVAL, retry_why),
         ];
-        for (field, value) in durations {
-            if !(Self::MIN_DURATION..=Self::MAX_DURATION).contains(&value) {
+        for (field, value, max, why) in durations {
+            if !(Self::MIN_DURATION..=max).contains(&value) {
                 return Err(Error::InvalidConfig(format!(
-                    "invalid RedisOptions: `{field}` is {value:?}; it must be from {:?} to {:?}",
+                    "invalid RedisOptions: `{field}` is {value:?}; it must be from {:?} to {max:?}{why}",
                     Self::MIN_DURATION,
-                    Self::MAX_DURATION
                 )));
             }
         }
