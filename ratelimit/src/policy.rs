@@ -176,7 +176,7 @@ impl Policy {
     ///
     /// ```
     /// use redlimit::{AlgorithmKind, Policy, Strategy};
-    /// use redlimit_grammar::PolicySpec;
+    /// use redlimit::PolicySpec;
     ///
     /// let mut spec = PolicySpec::new(AlgorithmKind::FixedWindow);
     /// spec.strategies = Some(vec![Strategy { limit: 10, window_us: 0 }]);

@@ -38,7 +38,8 @@ impl Store {
     }
 
     /// Connects to Redis (`redis://[user:password@]host:port[/db]`) with the
-    /// default [`RedisOptions`] and loads every script.
+    /// default [`RedisOptions`], and checks its credentials (the scripts
+    /// load with the first call of each family of algorithm).
     #[cfg(feature = "redis")]
     #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
     pub async fn redis(url: &str) -> Result<Store, Error> {
