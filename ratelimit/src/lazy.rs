@@ -4,7 +4,7 @@
 
 use crate::config::named::NamedLimiter;
 use crate::outage_log::OutageLog;
-use crate::{runtime, Limiter, OnError, Policy, RateLimited};
+use crate::{runtime, scope, Limiter, OnError, Policy, RateLimited};
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
@@ -107,6 +107,9 @@ impl LazyLimiter {
     /// The limiter for this call, deciding by `per_call` when given; `Err`
     /// with why, when a named policy is not configured or no policy is known.
     pub(crate) async fn current(&self, per_call: Option<&Policy>) -> Result<Current, Arc<str>> {
+        if let Some(scoped) = self.scoped(per_call) {
+            return scoped.map(|limiter| (limiter, false));
+        }
         let apply = |limiter: &Limiter| match per_call {
             Some(policy) => limiter.with_policy(policy),
             None => limiter.clone(),
@@ -134,6 +137,22 @@ impl LazyLimiter {
                 configured.limiter.as_ref().map(|limiter| (apply(limiter), first)).map_err(Arc::clone)
             }
         }
+    }
+
+    /// Inside a [`scope`](crate::scope): the limiter on the scope's store,
+    /// deciding by this call's policy.
+    fn scoped(&self, per_call: Option<&Policy>) -> Option<Result<Limiter, Arc<str>>> {
+        let configured;
+        let policy = match (&self.source, per_call) {
+            (_, Some(policy)) => Ok(policy),
+            (Source::Fixed { policy: Some(policy), .. }, None) => Ok(policy),
+            (Source::Fixed { policy: None, .. }, None) => Err("no policy was given for this call".into()),
+            (Source::Named(named), None) => {
+                configured = named.configured_policy();
+                configured.as_ref().map_err(Arc::clone)
+            }
+        };
+        scope::limiter(&self.name, policy, self.on_error)
     }
 
     /// Builds a fixed policy's limiter on the global store, or, while that

@@ -50,6 +50,7 @@ mod pipeline;
 mod policy;
 mod rate_limited;
 mod runtime;
+mod scope;
 mod sharded;
 mod site;
 mod store;
@@ -116,4 +117,5 @@ pub use redlimit_grammar::AlgorithmKind;
 /// ```
 pub use redlimit_grammar::{GrammarError, Param, PolicySpec};
 pub use runtime::{global, init, init_from_env, REDIS_URL_VAR};
+pub use scope::scope;
 pub use store::Store;

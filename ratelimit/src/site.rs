@@ -85,10 +85,12 @@ impl Site {
                 limiter
             }
             Err(why) => {
+                // Settled without I/O: spend the task's budget as I/O would, so a loop of such calls yields.
+                tokio::task::coop::consume_budget().await;
                 return self
                     .limiter
                     .settle_unconfigured("call", self.name, &why, key)
-                    .map_err(|denied| self.denial(denied))
+                    .map_err(|denied| self.denial(denied));
             }
         };
         let decided = match self.on_limit {

@@ -3,7 +3,7 @@
 //! (`LazyLimiter` holds one for a named policy).
 
 use super::registry::{self, Loaded};
-use crate::{runtime, Limiter, OnError, Store};
+use crate::{runtime, Limiter, OnError, Policy, Store};
 use arc_swap::ArcSwapOption;
 use std::borrow::Cow;
 use std::future::Future;
@@ -109,6 +109,14 @@ impl NamedLimiter {
         let fresh = Arc::new(fresh);
         self.configured.store(Some(fresh.clone()));
         (fresh, first)
+    }
+}
+
+impl NamedLimiter {
+    /// The configured policy in the set in use, or why there is none.
+    pub(crate) fn configured_policy(&self) -> Result<Policy, Arc<str>> {
+        let loaded = registry::current();
+        loaded.set.get(&self.policy).cloned().ok_or_else(|| missing(&self.policy, &loaded).into())
     }
 }
 
