@@ -33,6 +33,7 @@ mod clock;
 mod config;
 mod decision;
 mod deny_cache;
+mod dry_run;
 mod error;
 #[cfg(feature = "redis")]
 mod global_redis;
@@ -95,6 +96,7 @@ pub use backend::RedisOptions;
 pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
 pub use config::policies;
 pub use decision::{Decision, Quota};
+pub use dry_run::{is_dry_run, set_dry_run, DRY_RUN_VAR};
 pub use error::{Error, Failure};
 pub use limiter::Limiter;
 pub use on_error::OnError;

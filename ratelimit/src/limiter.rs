@@ -9,7 +9,7 @@ use crate::outage_log::OutageLog;
 use crate::{Decision, Error, OnError, Policy, RateLimited, Store};
 use once_cell::sync::OnceCell;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +39,8 @@ pub struct Limiter {
     /// The policy this limiter decides by, bound to its store.
     pub(crate) rule: Arc<Rule>,
     pub(crate) on_error: OnError,
+    /// Decided and recorded, never enforced ([`Limiter::with_dry_run`]).
+    pub(crate) dry_run: bool,
     /// Denials remembered until their `retry_after` (`None`: turned off).
     pub(crate) deny_cache: Option<Arc<DenyCache>>,
 }
@@ -55,6 +57,8 @@ pub(crate) struct Inner {
     pub(crate) outage: OutageLog,
     /// Per algorithm, registered with the recorder present at its first decision.
     pub(crate) metrics: [OnceCell<LimiterMetrics>; 6],
+    /// A dry run's first let-through was logged.
+    pub(crate) dry_run_reported: AtomicBool,
 }
 
 /// A policy bound to a limiter's store: made once per policy, used by every call under it.
@@ -88,12 +92,14 @@ impl Limiter {
             store_errors: AtomicU64::new(0),
             outage: OutageLog::default(),
             metrics: Default::default(),
+            dry_run_reported: AtomicBool::new(false),
         };
         let rule = Arc::new(Rule::new(&inner, policy));
         Limiter {
             inner: Arc::new(inner),
             rule,
             on_error: OnError::default(),
+            dry_run: false,
             deny_cache: Some(Arc::new(DenyCache::new())),
         }
     }
@@ -124,7 +130,10 @@ impl Limiter {
     /// # Ok(()) }
     /// ```
     pub fn with_policy(&self, policy: &Policy) -> Limiter {
-        let rule = match *policy == self.rule.policy && policy.name() == self.rule.policy.name() {
+        let same = *policy == self.rule.policy
+            && policy.name() == self.rule.policy.name()
+            && policy.is_dry_run() == self.rule.policy.is_dry_run();
+        let rule = match same {
             true => self.rule.clone(),
             false => Arc::new(Rule::new(&self.inner, policy.clone())),
         };
@@ -180,6 +189,38 @@ impl Limiter {
             (false, _) => None,
         };
         self
+    }
+
+    /// Puts this limiter in dry run (shadow mode), or takes it out: calls
+    /// are decided and recorded as usual (`check` and `peek` still answer
+    /// as the store does), but [`limit`](Self::limit), [`wait`](Self::wait)
+    /// and everything built on them (annotated functions, layers) let
+    /// through a call they would deny, `on_error = Deny` included: the
+    /// decision says `allowed: false`, the call is counted in
+    /// `redlimit_dry_run_denials_total` and logged. A policy or the whole
+    /// process can be in dry run too ([`Policy::with_dry_run`],
+    /// [`set_dry_run`](crate::set_dry_run)).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    ///
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let trial = Limiter::new("trial", Policy::gcra("1/1m", 0)?, &store).with_dry_run(true);
+    /// assert!(trial.limit("ann", 1).await.unwrap().allowed);
+    /// let passed = trial.limit("ann", 1).await.expect("never denied");
+    /// assert_eq!((passed.allowed, passed.retry_after), (false, Some(std::time::Duration::from_secs(60))));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_dry_run(mut self, on: bool) -> Limiter {
+        self.dry_run = on;
+        self
+    }
+
+    /// Whether a call this limiter would deny passes: it, its policy or the
+    /// process is in dry run.
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run || self.rule.policy.is_dry_run() || crate::dry_run::is_dry_run()
     }
 
     /// Sets what [`limit`](Self::limit) does when the store cannot answer.
@@ -245,9 +286,18 @@ impl Limiter {
         let key = key.as_ref();
         let decision = match self.decide(key, cost, false).await {
             Ok(decision) => decision,
-            Err(error) => self.on_error.settle(self, key, cost, &error)?,
+            Err(error) => match self.on_error.settle(self, key, cost, &error) {
+                Err(denied) if self.is_dry_run() => {
+                    crate::dry_run::would_have_denied(self);
+                    return Ok(denied.decision().clone());
+                }
+                settled => settled?,
+            },
         };
         if decision.allowed {
+            Ok(decision)
+        } else if self.is_dry_run() {
+            crate::dry_run::would_have_denied(self);
             Ok(decision)
         } else {
             Err(self.denial(key, decision, false))

@@ -6,6 +6,7 @@
 //! | name | kind | labels | what it counts |
 //! |---|---|---|---|
 //! | `redlimit_decisions_total` | counter | `limiter`, `algo`, `outcome` (`allowed` / `denied`) | every decision of `check`, `limit`, `wait` and annotated functions, including denials answered by the deny cache and decisions `on_error` made while the store could not answer; not `peek` |
+//! | `redlimit_dry_run_denials_total` | counter | `limiter`, `algo` | calls a limiter in dry run (`Policy::with_dry_run`, `Limiter::with_dry_run`, `redlimit::set_dry_run`) would have denied and let through; they are also counted as `denied` above, as the store decided |
 //! | `redlimit_store_errors_total` | counter | `kind` (`connection`: refused, reset, dropped, DNS, TLS; `auth`: credentials refused; `server`: Redis answered an error; `timeout`; `unavailable`: failing fast after one of those, or still connecting; `protocol`: an unexpected reply; `config`) | every call the store could not decide |
 //! | `redlimit_store_duration_seconds` | histogram | `limiter`, `algo` | how long a remote store (Redis) took to answer one call, successful or not; not recorded for the in-memory store or for denials the deny cache answered |
 //!
@@ -32,6 +33,8 @@ use tracing::Span;
 
 /// `redlimit_decisions_total`.
 pub const DECISIONS_TOTAL: &str = "redlimit_decisions_total";
+/// `redlimit_dry_run_denials_total`.
+pub const DRY_RUN_DENIALS_TOTAL: &str = "redlimit_dry_run_denials_total";
 /// `redlimit_store_errors_total`.
 pub const STORE_ERRORS_TOTAL: &str = "redlimit_store_errors_total";
 /// `redlimit_store_duration_seconds`.
@@ -42,6 +45,7 @@ pub const STORE_DURATION_SECONDS: &str = "redlimit_store_duration_seconds";
 pub(crate) struct LimiterMetrics {
     allowed: Counter,
     denied: Counter,
+    dry_run_denied: Counter,
     store_duration: Histogram,
 }
 
@@ -52,6 +56,7 @@ impl LimiterMetrics {
         LimiterMetrics {
             allowed: metrics::counter!(DECISIONS_TOTAL, "limiter" => limiter.clone(), "algo" => algo, "outcome" => "allowed"),
             denied: metrics::counter!(DECISIONS_TOTAL, "limiter" => limiter.clone(), "algo" => algo, "outcome" => "denied"),
+            dry_run_denied: metrics::counter!(DRY_RUN_DENIALS_TOTAL, "limiter" => limiter.clone(), "algo" => algo),
             store_duration: metrics::histogram!(STORE_DURATION_SECONDS, "limiter" => limiter, "algo" => algo),
         }
     }
@@ -59,6 +64,11 @@ impl LimiterMetrics {
     /// Counts one decision.
     pub(crate) fn decided(&self, allowed: bool) {
         if allowed { &self.allowed } else { &self.denied }.increment(1);
+    }
+
+    /// Counts a call a dry run let through that would have been denied.
+    pub(crate) fn dry_run_denied(&self) {
+        self.dry_run_denied.increment(1);
     }
 
     /// Records how long the remote store took.
@@ -78,6 +88,10 @@ fn describe() {
         metrics::describe_counter!(
             STORE_ERRORS_TOTAL,
             "Rate limit calls the store could not decide, by kind of failure."
+        );
+        metrics::describe_counter!(
+            DRY_RUN_DENIALS_TOTAL,
+            "Calls a rate limiter in dry run would have denied and let through, by limiter and algorithm."
         );
         metrics::describe_histogram!(
             STORE_DURATION_SECONDS,

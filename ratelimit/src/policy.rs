@@ -31,6 +31,8 @@ pub struct Policy {
     pub(crate) reduced_rate: (u64, u64),
     /// The name it was configured under (see [`Policy::name`]).
     name: Option<Arc<str>>,
+    /// Decided and recorded, never enforced (see [`Policy::with_dry_run`]).
+    dry_run: bool,
 }
 
 /// Equal when they limit alike: the configured name is a label, not a rule.
@@ -62,7 +64,7 @@ impl Policy {
             }
             Params::FixedWindow { .. } | Params::SlidingWindow { .. } | Params::SlidingLog { .. } => (1, 1),
         };
-        Policy { params, reduced_rate, name: None }
+        Policy { params, reduced_rate, name: None, dry_run: false }
     }
 
     /// The name this policy was configured under, when it came from a
@@ -80,6 +82,34 @@ impl Policy {
     /// ```
     pub fn name(&self) -> Option<&str> {
         self.name.as_deref()
+    }
+
+    /// The same policy in dry run (shadow mode): every limiter deciding by it
+    /// decides and records as usual, but a call it would deny passes
+    /// (`Limiter::limit`, `wait`, annotated functions and layers never deny
+    /// it), counted in `redlimit_dry_run_denials_total` and logged. So a new
+    /// limit can be tried on real traffic. A policy file says it with
+    /// `dry_run = true`. Like the name, not part of equality.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    ///
+    /// let trial = Policy::fixed_window("1/1m")?.with_dry_run(true);
+    /// let limiter = Limiter::new("trial", trial, &Store::memory().with_clock(ManualClock::new()));
+    /// limiter.limit("ann", 1).await.unwrap();
+    /// let would_deny = limiter.limit("ann", 1).await.expect("a dry run never denies");
+    /// assert!(!would_deny.allowed, "the decision still says it would have denied");
+    /// # Ok(()) }
+    /// ```
+    pub fn with_dry_run(mut self, on: bool) -> Policy {
+        self.dry_run = on;
+        self
+    }
+
+    /// Whether this policy is in dry run ([`Policy::with_dry_run`]).
+    pub fn is_dry_run(&self) -> bool {
+        self.dry_run
     }
 
     /// The same policy, labelled with the name it is configured under.
@@ -296,6 +326,7 @@ impl fmt::Debug for Policy {
             .field("params", &self.params)
             .field("reduced_rate", &self.reduced_rate)
             .field("name", &self.name)
+            .field("dry_run", &self.dry_run)
             .finish()
     }
 }

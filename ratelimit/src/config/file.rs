@@ -11,7 +11,7 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 /// The options a policy table takes: the attribute's policy options, no others.
-pub(crate) const POLICY_OPTIONS: &[&str] = &["algo", "strategies", "precision", "capacity", "rate", "burst"];
+pub(crate) const POLICY_OPTIONS: &[&str] = &["algo", "strategies", "precision", "capacity", "rate", "burst", "dry_run"];
 
 /// Attribute options that belong to a call site, not to a policy.
 const SITE_OPTIONS: &[&str] =
@@ -99,6 +99,7 @@ fn policy(
     };
 
     let mut algo = None;
+    let mut dry_run = false;
     let mut spec = PolicySpec::new(AlgorithmKind::FixedWindow);
     // Where each parameter was written, and as what, for the messages of `validate`.
     let mut written: Vec<(Param, Range<usize>, String)> = Vec::new();
@@ -115,6 +116,13 @@ fn policy(
                     Some(Ok(kind)) => algo = Some(kind),
                     Some(Err(e)) => fail(format!("algo {text}: {e}")),
                     None => fail(format!("`algo` takes a string, like `algo = \"sliding_window\"`, not {text}")),
+                }
+                continue;
+            }
+            "dry_run" => {
+                match value.get_ref().as_bool() {
+                    Some(on) => dry_run = on,
+                    None => fail(format!("`dry_run` takes true or false, like `dry_run = true`, not {text}")),
                 }
                 continue;
             }
@@ -226,7 +234,7 @@ fn policy(
         return None;
     }
     match Policy::from_spec(spec) {
-        Ok(policy) => Some(policy),
+        Ok(policy) => Some(policy.with_dry_run(dry_run)),
         Err(e) => {
             problems.push(name.span(), format!("{label}: {e}"));
             None
