@@ -62,8 +62,9 @@ impl DenyCache {
         DenyCache { denials, unscoped }
     }
 
-    /// The remembered denial of `key` at `cost` under `policy`, as it stands at `now`.
-    pub(crate) fn get(&self, key: &[u8], cost: u64, policy: u64, now: u64) -> Option<Decision> {
+    /// The remembered denial of `key` at `cost` under `policy` (its
+    /// fingerprint, asked only when a denial is held), as it stands at `now`.
+    pub(crate) fn get(&self, key: &[u8], cost: u64, policy: impl FnOnce() -> u64, now: u64) -> Option<Decision> {
         // A limiter that denies nothing pays one load, not a lock.
         if self.denials.len() == 0 {
             return None;
@@ -75,7 +76,7 @@ impl DenyCache {
             return None;
         }
         // Another cost or policy, or a clock that stepped back before the denial: let the store decide.
-        if entry.cost != cost || entry.policy != policy || now < entry.at {
+        if entry.cost != cost || now < entry.at || entry.policy != policy() {
             return None;
         }
         let mut decision = entry.decision.clone();
@@ -168,13 +169,13 @@ mod tests {
     fn a_denial_is_served_until_its_retry_time_then_forgotten() {
         let cache = DenyCache::new();
         cache.remember(b"k", 1, 0, 1_000, &denial(500, 800));
-        let later = cache.get(b"k", 1, 0, 1_200).expect("remembered");
+        let later = cache.get(b"k", 1, || 0, 1_200).expect("remembered");
         assert_eq!(
             (later.retry_after, later.reset_after),
             (Some(Duration::from_micros(300)), Duration::from_micros(600))
         );
-        assert!(cache.get(b"k", 1, 0, 1_499).is_some());
-        assert!(cache.get(b"k", 1, 0, 1_500).is_none(), "served at the time the store said it passes");
+        assert!(cache.get(b"k", 1, || 0, 1_499).is_some());
+        assert!(cache.get(b"k", 1, || 0, 1_500).is_none(), "served at the time the store said it passes");
         assert_eq!(cache.len(), 0);
     }
 
@@ -182,11 +183,11 @@ mod tests {
     fn only_the_same_cost_at_or_after_the_denial_is_served() {
         let cache = DenyCache::new();
         cache.remember(b"k", 5, 0, 1_000, &denial(500, 500));
-        assert!(cache.get(b"k", 1, 0, 1_100).is_none(), "a denial of 5 says nothing about 1");
-        assert!(cache.get(b"k", 6, 0, 1_100).is_none(), "nor about 6 (a later retry, or never)");
-        assert!(cache.get(b"k", 5, 0, 999).is_none(), "a clock that stepped back asks the store");
-        assert!(cache.get(b"other", 5, 0, 1_100).is_none());
-        assert!(cache.get(b"k", 5, 1, 1_100).is_none(), "nor under another policy");
+        assert!(cache.get(b"k", 1, || 0, 1_100).is_none(), "a denial of 5 says nothing about 1");
+        assert!(cache.get(b"k", 6, || 0, 1_100).is_none(), "nor about 6 (a later retry, or never)");
+        assert!(cache.get(b"k", 5, || 0, 999).is_none(), "a clock that stepped back asks the store");
+        assert!(cache.get(b"other", 5, || 0, 1_100).is_none());
+        assert!(cache.get(b"k", 5, || 1, 1_100).is_none(), "nor under another policy");
     }
 
     #[test]
@@ -211,7 +212,7 @@ mod tests {
         cache.forget(b"other");
         assert_eq!(cache.len(), 1);
         cache.forget(b"k");
-        assert!(cache.get(b"k", 1, 0, 1).is_none());
+        assert!(cache.get(b"k", 1, || 0, 1).is_none());
         assert_eq!(cache.len(), 0);
     }
 
@@ -227,7 +228,7 @@ mod tests {
         for i in 0..1000u64 {
             cache.remember(&(u64::MAX - i).to_be_bytes(), 1, 0, later, &denial(1_000, 1_000));
         }
-        assert!(cache.get(&u64::MAX.to_be_bytes(), 1, 0, later + 1).is_some());
+        assert!(cache.get(&u64::MAX.to_be_bytes(), 1, || 0, later + 1).is_some());
         assert!(cache.len() <= SHARDS * PER_SHARD);
     }
 }

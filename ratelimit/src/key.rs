@@ -22,16 +22,19 @@ use std::fmt::{self, Write};
 /// assert_eq!(prefix, b"redlimit:gcra/v2:5:login");
 /// ```
 pub fn key_prefix(prefix: &str, policy: &Policy, name: &str, counter: bool) -> Vec<u8> {
-    let mut key = escape_prefix(prefix);
+    // One buffer, written in place: a policy chosen per call binds per call.
+    let mut key = String::with_capacity(prefix.len() + name.len() + 40);
+    escape_prefix(&mut key, prefix);
+    key.push(':');
+    write_layout(&mut key, policy, counter);
     // Writing into a String cannot fail.
-    let _ = write!(key, ":{}:{}:{name}", layout(policy, counter), name.len());
+    let _ = write!(key, ":{}:{name}", name.len());
     key.into_bytes()
 }
 
 /// A store's prefix with `%` and `:` written as `%25` and `%3A`: a prefix
 /// without them (`redlimit`, `app-a`) reads as given.
-fn escape_prefix(prefix: &str) -> String {
-    let mut escaped = String::with_capacity(prefix.len() + 48);
+fn escape_prefix(escaped: &mut String, prefix: &str) {
     for c in prefix.chars() {
         match c {
             '%' => escaped.push_str("%25"),
@@ -39,7 +42,6 @@ fn escape_prefix(prefix: &str) -> String {
             c => escaped.push(c),
         }
     }
-    escaped
 }
 
 /// The algorithm, the version of its stored state's format, and whatever
@@ -71,20 +73,34 @@ fn escape_prefix(prefix: &str) -> String {
 /// redlimit:token_bucket/v2:6:upload:user:7
 /// redlimit:gcra/v2:6:search:user:7
 /// ```
-pub(crate) fn layout(policy: &Policy, counter: bool) -> String {
-    let algo = policy.algorithm().name();
-    if counter {
-        return format!("{algo}/{COUNTER_FORMAT}/counter");
-    }
+fn write_layout(key: &mut String, policy: &Policy, counter: bool) {
+    key.push_str(policy.algorithm().name());
+    key.push('/');
+    let format = match &policy.params {
+        _ if counter => COUNTER_FORMAT,
+        Params::SlidingWindow { .. } => SLIDING_WINDOW_FORMAT,
+        Params::TokenBucket { .. } | Params::LeakyBucket { .. } => BUCKET_FORMAT,
+        Params::FixedWindow { .. } => FIXED_WINDOW_FORMAT,
+        Params::SlidingLog { .. } => SLIDING_LOG_FORMAT,
+        Params::Gcra { .. } => GCRA_FORMAT,
+    };
+    key.push_str(format);
     match &policy.params {
+        _ if counter => key.push_str("/counter"),
         Params::SlidingWindow { precision_us, .. } => {
-            format!("{algo}/{SLIDING_WINDOW_FORMAT}/{}", format_duration(*precision_us))
+            key.push('/');
+            key.push_str(&format_duration(*precision_us));
         }
-        Params::TokenBucket { .. } | Params::LeakyBucket { .. } => format!("{algo}/{BUCKET_FORMAT}"),
-        Params::FixedWindow { .. } => format!("{algo}/{FIXED_WINDOW_FORMAT}"),
-        Params::SlidingLog { .. } => format!("{algo}/{SLIDING_LOG_FORMAT}"),
-        Params::Gcra { .. } => format!("{algo}/{GCRA_FORMAT}"),
+        _ => {}
     }
+}
+
+/// [`write_layout`]'s text, for the tests.
+#[cfg(test)]
+pub(crate) fn layout(policy: &Policy, counter: bool) -> String {
+    let mut layout = String::new();
+    write_layout(&mut layout, policy, counter);
+    layout
 }
 
 // The version of each stored state's format (the Lua header of each script

@@ -65,8 +65,9 @@ pub(crate) struct Inner {
 pub(crate) struct Rule {
     pub(crate) policy: Policy,
     pub(crate) bound: Arc<dyn Bound>,
-    /// Tells the deny cache's denials under this policy from those under another.
-    pub(crate) fingerprint: u64,
+    /// Tells the deny cache's denials under this policy from those under
+    /// another; worked out when first needed (a cache that holds a denial).
+    fingerprint: OnceCell<u64>,
 }
 
 impl Rule {
@@ -78,7 +79,11 @@ impl Rule {
             policy: &policy,
             server_clock: store.clock.now_us().is_none(),
         });
-        Rule { fingerprint: policy.fingerprint(), policy, bound }
+        Rule { fingerprint: OnceCell::new(), policy, bound }
+    }
+
+    pub(crate) fn fingerprint(&self) -> u64 {
+        *self.fingerprint.get_or_init(|| self.policy.fingerprint())
     }
 }
 

@@ -80,7 +80,7 @@ impl Limiter {
             // The store's own clock is not this process's: date by ours.
             at_us: clock.now_us().map_or_else(process_now_us, crate::clock::bounded),
         });
-        if let Some(remembered) = cache.and_then(|c| c.cache.get(key, cost, self.rule.fingerprint, c.at_us)) {
+        if let Some(remembered) = cache.and_then(|c| c.cache.get(key, cost, || self.rule.fingerprint(), c.at_us)) {
             return Step::Done(Ok(remembered));
         }
         match self.rule.bound.decide_by(key, cost, peek, clock) {
@@ -112,7 +112,7 @@ impl Limiter {
                 // remembered for a larger one may now name too early a time.
                 cache.forget(key);
             } else {
-                cache.remember(key, cost, self.rule.fingerprint, at_us, &decision);
+                cache.remember(key, cost, self.rule.fingerprint(), at_us, &decision);
             }
         }
         decision
