@@ -3,9 +3,10 @@
 //! on such calls do not delay another task's timer on a 2-worker runtime.
 
 use redlimit::{rate_limit, RateLimited, Store};
+use redlimit_test_support::timers::median_sleep_overshoot;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Calls each looper makes at most: the loop is bounded by a count.
 const LOOPS: u64 = 2_000_000;
@@ -42,15 +43,9 @@ async fn loops_on_an_unconfigured_policy_do_not_delay_another_task() {
         std::thread::yield_now();
     }
     let other = tokio::spawn(async move {
-        let mut overshoots = Vec::new();
-        for _ in 0..SLEEPS {
-            let asked = Instant::now();
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            overshoots.push(asked.elapsed().saturating_sub(Duration::from_millis(20)));
-        }
+        let overshoot = median_sleep_overshoot(SLEEPS).await;
         stop.store(true, Ordering::Relaxed);
-        overshoots.sort();
-        overshoots[SLEEPS / 2]
+        overshoot
     });
     let overshoot = other.await.unwrap();
     let mut still_looping = true;

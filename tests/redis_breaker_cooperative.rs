@@ -10,10 +10,11 @@
 
 use redlimit::{Error, Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::timers::median_sleep_overshoot;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Fail-fast answers each looper is given at most: the loop is bounded by a count.
 const LOOPS: u64 = 1_000_000;
@@ -61,15 +62,9 @@ async fn fifth_timer_while_four_loop(batching: bool) {
         std::thread::yield_now();
     }
     let fifth = tokio::spawn(async move {
-        let mut overshoots = Vec::new();
-        for _ in 0..SLEEPS {
-            let asked = Instant::now();
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            overshoots.push(asked.elapsed().saturating_sub(Duration::from_millis(20)));
-        }
+        let overshoot = median_sleep_overshoot(SLEEPS).await;
         stop.store(true, Ordering::Relaxed);
-        overshoots.sort();
-        overshoots[SLEEPS / 2]
+        overshoot
     });
     let overshoot = fifth.await.unwrap();
     let mut still_looping = true;

@@ -15,6 +15,7 @@
 //!   the package.
 //! - [`http`]: requests to an axum router in process, and their responses.
 //! - [`log_capture`], [`metrics_capture`]: what `tracing` and `metrics` saw.
+//! - [`timers`]: how late a timer fires while other tasks loop.
 //!
 //! What needs Redis (servers, both stores, exactness workers) is behind the
 //! default feature `redis`, so the memory-only tests build without it.
@@ -33,3 +34,4 @@ pub mod runtime;
 pub mod silent_listener;
 #[cfg(feature = "redis")]
 pub mod stores;
+pub mod timers;
