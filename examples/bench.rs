@@ -8,6 +8,7 @@
 //! cargo run --release --example bench -- --only gcra --rounds 8  # one algorithm's Redis cases
 //! cargo run --release --example bench -- --only batching --algo gcra --in-flight 1,64  # group commit on/off
 //! cargo run --release --example bench -- --only policies --algo gcra  # a policy per user against one fixed limiter
+//! cargo run --release --example bench -- --only batch-forms  # a batch's keys declared, or carried in ARGV
 //! examples/bench/client_instructions.sh fixed_window/script fixed_window/macro  # client instructions per decision
 //! ```
 //!
@@ -41,6 +42,8 @@ mod batching;
 mod cases;
 #[path = "bench/counted.rs"]
 mod counted;
+#[path = "bench/declared.rs"]
+mod declared;
 #[path = "bench/growth.rs"]
 mod growth;
 #[path = "bench/load.rs"]
@@ -84,6 +87,8 @@ pub struct Options {
     pub only_batching: bool,
     /// `--only policies`: the per-user policies section alone (with `--algo`).
     pub only_policies: bool,
+    /// `--only batch-forms`: a batch's keys declared against carried in ARGV, raw.
+    pub only_batch_forms: bool,
 }
 
 fn options() -> (Options, batching::Selection) {
@@ -93,6 +98,7 @@ fn options() -> (Options, batching::Selection) {
     let mut only_algorithm = None;
     let mut only_batching = false;
     let mut only_policies = false;
+    let mut only_batch_forms = false;
     let mut selection = batching::Selection::default();
     let algorithm =
         |name: Option<&String>| AlgorithmKind::ALL.into_iter().find(|k| Some(k.name()) == name.map(String::as_str));
@@ -113,8 +119,9 @@ fn options() -> (Options, batching::Selection) {
                 Some(name) if name == "memory" => only_memory = true,
                 Some(name) if name == "batching" => only_batching = true,
                 Some(name) if name == "policies" => only_policies = true,
+                Some(name) if name == "batch-forms" => only_batch_forms = true,
                 name if algorithm(name).is_some() => only_algorithm = algorithm(name),
-                other => panic!("--only takes `memory`, `batching`, `policies` or an algorithm's name, not {other:?}"),
+                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms` or an algorithm's name, not {other:?}"),
             },
             "--algo" => {
                 let name = iter.next();
@@ -143,6 +150,7 @@ fn options() -> (Options, batching::Selection) {
         only_algorithm,
         only_batching,
         only_policies,
+        only_batch_forms,
     };
     (options, selection)
 }
@@ -198,6 +206,10 @@ async fn run(options: Options, selection: batching::Selection) {
     local::print_machine(&mut admin).await;
     if options.only_batching {
         batching::run(&server.url(), &mut admin, &load_connection, options, &selection).await;
+        return;
+    }
+    if options.only_batch_forms {
+        declared::run(&mut admin, options).await;
         return;
     }
     if options.only_policies {
