@@ -2,6 +2,7 @@
 //! free and pro), each counted by its own limiter.
 
 use super::per_request::PerRequest;
+use super::routes::PerRoute;
 use super::source::Source;
 use crate::lazy::LazyLimiter;
 use crate::{Error, Limiter, OnError, Policy};
@@ -227,12 +228,38 @@ impl Tiered {
     }
 }
 
-/// A layer's limiters: one, one per tier, or one deciding by a policy per request.
+/// A layer's limiters: one, one per tier, or one deciding by a policy per
+/// request or per route.
 #[derive(Clone)]
 pub(super) enum Limits {
     One(Source),
     Tiered(Arc<Tiered>),
     PerRequest(Arc<PerRequest>),
+    PerRoute(Arc<PerRoute>),
+}
+
+/// What decides one request: a limiter, the policy it decides by when the
+/// request gives one, and what comes before the request's key in its
+/// counts (a route's, so routes count apart).
+pub(super) struct Chosen {
+    pub(super) source: Source,
+    pub(super) policy: Option<Policy>,
+    pub(super) scope: Option<Arc<[u8]>>,
+}
+
+impl Chosen {
+    pub(super) fn by(source: Source, policy: Option<Policy>) -> Chosen {
+        Chosen { source, policy, scope: None }
+    }
+
+    /// The limiter, its policy and the full key of a request keyed `key`.
+    pub(super) fn keyed(self, key: Vec<u8>) -> (Source, Option<Policy>, Vec<u8>) {
+        let key = match self.scope {
+            Some(scope) => [&scope[..], &key].concat(),
+            None => key,
+        };
+        (self.source, self.policy, key)
+    }
 }
 
 impl Limits {
@@ -242,17 +269,18 @@ impl Limits {
             Limits::One(source) => source.name(),
             Limits::Tiered(tiered) => &tiered.name,
             Limits::PerRequest(per_request) => per_request.name(),
+            Limits::PerRoute(per_route) => per_route.name(),
         }
     }
 
-    /// The source deciding `request`, and the policy it decides by when the
-    /// request gives one; `Err` with the status and detail to answer
-    /// instead (a `400` when it names no tier and there is no fallback).
-    pub(super) fn choose(&self, request: &Request) -> Result<(Source, Option<Policy>), (StatusCode, String)> {
+    /// What decides `request`: `Ok(None)` lets it through uncounted (an
+    /// exempt route); `Err` carries the status and detail to answer instead
+    /// (a `400` when it names no tier and there is no fallback).
+    pub(super) fn choose(&self, request: &Request) -> Result<Option<Chosen>, (StatusCode, String)> {
         match self {
-            Limits::One(source) => Ok((source.clone(), None)),
+            Limits::One(source) => Ok(Some(Chosen::by(source.clone(), None))),
             Limits::Tiered(tiered) => match tiered.choose(request) {
-                Some(source) => Ok((source.clone(), None)),
+                Some(source) => Ok(Some(Chosen::by(source.clone(), None))),
                 None => Err((
                     StatusCode::BAD_REQUEST,
                     format!(
@@ -263,7 +291,8 @@ impl Limits {
                     ),
                 )),
             },
-            Limits::PerRequest(per_request) => per_request.choose(request),
+            Limits::PerRequest(per_request) => per_request.choose(request).map(Some),
+            Limits::PerRoute(per_route) => Ok(per_route.choose(request)),
         }
     }
 
@@ -283,6 +312,7 @@ impl Limits {
                 listed: tiered.listed.clone(),
             })),
             Limits::PerRequest(per_request) => Limits::PerRequest(Arc::new(per_request.with_on_error(on_error))),
+            Limits::PerRoute(per_route) => Limits::PerRoute(Arc::new(per_route.with_on_error(on_error))),
         }
     }
 }
