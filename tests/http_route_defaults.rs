@@ -72,7 +72,8 @@ async fn each_route_counts_alone(store: &Store, clock: &ManualClock, at: &str) {
 /// limited by its policy alone, and says so: its fields and its 429's body
 /// name `search`. A route nested under `/v1` is stated with its prefix.
 async fn a_stated_route_has_its_policy_alone(store: &Store, at: &str) {
-    let set = PolicySet::parse("p.toml", "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"3/1m\"\n").unwrap();
+    let set =
+        PolicySet::parse("p.toml", "[policies.search]\nalgo = \"fixed_window\"\nstrategies = \"3/1m\"\n").unwrap();
     let search = set.get("search").unwrap().clone();
     let routes = RouteLimits::new(fixed("1/1m")).route("/search", search.clone()).route("/v1/users/{id}", search);
     let ok = || async { "ok" };
@@ -152,7 +153,7 @@ async fn an_exempt_route_is_never_limited_nor_asked_for_a_key() {
     assert_eq!(send(&mut app, request("/a", &[])).await.status(), 400, "and still need a key");
 }
 
-/// Requests no route matched (the default 404, a fallback) share one count
+/// Requests no route matched (the default 404, a fallback, a nested service) share one count
 /// per client by the default policy, apart from every route's; with
 /// `exempt_unmatched` they pass uncounted.
 #[tokio::test]
@@ -166,10 +167,15 @@ async fn unmatched_requests_share_one_count_per_client_unless_exempt() {
     assert_eq!(ask(&mut site, "/nothing", "other").await, (404, state(1)), "each client its own");
     assert_eq!(ask(&mut site, "/a", "k").await, (200, state(1)), "and apart from every route");
 
-    let fallback = Router::new().route("/a", get(|| async { "a" })).fallback(|| async { "a page" });
-    let mut pages = fallback.layer(layer_on(&store, "fallback", RouteLimits::new(fixed("1/1m"))));
+    let fallback = Router::new()
+        .route("/a", get(|| async { "a" }))
+        .nest_service("/static", get(|| async { "a file" }))
+        .fallback(|| async { "a page" });
+    let mut pages = fallback.layer(layer_on(&store, "fallback", RouteLimits::new(fixed("2/1m"))));
     assert_eq!(ask(&mut pages, "/index.html", "k").await.0, 200);
-    assert_eq!(ask(&mut pages, "/about.html", "k").await.0, 429, "a fallback is limited too");
+    assert_eq!(ask(&mut pages, "/static/app.js", "k").await.0, 200);
+    let denied = (ask(&mut pages, "/about.html", "k").await.0, ask(&mut pages, "/static/app.css", "k").await.0);
+    assert_eq!(denied, (429, 429), "a fallback and a nested service are limited too, as unmatched");
 
     let exempt = RouteLimits::new(fixed("1/1m")).exempt_unmatched();
     let mut open = app(layer_on(&store, "unmatched_exempt", exempt), &served);
