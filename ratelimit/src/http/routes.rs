@@ -194,7 +194,11 @@ pub(super) struct PerRoute {
 enum Rule {
     Exempt,
     /// Counted under `scope` on `source`, by `policy` when the request gives it.
-    Limit { scope: Arc<[u8]>, source: Source, policy: Option<Policy> },
+    Limit {
+        scope: Arc<[u8]>,
+        source: Source,
+        policy: Option<Policy>,
+    },
 }
 
 /// A route's rule deciding by `policy` (the default when `None`) on
