@@ -3,10 +3,11 @@
 
 use super::headers::HeaderStyle;
 use super::key::{KeyBy, MissingKey};
+use super::limits::Limits;
 use super::per_request::PerRequest;
 use super::service::{RateLimitService, Shared};
 use super::source::Source;
-use super::tiers::{Limits, Tiers};
+use super::tiers::Tiers;
 use super::TrustedProxies;
 use crate::lazy::LazyLimiter;
 use crate::{Error, Limiter, OnError, Policy, RateLimited};

@@ -1,8 +1,7 @@
 //! [`PerRequest`]: the limits of a [`RateLimitLayer::per_request`](super::RateLimitLayer::per_request)
 //! layer, one limiter deciding each request by the policy computed from it.
 
-use super::source::Source;
-use super::tiers::Chosen;
+use super::source::{Chosen, Source};
 use crate::{OnError, Policy};
 use axum::extract::Request;
 use axum::http::StatusCode;

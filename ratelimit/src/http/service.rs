@@ -4,9 +4,9 @@
 
 use super::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, HeaderStyle};
 use super::key::{KeyBy, MissingKey};
+use super::limits::Limits;
 use super::response::{problem, respond};
 use super::source::Source;
-use super::tiers::Limits;
 use crate::{Decision, Limiter, Policy, RateLimited};
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};
