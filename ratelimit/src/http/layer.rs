@@ -3,10 +3,11 @@
 
 use super::headers::HeaderStyle;
 use super::key::{KeyBy, MissingKey};
+use super::limits::Limits;
 use super::per_request::PerRequest;
 use super::service::{RateLimitService, Shared};
 use super::source::Source;
-use super::tiers::{Limits, Tiers};
+use super::tiers::Tiers;
 use super::TrustedProxies;
 use crate::lazy::LazyLimiter;
 use crate::{Error, Limiter, OnError, Policy, RateLimited};
@@ -31,8 +32,9 @@ use std::sync::Arc;
 /// cannot decide, the limiter's [`OnError`] applies (503 under `Deny`).
 /// [`exempt`](Self::exempt) lets chosen requests through uncounted,
 /// [`on_rejected`](Self::on_rejected) builds your own response to a denial,
-/// [`tiered`](Self::tiered) chooses the policy per request among tiers, and
-/// [`per_request`](Self::per_request) computes it from the request.
+/// [`tiered`](Self::tiered) chooses the policy per request among tiers,
+/// [`per_request`](Self::per_request) computes it from the request, and
+/// [`per_route`](Self::per_route) gives every route of a router its own limit.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -253,7 +255,7 @@ impl RateLimitLayer {
         RateLimitLayer::with_limits(Limits::One(source))
     }
 
-    fn with_limits(limits: Limits) -> RateLimitLayer {
+    pub(super) fn with_limits(limits: Limits) -> RateLimitLayer {
         let shared = Shared {
             limits,
             key: KeyBy::client_ip(TrustedProxies::none()),

@@ -12,7 +12,8 @@
 //!   [`TrustedProxies`]), a header, or a function of the request ([`KeyBy`]);
 //!   it can exempt requests, shape its rejections, and choose a policy per
 //!   request among [`Tiers`] or compute it from the request
-//!   ([`RateLimitLayer::per_request`]).
+//!   ([`RateLimitLayer::per_request`]), or give every route of a router its
+//!   own limit ([`RateLimitLayer::per_route`], [`RouteLimits`]).
 
 mod client_ip;
 mod decisions;
@@ -20,9 +21,12 @@ mod forwarded;
 mod headers;
 mod key;
 mod layer;
+mod limits;
 mod per_request;
+mod per_route;
 mod quota;
 mod response;
+mod routes;
 mod service;
 mod source;
 mod tiers;
@@ -38,5 +42,6 @@ pub use key::{KeyBy, MissingKey, MissingPeer};
 pub use layer::RateLimitLayer;
 pub use quota::PolicyItem;
 pub use response::{denial_response, PROBLEM_JSON, QUOTA_EXCEEDED};
+pub use routes::RouteLimits;
 pub use service::RateLimitService;
 pub use tiers::{TierBy, Tiers};

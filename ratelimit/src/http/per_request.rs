@@ -1,7 +1,7 @@
 //! [`PerRequest`]: the limits of a [`RateLimitLayer::per_request`](super::RateLimitLayer::per_request)
 //! layer, one limiter deciding each request by the policy computed from it.
 
-use super::source::Source;
+use super::source::{Chosen, Source};
 use crate::{OnError, Policy};
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -38,9 +38,9 @@ impl PerRequest {
     /// policy is a server set up wrong (the layer that sets what the
     /// function reads is missing or runs after this one), not a client's
     /// mistake: a plain 500, and the operator is told once at ERROR.
-    pub(super) fn choose(&self, request: &Request) -> Result<(Source, Option<Policy>), (StatusCode, String)> {
+    pub(super) fn choose(&self, request: &Request) -> Result<Chosen, (StatusCode, String)> {
         match (self.policy_of)(request) {
-            Some(policy) => Ok((self.source.clone(), Some(policy))),
+            Some(policy) => Ok(Chosen::by(self.source.clone(), Some(policy))),
             None => {
                 if !self.told_none.swap(true, Ordering::Relaxed) {
                     tracing::error!(

@@ -4,9 +4,9 @@
 
 use super::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, HeaderStyle};
 use super::key::{KeyBy, MissingKey};
+use super::limits::Limits;
 use super::response::{problem, respond};
 use super::source::Source;
-use super::tiers::Limits;
 use crate::{Decision, Limiter, Policy, RateLimited};
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};
@@ -175,8 +175,11 @@ where
         if shared.is_exempt(&request) {
             return Box::pin(async move { Ok(inner.call(request).await?.into_response()) });
         }
-        let chosen = shared.limits.choose(&request);
-        let key = chosen.and_then(|(source, policy)| Ok(shared.key_of(&request)?.map(|key| (source, policy, key))));
+        // An exempt route passes before its key is looked for, as `exempt` does.
+        let key = shared.limits.choose(&request).and_then(|chosen| match chosen {
+            Some(chosen) => Ok(shared.key_of(&request)?.map(|key| chosen.keyed(key))),
+            None => Ok(None),
+        });
         Box::pin(async move {
             let verdict = match key {
                 Ok(Some((source, policy, key))) => shared.decide(source, policy, key).await,

@@ -1,5 +1,6 @@
 //! [`Source`]: where one limiter of a [`RateLimitLayer`](super::RateLimitLayer)
-//! comes from (given, or built on the global store at the first request).
+//! comes from (given, or built on the global store at the first request),
+//! and [`Chosen`]: what decides one request.
 
 use crate::lazy::LazyLimiter;
 use crate::{Limiter, OnError, Policy};
@@ -38,5 +39,29 @@ impl Source {
             Source::Limiter(limiter) => Source::Limiter(limiter.clone()),
             Source::Lazy(lazy) => Source::Lazy(Arc::new(lazy.with_on_error(on_error))),
         }
+    }
+}
+
+/// What decides one request: a limiter, the policy it decides by when the
+/// request gives one, and what comes before the request's key in its
+/// counts (a route's, so routes count apart).
+pub(super) struct Chosen {
+    pub(super) source: Source,
+    pub(super) policy: Option<Policy>,
+    pub(super) scope: Option<Arc<[u8]>>,
+}
+
+impl Chosen {
+    pub(super) fn by(source: Source, policy: Option<Policy>) -> Chosen {
+        Chosen { source, policy, scope: None }
+    }
+
+    /// The limiter, its policy and the full key of a request keyed `key`.
+    pub(super) fn keyed(self, key: Vec<u8>) -> (Source, Option<Policy>, Vec<u8>) {
+        let key = match self.scope {
+            Some(scope) => [&scope[..], &key].concat(),
+            None => key,
+        };
+        (self.source, self.policy, key)
     }
 }

@@ -1,8 +1,7 @@
 //! [`Tiers`]: a policy chosen per request among named tiers (plans such as
 //! free and pro), each counted by its own limiter.
 
-use super::per_request::PerRequest;
-use super::source::Source;
+use super::source::{Chosen, Source};
 use crate::lazy::LazyLimiter;
 use crate::{Error, Limiter, OnError, Policy};
 use axum::extract::Request;
@@ -220,69 +219,38 @@ pub(super) struct Tiered {
 }
 
 impl Tiered {
-    fn choose(&self, request: &Request) -> Option<&Source> {
+    /// The name the layer was given.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The tier deciding `request`; `Err` with the status and detail to
+    /// answer instead (a `400` when it names no tier and there is no fallback).
+    pub(super) fn choose(&self, request: &Request) -> Result<Chosen, (StatusCode, String)> {
         let tier = self.by.tier(request);
         let index = tier.and_then(|tier| self.tiers.iter().position(|(name, _)| **name == *tier));
-        index.or(self.fallback).map(|index| &self.tiers[index].1)
-    }
-}
-
-/// A layer's limiters: one, one per tier, or one deciding by a policy per request.
-#[derive(Clone)]
-pub(super) enum Limits {
-    One(Source),
-    Tiered(Arc<Tiered>),
-    PerRequest(Arc<PerRequest>),
-}
-
-impl Limits {
-    /// The layer's name: its limiter's, or the one a tiered layer was given.
-    pub(super) fn name(&self) -> &str {
-        match self {
-            Limits::One(source) => source.name(),
-            Limits::Tiered(tiered) => &tiered.name,
-            Limits::PerRequest(per_request) => per_request.name(),
+        match index.or(self.fallback) {
+            Some(index) => Ok(Chosen::by(self.tiers[index].1.clone(), None)),
+            None => Err((
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "this route is rate limited by `{}` per tier ({}), and the request's {} names none of them",
+                    self.name,
+                    self.listed,
+                    self.by.describe()
+                ),
+            )),
         }
     }
 
-    /// The source deciding `request`, and the policy it decides by when the
-    /// request gives one; `Err` with the status and detail to answer
-    /// instead (a `400` when it names no tier and there is no fallback).
-    pub(super) fn choose(&self, request: &Request) -> Result<(Source, Option<Policy>), (StatusCode, String)> {
-        match self {
-            Limits::One(source) => Ok((source.clone(), None)),
-            Limits::Tiered(tiered) => match tiered.choose(request) {
-                Some(source) => Ok((source.clone(), None)),
-                None => Err((
-                    StatusCode::BAD_REQUEST,
-                    format!(
-                        "this route is rate limited by `{}` per tier ({}), and the request's {} names none of them",
-                        tiered.name,
-                        tiered.listed,
-                        tiered.by.describe()
-                    ),
-                )),
-            },
-            Limits::PerRequest(per_request) => per_request.choose(request),
-        }
-    }
-
-    /// The same limits with another `on_error` wherever the limiter is built here.
-    pub(super) fn with_on_error(&self, on_error: OnError) -> Limits {
-        match self {
-            Limits::One(source) => Limits::One(source.with_on_error(on_error)),
-            Limits::Tiered(tiered) => Limits::Tiered(Arc::new(Tiered {
-                name: tiered.name.clone(),
-                by: tiered.by.clone(),
-                tiers: tiered
-                    .tiers
-                    .iter()
-                    .map(|(tier, source)| (tier.clone(), source.with_on_error(on_error)))
-                    .collect(),
-                fallback: tiered.fallback,
-                listed: tiered.listed.clone(),
-            })),
-            Limits::PerRequest(per_request) => Limits::PerRequest(Arc::new(per_request.with_on_error(on_error))),
+    /// The same tiers with another `on_error` wherever the limiter is built here.
+    pub(super) fn with_on_error(&self, on_error: OnError) -> Tiered {
+        Tiered {
+            name: self.name.clone(),
+            by: self.by.clone(),
+            tiers: self.tiers.iter().map(|(tier, source)| (tier.clone(), source.with_on_error(on_error))).collect(),
+            fallback: self.fallback,
+            listed: self.listed.clone(),
         }
     }
 }
