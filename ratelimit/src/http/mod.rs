@@ -22,6 +22,7 @@ mod headers;
 mod key;
 mod layer;
 mod limits;
+mod options;
 mod per_request;
 mod per_route;
 mod quota;

@@ -31,6 +31,8 @@ pub(super) struct Shared {
     /// A request any of these match passes uncounted.
     pub(super) exempt: Vec<Exempt>,
     pub(super) on_rejected: Option<OnRejected>,
+    /// Requests are decided and recorded, never denied.
+    pub(super) dry_run: bool,
 }
 
 /// A predicate exempting a request from the limit.
@@ -119,6 +121,7 @@ impl Shared {
     /// Decides one request on `source`'s limiter, by `policy` when the request gave one.
     async fn decide(&self, source: Source, policy: Option<Policy>, key: Vec<u8>) -> Verdict {
         let limiter = match source.limiter(policy.as_ref()).await {
+            Ok(limiter) if self.dry_run => limiter.with_dry_run(true),
             Ok(limiter) => limiter,
             Err(why) => return self.without_policy(&source, &why, &key),
         };

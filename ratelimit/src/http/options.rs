@@ -1,0 +1,156 @@
+//! [`RateLimitLayer`]'s options: how a request is keyed, charged, answered
+//! and exempted (`layer.rs` builds the layer and says where its limiter
+//! comes from).
+
+use super::headers::HeaderStyle;
+use super::key::{KeyBy, MissingKey};
+use super::RateLimitLayer;
+use crate::{OnError, RateLimited};
+use axum::extract::Request;
+use axum::response::Response;
+use std::sync::Arc;
+
+impl RateLimitLayer {
+    /// Counts requests under `key` (default: client IP, no trusted proxy).
+    pub fn key(mut self, key: KeyBy) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).key = key;
+        self
+    }
+
+    /// Permits each request takes (default 1).
+    pub fn cost(mut self, cost: u64) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).cost = cost;
+        self
+    }
+
+    /// What a request without a key gets (default [`MissingKey::Reject`]).
+    pub fn missing_key(mut self, missing_key: MissingKey) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).missing_key = missing_key;
+        self
+    }
+
+    /// Whether allowed responses carry `RateLimit-Policy` and `RateLimit` (default true).
+    pub fn headers_on_allowed(mut self, on: bool) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).headers_on_allowed = on;
+        self
+    }
+
+    /// Which header fields to send (default [`HeaderStyle::Draft`]; the
+    /// legacy `X-RateLimit-*` set is opt-in).
+    pub fn header_style(mut self, style: HeaderStyle) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).style = style;
+        self
+    }
+
+    /// What a request does when the store cannot decide (default
+    /// [`OnError::Allow`]). A layer built with [`from_limiter`](Self::from_limiter)
+    /// uses that limiter's setting and ignores this.
+    pub fn on_error(mut self, on_error: OnError) -> RateLimitLayer {
+        let shared = Arc::make_mut(&mut self.shared);
+        shared.limits = shared.limits.with_on_error(on_error);
+        self
+    }
+
+    /// Puts the layer in dry run (shadow mode): every request is decided and
+    /// recorded as usual, and one that would be denied reaches the route
+    /// anyway, counted in `redlimit_dry_run_denials_total` and logged
+    /// ([`Limiter::with_dry_run`]). Its `RateLimit` fields still tell the
+    /// truth (`r=0`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, routing::get, Router};
+    /// use redlimit::http::{KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use tower_service::Service;
+    ///
+    /// let limiter = Limiter::new("trial", Policy::fixed_window("1/1m")?, &Store::memory().with_clock(ManualClock::new()));
+    /// let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key")?).dry_run(true);
+    /// let mut app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
+    /// let request = || Request::builder().uri("/").header("x-api-key", "k1").body(Body::empty()).unwrap();
+    /// app.call(request()).await.unwrap();
+    /// let would_deny = app.call(request()).await.unwrap();
+    /// assert_eq!(would_deny.status(), 200);
+    /// assert_eq!(would_deny.headers()["ratelimit"], r#""1/1m";r=0;t=60"#);
+    /// # Ok(()) }
+    /// ```
+    pub fn dry_run(mut self, on: bool) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).dry_run = on;
+        self
+    }
+
+    /// Lets a request `exempt` returns true for through to the route
+    /// uncounted and without `RateLimit` fields (health checks, internal
+    /// callers), before its key is looked for. Called again, a request
+    /// matching any of the predicates is exempt.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, routing::get, Router};
+    /// use redlimit::http::{KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, Policy, Store};
+    /// use tower_service::Service;
+    ///
+    /// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &Store::memory());
+    /// let layer = RateLimitLayer::from_limiter(limiter)
+    ///     .key(KeyBy::header("x-api-key")?)
+    ///     .exempt(|request: &Request| request.uri().path() == "/health");
+    /// let mut app = Router::new().route("/", get(|| async { "hi" })).route("/health", get(|| async { "ok" })).layer(layer);
+    /// let get = |path: &str| Request::builder().uri(path).header("x-api-key", "k").body(Body::empty()).unwrap();
+    ///
+    /// for _ in 0..3 {
+    ///     let health = app.call(get("/health")).await.unwrap();
+    ///     assert_eq!((health.status().as_u16(), health.headers().get("ratelimit")), (200, None));
+    /// }
+    /// assert_eq!(app.call(get("/")).await.unwrap().status(), 200);
+    /// assert_eq!(app.call(get("/")).await.unwrap().status(), 429);
+    /// # Ok(()) }
+    /// ```
+    pub fn exempt(mut self, exempt: impl Fn(&Request) -> bool + Send + Sync + 'static) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).exempt.push(Arc::new(exempt));
+        self
+    }
+
+    /// Builds the response to a denied request with `on_rejected`, from the
+    /// denial, the request and the response the layer would send (`429`
+    /// with its header fields, or `503` when the store could not decide and
+    /// [`OnError::Deny`] denied: see [`RateLimited::reason`]). Requests
+    /// answered for another reason (no key, no peer address, an unknown
+    /// tier) keep their answer.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, http::header, response::Response, routing::get, Router};
+    /// use redlimit::http::{retry_after_secs, KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, ManualClock, Policy, RateLimited, Store};
+    /// use tower_service::Service;
+    ///
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &store);
+    /// let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key")?).on_rejected(
+    ///     |denied: &RateLimited, _request: &Request, default: Response| {
+    ///         // Keep the status and the header fields; say it in plain text.
+    ///         let wait = denied.retry_after().map_or(0, retry_after_secs);
+    ///         let (mut parts, _) = default.into_parts();
+    ///         parts.headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain"));
+    ///         Response::from_parts(parts, Body::from(format!("slow down: {wait}s")))
+    ///     },
+    /// );
+    /// let mut app = Router::new().route("/", get(|| async { "hi" })).layer(layer);
+    /// let request = || Request::builder().uri("/").header("x-api-key", "k").body(Body::empty()).unwrap();
+    /// app.call(request()).await.unwrap();
+    /// let denied = app.call(request()).await.unwrap();
+    /// assert_eq!((denied.status().as_u16(), denied.headers()["retry-after"].to_str().unwrap()), (429, "60"));
+    /// assert_eq!(denied.headers()["content-type"], "text/plain");
+    /// let body = axum::body::to_bytes(denied.into_body(), 1024).await.unwrap();
+    /// assert_eq!(&body[..], b"slow down: 60s");
+    /// # Ok(()) }
+    /// ```
+    pub fn on_rejected(
+        mut self,
+        on_rejected: impl Fn(&RateLimited, &Request, Response) -> Response + Send + Sync + 'static,
+    ) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).on_rejected = Some(Arc::new(on_rejected));
+        self
+    }
+}
