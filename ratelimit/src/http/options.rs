@@ -54,7 +54,7 @@ impl RateLimitLayer {
     /// Puts the layer in dry run (shadow mode): every request is decided and
     /// recorded as usual, and one that would be denied reaches the route
     /// anyway, counted in `redlimit_dry_run_denials_total` and logged
-    /// ([`Limiter::with_dry_run`]). Its `RateLimit` fields still tell the
+    /// ([`Limiter::with_dry_run`](crate::Limiter::with_dry_run)). Its `RateLimit` fields still tell the
     /// truth (`r=0`).
     ///
     /// ```
