@@ -96,7 +96,7 @@ fn write_layout(key: &mut String, policy: &Policy, counter: bool) {
 }
 
 /// [`write_layout`]'s text, for the tests.
-#[cfg(test)]
+#[cfg(all(test, feature = "redis"))]
 pub(crate) fn layout(policy: &Policy, counter: bool) -> String {
     let mut layout = String::new();
     write_layout(&mut layout, policy, counter);
