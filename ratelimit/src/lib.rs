@@ -49,6 +49,7 @@ mod outage_log;
 mod pipeline;
 mod policy;
 mod rate_limited;
+mod refund;
 mod runtime;
 mod sharded;
 mod site;
@@ -82,7 +83,7 @@ pub mod __private {
     pub use crate::backend::MemoryBackend;
     #[cfg(feature = "redis")]
     pub use crate::backend::RedisBackend;
-    pub use crate::backend::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, QuotaOutcome};
+    pub use crate::backend::{Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, Outcome, QuotaOutcome};
     pub use crate::key::key_prefix;
 }
 
