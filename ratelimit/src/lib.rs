@@ -66,8 +66,8 @@ mod tls;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::key::{push_key_integer, push_key_value, KeyInteger};
-    pub use crate::macro_support::{AsPolicy, Cost, DenialError, Fallback, IntoDenial};
-    pub use crate::site::{OnLimit, Site};
+    pub use crate::macro_support::{AsPolicy, Cost, DenialError, Failed, Fallback, IntoDenial};
+    pub use crate::site::{OnLimit, Site, Taken};
     pub use crate::{OnError, Policy, RateLimited};
     pub use redlimit_grammar::{Rate, Strategy};
     pub use std::string::String;

@@ -1,10 +1,14 @@
 //! Refunds: [`Limiter::refund`] gives permits back when the work they paid
-//! for did not happen. A refund is not a decision: no metric counts it as one, the deny cache neither answers nor
+//! for did not happen; [`SiteRefunds`] makes them for `#[rate_limit(refund_on
+//! = "err")]` (`site.rs`) and logs those that fail. A refund is not a
+//! decision: no metric counts it as one, the deny cache neither answers nor
 //! remembers it, and it only forgets the key's remembered denials, since
 //! permits came back.
 
 use crate::backend::{Answer, CallKind};
+use crate::outage_log::{rounded, OutageLog, Report, LOG_INTERVAL};
 use crate::{algo, observe, Decision, Error, Limiter};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 impl Limiter {
     /// Gives `n` permits back to `key`, for work they paid for that did not
@@ -71,6 +75,59 @@ impl Limiter {
                 observe::store_error(&error);
                 Err(error)
             }
+        }
+    }
+}
+
+/// One site's refunds that could not be made: logged as an outage is.
+#[derive(Debug)]
+pub(crate) struct SiteRefunds {
+    failures: OutageLog,
+    /// The policy turned out, at run time, to be of an algorithm without refunds.
+    refused: AtomicBool,
+}
+
+impl SiteRefunds {
+    pub(crate) const fn new() -> SiteRefunds {
+        SiteRefunds { failures: OutageLog::new(), refused: AtomicBool::new(false) }
+    }
+
+    /// Gives `cost` back to `key` through `limiter` (the call's own policy
+    /// applied); logs what went wrong, as `site` (its limiter's name).
+    pub(crate) async fn refund(&self, site: &str, limiter: &Limiter, key: &str, cost: u64) {
+        let algorithm = limiter.policy().algorithm();
+        if !algo::refunds(algorithm) {
+            // Only a policy named or given per call gets here: the macro
+            // refuses the option beside an inline policy that keeps none.
+            if !self.refused.swap(true, Ordering::Relaxed) {
+                tracing::warn!(target: "redlimit", limiter = site, algo = algorithm.name(),
+                    "refund_on = \"err\" refunds nothing: a {algorithm} policy keeps no refunds (fixed_window, \
+                     token_bucket, leaky_bucket and gcra do); said once");
+            }
+            return;
+        }
+        let clock = &limiter.inner.store.clock;
+        let now_us = || clock.now_us().unwrap_or_else(crate::clock::process_now_us);
+        match limiter.refund(key, cost).await {
+            Ok(_) => {
+                if let Some(recovery) = self.failures.answered(now_us) {
+                    tracing::info!(target: "redlimit", limiter = site,
+                        "refunds reach the rate limit store again after {:?}; {} could not be made",
+                        rounded(recovery.lasted), recovery.failures);
+                }
+            }
+            Err(error) => match self.failures.failed(now_us()) {
+                Some(Report::First { .. }) => {
+                    tracing::warn!(target: "redlimit", limiter = site, kind = observe::error_kind(&error), %error,
+                        "a refund could not be made, so the call's permits stay taken; further failures are \
+                         summed up every {LOG_INTERVAL:?}");
+                }
+                Some(Report::Ongoing { failures, over }) => {
+                    tracing::warn!(target: "redlimit", limiter = site, kind = observe::error_kind(&error), %error,
+                        "{failures} refunds could not be made in the last {:?}", rounded(over));
+                }
+                None => {}
+            },
         }
     }
 }

@@ -43,7 +43,7 @@ pub(crate) fn decide(
     let cost = match kind {
         CallKind::Refund => {
             let back = cost.saturating_mul(p);
-            level = if back >= level { 0 } else { level - back };
+            level = level.saturating_sub(back);
             0
         }
         _ => cost,
