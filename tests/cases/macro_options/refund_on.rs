@@ -145,3 +145,13 @@ fn a_call_that_waits_for_its_turn_refunds_too() {
         assert_eq!(remaining("refund_on.wait", Policy::leaky_bucket(1, "1/1h").unwrap(), "").await, 0);
     });
 }
+
+/// What a refunding call keeps across its body's awaits is `Send`, so such
+/// functions can still be spawned or serve as axum handlers.
+#[test]
+fn a_refunding_call_is_still_send() {
+    fn send<T: Send>(_: T) {}
+    send(upload("ann", false));
+    send(per_tier("bucket", false));
+    send(search("ann"));
+}
