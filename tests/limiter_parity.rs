@@ -1,11 +1,12 @@
 #![cfg(feature = "redis")]
 //! Seeded random timelines replayed on both backends for every algorithm:
 //! the memory twin and the Lua script must agree on every field of every
-//! decision. A failure prints the seed, the step and both decisions.
+//! decision, refunds' answers included. A failure prints the seed, the step
+//! and both decisions.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use redlimit::{Decision, Limiter, Policy};
+use redlimit::{AlgorithmKind, Decision, Limiter, Policy};
 use redlimit_test_support::stores::BothStores;
 use std::time::Duration;
 
@@ -66,8 +67,9 @@ async fn memory_and_redis_agree_when_the_clock_steps_back() {
 
 async fn replay(steps_back: bool) {
     let both = BothStores::start().await;
-    let (mut decisions, mut denied) = (0, 0);
+    let (mut decisions, mut denied, mut refunds) = (0, 0, 0);
     for (index, policy) in policies().into_iter().enumerate() {
+        let refunding = !matches!(policy.algorithm(), AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog);
         for seed in 0..4u64 {
             let name = format!("parity-{index}-{seed}");
             // The backends are compared, not the in-process deny cache (its
@@ -97,6 +99,10 @@ async fn replay(steps_back: bool) {
                         continue;
                     }
                     1 | 2 => (on_memory.peek(&key, cost).await.unwrap(), on_redis.peek(&key, cost).await.unwrap()),
+                    3..=5 if refunding => {
+                        refunds += 1;
+                        (on_memory.refund(&key, cost).await.unwrap(), on_redis.refund(&key, cost).await.unwrap())
+                    }
                     _ => (on_memory.check(&key, cost).await.unwrap(), on_redis.check(&key, cost).await.unwrap()),
                 };
                 // Every field, the per-strategy quotas included.
@@ -114,5 +120,6 @@ async fn replay(steps_back: bool) {
         denied > decisions / 10 && denied < decisions * 9 / 10,
         "timelines too one-sided: {denied} of {decisions} denied"
     );
-    println!("{decisions} decisions ({denied} denied) identical on both backends");
+    assert!(refunds > 800, "replayed only {refunds} refunds");
+    println!("{decisions} decisions ({denied} denied, {refunds} refunds) identical on both backends");
 }

@@ -5,7 +5,7 @@ use crate::load::{evalsha_stats, reset_stats};
 use crate::Options;
 use governor::{Quota, RateLimiter};
 use redis::aio::MultiplexedConnection;
-use redlimit::__private::{Answer, Backend, Binding, Bound, BoxFuture, Call, MemoryBackend, Outcome};
+use redlimit::__private::{Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, MemoryBackend, Outcome};
 use redlimit::{Error, Limiter, Policy, Store};
 use std::future::Future;
 use std::hint::black_box;
@@ -182,7 +182,7 @@ pub async fn memory_backend(options: Options) {
         policy: &gcra,
         server_clock: true,
     });
-    let call = Call { cost: 1, peek: false, now_us: None };
+    let call = Call { cost: 1, kind: CallKind::Check, now_us: None };
 
     // gcra and governor head to head: the same keys and the same rate
     // (1 000 000/s, burst 1 000 000), measured in turn for several rounds so

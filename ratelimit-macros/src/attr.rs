@@ -28,6 +28,7 @@ pub(crate) const OPTIONS: &[&str] = &[
     "max_wait",
     "fallback",
     "on_error",
+    "refund_on",
     "crate",
 ];
 
@@ -58,6 +59,11 @@ const RENAMES: &[(&str, &str)] = &[
     ("policy_name", "policy"),
     ("named_policy", "policy"),
     ("krate", "crate"),
+    ("refund", "refund_on"),
+    ("refund_on_err", "refund_on"),
+    ("refund_on_error", "refund_on"),
+    ("refund_when", "refund_on"),
+    ("deduct_when", "refund_on"),
 ];
 
 /// `policy = ...` as written: a string names a configured policy; any other
@@ -113,6 +119,7 @@ pub(crate) struct Options {
     pub max_wait: Option<LitStr>,
     pub fallback: Option<Path>,
     pub on_error: Option<LitStr>,
+    pub refund_on: Option<LitStr>,
     pub krate: Option<Path>,
 }
 
@@ -169,6 +176,7 @@ impl Options {
                 "max_wait" => string(&name, value, "max_wait = \"2s\"").map(|v| options.max_wait = Some(v)),
                 "fallback" => path(&name, value, "fallback = cached_profile").map(|v| options.fallback = Some(v)),
                 "on_error" => string(&name, value, "on_error = \"deny\"").map(|v| options.on_error = Some(v)),
+                "refund_on" => string(&name, value, "refund_on = \"err\"").map(|v| options.refund_on = Some(v)),
                 "crate" => string(&name, value, "crate = \"my_facade::redlimit\"")
                     .and_then(|lit| lit.parse::<Path>().map_err(|_| {
                         syn::Error::new(lit.span(), "`crate` must name a path to the `redlimit` crate, like `crate = \"::redlimit\"` or `crate = \"my_facade::redlimit\"`")

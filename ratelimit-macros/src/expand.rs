@@ -41,9 +41,28 @@ use syn::Ident;
 ///     .await
 /// }
 /// ```
+///
+/// With `refund_on = "err"` a site's block gives what its call took, and
+/// the body's result is looked at before it is returned:
+/// ```text
+///     let __redlimit_taken_0 = { /* site, see `site` */ };
+///     let __redlimit_result = async move { /* as above */ }.await;
+///     // Spanned at the return type: a type that is not a `Result` is reported there.
+///     __redlimit_taken_0.refund_if(Failed::failed(&__redlimit_result)).await;
+///     __redlimit_result
+/// ```
 pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments) -> TokenStream {
     let Function { attrs, vis, sig, body, .. } = &function;
-    let sites = configs.iter().map(|config| site(config, sig, args));
+    // What each `refund_on` site's call took, named by its place.
+    let tickets: Vec<Option<Ident>> = (configs.iter().enumerate())
+        .map(|(i, config)| {
+            config.refund_on_err.then(|| Ident::new(&format!("__redlimit_taken_{i}"), Span::mixed_site()))
+        })
+        .collect();
+    let sites = configs.iter().enumerate().map(|(i, config)| {
+        let earlier: Vec<&Ident> = tickets[..i].iter().flatten().collect();
+        site(config, sig, args, tickets[i].as_ref(), &earlier)
+    });
     let fake_return = match item::return_type(sig) {
         Some(ty) if !item::mentions_impl_trait(ty) => {
             let fake = Ident::new("__redlimit_fake_return", Span::mixed_site());
@@ -57,16 +76,40 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
         }
         _ => TokenStream::new(),
     };
+    let mut run = quote! {
+        async move {
+            #fake_return
+            #body
+        }
+        .await
+    };
+    if tickets.iter().any(Option::is_some) {
+        let result = Ident::new("__redlimit_result", Span::mixed_site());
+        let refunds = configs.iter().zip(&tickets).filter_map(|(config, ticket)| {
+            let (krate, ticket) = (&config.krate, ticket.as_ref()?);
+            let failed = respan(quote!(#krate::__private::Failed::failed(&#result)), return_span(sig));
+            Some(quote!(#ticket.refund_if(#failed).await;))
+        });
+        run = quote! {
+            let #result = #run;
+            #(#refunds)*
+            #result
+        };
+    }
     quote! {
         #(#attrs)*
         #vis #sig {
             #(#sites)*
-            async move {
-                #fake_return
-                #body
-            }
-            .await
+            #run
         }
+    }
+}
+
+/// Where the function says what it returns: its return type, or its name.
+fn return_span(sig: &syn::Signature) -> Span {
+    match &sig.output {
+        syn::ReturnType::Type(_, ty) => ty.span(),
+        syn::ReturnType::Default => sig.ident.span(),
     }
 }
 
@@ -120,7 +163,19 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
 /// a literal cost, `on_error` not "deny") the last statement is
 /// `__RATELIMIT_SITE.admit(&key, 1u64).await;` (`admit_with(policy, ..)`
 /// for a per-call policy) and the return type is free.
-fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream {
+///
+/// With `refund_on = "err"` (a `ticket`) the block is `let ticket = {..};`,
+/// its call `take`, `take_with`, `admit_taking` or `admit_taking_with`
+/// (given the key itself, kept to give back), and `Ok(taken) => taken`.
+/// A denial first gives back what the sites before it took (`earlier`):
+/// the body they paid for will not run.
+fn site(
+    config: &Config,
+    sig: &syn::Signature,
+    args: &Arguments,
+    ticket: Option<&Ident>,
+    earlier: &[&Ident],
+) -> TokenStream {
     let krate = &config.krate;
     let p = quote!(#krate::__private);
     let site = Ident::new("__RATELIMIT_SITE", Span::call_site());
@@ -200,6 +255,8 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
 
     // `site.check(&key, cost)` or `site.admit(..)`; with a per-call policy,
     // `site.check_with(policy, &key, cost)` in a block that evaluates it.
+    // A refunding site's call keeps the key: `site.take(key, cost)`.
+    let key_arg = if ticket.is_some() { quote!(#key) } else { quote!(&#key) };
     let site_call = |method: &str| match &config.policy {
         SitePolicy::PerCall(expr) => {
             let value = Ident::new("__redlimit_policy", Span::mixed_site());
@@ -207,16 +264,23 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
             let method = Ident::new(&format!("{method}_with"), Span::call_site());
             quote!({
                 let #value = #expr;
-                #site.#method(#policy, &#key, #cost_value).await
+                #site.#method(#policy, #key_arg, #cost_value).await
             })
         }
         _ => {
             let method = Ident::new(method, Span::call_site());
-            quote!(#site.#method(&#key, #cost_value).await)
+            quote!(#site.#method(#key_arg, #cost_value).await)
         }
     };
-    // The call's answer: `Ok(())` to run the body, else the denial.
-    let decided = site_call("check");
+    let taken = Ident::new("__redlimit_taken", Span::mixed_site());
+    let (check, admit, ok) = match ticket {
+        Some(_) => ("take", "admit_taking", quote!(#taken)),
+        None => ("check", "admit", quote!(())),
+    };
+    let passes = if ticket.is_some() { quote!(#taken) } else { quote!({}) };
+    let give_back = quote!(#(#earlier.refund().await;)*);
+    // The call's answer: `Ok(())` (or what it took) to run the body, else the denial.
+    let decided = site_call(check);
     let decide = match (&config.fallback, config.returns_denial) {
         (Some(fallback), _) => {
             let (passed, types): (Vec<_>, Vec<_>) = args
@@ -237,37 +301,40 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments) -> TokenStream 
                 respan(quote!(#p::Fallback::<(#(#types,)*)>::call(#fallback, (#(#passed,)*)).await), fallback.span());
             quote! {
                 match #decided {
-                    ::core::result::Result::Ok(()) => {}
-                    ::core::result::Result::Err(_) => return #call,
+                    ::core::result::Result::Ok(#ok) => #passes,
+                    ::core::result::Result::Err(_) => {
+                        #give_back
+                        return #call;
+                    }
                 }
             }
         }
         (None, true) => {
-            let ret_span = match &sig.output {
-                syn::ReturnType::Type(_, ty) => ty.span(),
-                syn::ReturnType::Default => sig.ident.span(),
-            };
-            let convert = respan(quote!(#p::IntoDenial::from_denial(#denied)), ret_span);
+            let convert = respan(quote!(#p::IntoDenial::from_denial(#denied)), return_span(sig));
             quote! {
                 match #decided {
-                    ::core::result::Result::Ok(()) => {}
-                    ::core::result::Result::Err(#denied) => return #convert,
+                    ::core::result::Result::Ok(#ok) => #passes,
+                    ::core::result::Result::Err(#denied) => {
+                        #give_back
+                        return #convert;
+                    }
                 }
             }
         }
-        (None, false) => {
-            let admit = site_call("admit");
-            quote!(#admit;)
-        }
+        (None, false) => site_call(admit),
     };
 
-    quote! {
+    let block = quote! {
         {
             static #site: #p::Site = #constructor #named_by_default;
             let #key = #key_value;
             let #cost_value: u64 = #cost;
             #decide
         }
+    };
+    match ticket {
+        Some(ticket) => quote!(let #ticket = #block;),
+        None => quote!(#block;),
     }
 }
 

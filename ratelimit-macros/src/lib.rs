@@ -319,6 +319,55 @@ use syn::spanned::Spanned;
 /// # }
 /// ```
 ///
+/// # `refund_on`
+///
+/// `refund_on = "err"` gives a call's permits back when the function returns
+/// `Err(..)`: the work they paid for did not happen (an upstream that
+/// failed, a request it rejected). The function must return a `Result`
+/// (anything else is a compile error at the return type); its result is
+/// returned as it is, whatever the refund does. A refund the store cannot
+/// make is logged at WARN (the first at once, then one line per 10 s) and
+/// the permits stay taken. Nothing is given back for a call that took
+/// nothing: a denial, or a call `on_error` let through while the store was
+/// down. When a later stacked attribute denies the call, the body never
+/// runs, so the permits of the earlier ones that have `refund_on` come back.
+///
+/// Only the algorithms that can give permits back take it: `token_bucket`,
+/// `leaky_bucket`, `gcra` and `fixed_window` (see
+/// `redlimit::Limiter::refund`). Beside
+/// a `sliding_window` or `sliding_log` written in the attribute it is a
+/// compile error; under a policy configured or given per call, one of
+/// those algorithms is known only at run time, which says so once at WARN
+/// and refunds nothing.
+///
+/// ```
+/// # use redlimit::{rate_limit, RateLimited};
+/// #[derive(Debug)]
+/// enum FetchError { Limited, Upstream }
+/// impl From<RateLimited> for FetchError {
+///     fn from(_: RateLimited) -> Self { FetchError::Limited }
+/// }
+///
+/// #[rate_limit(algo = "token_bucket", capacity = 2, rate = "1/1h", key = "<user>", refund_on = "err")]
+/// async fn fetch(user: &str, upstream_up: bool) -> Result<String, FetchError> {
+///     if !upstream_up {
+///         return Err(FetchError::Upstream);
+///     }
+///     Ok(format!("{user}'s data"))
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # redlimit::init(redlimit::Store::memory()).unwrap();
+/// for _ in 0..5 {
+///     assert!(matches!(fetch("ann", false).await, Err(FetchError::Upstream)));
+/// }
+/// // The failures cost nothing: both permits are still there.
+/// assert!(fetch("ann", true).await.is_ok());
+/// assert!(fetch("ann", true).await.is_ok());
+/// assert!(matches!(fetch("ann", true).await, Err(FetchError::Limited)));
+/// # }
+/// ```
+///
 /// # `crate`
 ///
 /// Generated code names the runtime `::redlimit`. When it is re-exported
@@ -575,6 +624,29 @@ mod tests {
         assert!(out.contains("AsPolicy :: as_policy (& __redlimit_policy)"), "{out}");
         assert_eq!(out.matches(". check_with (").count(), 1, "{out}");
         assert!(!out.contains("Policy :: __"), "{out}");
+    }
+
+    /// A refunding site takes (keeping the key), and the body's result is
+    /// given to what it took; a later site's denial gives back the earlier's.
+    #[test]
+    fn refund_on_takes_then_looks_at_the_result() {
+        let out = super::rate_limit_impl(
+            quote!(algo = "gcra", rate = "1/1s", key = "<id>", refund_on = "err"),
+            quote!(
+                #[rate_limit(algo = "gcra", rate = "5/1s", name = "global")]
+                async fn get(id: u64) -> Result<u64, E> {
+                    Ok(id)
+                }
+            ),
+        )
+        .to_string();
+        if std::env::var_os("SHOW_EXPANSION").is_some() {
+            println!("{out}");
+        }
+        assert_eq!(out.matches(". take (__redlimit_key , __redlimit_cost)").count(), 1, "{out}");
+        assert_eq!(out.matches(". check (& __redlimit_key , __redlimit_cost)").count(), 1, "{out}");
+        assert_eq!(out.matches("__redlimit_taken_0 . refund () . await").count(), 1, "{out}");
+        assert!(out.contains("__redlimit_taken_0 . refund_if (:: redlimit :: __private :: Failed :: failed (& __redlimit_result)) . await ; __redlimit_result"), "{out}");
     }
 
     /// On any error the function is emitted unchanged, followed by the errors.

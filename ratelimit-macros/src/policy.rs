@@ -31,6 +31,12 @@ impl SitePolicy {
     }
 }
 
+/// Whether `kind` can give permits back, as the runtime's `algo::refunds`
+/// says: not the sliding window or log, whose state records when permits were taken.
+pub(crate) fn refunds(kind: AlgorithmKind) -> bool {
+    !matches!(kind, AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog)
+}
+
 /// The attribute's policy, or `None` when anything about it is wrong (all reported).
 pub(crate) fn site_policy(
     options: &Options,

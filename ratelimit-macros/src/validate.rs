@@ -30,6 +30,9 @@ pub(crate) struct Config {
     /// A denial can reach the caller (and no fallback takes it), so the
     /// function must return `Result<_, E: From<RateLimited>>`.
     pub returns_denial: bool,
+    /// `refund_on = "err"`: the call's permits are given back when the body
+    /// returns `Err(..)`.
+    pub refund_on_err: bool,
 }
 
 pub(crate) enum Cost {
@@ -74,6 +77,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
         check_fallback(fallback, explicit_error, args, fn_name, errors);
     }
     let on_error = on_error(&options, errors);
+    let refund_on_err = refund_on(&options, policy.as_ref(), errors);
 
     let cost = cost.flatten().unwrap_or(Cost::Literal(1));
     let returns_denial = options.fallback.is_none()
@@ -103,6 +107,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
         fallback: options.fallback,
         on_error,
         returns_denial,
+        refund_on_err,
     })
 }
 
@@ -202,6 +207,33 @@ fn on_error(options: &Options, errors: &mut Errors) -> OnError {
             OnError::Allow
         }
     }
+}
+
+/// `refund_on = "err"`, the one value, beside a policy whose algorithm can
+/// give permits back (known here when it is written in the attribute; a
+/// named or per-call one is checked at run time, which logs and refunds nothing).
+fn refund_on(options: &Options, policy: Option<&SitePolicy>, errors: &mut Errors) -> bool {
+    let Some(lit) = &options.refund_on else { return false };
+    let value = lit.value();
+    if value != "err" {
+        let hint = match value.to_ascii_lowercase().as_str() {
+            "error" | "err(..)" | "failure" | "fail" | "failed" => " (did you mean \"err\"?)",
+            _ => "",
+        };
+        errors.push(syn::Error::new(
+            lit.span(),
+            format!("unknown `refund_on` value \"{value}\"{hint}: expected \"err\" (give the call's permits back when the function returns `Err(..)`)"),
+        ));
+        return false;
+    }
+    if let Some(spec) = policy.and_then(SitePolicy::spec).filter(|spec| !policy::refunds(spec.kind)) {
+        errors.push(syn::Error::new(
+            lit.span(),
+            format!("`refund_on` needs an algorithm that can give permits back, and `{}` cannot: it records when each permit was taken, and a refund cannot say which; use fixed_window, token_bucket, leaky_bucket or gcra, or remove `refund_on`", spec.kind),
+        ));
+        return false;
+    }
+    true
 }
 
 /// A denial can reach the caller but the function returns `()`: say which

@@ -9,7 +9,11 @@
 -- State (a hash): for strategy i (1-based) "s<i>" = window start µs, "c<i>"
 -- = count in that window. The call is judged at the latest start if now is
 -- earlier (clock.lua), so a window covers now iff now - start < W
--- (half-open). Written only when allowed, cost > 0 and not a peek. A write
+-- (half-open). Written only when allowed, cost > 0 and not a peek; and by
+-- a refund, which lowers the count of each window still running by cost,
+-- never below zero (HSET of those counts; the TTL already covers their
+-- ends), then replies as a check of cost 0. A window that ended gives
+-- nothing back: its permits no longer count. A write
 -- that starts any window rewrites every field, then sets the TTL to the
 -- latest window's end; a write inside live windows only adds the cost to
 -- each count (HINCRBY), the TTL already covering the latest window's end.
@@ -37,6 +41,18 @@ for i = 1, k do
   else
     starts[i], counts[i] = false, 0
   end
+end
+if refund then
+  local args = {}
+  for i = 1, k do
+    if starts[i] and cost > 0 and counts[i] > 0 then
+      if cost >= counts[i] then counts[i] = 0 else counts[i] = counts[i] - cost end
+      local j = #args
+      args[j + 1], args[j + 2] = 'c' .. i, string.format('%d', counts[i])
+    end
+  end
+  if #args > 0 then redis.call('HSET', key, unpack(args)) end
+  cost = 0
 end
 local violated, never = judge(counts)
 local allowed = violated == 0

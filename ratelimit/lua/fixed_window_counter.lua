@@ -10,12 +10,13 @@
 --
 -- Policy     local limit, window, window_text = <L>, <W ms>, '<W ms>'  (prelude.lua)
 --            (the window as a number and as the text PEXPIRE is given)
--- KEYS, ARGV prelude.lua's (cost and peek; never now).
+-- KEYS, ARGV prelude.lua's (cost, peek and refund; never now).
 -- Returns    the counter reply {v, now}: now = Redis's TIME in µs, the
 --            time of the decision, and v = count * (W + 2) + t, where
 --              count  permits taken in the window after the call (as if
---                     taken for a peek; for a denial, as it stands, at most
---                     L, so a count left by an earlier, larger limit fits);
+--                     taken for a peek; for a denial, as it stands, and for
+--                     a refund, after it: at most L, so a count left by an
+--                     earlier, larger limit fits);
 --              t      0 when no window runs, else PTTL + 1: the ms, rounded
 --                     up, until the window has surely ended (Redis drops a
 --                     key once its ms clock passes the expiry, so the window
@@ -26,6 +27,10 @@
 -- State (a string holding an integer): the count; its TTL is the window.
 -- A denied call takes nothing: its increment is undone with DECRBY in the
 -- same script. Peeks, cost 0 and a cost above L (never admitted) only read.
+-- A refund lowers the count of a running window by cost, never below zero
+-- (SET ... KEEPTTL), and replies as a check of cost 0: a window refunded
+-- to zero still runs to its end, as fixed_window.lua's does, so a key
+-- holding 0 is a running window, and none is an ended one.
 local call = redis.call
 
 -- The reply: v, dated by Redis's clock (head.lua).
@@ -33,10 +38,18 @@ local function dated(v)
   return {v, redis_time()}
 end
 
-if peek or cost == 0 or cost > limit then
-  local count = tonumber(call('GET', key) or 0)
+if peek or refund or cost == 0 or cost > limit then
+  local held = call('GET', key)
+  local count = tonumber(held or 0)
+  if refund then
+    if held and cost > 0 and count > 0 then
+      if cost >= count then count = 0 else count = count - cost end
+      call('SET', key, string.format('%d', count), 'KEEPTTL')
+    end
+    cost = 0
+  end
   local t = 0
-  if count > 0 then
+  if held then
     t = call('PTTL', key) + 1
     -- No TTL (-1, never written so by this script): as a window starting now.
     if t < 1 then t = window + 1 end
@@ -47,17 +60,12 @@ if peek or cost == 0 or cost > limit then
 end
 local count
 if cost == 1 then count = call('INCR', key) else count = call('INCRBY', key, string.format('%d', cost)) end
-local t
-if count == cost then
-  -- The key was absent (every key holds at least one permit): a window starts.
+-- A key INCR made has no TTL yet (PTTL -1): a window starts. One a refund
+-- brought to zero keeps its window.
+local t = call('PTTL', key) + 1
+if t < 1 then
   call('PEXPIRE', key, window_text)
   t = window + 1
-else
-  t = call('PTTL', key) + 1
-  if t < 1 then
-    call('PEXPIRE', key, window_text)
-    t = window + 1
-  end
 end
 if count > limit then
   call('DECRBY', key, string.format('%d', cost))

@@ -9,15 +9,20 @@
 -- Returns    the bucket reply (set_state.lua), where v counts in units how
 --            far the TAT is ahead of now (redis-cell's ttl):
 --              allowed  v = the debt after the call (as if taken, for a
---                       peek or cost 0), at most the tolerance;
---              denied   v = -1 - debt, the debt as it stands.
+--                       peek or cost 0; after the refund, for a refund), at
+--                       most the tolerance;
+--              denied   v = -1 - debt, the debt as it stands (a refund's,
+--                       after it, still above the tolerance a policy with a
+--                       smaller burst left).
 --
 -- State (a string): the theoretical arrival time (TAT), exactly tat_us +
 -- rem / n µs with 0 <= rem < n, and the rate it was written under, as
 -- struct.pack('<ddd', tat_us, n, p) (24 bytes) when rem = 0, else
 -- struct.pack('<dddd', tat_us, rem, n, p) (32 bytes): binary, so it parses
 -- and formats no number. Written only when allowed, cost > 0 and not a
--- peek. With the server clock a TTL runs to the end of the second holding
+-- peek; and by a refund of cost > 0 while the TAT is ahead of now, which
+-- moves it back by cost emission intervals, never before now. With the
+-- server clock a TTL runs to the end of the second holding
 -- ceil(TAT), and a write whose ceil(TAT) falls in the second of the TAT it
 -- replaces keeps it (set_state.lua). Under another rate, the debt it left
 -- is the same permits owed, counted in this rate's units and rounded up
@@ -54,24 +59,35 @@ if v then
 end
 
 -- A cost above the limit never passes (checked first: it may exceed 2^53).
+-- `ahead`: the units after now the TAT is written at, if it is written.
 local reply, value, e, reset, kept = -1 - debt, false
-if cost <= limit and debt + cost * p <= tolerance then
-  reply = debt + cost * p
-  if cost > 0 and not peek then
-    -- The new TAT is now + reply / n µs; reset = ceil(reply / n).
-    if n == 1 then
-      value, reset = struct.pack('<ddd', now + reply, n, p), reply
-    else
-      local whole = math.floor(reply / n)
-      local rem = reply - whole * n
-      if rem == 0 then
-        value, reset = struct.pack('<ddd', now + whole, n, p), whole
-      else
-        value, reset = struct.pack('<dddd', now + whole, rem, n, p), whole + 1
-      end
-    end
-    -- e = ceil(new TAT); its second, against covered's.
-    e = now + reset
-    kept = covered and e - e % 1000000 == covered - covered % 1000000
+local ahead = false
+if refund then
+  -- A product past 2^53 rounds, but stays above the debt: none is left.
+  local back = cost * p
+  if debt > 0 and cost > 0 then
+    if back >= debt then debt = 0 else debt = debt - back end
+    ahead = debt
   end
+  if debt <= tolerance then reply = debt else reply = -1 - debt end
+elseif cost <= limit and debt + cost * p <= tolerance then
+  reply = debt + cost * p
+  if cost > 0 and not peek then ahead = reply end
+end
+if ahead then
+  -- The new TAT is now + ahead / n µs; reset = ceil(ahead / n).
+  if n == 1 then
+    value, reset = struct.pack('<ddd', now + ahead, n, p), ahead
+  else
+    local whole = math.floor(ahead / n)
+    local rem = ahead - whole * n
+    if rem == 0 then
+      value, reset = struct.pack('<ddd', now + whole, n, p), whole
+    else
+      value, reset = struct.pack('<dddd', now + whole, rem, n, p), whole + 1
+    end
+  end
+  -- e = ceil(new TAT); its second, against covered's.
+  e = now + reset
+  kept = covered and e - e % 1000000 == covered - covered % 1000000
 end

@@ -9,11 +9,13 @@
 -- KEYS, ARGV prelude.lua's. Between bucket_read.lua and bucket_state.lua, set_state.lua.
 -- Returns    the bucket reply (set_state.lua), v for the level in units:
 --              allowed  v = the level after the call (as if taken, for a
---                       peek or cost 0);
+--                       peek or cost 0; after it was lowered, for a refund);
 --              denied   v = -1 - the level as it stands.
 --
 -- State: bucket_read.lua's, owing the level. An absent key is an empty
--- bucket. Written only when allowed, cost > 0 and not a peek.
+-- bucket. Written only when allowed, cost > 0 and not a peek; and by a
+-- refund of cost > 0 to a bucket the key holds, which lowers the level,
+-- never below empty.
 
 local level = owed or 0
 -- Judged at t if now is earlier (clock.lua): a late call finds the
@@ -28,7 +30,14 @@ end
 -- For bucket_state.lua: `write`, and `missing`, the level left to drain
 -- until the bucket is empty again after the call.
 local reply, write, missing = -1 - level, false
-if cost <= capacity and level + cost * p <= full then
+if refund then
+  -- A product past 2^53 rounds, but stays above the level: empty.
+  local back = cost * p
+  if back >= level then level = 0 else level = level - back end
+  reply = level
+  write = owed and cost > 0
+  missing = level
+elseif cost <= capacity and level + cost * p <= full then
   reply = level + cost * p
   write = cost > 0 and not peek
   missing = reply

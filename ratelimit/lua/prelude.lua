@@ -25,18 +25,23 @@
 --                             text (what PEXPIRE is given);
 --   [2] cost, integer >= 0; absent = 1 (may exceed 2^53: then it is above
 --       every limit, and no script multiplies it before checking that);
---   [3] "1" = peek (decide, write nothing); absent or "0" = a check;
+--   [3] "1" = peek (decide, write nothing); "2" = refund (give cost
+--       permits back, never past an untouched state, and reply as a check
+--       of cost 0 would; sent only to the scripts that keep refunds:
+--       fixed_window, fixed_window_counter, token_bucket, leaky_bucket,
+--       gcra); absent or "0" = a check;
 --   [4] now, integer µs since the epoch; absent or empty = Redis's own
 --       clock (TIME, read by clock.lua);
 --   [5] TTL slack in ms added to every expiry (sent with [4]); absent = 0.
 -- Every ARGV comes from the runtime, so none is ever malformed.
 --
--- Sets `policy`, `cost`, `peek`, `now` (nil until clock.lua reads TIME),
--- `server_clock` and `slack`; `key` is the function's parameter.
+-- Sets `policy`, `cost`, `peek`, `refund`, `now` (nil until clock.lua
+-- reads TIME), `server_clock` and `slack`; `key` is the function's parameter.
 local policy = ARGV[o + 1]
 local cost = 1
 if ARGV[o + 2] then cost = ARGV[o + 2] + 0 end
 local peek = ARGV[o + 3] == '1'
+local refund = ARGV[o + 3] == '2'
 local now = tonumber(ARGV[o + 4])
 local server_clock = not now
 local slack = 0

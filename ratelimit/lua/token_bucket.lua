@@ -8,11 +8,14 @@
 -- KEYS, ARGV prelude.lua's. Between bucket_read.lua and bucket_state.lua, set_state.lua.
 -- Returns    the bucket reply (set_state.lua), v for the units held:
 --              allowed  v = the units after the call (as if taken, for a
---                       peek or cost 0);
+--                       peek or cost 0; after the tokens came back, for a
+--                       refund);
 --              denied   v = -1 - the units as they stand.
 --
 -- State: bucket_read.lua's, owing the units missing to be full. An absent
--- key is a full bucket. Written only when allowed, cost > 0 and not a peek.
+-- key is a full bucket. Written only when allowed, cost > 0 and not a peek;
+-- and by a refund of cost > 0 to a bucket the key holds, which puts the
+-- tokens back, never above full.
 
 -- The units held.
 local units = full
@@ -29,7 +32,14 @@ end
 -- For bucket_state.lua: `write`, and `missing`, the units the bucket lacks
 -- to be full again after the call.
 local reply, write, missing = -1 - units, false
-if cost <= capacity and units >= cost * p then
+if refund then
+  -- A product past 2^53 rounds, but stays above full - units: a full bucket.
+  local back = cost * p
+  if back >= full - units then units = full else units = units + back end
+  reply = units
+  write = owed and cost > 0
+  missing = full - units
+elseif cost <= capacity and units >= cost * p then
   reply = units - cost * p
   write = cost > 0 and not peek
   missing = full - reply

@@ -50,6 +50,7 @@ mod outage_log;
 mod pipeline;
 mod policy;
 mod rate_limited;
+mod refund;
 mod runtime;
 mod scope;
 mod sharded;
@@ -67,8 +68,8 @@ mod tls;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::key::{push_key_integer, push_key_value, KeyInteger};
-    pub use crate::macro_support::{AsPolicy, Cost, DenialError, Fallback, IntoDenial};
-    pub use crate::site::{OnLimit, Site};
+    pub use crate::macro_support::{AsPolicy, Cost, DenialError, Failed, Fallback, IntoDenial};
+    pub use crate::site::{OnLimit, Site, Taken};
     pub use crate::{OnError, Policy, RateLimited};
     pub use redlimit_grammar::{Rate, Strategy};
     pub use std::string::String;
@@ -84,7 +85,7 @@ pub mod __private {
     pub use crate::backend::MemoryBackend;
     #[cfg(feature = "redis")]
     pub use crate::backend::RedisBackend;
-    pub use crate::backend::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, QuotaOutcome};
+    pub use crate::backend::{Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, Outcome, QuotaOutcome};
     pub use crate::key::key_prefix;
 }
 

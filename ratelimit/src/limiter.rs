@@ -288,22 +288,28 @@ impl Limiter {
     /// # Ok(()) }
     /// ```
     pub async fn limit(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, RateLimited> {
-        let key = key.as_ref();
-        let decision = match self.decide(key, cost, false).await {
-            Ok(decision) => decision,
+        self.limit_by(key.as_ref(), cost).await.map(|(decision, _)| decision)
+    }
+
+    /// [`limit`](Self::limit), and whether the store took the permits (not
+    /// `on_error`, which takes none from it, nor a dry run letting a denied
+    /// call through): what a refund may give back.
+    pub(crate) async fn limit_by(&self, key: &[u8], cost: u64) -> Result<(Decision, bool), RateLimited> {
+        let (decision, by_store) = match self.decide(key, cost, false).await {
+            Ok(decision) => (decision, true),
             Err(error) => match self.on_error.settle(self, key, cost, &error) {
                 Err(denied) if self.is_dry_run() => {
                     crate::dry_run::would_have_denied(self);
-                    return Ok(denied.decision().clone());
+                    return Ok((denied.decision().clone(), false));
                 }
-                settled => settled?,
+                settled => (settled?, false),
             },
         };
         if decision.allowed {
-            Ok(decision)
+            Ok((decision, by_store))
         } else if self.is_dry_run() {
             crate::dry_run::would_have_denied(self);
-            Ok(decision)
+            Ok((decision, false))
         } else {
             Err(self.denial(key, decision, false))
         }
@@ -318,10 +324,19 @@ impl Limiter {
         cost: u64,
         max_wait: Option<Duration>,
     ) -> Result<Decision, RateLimited> {
-        let key = key.as_ref();
+        self.wait_by(key.as_ref(), cost, max_wait).await.map(|(decision, _)| decision)
+    }
+
+    /// [`wait`](Self::wait), and whether the store took the permits ([`limit_by`](Self::limit_by)).
+    pub(crate) async fn wait_by(
+        &self,
+        key: &[u8],
+        cost: u64,
+        max_wait: Option<Duration>,
+    ) -> Result<(Decision, bool), RateLimited> {
         let mut waited = Duration::ZERO;
         loop {
-            match self.limit(key, cost).await {
+            match self.limit_by(key, cost).await {
                 Err(denied) => match denied.retry_after() {
                     Some(wait) if max_wait.is_none_or(|max| waited + wait <= max) => {
                         tokio::time::sleep(wait).await;

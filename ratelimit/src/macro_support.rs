@@ -46,6 +46,25 @@ impl<E: From<RateLimited>> DenialError for E {
     }
 }
 
+/// The return type of a function with `refund_on = "err"`: a `Result`,
+/// whose `Err(..)` gives the call's permits back. Generated code calls it
+/// spanned at the return type, so a wrong type is reported there.
+#[diagnostic::on_unimplemented(
+    message = "`refund_on = \"err\"` gives the permits back when the function returns `Err(..)`, but this function returns `{Self}`, which is not a `Result`",
+    label = "must be a `Result` for `refund_on = \"err\"`",
+    note = "return `Result<_, E>`, or remove `refund_on`"
+)]
+pub trait Failed {
+    /// The body failed: its permits are given back.
+    fn failed(&self) -> bool;
+}
+
+impl<T, E> Failed for Result<T, E> {
+    fn failed(&self) -> bool {
+        self.is_err()
+    }
+}
+
 /// The function named by `fallback = path`, called with the limited
 /// function's arguments (`self` first for methods) as a tuple.
 #[diagnostic::on_unimplemented(

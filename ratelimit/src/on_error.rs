@@ -1,7 +1,7 @@
 //! [`OnError`]: what a call does when the store cannot answer, and the one
 //! place that does it.
 
-use crate::backend::Call;
+use crate::backend::{Call, CallKind};
 use crate::observe::error_kind;
 use crate::outage_log::{rounded, OutageLog, Recovery, Report, LOG_INTERVAL};
 use crate::{Decision, Error, Limiter, RateLimited};
@@ -66,7 +66,7 @@ impl OnError {
                 unsettled(self == OnError::Allow, limiter.rule.policy.max_cost(), decided_at)
             }
             OnError::Local => {
-                let outcome = limiter.local().decide_now(key, Call { cost, peek: false, now_us });
+                let outcome = limiter.local().decide_now(key, Call { cost, kind: CallKind::Check, now_us });
                 Decision::from_outcome(outcome, &limiter.rule.policy)
             }
         };

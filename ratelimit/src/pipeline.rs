@@ -12,7 +12,7 @@
 //! An answer made in this process still spends tokio's cooperative budget,
 //! so a task looping on a denied key yields to the others as I/O would.
 
-use crate::backend::{Answer, BoxFuture, Outcome};
+use crate::backend::{Answer, BoxFuture, CallKind, Outcome};
 use crate::clock::{process_now_us, process_ns};
 use crate::deny_cache::DenyCache;
 use crate::observe::{self, LimiterMetrics};
@@ -83,7 +83,7 @@ impl Limiter {
         if let Some(remembered) = cache.and_then(|c| c.cache.get(key, cost, || self.rule.fingerprint(), c.at_us)) {
             return Step::Done(Ok(remembered));
         }
-        match self.rule.bound.decide_by(key, cost, peek, clock) {
+        match self.rule.bound.decide_by(key, cost, CallKind::peek_if(peek), clock) {
             Answer::Now(outcome) => Step::Done(outcome.map(|outcome| self.settle(key, cost, cache, outcome))),
             Answer::Later(answer) => Step::Wait { answer, cache },
         }

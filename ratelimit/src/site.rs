@@ -3,6 +3,7 @@
 //! to this crate.
 
 use crate::lazy::LazyLimiter;
+use crate::refund::SiteRefunds;
 use crate::{OnError, Policy, RateLimited};
 use std::borrow::Cow;
 use std::sync::{Mutex, PoisonError};
@@ -24,27 +25,28 @@ pub struct Site {
     limiter: LazyLimiter,
     on_limit: OnLimit,
     named_by_default: bool,
+    refunds: SiteRefunds,
 }
 
 impl Site {
     /// A site; `policy` comes from a constant the macro validated at compile time.
     pub const fn new(name: &'static str, policy: Policy, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::fixed(Cow::Borrowed(name), policy, on_error);
-        Site { name, limiter, on_limit, named_by_default: false }
+        Site { name, limiter, on_limit, named_by_default: false, refunds: SiteRefunds::new() }
     }
 
     /// A site whose policy is the one named `policy` in the configured set
     /// (`#[rate_limit(policy = "search")]`), followed across reloads.
     pub const fn configured(name: &'static str, policy: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::named(Cow::Borrowed(name), Cow::Borrowed(policy), on_error);
-        Site { name, limiter, on_limit, named_by_default: false }
+        Site { name, limiter, on_limit, named_by_default: false, refunds: SiteRefunds::new() }
     }
 
     /// A site whose every call gives its policy
     /// (`#[rate_limit(policy = plan_policy(&user))]`): see [`check_with`](Self::check_with).
     pub const fn per_call(name: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::per_call(Cow::Borrowed(name), on_error);
-        Site { name, limiter, on_limit, named_by_default: false }
+        Site { name, limiter, on_limit, named_by_default: false, refunds: SiteRefunds::new() }
     }
 
     /// Marks the name as made up by the macro (module path + function name).
@@ -76,6 +78,11 @@ impl Site {
     }
 
     async fn decide(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
+        self.decide_by(policy, key, cost).await.map(drop)
+    }
+
+    /// [`decide`](Self::decide), and whether the store took the permits.
+    async fn decide_by(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<bool, Box<RateLimited>> {
         let key = key.as_bytes();
         let limiter = match self.limiter.current(policy).await {
             Ok((limiter, first)) => {
@@ -90,19 +97,20 @@ impl Site {
                 return self
                     .limiter
                     .settle_unconfigured("call", self.name, &why, key)
+                    .map(|()| false)
                     .map_err(|denied| self.denial(denied));
             }
         };
         let decided = match self.on_limit {
-            OnLimit::Error => limiter.limit(key, cost).await,
+            OnLimit::Error => limiter.limit_by(key, cost).await,
             // Boxed: a waiting call sleeps anyway, and its state would otherwise size every call's future.
-            OnLimit::Wait(max) => Box::pin(limiter.wait(key, cost, max)).await,
+            OnLimit::Wait(max) => Box::pin(limiter.wait_by(key, cost, max)).await,
         };
         #[cfg(feature = "axum")]
-        if let Ok(decision) = &decided {
+        if let Ok((decision, _)) = &decided {
             crate::http::record_decision(&limiter, decision);
         }
-        decided.map(drop).map_err(|denied| self.denial(denied))
+        decided.map(|(_, taken)| taken).map_err(|denied| self.denial(denied))
     }
 
     /// A denial of this site's, boxed; a name the macro made up is marked,
@@ -132,6 +140,60 @@ impl Site {
         }
     }
 
+    /// [`check`](Self::check) for `refund_on = "err"`: what the call took,
+    /// to give back if its body fails.
+    pub async fn take(&'static self, key: impl Into<Cow<'static, str>>, cost: u64) -> Result<Taken, Box<RateLimited>> {
+        let key = key.into();
+        let taken = self.decide_by(None, &key, cost).await?;
+        Ok(Taken::new(self, taken, key, cost, None))
+    }
+
+    /// [`take`](Self::take) deciding by this call's `policy` ([`check_with`](Self::check_with)).
+    pub async fn take_with(
+        &'static self,
+        policy: &Policy,
+        key: impl Into<Cow<'static, str>>,
+        cost: u64,
+    ) -> Result<Taken, Box<RateLimited>> {
+        let key = key.into();
+        let taken = self.decide_by(Some(policy), &key, cost).await?;
+        Ok(Taken::new(self, taken, key, cost, Some(policy)))
+    }
+
+    /// [`admit`](Self::admit) for `refund_on = "err"`: a denial let through took nothing.
+    pub async fn admit_taking(&'static self, key: impl Into<Cow<'static, str>>, cost: u64) -> Taken {
+        let key = key.into();
+        let taken = self.admit_taken(self.decide_by(None, &key, cost).await);
+        Taken::new(self, taken, key, cost, None)
+    }
+
+    /// [`admit_taking`](Self::admit_taking) deciding by this call's `policy`.
+    pub async fn admit_taking_with(
+        &'static self,
+        policy: &Policy,
+        key: impl Into<Cow<'static, str>>,
+        cost: u64,
+    ) -> Taken {
+        let key = key.into();
+        let taken = self.admit_taken(self.decide_by(Some(policy), &key, cost).await);
+        Taken::new(self, taken, key, cost, Some(policy))
+    }
+
+    fn admit_taken(&self, decided: Result<bool, Box<RateLimited>>) -> bool {
+        let taken = decided.as_ref().is_ok_and(|&taken| taken);
+        self.admit_result(decided.map(drop));
+        taken
+    }
+
+    /// Gives `cost` back to `key`, under the call's `policy` when it gave
+    /// one; a failure is logged (`refund.rs`), never returned.
+    async fn refund(&'static self, policy: Option<&Policy>, key: &str, cost: u64) {
+        // Built already: the call that took the permits built it.
+        if let Ok((limiter, _)) = self.limiter.current(policy).await {
+            self.refunds.refund(self.name, &limiter, key, cost).await;
+        }
+    }
+
     /// Warns once per site when another site already uses the same default name.
     fn warn_if_default_name_shared(&'static self) {
         static DEFAULT_NAMES: Mutex<Vec<(&'static str, usize)>> = Mutex::new(Vec::new());
@@ -146,6 +208,45 @@ impl Site {
         }
         if !names.contains(&(name, address)) {
             names.push((name, address));
+        }
+    }
+}
+
+/// What a call of a `refund_on = "err"` site took, to give back when its
+/// body returns `Err(..)`. Made by [`Site::take`] and its kin.
+#[derive(Debug)]
+pub struct Taken {
+    /// `None`: nothing to give back (the call took nothing from the store:
+    /// cost 0, or settled by `on_error`).
+    owed: Option<Owed>,
+}
+
+#[derive(Debug)]
+struct Owed {
+    site: &'static Site,
+    key: Cow<'static, str>,
+    cost: u64,
+    /// The call's own policy, for a site whose calls give one.
+    policy: Option<Policy>,
+}
+
+impl Taken {
+    fn new(site: &'static Site, taken: bool, key: Cow<'static, str>, cost: u64, policy: Option<&Policy>) -> Taken {
+        Taken { owed: (taken && cost > 0).then(|| Owed { site, key, cost, policy: policy.cloned() }) }
+    }
+
+    /// Gives the permits back when `failed`: the body returned `Err(..)`.
+    pub async fn refund_if(self, failed: bool) {
+        if failed {
+            self.refund().await;
+        }
+    }
+
+    /// Gives the permits back: the body did not run (a later attribute
+    /// denied the call).
+    pub async fn refund(self) {
+        if let Some(Owed { site, key, cost, policy }) = self.owed {
+            site.refund(policy.as_ref(), &key, cost).await;
         }
     }
 }

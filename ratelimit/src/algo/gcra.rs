@@ -10,7 +10,7 @@
 //! never more room, and the admitted calls sorted by time still conform.
 
 use super::{ceil_div, owed_under};
-use crate::backend::Outcome;
+use crate::backend::{CallKind, Outcome};
 
 /// Theoretical arrival time: `us + rem / n` microseconds since the epoch,
 /// and the rate `(n, p)` it was written under (a change of rate converts
@@ -23,6 +23,7 @@ pub(crate) struct Tat {
     p: u64,
 }
 
+/// Decides one call; also whether it wrote `state`.
 #[inline]
 pub(crate) fn decide(
     burst: u64,
@@ -30,14 +31,25 @@ pub(crate) fn decide(
     state: &mut Option<Tat>,
     now: u64,
     cost: u64,
-    peek: bool,
-) -> Outcome {
+    kind: CallKind,
+) -> (Outcome, bool) {
     let limit = burst + 1;
     let tolerance = limit * p;
     // How far the TAT is ahead of now, in units (redis-cell's `ttl`).
-    let debt = match state {
+    let mut debt = match state {
         Some(t) if t.us >= now => owed_under((t.us - now).saturating_mul(t.n).saturating_add(t.rem), t.p, p),
         _ => 0,
+    };
+    // A refund moves the TAT back by its emission intervals, never before
+    // now, then reports as a check of cost 0 would. A TAT already past
+    // owes nothing: nothing to give back, nothing written.
+    let given = (debt > 0).then_some(cost);
+    let cost = match kind {
+        CallKind::Refund => {
+            debt = debt.saturating_sub(cost.saturating_mul(p));
+            0
+        }
+        _ => cost,
     };
     let never = cost > limit;
     let increment = if never { 0 } else { cost * p };
@@ -47,10 +59,15 @@ pub(crate) fn decide(
         (!allowed && !never).then(|| ceil_div((debt.saturating_add(increment) - tolerance) as u128, n as u128) as u64);
     // One division gives both the new TAT and `reset_after` (ttl / n, rounded up).
     let (whole_us, rem) = (ttl / n, ttl % n);
-    if allowed && cost > 0 && !peek {
+    let write = match kind {
+        CallKind::Check => allowed && cost > 0,
+        CallKind::Peek => false,
+        CallKind::Refund => given.is_some_and(|given| given > 0),
+    };
+    if write {
         *state = Some(Tat { us: now + whole_us, rem, n, p });
     }
-    Outcome {
+    let outcome = Outcome {
         allowed,
         limit,
         remaining: tolerance.saturating_sub(ttl) / p,
@@ -59,5 +76,6 @@ pub(crate) fn decide(
         violated: 0,
         now_us: now,
         quotas: Vec::new(),
-    }
+    };
+    (outcome, write)
 }

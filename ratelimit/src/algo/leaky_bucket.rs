@@ -5,7 +5,7 @@
 //! `n` units per µs (rate reduced to `n` per `p` µs).
 
 use super::{ceil_div, owed_at};
-use crate::backend::Outcome;
+use crate::backend::{CallKind, Outcome};
 
 /// Water level in units, when it was last drained, and the rate `(n, p)`
 /// it drains at (a change of rate converts it).
@@ -16,6 +16,7 @@ pub(crate) struct Bucket {
     rate: (u64, u64),
 }
 
+/// Decides one call; also whether it wrote `state`.
 #[inline]
 pub(crate) fn decide(
     capacity: u64,
@@ -23,8 +24,8 @@ pub(crate) fn decide(
     state: &mut Option<Bucket>,
     now: u64,
     cost: u64,
-    peek: bool,
-) -> Outcome {
+    kind: CallKind,
+) -> (Outcome, bool) {
     let full = capacity * p;
     let (mut level, last) = state.as_ref().map_or((0, now), |b| {
         let (level, last) = owed_at(b.level, b.last, b.rate, (n, p), now);
@@ -36,15 +37,33 @@ pub(crate) fn decide(
     let drained = ((now - last) as u128) * n as u128;
     level = if drained >= level as u128 { 0 } else { level - drained as u64 };
 
+    // A refund lowers the level, never below empty, then reports the
+    // bucket as a check of cost 0 would.
+    let given = cost;
+    let cost = match kind {
+        CallKind::Refund => {
+            let back = cost.saturating_mul(p);
+            level = level.saturating_sub(back);
+            0
+        }
+        _ => cost,
+    };
+
     let never = cost > capacity;
     let need = if never { 0 } else { cost * p };
     let allowed = !never && level + need <= full;
     let after = if allowed { level + need } else { level };
     let retry_after_us = (!allowed && !never).then(|| ceil_div((level + need - full) as u128, n as u128) as u64);
-    if allowed && cost > 0 && !peek {
+    let write = match kind {
+        CallKind::Check => allowed && cost > 0,
+        CallKind::Peek => false,
+        // Nothing to give back to an untouched bucket.
+        CallKind::Refund => state.is_some() && given > 0,
+    };
+    if write {
         *state = Some(Bucket { level: after, last: now, rate: (n, p) });
     }
-    Outcome {
+    let outcome = Outcome {
         allowed,
         limit: capacity,
         remaining: full.saturating_sub(after) / p,
@@ -53,5 +72,6 @@ pub(crate) fn decide(
         violated: 0,
         now_us: now,
         quotas: Vec::new(),
-    }
+    };
+    (outcome, write)
 }

@@ -15,9 +15,9 @@ mod token_bucket;
 #[cfg(all(test, feature = "redis"))]
 pub(crate) use sliding_log::MAX_ENTRIES as SLIDING_LOG_MAX_ENTRIES;
 
-use crate::backend::Outcome;
+use crate::backend::{CallKind, Outcome};
 use crate::policy::{Params, Policy};
-use crate::Strategy;
+use crate::{AlgorithmKind, Error, Strategy};
 
 /// A key's state in the memory backend, one variant per algorithm.
 #[derive(Debug, Clone)]
@@ -30,14 +30,38 @@ pub(crate) enum State {
     Gcra(gcra::Tat),
 }
 
-/// Decides one call. `state` is `None` for an untouched key and is updated in
-/// place unless `peek` is set; the caller drops the key once `reset_after_us`
-/// has passed.
+/// Whether `algorithm` can give permits back ([`CallKind::Refund`]): its
+/// state says how many permits are held now, and no more. The sliding
+/// window and log record when permits were taken; a refund does not say
+/// which call it is for, nor whether that call still counts, and lowering
+/// the newest would free room the refunded call no longer held.
+pub(crate) fn refunds(algorithm: AlgorithmKind) -> bool {
+    !matches!(algorithm, AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog)
+}
+
+/// The error of a refund under a policy whose algorithm keeps none.
+pub(crate) fn refund_refused(algorithm: AlgorithmKind) -> Error {
+    Error::InvalidConfig(format!(
+        "a {algorithm} limiter cannot give permits back: it records when each permit was taken, and a refund \
+         cannot say which; refunds work with fixed_window, token_bucket, leaky_bucket and gcra"
+    ))
+}
+
+/// Decides one call; also whether it wrote `state`. `state` is `None` for
+/// an untouched key; the caller drops the key once `reset_after_us` has
+/// passed. A refund reaches only the algorithms that keep one ([`refunds`]);
+/// any other takes it as a peek of its cost.
 ///
 /// Inlined into the store: the buckets and GCRA (a few integers) are decided
 /// in place; the windows' code is kept out of line.
 #[inline(always)]
-pub(crate) fn decide(policy: &Policy, state: &mut Option<State>, now: u64, cost: u64, peek: bool) -> Outcome {
+pub(crate) fn decide(
+    policy: &Policy,
+    state: &mut Option<State>,
+    now: u64,
+    cost: u64,
+    kind: CallKind,
+) -> (Outcome, bool) {
     // A state of another algorithm (the policy behind a name changed) counts as untouched.
     macro_rules! run {
         ($module:ident, $variant:ident, $($param:expr),*) => {{
@@ -45,9 +69,22 @@ pub(crate) fn decide(policy: &Policy, state: &mut Option<State>, now: u64, cost:
                 Some(State::$variant(s)) => Some(s),
                 _ => None,
             };
-            let outcome = $module::decide($($param,)* &mut current, now, cost, peek);
+            let outcome = $module::decide($($param,)* &mut current, now, cost, kind);
             *state = current.map(State::$variant);
             outcome
+        }};
+    }
+    // The sliding ones, which take a check or a peek only.
+    macro_rules! run_sliding {
+        ($module:ident, $variant:ident, $($param:expr),*) => {{
+            let mut current = match state.take() {
+                Some(State::$variant(s)) => Some(s),
+                _ => None,
+            };
+            let outcome = $module::decide($($param,)* &mut current, now, cost, kind != CallKind::Check);
+            *state = current.map(State::$variant);
+            let wrote = outcome.allowed && cost > 0 && kind == CallKind::Check;
+            (outcome, wrote)
         }};
     }
     // A state of two integers is copied out and written back in place, not
@@ -58,7 +95,7 @@ pub(crate) fn decide(policy: &Policy, state: &mut Option<State>, now: u64, cost:
                 Some(State::$variant(s)) => Some(*s),
                 _ => None,
             };
-            let outcome = $module::decide($($param,)* &mut current, now, cost, peek);
+            let outcome = $module::decide($($param,)* &mut current, now, cost, kind);
             match (state, current) {
                 (Some(State::$variant(s)), Some(c)) => *s = c,
                 (state, current) => *state = current.map(State::$variant),
@@ -70,9 +107,9 @@ pub(crate) fn decide(policy: &Policy, state: &mut Option<State>, now: u64, cost:
     match &policy.params {
         Params::FixedWindow { strategies } => run!(fixed_window, FixedWindow, strategies),
         Params::SlidingWindow { strategies, precision_us } => {
-            run!(sliding_window, SlidingWindow, strategies, *precision_us)
+            run_sliding!(sliding_window, SlidingWindow, strategies, *precision_us)
         }
-        Params::SlidingLog { strategies } => run!(sliding_log, SlidingLog, strategies),
+        Params::SlidingLog { strategies } => run_sliding!(sliding_log, SlidingLog, strategies),
         Params::TokenBucket { capacity, .. } => run_copied!(token_bucket, TokenBucket, *capacity, rate),
         Params::LeakyBucket { capacity, .. } => run_copied!(leaky_bucket, LeakyBucket, *capacity, rate),
         Params::Gcra { burst, .. } => run_copied!(gcra, Gcra, *burst, rate),

@@ -5,7 +5,7 @@
 //! (1 token per 3 s arrives at exactly 3 s).
 
 use super::{ceil_div, owed_at};
-use crate::backend::Outcome;
+use crate::backend::{CallKind, Outcome};
 
 /// The units missing to be full, when they were last counted, and the
 /// rate `(n, p)` they are counted at (a change of rate converts them).
@@ -16,6 +16,7 @@ pub(crate) struct Bucket {
     rate: (u64, u64),
 }
 
+/// Decides one call; also whether it wrote `state`.
 #[inline]
 pub(crate) fn decide(
     capacity: u64,
@@ -23,8 +24,8 @@ pub(crate) fn decide(
     state: &mut Option<Bucket>,
     now: u64,
     cost: u64,
-    peek: bool,
-) -> Outcome {
+    kind: CallKind,
+) -> (Outcome, bool) {
     let full = capacity * p;
     let (mut units, last) = state.as_ref().map_or((full, now), |b| {
         let (missing, last) = owed_at(b.missing, b.last, b.rate, (n, p), now);
@@ -36,15 +37,32 @@ pub(crate) fn decide(
     let gained = ((now - last) as u128) * n as u128;
     units = if gained >= (full - units) as u128 { full } else { units + gained as u64 };
 
+    // A refund puts its tokens back, never above full, then reports the
+    // bucket as a check of cost 0 would.
+    let given = cost;
+    let cost = match kind {
+        CallKind::Refund => {
+            let back = cost.saturating_mul(p);
+            units = if back >= full - units { full } else { units + back };
+            0
+        }
+        _ => cost,
+    };
     let never = cost > capacity;
     let need = if never { 0 } else { cost * p };
     let allowed = !never && units >= need;
     let after = if allowed { units - need } else { units };
     let retry_after_us = (!allowed && !never).then(|| ceil_div((need - units) as u128, n as u128) as u64);
-    if allowed && cost > 0 && !peek {
+    let write = match kind {
+        CallKind::Check => allowed && cost > 0,
+        CallKind::Peek => false,
+        // Nothing to give back to an untouched bucket.
+        CallKind::Refund => state.is_some() && given > 0,
+    };
+    if write {
         *state = Some(Bucket { missing: full - after, last: now, rate: (n, p) });
     }
-    Outcome {
+    let outcome = Outcome {
         allowed,
         limit: capacity,
         remaining: after / p,
@@ -53,5 +71,6 @@ pub(crate) fn decide(
         violated: 0,
         now_us: now,
         quotas: Vec::new(),
-    }
+    };
+    (outcome, write)
 }

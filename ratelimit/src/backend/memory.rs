@@ -1,7 +1,7 @@
 //! [`MemoryBackend`]: the in-process store, with idle keys dropped. Users
 //! reach it through [`Store::memory`](crate::Store::memory).
 
-use super::{Answer, Backend, Binding, Bound, BoxFuture, Call, Outcome, CLIENT_CLOCK_SLACK_US};
+use super::{Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, Outcome, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
 use crate::clock::{process_now_us, Clock};
 use crate::sharded::{Expires, Key, Scope, Sharded};
@@ -130,14 +130,14 @@ pub(crate) struct MemoryBound {
 impl MemoryBound {
     /// Decides at `call.now_us`, or at this process's time when it has none.
     pub(crate) fn decide_now(&self, key: &[u8], call: Call) -> Outcome {
-        self.decide_at(key, call.cost, call.peek, || call.now_us)
+        self.decide_at(key, call.cost, call.kind, || call.now_us)
     }
 
     /// Decides at the time `read` gives, or this process's when it gives
     /// none, read once the key's shard is locked: calls on one key are
     /// decided in the order of their times.
     #[inline]
-    fn decide_at(&self, key: &[u8], cost: u64, peek: bool, read: impl FnOnce() -> Option<u64>) -> Outcome {
+    fn decide_at(&self, key: &[u8], cost: u64, kind: CallKind, read: impl FnOnce() -> Option<u64>) -> Outcome {
         let mut client_clock = false;
         let (mut entry, now) = self.keys.entry_timed(Key { scope: &self.prefix, key }, || {
             let read = read();
@@ -147,15 +147,14 @@ impl MemoryBound {
         // As on Redis, only a write moves the expiry; a client clock keeps a
         // slack. The state lasts until its reset after the time judged at.
         let slack = if client_clock { CLIENT_CLOCK_SLACK_US } else { 0 };
-        let writes = |outcome: &Outcome| outcome.allowed && cost > 0 && !peek;
         let expiry = |outcome: &Outcome| outcome.now_us + outcome.reset_after_us + slack;
         if let Some(held) = entry.get_mut() {
             // An expired state counts as untouched.
             if held.expires_at_us <= now {
                 held.state = None;
             }
-            let outcome = algo::decide(&self.policy, &mut held.state, now, cost, peek);
-            if writes(&outcome) {
+            let (outcome, wrote) = algo::decide(&self.policy, &mut held.state, now, cost, kind);
+            if wrote {
                 held.expires_at_us = expiry(&outcome);
             }
             if held.state.is_none() {
@@ -164,22 +163,31 @@ impl MemoryBound {
             return outcome;
         }
         let mut state = None;
-        let outcome = algo::decide(&self.policy, &mut state, now, cost, peek);
+        let (outcome, wrote) = algo::decide(&self.policy, &mut state, now, cost, kind);
         if state.is_some() {
-            let expires_at_us = if writes(&outcome) { expiry(&outcome) } else { 0 };
+            let expires_at_us = if wrote { expiry(&outcome) } else { 0 };
             entry.insert(Entry { state, expires_at_us, process_timed: !client_clock });
         }
         outcome
     }
 }
 
+impl MemoryBound {
+    /// A refund under a policy that keeps none is refused, writing nothing.
+    fn refused<'a>(&self, kind: CallKind) -> Option<Answer<'a>> {
+        let algorithm = self.policy.algorithm();
+        (kind == CallKind::Refund && !algo::refunds(algorithm))
+            .then(|| Answer::Now(Err(algo::refund_refused(algorithm))))
+    }
+}
+
 impl Bound for MemoryBound {
     fn decide<'a>(&'a self, key: &[u8], call: Call) -> Answer<'a> {
-        Answer::Now(Ok(self.decide_now(key, call)))
+        self.refused(call.kind).unwrap_or_else(|| Answer::Now(Ok(self.decide_now(key, call))))
     }
 
-    fn decide_by<'a>(&'a self, key: &[u8], cost: u64, peek: bool, clock: &dyn Clock) -> Answer<'a> {
-        Answer::Now(Ok(self.decide_at(key, cost, peek, || clock.now_us())))
+    fn decide_by<'a>(&'a self, key: &[u8], cost: u64, kind: CallKind, clock: &dyn Clock) -> Answer<'a> {
+        self.refused(kind).unwrap_or_else(|| Answer::Now(Ok(self.decide_at(key, cost, kind, || clock.now_us()))))
     }
 
     fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>> {
@@ -215,11 +223,11 @@ mod tests {
         let policy = Policy::gcra("2/1s", 1).unwrap();
         let (one, two) = (bound(&memory, "api", &policy), bound(&memory, "api", &policy));
         let other = bound(&memory, "other", &policy);
-        let check = Call { cost: 1, peek: false, now_us: Some(T0) };
+        let check = Call { cost: 1, kind: CallKind::Check, now_us: Some(T0) };
         let long = [b'k'; 300];
         for key in [&b"short"[..], &long] {
             assert_eq!(now(&*one, key, check).remaining, 1);
-            assert_eq!(now(&*two, key, Call { peek: true, ..check }).remaining, 0, "the peek's answer");
+            assert_eq!(now(&*two, key, Call { kind: CallKind::Peek, ..check }).remaining, 0, "the peek's answer");
             assert_eq!(now(&*two, key, check).remaining, 0, "the peek took nothing");
             assert!(!now(&*one, key, check).allowed);
             assert_eq!(now(&*other, key, check).remaining, 1, "another name, other keys");
@@ -234,7 +242,7 @@ mod tests {
         let memory = MemoryBackend::new();
         let limiter = bound(&memory, "api", &Policy::token_bucket(2, "1/1s").unwrap());
         let before = process_now_us();
-        let outcome = now(&*limiter, b"k", Call { cost: 1, peek: false, now_us: None });
+        let outcome = now(&*limiter, b"k", Call { cost: 1, kind: CallKind::Check, now_us: None });
         assert!(outcome.now_us >= before && outcome.reset_after_us == 1_000_000);
         memory.purge_expired(outcome.now_us + 999_999);
         assert_eq!(memory.len(), 1);
@@ -246,10 +254,10 @@ mod tests {
     fn a_call_that_writes_nothing_on_an_expired_key_drops_it() {
         let memory = MemoryBackend::new();
         let limiter = bound(&memory, "api", &Policy::token_bucket(2, "1/1s").unwrap());
-        now(&*limiter, b"k", Call { cost: 1, peek: false, now_us: Some(T0) });
+        now(&*limiter, b"k", Call { cost: 1, kind: CallKind::Check, now_us: Some(T0) });
         let later = T0 + 1_000_000 + CLIENT_CLOCK_SLACK_US;
-        let peek = now(&*limiter, b"k", Call { cost: 1, peek: true, now_us: Some(later) });
-        let fresh = now(&*limiter, b"other", Call { cost: 1, peek: true, now_us: Some(later) });
+        let peek = now(&*limiter, b"k", Call { cost: 1, kind: CallKind::Peek, now_us: Some(later) });
+        let fresh = now(&*limiter, b"other", Call { cost: 1, kind: CallKind::Peek, now_us: Some(later) });
         assert_eq!(peek, fresh, "an expired state counts as untouched");
         assert_eq!(memory.len(), 0);
     }

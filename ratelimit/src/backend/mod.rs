@@ -38,13 +38,13 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// store answers every call of that limiter:
 ///
 /// ```
-/// use redlimit::__private::{Answer, Backend, Binding, Call, MemoryBackend};
+/// use redlimit::__private::{Answer, Backend, Binding, Call, CallKind, MemoryBackend};
 /// use redlimit::Policy;
 ///
 /// let policy = Policy::gcra("1/1s", 2)?;
 /// let binding = Binding { prefix: "redlimit", name: "api", policy: &policy, server_clock: false };
 /// let bound = MemoryBackend::new().bind(binding);
-/// let call = Call { cost: 1, peek: false, now_us: Some(1_767_225_600_000_000) };
+/// let call = Call { cost: 1, kind: CallKind::Check, now_us: Some(1_767_225_600_000_000) };
 /// let Answer::Now(Ok(outcome)) = bound.decide(b"alice", call) else { panic!("the memory store answers at once") };
 /// assert_eq!((outcome.allowed, outcome.remaining), (true, 2));
 /// # Ok::<(), redlimit::Error>(())
@@ -70,7 +70,7 @@ pub struct Binding<'a> {
     pub server_clock: bool,
 }
 
-/// One limiter on one store: decides, peeks and resets its keys.
+/// One limiter on one store: decides, peeks, refunds and resets its keys.
 pub trait Bound: Send + Sync + 'static {
     /// Decides one call for the user's `key`: at once when the store is in
     /// this process, else through a future.
@@ -86,21 +86,21 @@ pub trait Bound: Send + Sync + 'static {
     /// records, so a late call is answered as at that time:
     ///
     /// ```
-    /// use redlimit::__private::{Answer, Backend, Binding, MemoryBackend};
+    /// use redlimit::__private::{Answer, Backend, Binding, CallKind, MemoryBackend};
     /// use redlimit::{ManualClock, Policy};
     ///
     /// let policy = Policy::sliding_log("2/1s")?;
     /// let binding = Binding { prefix: "redlimit", name: "api", policy: &policy, server_clock: false };
     /// let bound = MemoryBackend::new().bind(binding);
     /// let clock = ManualClock::new();
-    /// let Answer::Now(Ok(first)) = bound.decide_by(b"k", 1, false, &clock) else { panic!("in memory") };
+    /// let Answer::Now(Ok(first)) = bound.decide_by(b"k", 1, CallKind::Check, &clock) else { panic!("in memory") };
     /// clock.set_us(first.now_us - 500_000);
-    /// let Answer::Now(Ok(late)) = bound.decide_by(b"k", 1, false, &clock) else { panic!("in memory") };
+    /// let Answer::Now(Ok(late)) = bound.decide_by(b"k", 1, CallKind::Check, &clock) else { panic!("in memory") };
     /// assert_eq!((late.allowed, late.remaining, late.now_us), (true, 0, first.now_us));
     /// # Ok::<(), redlimit::Error>(())
     /// ```
-    fn decide_by<'a>(&'a self, key: &[u8], cost: u64, peek: bool, clock: &dyn Clock) -> Answer<'a> {
-        self.decide(key, Call { cost, peek, now_us: clock.now_us() })
+    fn decide_by<'a>(&'a self, key: &[u8], cost: u64, kind: CallKind, clock: &dyn Clock) -> Answer<'a> {
+        self.decide(key, Call { cost, kind, now_us: clock.now_us() })
     }
 
     /// Forgets `key`: its next call sees an untouched state.
@@ -114,12 +114,37 @@ pub trait Bound: Send + Sync + 'static {
 /// One call's parameters besides its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Call {
-    /// Permits to take (0 reports the state).
+    /// Permits to take, or to give back (0 reports the state).
     pub cost: u64,
-    /// Answer without taking anything.
-    pub peek: bool,
+    /// What the call does with them.
+    pub kind: CallKind,
     /// Microseconds since the epoch, or `None` for the store's own clock.
     pub now_us: Option<u64>,
+}
+
+/// What a [`Call`] does: the scripts' third ARGV (`lua/prelude.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    /// Take the cost if every rule allows it.
+    Check,
+    /// Answer as a check would, taking nothing.
+    Peek,
+    /// Give the cost back, never past an untouched state, and report the
+    /// state as a check of cost 0 would. Only for the algorithms that keep
+    /// refunds (`algo::refunds`); any other store answers
+    /// [`Error::InvalidConfig`] and writes nothing.
+    Refund,
+}
+
+impl CallKind {
+    /// The peek of a check, or the check itself.
+    pub(crate) fn peek_if(peek: bool) -> CallKind {
+        if peek {
+            CallKind::Peek
+        } else {
+            CallKind::Check
+        }
+    }
 }
 
 /// A bound store's answer: now, or later.

@@ -3,9 +3,9 @@
 use super::batch::Batcher;
 use super::eval::{bounded, Eval};
 use super::failure::from_redis;
-use super::scripts::Plan;
-use crate::backend::{Answer, Bound, BoxFuture, Call};
-use crate::Error;
+use super::scripts::{Family, Plan};
+use crate::backend::{Answer, Bound, BoxFuture, Call, CallKind};
+use crate::{AlgorithmKind, Error};
 use std::sync::Arc;
 
 /// A limiter's prefix and policy bound to a Redis backend: the prefix of
@@ -26,6 +26,13 @@ impl Bound for RedisBound {
         // spends the task's budget on it as on any answer without I/O.
         if let Some(failing_fast) = self.eval.breaker.open() {
             return Answer::Now(Err(failing_fast));
+        }
+        // Only the scripts of the algorithms that keep refunds take one.
+        if call.kind == CallKind::Refund {
+            let algorithm = algorithm(self.plan.family);
+            if !crate::algo::refunds(algorithm) {
+                return Answer::Now(Err(crate::algo::refund_refused(algorithm)));
+            }
         }
         // The full key is built here, so the round trip does not borrow the caller's.
         let storage_key = crate::key::storage_key(&self.key_prefix, key);
@@ -50,6 +57,18 @@ impl Bound for RedisBound {
 
     fn remote(&self) -> bool {
         true
+    }
+}
+
+/// The algorithm a family's script decides.
+fn algorithm(family: Family) -> AlgorithmKind {
+    match family {
+        Family::FixedWindow | Family::Counter => AlgorithmKind::FixedWindow,
+        Family::SlidingWindow | Family::SlidingWindowTotals => AlgorithmKind::SlidingWindow,
+        Family::SlidingLog => AlgorithmKind::SlidingLog,
+        Family::TokenBucket => AlgorithmKind::TokenBucket,
+        Family::LeakyBucket => AlgorithmKind::LeakyBucket,
+        Family::Gcra => AlgorithmKind::Gcra,
     }
 }
 

@@ -6,7 +6,7 @@ use super::breaker::Breaker;
 use super::connection::{is_dead_socket, Connection};
 use super::failure::from_redis;
 use super::scripts::{Family, Plan, Registry};
-use crate::backend::{Call, Outcome, CLIENT_CLOCK_SLACK_US};
+use crate::backend::{Call, CallKind, Outcome, CLIENT_CLOCK_SLACK_US};
 use crate::Error;
 use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
 use std::future::Future;
@@ -41,17 +41,19 @@ pub(crate) enum BatchFailure {
 }
 
 impl Eval {
-    /// Decides a call of `cost` on `storage_key` (a peek takes nothing)
-    /// under `plan`'s policy, at `now_us` or, with `None`, on Redis's own
-    /// clock. A limiter bound for Redis's clock always sends `None`.
+    /// Decides a call of `cost` on `storage_key` (a peek takes nothing, a
+    /// refund gives back) under `plan`'s policy, at `now_us` or, with
+    /// `None`, on Redis's own clock. A limiter bound for Redis's clock
+    /// always sends `None`.
     pub(crate) async fn one(&self, plan: &Plan, storage_key: &[u8], call: Call) -> Result<Outcome, Error> {
         self.load_once(plan.family).await;
         let mut cmd = Cmd::with_capacity(9, 96 + storage_key.len() + plan.policy.len());
         cmd.arg("EVALSHA").arg(self.registry.script(plan.family).get_hash()).arg(1).arg(storage_key);
         arguments(&mut cmd, &plan.policy, call);
-        // A peek writes nothing, so sending it twice cannot count it twice.
-        let reply = self.send(&cmd, storage_key, call.peek).await.map_err(|(error, _)| error)?;
-        plan.reply.outcome(reply, call.cost)
+        // A peek writes nothing, so sending it twice cannot count it twice;
+        // a refund sent twice would give back twice.
+        let reply = self.send(&cmd, storage_key, call.kind == CallKind::Peek).await.map_err(|(error, _)| error)?;
+        plan.reply.outcome(reply, replied_cost(call))
     }
 
     /// Decides `calls`, all of `family`, in one script call, one after
@@ -87,7 +89,7 @@ impl Eval {
                 all_arguments(&mut cmd, &plan.policy, *call);
             }
         }
-        let replayable = calls.iter().all(|c| c.call.peek);
+        let replayable = calls.iter().all(|c| c.call.kind == CallKind::Peek);
         let reply = match self.send(&cmd, &first.key, replayable).await {
             Ok(reply) => reply,
             Err((_, true)) => return Err(BatchFailure::Misrouted),
@@ -102,7 +104,7 @@ impl Eval {
                     Value::Array(failed) if matches!(&failed[..], [Value::BulkString(_)]) => {
                         Err(call_failed(&failed[0]))
                     }
-                    reply => plan.reply.outcome(reply, call.cost),
+                    reply => plan.reply.outcome(reply, replied_cost(*call)),
                 })
                 .collect()),
             other => Err(BatchFailure::Failed(Error::Protocol(format!(
@@ -231,7 +233,24 @@ fn is_misrouted(error: &redis::RedisError) -> bool {
         )
 }
 
-/// A single call's ARGV (`lua/prelude.lua`): the policy, cost, peek, now
+/// The cost a reply is read for: a refund replies as a check of cost 0.
+fn replied_cost(call: Call) -> u64 {
+    match call.kind {
+        CallKind::Refund => 0,
+        CallKind::Check | CallKind::Peek => call.cost,
+    }
+}
+
+/// The call's kind as the scripts read it (ARGV 3, `lua/prelude.lua`).
+fn kind_flag(kind: CallKind) -> u8 {
+    match kind {
+        CallKind::Check => 0,
+        CallKind::Peek => 1,
+        CallKind::Refund => 2,
+    }
+}
+
+/// A single call's ARGV (`lua/prelude.lua`): the policy, cost, kind, now
 /// and slack, leaving out the trailing ones that are the common call's
 /// (cost 1, a check, Redis's clock).
 fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
@@ -239,8 +258,8 @@ fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
         return all_arguments(cmd, policy, call);
     }
     cmd.arg(policy);
-    if call.peek {
-        cmd.arg(call.cost).arg(1);
+    if call.kind != CallKind::Check {
+        cmd.arg(call.cost).arg(kind_flag(call.kind));
     } else if call.cost != 1 {
         cmd.arg(call.cost);
     }
@@ -248,7 +267,7 @@ fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
 
 /// A batched call's five ARGV: an empty now is Redis's clock.
 fn all_arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
-    cmd.arg(policy).arg(call.cost).arg(u8::from(call.peek));
+    cmd.arg(policy).arg(call.cost).arg(kind_flag(call.kind));
     match call.now_us {
         Some(now) => cmd.arg(crate::clock::bounded(now)).arg(CLIENT_CLOCK_SLACK_US / 1000),
         None => cmd.arg("").arg(0),
@@ -264,9 +283,9 @@ pub(crate) async fn bounded<T>(timeout: Duration, future: impl Future<Output = T
 mod tests {
     use super::*;
 
-    fn sent(write: fn(&mut Cmd, &[u8], Call), cost: u64, peek: bool, now_us: Option<u64>) -> Vec<Vec<u8>> {
+    fn sent(write: fn(&mut Cmd, &[u8], Call), cost: u64, kind: CallKind, now_us: Option<u64>) -> Vec<Vec<u8>> {
         let mut cmd = Cmd::new();
-        write(&mut cmd, b"P", Call { cost, peek, now_us });
+        write(&mut cmd, b"P", Call { cost, kind, now_us });
         cmd.args_iter()
             .map(|a| match a {
                 redis::Arg::Simple(bytes) => bytes.to_vec(),
@@ -283,15 +302,19 @@ mod tests {
 
     #[test]
     fn a_call_sends_only_the_argv_that_differ_from_the_common_call() {
-        assert_eq!(sent(arguments, 1, false, None), [b"P".to_vec()], "the policy always");
-        assert_eq!(sent(arguments, 3, false, None), [b"P".to_vec(), b"3".to_vec()]);
-        assert_eq!(sent(arguments, 1, true, None), [&b"P"[..], b"1", b"1"].map(<[u8]>::to_vec));
-        assert_eq!(sent(arguments, 2, false, Some(7)), [&b"P"[..], b"2", b"0", b"7", b"60000"].map(<[u8]>::to_vec));
+        use CallKind::*;
+        assert_eq!(sent(arguments, 1, Check, None), [b"P".to_vec()], "the policy always");
+        assert_eq!(sent(arguments, 3, Check, None), [b"P".to_vec(), b"3".to_vec()]);
+        assert_eq!(sent(arguments, 1, Peek, None), [&b"P"[..], b"1", b"1"].map(<[u8]>::to_vec));
+        assert_eq!(sent(arguments, 1, Refund, None), [&b"P"[..], b"1", b"2"].map(<[u8]>::to_vec));
+        assert_eq!(sent(arguments, 2, Check, Some(7)), [&b"P"[..], b"2", b"0", b"7", b"60000"].map(<[u8]>::to_vec));
     }
 
     #[test]
     fn a_batched_call_sends_all_five_argv() {
-        assert_eq!(sent(all_arguments, 1, false, None), [&b"P"[..], b"1", b"0", b"", b"0"].map(<[u8]>::to_vec));
-        assert_eq!(sent(all_arguments, 5, true, Some(9)), [&b"P"[..], b"5", b"1", b"9", b"60000"].map(<[u8]>::to_vec));
+        use CallKind::*;
+        assert_eq!(sent(all_arguments, 1, Check, None), [&b"P"[..], b"1", b"0", b"", b"0"].map(<[u8]>::to_vec));
+        assert_eq!(sent(all_arguments, 5, Peek, Some(9)), [&b"P"[..], b"5", b"1", b"9", b"60000"].map(<[u8]>::to_vec));
+        assert_eq!(sent(all_arguments, 3, Refund, None), [&b"P"[..], b"3", b"2", b"", b"0"].map(<[u8]>::to_vec));
     }
 }

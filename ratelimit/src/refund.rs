@@ -1,0 +1,133 @@
+//! Refunds: [`Limiter::refund`] gives permits back when the work they paid
+//! for did not happen; [`SiteRefunds`] makes them for `#[rate_limit(refund_on
+//! = "err")]` (`site.rs`) and logs those that fail. A refund is not a
+//! decision: no metric counts it as one, the deny cache neither answers nor
+//! remembers it, and it only forgets the key's remembered denials, since
+//! permits came back.
+
+use crate::backend::{Answer, CallKind};
+use crate::outage_log::{rounded, OutageLog, Report, LOG_INTERVAL};
+use crate::{algo, observe, Decision, Error, Limiter};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+impl Limiter {
+    /// Gives `n` permits back to `key`, for work they paid for that did not
+    /// happen (a handler that failed, a request the upstream rejected), and
+    /// returns the key's state after it, as [`peek`](Self::peek) of cost 0
+    /// would report it.
+    ///
+    /// A refund never gives back more than was taken in what still counts,
+    /// so it never admits more than the policy allows:
+    ///
+    /// | algorithm | a refund of `n` |
+    /// |---|---|
+    /// | `token_bucket` | puts `n` tokens back, never above full |
+    /// | `leaky_bucket` | lowers the level by `n`, never below empty |
+    /// | `gcra` | moves the theoretical arrival time back by `n` emission intervals, never before now |
+    /// | `fixed_window` | lowers each running window's count by `n`, never below zero; a window that ended gives nothing back |
+    /// | `sliding_window`, `sliding_log` | `Err(Error::InvalidConfig)`: their state records when permits were taken, and a refund cannot say which call it is for nor whether that call still counts |
+    ///
+    /// An untouched key has nothing to give back: its state stays as it is.
+    /// `Err` is a refund the store could not make (it may or may not have
+    /// been made, after a timeout); [`OnError`](crate::OnError) does not
+    /// apply to it. It is never sent twice.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    ///
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let limiter = Limiter::new("uploads", Policy::token_bucket(3, "1/1m")?, &store);
+    /// limiter.check("alice", 3).await?;
+    /// assert!(!limiter.check("alice", 1).await?.allowed);
+    ///
+    /// // The upload failed upstream: its permits come back, never above full.
+    /// let after = limiter.refund("alice", 5).await?;
+    /// assert_eq!((after.allowed, after.remaining), (true, 3));
+    /// assert_eq!(limiter.check("alice", 1).await?.remaining, 2);
+    ///
+    /// let log = Limiter::new("logins", Policy::sliding_log("3/1m")?, &store);
+    /// assert!(matches!(log.refund("alice", 1).await, Err(redlimit::Error::InvalidConfig(_))));
+    /// # Ok(()) }
+    /// ```
+    pub async fn refund(&self, key: impl AsRef<[u8]>, n: u64) -> Result<Decision, Error> {
+        let key = key.as_ref();
+        let algorithm = self.rule.policy.algorithm();
+        if !algo::refunds(algorithm) {
+            return Err(algo::refund_refused(algorithm));
+        }
+        let answer = match self.rule.bound.decide_by(key, n, CallKind::Refund, &*self.inner.store.clock) {
+            Answer::Now(outcome) => {
+                // Answered without I/O: spend the task's budget as I/O would.
+                tokio::task::coop::consume_budget().await;
+                outcome
+            }
+            Answer::Later(answer) => answer.await,
+        };
+        // Permits came back: a remembered denial may name too late a time.
+        // Forgotten on a failure too, which may still have reached the store.
+        if let Some(cache) = &self.deny_cache {
+            cache.forget(key);
+        }
+        match answer {
+            Ok(outcome) => Ok(Decision::from_outcome(outcome, &self.rule.policy)),
+            Err(error) => {
+                observe::store_error(&error);
+                Err(error)
+            }
+        }
+    }
+}
+
+/// One site's refunds that could not be made: logged as an outage is.
+#[derive(Debug)]
+pub(crate) struct SiteRefunds {
+    failures: OutageLog,
+    /// The policy turned out, at run time, to be of an algorithm without refunds.
+    refused: AtomicBool,
+}
+
+impl SiteRefunds {
+    pub(crate) const fn new() -> SiteRefunds {
+        SiteRefunds { failures: OutageLog::new(), refused: AtomicBool::new(false) }
+    }
+
+    /// Gives `cost` back to `key` through `limiter` (the call's own policy
+    /// applied); logs what went wrong, as `site` (its limiter's name).
+    pub(crate) async fn refund(&self, site: &str, limiter: &Limiter, key: &str, cost: u64) {
+        let algorithm = limiter.policy().algorithm();
+        if !algo::refunds(algorithm) {
+            // Only a policy named or given per call gets here: the macro
+            // refuses the option beside an inline policy that keeps none.
+            if !self.refused.swap(true, Ordering::Relaxed) {
+                tracing::warn!(target: "redlimit", limiter = site, algo = algorithm.name(),
+                    "refund_on = \"err\" refunds nothing: a {algorithm} policy keeps no refunds (fixed_window, \
+                     token_bucket, leaky_bucket and gcra do); said once");
+            }
+            return;
+        }
+        let clock = &limiter.inner.store.clock;
+        let now_us = || clock.now_us().unwrap_or_else(crate::clock::process_now_us);
+        match limiter.refund(key, cost).await {
+            Ok(_) => {
+                if let Some(recovery) = self.failures.answered(now_us) {
+                    tracing::info!(target: "redlimit", limiter = site,
+                        "refunds reach the rate limit store again after {:?}; {} could not be made",
+                        rounded(recovery.lasted), recovery.failures);
+                }
+            }
+            Err(error) => match self.failures.failed(now_us()) {
+                Some(Report::First { .. }) => {
+                    tracing::warn!(target: "redlimit", limiter = site, kind = observe::error_kind(&error), %error,
+                        "a refund could not be made, so the call's permits stay taken; further failures are \
+                         summed up every {LOG_INTERVAL:?}");
+                }
+                Some(Report::Ongoing { failures, over }) => {
+                    tracing::warn!(target: "redlimit", limiter = site, kind = observe::error_kind(&error), %error,
+                        "{failures} refunds could not be made in the last {:?}", rounded(over));
+                }
+                None => {}
+            },
+        }
+    }
+}
