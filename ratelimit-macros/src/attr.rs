@@ -10,7 +10,7 @@ use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Expr, ExprLit, Ident, Lit, LitInt, LitStr, Path, Token};
+use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitInt, LitStr, Path, Token};
 
 /// Every option, in the order the documentation lists them.
 pub(crate) const OPTIONS: &[&str] = &[
@@ -29,6 +29,7 @@ pub(crate) const OPTIONS: &[&str] = &[
     "fallback",
     "on_error",
     "refund_on",
+    "dry_run",
     "crate",
 ];
 
@@ -64,6 +65,8 @@ const RENAMES: &[(&str, &str)] = &[
     ("refund_on_error", "refund_on"),
     ("refund_when", "refund_on"),
     ("deduct_when", "refund_on"),
+    ("shadow", "dry_run"),
+    ("shadow_mode", "dry_run"),
 ];
 
 /// `policy = ...` as written: a string names a configured policy; any other
@@ -120,6 +123,7 @@ pub(crate) struct Options {
     pub fallback: Option<Path>,
     pub on_error: Option<LitStr>,
     pub refund_on: Option<LitStr>,
+    pub dry_run: Option<LitBool>,
     pub krate: Option<Path>,
 }
 
@@ -177,6 +181,7 @@ impl Options {
                 "fallback" => path(&name, value, "fallback = cached_profile").map(|v| options.fallback = Some(v)),
                 "on_error" => string(&name, value, "on_error = \"deny\"").map(|v| options.on_error = Some(v)),
                 "refund_on" => string(&name, value, "refund_on = \"err\"").map(|v| options.refund_on = Some(v)),
+                "dry_run" => boolean(&name, value, "dry_run = true").map(|v| options.dry_run = Some(v)),
                 "crate" => string(&name, value, "crate = \"my_facade::redlimit\"")
                     .and_then(|lit| lit.parse::<Path>().map_err(|_| {
                         syn::Error::new(lit.span(), "`crate` must name a path to the `redlimit` crate, like `crate = \"::redlimit\"` or `crate = \"my_facade::redlimit\"`")
@@ -204,6 +209,13 @@ fn string(name: &Ident, value: Expr, example: &str) -> syn::Result<LitStr> {
     match value {
         Expr::Lit(ExprLit { lit: Lit::Str(lit), .. }) => Ok(lit),
         other => Err(syn::Error::new(other.span(), format!("`{name}` takes a string: write `{example}`"))),
+    }
+}
+
+fn boolean(name: &Ident, value: Expr, example: &str) -> syn::Result<LitBool> {
+    match value {
+        Expr::Lit(ExprLit { lit: Lit::Bool(lit), .. }) => Ok(lit),
+        other => Err(syn::Error::new(other.span(), format!("`{name}` takes `true` or `false`: write `{example}`"))),
     }
 }
 

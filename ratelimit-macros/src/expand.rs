@@ -191,6 +191,7 @@ fn site(
             (quote!(::core::concat!(::core::module_path!(), "::", #fn_name)), quote!(.named_by_default()))
         }
     };
+    let dry_run = if config.dry_run { quote!(.dry_run()) } else { quote!() };
     let on_limit = match config.on_limit {
         OnLimit::Error => quote!(#p::OnLimit::Error),
         OnLimit::Wait(None) => quote!(#p::OnLimit::Wait(::core::option::Option::None)),
@@ -326,7 +327,7 @@ fn site(
 
     let block = quote! {
         {
-            static #site: #p::Site = #constructor #named_by_default;
+            static #site: #p::Site = #constructor #named_by_default #dry_run;
             let #key = #key_value;
             let #cost_value: u64 = #cost;
             #decide

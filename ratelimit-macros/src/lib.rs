@@ -368,6 +368,30 @@ use syn::spanned::Spanned;
 /// # }
 /// ```
 ///
+/// # `dry_run`
+///
+/// `dry_run = true` decides and records every call as usual and denies none:
+/// a call the limit would deny runs the body anyway, counted in
+/// `redlimit_dry_run_denials_total` and logged (see `Limiter::with_dry_run`).
+/// A way to try a new limit on real traffic before enforcing it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use redlimit::{rate_limit, ManualClock, RateLimited, Store};
+///
+/// #[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "<user>", dry_run = true)]
+/// async fn export(user: &str) -> Result<(), RateLimited> {
+///     Ok(())
+/// }
+///
+/// redlimit::scope(Store::memory().with_clock(ManualClock::new()), async {
+///     assert!(export("ann").await.is_ok());
+///     assert!(export("ann").await.is_ok(), "would have been denied: runs anyway");
+/// })
+/// .await;
+/// # }
+/// ```
+///
 /// # `crate`
 ///
 /// Generated code names the runtime `::redlimit`. When it is re-exported

@@ -13,7 +13,7 @@ use proc_macro2::Span;
 use quote::ToTokens;
 use redlimit_grammar::{parse_duration, PolicySpec};
 use syn::spanned::Spanned;
-use syn::{Expr, ExprLit, Lit, LitStr, Path};
+use syn::{Expr, ExprLit, Lit, LitBool, LitStr, Path};
 
 /// One attribute, validated.
 pub(crate) struct Config {
@@ -33,6 +33,8 @@ pub(crate) struct Config {
     /// `refund_on = "err"`: the call's permits are given back when the body
     /// returns `Err(..)`.
     pub refund_on_err: bool,
+    /// `dry_run = true`: decided and recorded, never denied.
+    pub dry_run: bool,
 }
 
 pub(crate) enum Cost {
@@ -108,6 +110,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
         on_error,
         returns_denial,
         refund_on_err,
+        dry_run: options.dry_run.as_ref().is_some_and(LitBool::value),
     })
 }
 

@@ -25,6 +25,8 @@ pub struct Site {
     limiter: LazyLimiter,
     on_limit: OnLimit,
     named_by_default: bool,
+    /// `dry_run = true`: decided and recorded, never denied.
+    dry_run: bool,
     refunds: SiteRefunds,
 }
 
@@ -32,21 +34,29 @@ impl Site {
     /// A site; `policy` comes from a constant the macro validated at compile time.
     pub const fn new(name: &'static str, policy: Policy, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::fixed(Cow::Borrowed(name), policy, on_error);
-        Site { name, limiter, on_limit, named_by_default: false, refunds: SiteRefunds::new() }
+        Site { name, limiter, on_limit, named_by_default: false, dry_run: false, refunds: SiteRefunds::new() }
     }
 
     /// A site whose policy is the one named `policy` in the configured set
     /// (`#[rate_limit(policy = "search")]`), followed across reloads.
     pub const fn configured(name: &'static str, policy: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::named(Cow::Borrowed(name), Cow::Borrowed(policy), on_error);
-        Site { name, limiter, on_limit, named_by_default: false, refunds: SiteRefunds::new() }
+        Site { name, limiter, on_limit, named_by_default: false, dry_run: false, refunds: SiteRefunds::new() }
     }
 
     /// A site whose every call gives its policy
     /// (`#[rate_limit(policy = plan_policy(&user))]`): see [`check_with`](Self::check_with).
     pub const fn per_call(name: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::per_call(Cow::Borrowed(name), on_error);
-        Site { name, limiter, on_limit, named_by_default: false, refunds: SiteRefunds::new() }
+        Site { name, limiter, on_limit, named_by_default: false, dry_run: false, refunds: SiteRefunds::new() }
+    }
+
+    /// Puts the site in dry run (`dry_run = true`): its calls are decided
+    /// and recorded, and one that would be denied runs the body anyway
+    /// ([`Limiter::with_dry_run`](crate::Limiter::with_dry_run)).
+    pub const fn dry_run(mut self) -> Site {
+        self.dry_run = true;
+        self
     }
 
     /// Marks the name as made up by the macro (module path + function name).
@@ -89,7 +99,7 @@ impl Site {
                 if first && self.named_by_default {
                     self.warn_if_default_name_shared();
                 }
-                limiter
+                limiter.with_dry_run(self.dry_run)
             }
             Err(why) => {
                 // Settled without I/O: spend the task's budget as I/O would, so a loop of such calls yields.

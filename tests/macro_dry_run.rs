@@ -1,0 +1,32 @@
+//! `#[rate_limit(dry_run = true)]`: the function's calls are decided and
+//! counted, and one that would be denied runs the body anyway; the same
+//! function without `dry_run` on the same store is denied by those counts.
+
+use redlimit::{rate_limit, ManualClock, RateLimited, Store};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static RAN: AtomicU32 = AtomicU32::new(0);
+
+#[rate_limit(name = "export", algo = "fixed_window", strategies = "2/1h", key = "<user>", dry_run = true)]
+async fn export_trial(user: &str) -> Result<(), RateLimited> {
+    RAN.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+#[rate_limit(name = "export", algo = "fixed_window", strategies = "2/1h", key = "<user>")]
+async fn export(user: &str) -> Result<(), RateLimited> {
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_function_in_dry_run_runs_every_call_and_counts_them() {
+    redlimit::scope(Store::memory().with_clock(ManualClock::new()), async {
+        for _ in 0..4 {
+            assert!(export_trial("ann").await.is_ok());
+        }
+        assert_eq!(RAN.load(Ordering::Relaxed), 4, "every body ran");
+        assert!(export("ann").await.is_err(), "the four calls were counted");
+        assert!(export("bob").await.is_ok());
+    })
+    .await;
+}
