@@ -21,8 +21,8 @@ struct Scoped {
 
 /// Runs `future` with `store` in place of the global store for every
 /// `#[rate_limit]` function and every layer built with
-/// [`RateLimitLayer::new`](crate::http::RateLimitLayer::new) (or `named`,
-/// `tiered`, `per_request`) that it calls, however deep: the way to test
+/// `http::RateLimitLayer::new` (feature `axum`; or `named`, `tiered`,
+/// `per_request`, `per_route`) that it calls, however deep: the way to test
 /// annotated code, each test with its own store and [`ManualClock`](crate::ManualClock).
 /// Limiters you build yourself keep the store they were built on. Like any
 /// task-local value it does not follow a `tokio::spawn`: wrap the spawned
