@@ -7,7 +7,7 @@
 //!   and `v` or `-1 - v` counts in units the state the decision turned on:
 //!   how far gcra's TAT is ahead of now, the units a token bucket holds, a
 //!   leaky bucket's level) and the time it decided at. With the policy's
-//!   constants and the call's cost, that one number gives every field, by
+//!   numbers and the call's cost, that one number gives every field, by
 //!   the same formulas as the in-process twins (`algo/*.rs`).
 //! - The fixed window counter (`lua/fixed_window_counter.lua`) returns two
 //!   integers: the decision packed in one, and Redis's time.
