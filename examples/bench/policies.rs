@@ -19,16 +19,23 @@ const TARGET_THROUGHPUT: f64 = 0.95;
 const TARGET_SERVER_CPU: f64 = 1.05;
 
 /// User `u`'s policy: `kind`, with numbers of its own near the bench's
-/// (limits of 1,000 to 1,999 a second), so no call is denied.
-fn policy_of(kind: AlgorithmKind, u: u64) -> Policy {
+/// (limits of 1,000 to 1,999 a second), so no call is denied. `whole_us`:
+/// the buckets' rates are among those that reduce to whole µs per permit
+/// (n = 1), as the fixed form's `1000/1s` does, so both take the same
+/// arithmetic path in the scripts; their capacities still differ per user.
+fn policy_of(kind: AlgorithmKind, u: u64, whole_us: bool) -> Policy {
     let limit = 1000 + u % 1000;
+    let rate = match whole_us {
+        true => format!("{}/1s", [1000, 1250, 1600, 2000][(u % 4) as usize]),
+        false => format!("{limit}/1s"),
+    };
     match kind {
         AlgorithmKind::FixedWindow => Policy::fixed_window(&format!("{limit}/1s")),
         AlgorithmKind::SlidingWindow => Policy::sliding_window(&format!("{limit}/1s"), "100ms"),
         AlgorithmKind::SlidingLog => Policy::sliding_log(&format!("{limit}/1s")),
-        AlgorithmKind::TokenBucket => Policy::token_bucket(limit, &format!("{limit}/1s")),
-        AlgorithmKind::LeakyBucket => Policy::leaky_bucket(limit, &format!("{limit}/1s")),
-        AlgorithmKind::Gcra => Policy::gcra(&format!("{limit}/1s"), limit - 1),
+        AlgorithmKind::TokenBucket => Policy::token_bucket(limit, &rate),
+        AlgorithmKind::LeakyBucket => Policy::leaky_bucket(limit, &rate),
+        AlgorithmKind::Gcra => Policy::gcra(&rate, limit - 1),
     }
     .expect("a valid policy")
 }
@@ -47,15 +54,21 @@ pub async fn run(store: &Store, admin: &mut MultiplexedConnection, options: Opti
         "algo", "fixed /s", "per-user /s", "ratio", "fixed srv µs", "per-user µs", "ratio"
     );
     for algo in crate::cases::algorithms().into_iter().filter(|a| only.is_none_or(|k| k == a.kind)) {
-        let (mut fixed, mut per_user) = (Vec::new(), Vec::new());
+        let buckets =
+            !matches!(algo.kind, AlgorithmKind::FixedWindow | AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog);
+        let (mut fixed, mut per_user, mut whole) = (Vec::new(), Vec::new(), Vec::new());
         for round in 0..options.rounds {
             let run = options.run();
-            if round % 2 == 0 {
-                fixed.push(measure(algo.kind, Some(&algo.policy), store, admin, run).await);
-                per_user.push(measure(algo.kind, None, store, admin, run).await);
-            } else {
-                per_user.push(measure(algo.kind, None, store, admin, run).await);
-                fixed.push(measure(algo.kind, Some(&algo.policy), store, admin, run).await);
+            let mut order = vec![(0, Some(&algo.policy), false), (1, None, false)];
+            if buckets {
+                order.push((2, None, true));
+            }
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for (which, policy, whole_us) in order {
+                let measured = measure(algo.kind, policy, whole_us, store, admin, run).await;
+                [&mut fixed, &mut per_user, &mut whole][which].push(measured);
             }
         }
         let throughput = median_ratio(&per_user, &fixed);
@@ -69,6 +82,17 @@ pub async fn run(store: &Store, admin: &mut MultiplexedConnection, options: Opti
             "{name:<14} {:>10.0} {:>10.0} {throughput:>8.3} {:>12.2} {:>12.2} {server_cpu:>8.3}",
             f.ops_per_s, p.ops_per_s, f.server_cpu_us_per_op, p.server_cpu_us_per_op
         );
+        if buckets {
+            let (ratio, w) = (median_ratio(&whole, &fixed), Measured::mean(&whole));
+            println!(
+                "bench case=policies/{name}/whole_us per_user_ops_per_s={:.0} ratio={ratio:.3} \
+                 per_user_server_cpu_us_per_op={:.2} server_cpu_ratio={:.3} per_user_client_us_per_op={:.2}",
+                w.ops_per_s,
+                w.server_cpu_us_per_op,
+                median_ratio(&cpu(&whole), &cpu(&fixed)),
+                w.cpu_us_per_op
+            );
+        }
         if let Some((data, written)) = written_in_against_data(&algo, admin, options).await {
             println!(
                 "bench case=policies/{name}/raw data_server_us_per_call={:.2} written_in_server_us_per_call={:.2} \
@@ -96,18 +120,21 @@ pub async fn run(store: &Store, admin: &mut MultiplexedConnection, options: Opti
     }
 }
 
-/// `fixed`: every call under that policy; `None`: each user's own.
+/// `fixed`: every call under that policy; `None`: each user's own
+/// ([`policy_of`], `whole_us`).
 async fn measure(
     kind: AlgorithmKind,
     fixed: Option<&Policy>,
+    whole_us: bool,
     store: &Store,
     admin: &mut MultiplexedConnection,
     options: Options,
 ) -> Measured {
-    let base = fixed.cloned().unwrap_or_else(|| policy_of(kind, 0));
+    let base = fixed.cloned().unwrap_or_else(|| policy_of(kind, 0, whole_us));
     let limiter = Limiter::new(format!("bench.policies.{}", kind.name()), base, store);
     let per_user = fixed.is_none();
-    let table = Arc::new((0..load::USERS).map(|u| (format!("user:{u}"), policy_of(kind, u))).collect::<Vec<_>>());
+    let table =
+        Arc::new((0..load::USERS).map(|u| (format!("user:{u}"), policy_of(kind, u, whole_us))).collect::<Vec<_>>());
     flush(admin).await;
     drive(admin, load::IN_FLIGHT, options.warmup, options.window, move |task, n| {
         let (limiter, table) = (limiter.clone(), table.clone());
