@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Calls each looper makes at most: the loop is bounded by a count.
-const LOOPS: u64 = 2_000_000;
+const LOOPS: u64 = 50_000_000;
 /// Sleeps the other task takes; the median of their overshoots is asserted.
 const SLEEPS: usize = 15;
 /// How much the loopers may delay another task's timer.
