@@ -99,6 +99,8 @@ fn spec() -> impl Strategy<Value = PolicySpec> {
             spec.capacity = Some(capacity).filter(|_| given(Param::Capacity));
             spec.rate = Some(redlimit::Rate { count: n, period_us }).filter(|_| given(Param::Rate));
             spec.burst = burst.filter(|_| given(Param::Burst));
+            spec.limit = Some(capacity).filter(|_| given(Param::Limit));
+            spec.lease = Some(period_us).filter(|_| given(Param::Lease) && n % 2 == 0);
             spec
         },
     )
@@ -126,6 +128,7 @@ fn typed(spec: &PolicySpec) -> Option<Result<Policy, redlimit::Error>> {
         AlgorithmKind::TokenBucket => Policy::token_bucket(spec.capacity?, &rate()?),
         AlgorithmKind::LeakyBucket => Policy::leaky_bucket(spec.capacity?, &rate()?),
         AlgorithmKind::Gcra => Policy::gcra(&rate()?, spec.burst?),
+        AlgorithmKind::Concurrency => Policy::concurrency(spec.limit?, &format!("{}us", spec.lease?)),
     })
 }
 
@@ -147,6 +150,12 @@ fn toml(spec: &PolicySpec) -> String {
     }
     if let Some(b) = spec.burst {
         text += &format!("burst = {b}\n");
+    }
+    if let Some(l) = spec.limit {
+        text += &format!("limit = {l}\n");
+    }
+    if let Some(l) = spec.lease {
+        text += &format!("lease = \"{l}us\"\n");
     }
     text
 }
@@ -209,7 +218,7 @@ proptest! {
         let built = Policy::from_spec(spec.clone());
         let document = PolicySet::parse("p.toml", &toml(&spec));
         prop_assert_eq!(built.is_ok(), document.is_ok(), "{:?}: {:?} vs {:?}", spec, built, document);
-        let stray = [Param::Strategies, Param::Precision, Param::Capacity, Param::Rate, Param::Burst]
+        let stray = [Param::Strategies, Param::Precision, Param::Capacity, Param::Rate, Param::Burst, Param::Limit, Param::Lease]
             .into_iter()
             .any(|p| !spec.kind.params().contains(&p) && toml(&spec).contains(&format!("\n{} = ", p.name())));
         // A typed constructor has no place for a parameter its algorithm does not take.

@@ -138,7 +138,13 @@ pub async fn call_macro(kind: AlgorithmKind, user: u64) -> bool {
         AlgorithmKind::TokenBucket => token_bucket(user).await.is_ok(),
         AlgorithmKind::LeakyBucket => leaky_bucket(user).await.is_ok(),
         AlgorithmKind::Gcra => gcra(user).await.is_ok(),
+        AlgorithmKind::Concurrency => concurrency(user).await.is_ok(),
     }
+}
+
+#[rate_limit(algo = "concurrency", limit = 1000, key = "user:<user>", name = "bench.macro.concurrency")]
+async fn concurrency(user: u64) -> Result<(), RateLimited> {
+    Ok(())
 }
 
 /// The memory section's gcra (`local.rs`) through the attribute: governor's

@@ -36,6 +36,7 @@ fn policy_of(kind: AlgorithmKind, u: u64, whole_us: bool) -> Policy {
         AlgorithmKind::TokenBucket => Policy::token_bucket(limit, &rate),
         AlgorithmKind::LeakyBucket => Policy::leaky_bucket(limit, &rate),
         AlgorithmKind::Gcra => Policy::gcra(&rate, limit - 1),
+        AlgorithmKind::Concurrency => Policy::concurrency(limit, "30s"),
     }
     .expect("a valid policy")
 }

@@ -24,7 +24,7 @@ pub use duration::{check_duration, format_duration, parse_duration, MAX_DURATION
 pub use error::GrammarError;
 pub use policy_name::{check_policy_name, MAX_POLICY_NAME_LEN};
 pub use quote::{quote, Quoted, MAX_QUOTED};
-pub use spec::{AlgorithmKind, Param, PolicySpec, MAX_EXACT, MAX_STRATEGIES};
+pub use spec::{AlgorithmKind, Param, PolicySpec, DEFAULT_LEASE_US, MAX_EXACT, MAX_LEASE_US, MAX_STRATEGIES};
 pub use strategy::{
     check_rate, check_strategy, parse_rate, parse_strategies, parse_strategy, Rate, Strategy, MAX_LIMIT,
 };

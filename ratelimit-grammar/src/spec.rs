@@ -11,12 +11,21 @@ pub const MAX_STRATEGIES: usize = 16;
 /// Redis scripts, which compute with doubles, stay exact.
 pub const MAX_EXACT: u64 = 1 << 52;
 
-/// The six algorithms, by the names the attribute and configuration use.
+/// Lease of a concurrency permit when none is given: a holder that dies
+/// gives its permits back within this long.
+pub const DEFAULT_LEASE_US: u64 = 30_000_000;
+
+/// The longest lease a concurrency permit may be given: what one crashed
+/// holder can keep from every other caller.
+pub const MAX_LEASE_US: u64 = 24 * 3_600_000_000;
+
+/// The seven algorithms, by the names the attribute and configuration use:
+/// six that bound how often, and `concurrency`, which bounds how many at once.
 ///
 /// ```
 /// use redlimit_grammar::AlgorithmKind;
 ///
-/// assert_eq!(AlgorithmKind::ALL.len(), 6);
+/// assert_eq!(AlgorithmKind::ALL.len(), 7);
 /// assert_eq!(AlgorithmKind::from_name("gcra").unwrap(), AlgorithmKind::Gcra);
 /// assert_eq!(AlgorithmKind::SlidingLog.name(), "sliding_log");
 /// assert!(AlgorithmKind::from_name("bucket").is_err());
@@ -35,6 +44,8 @@ pub enum AlgorithmKind {
     LeakyBucket,
     /// `gcra`
     Gcra,
+    /// `concurrency`: at most `limit` permits held at once, each a lease
+    Concurrency,
 }
 
 /// A policy parameter, as named in the attribute.
@@ -50,6 +61,10 @@ pub enum Param {
     Rate,
     /// `burst = 5`
     Burst,
+    /// `limit = 10`: permits held at once
+    Limit,
+    /// `lease = "30s"`: how long a permit lasts unless renewed
+    Lease,
 }
 
 impl Param {
@@ -61,19 +76,22 @@ impl Param {
             Param::Capacity => "capacity",
             Param::Rate => "rate",
             Param::Burst => "burst",
+            Param::Limit => "limit",
+            Param::Lease => "lease",
         }
     }
 }
 
 impl AlgorithmKind {
     /// Every algorithm, in the order documentation lists them.
-    pub const ALL: [AlgorithmKind; 6] = [
+    pub const ALL: [AlgorithmKind; 7] = [
         AlgorithmKind::FixedWindow,
         AlgorithmKind::SlidingWindow,
         AlgorithmKind::SlidingLog,
         AlgorithmKind::TokenBucket,
         AlgorithmKind::LeakyBucket,
         AlgorithmKind::Gcra,
+        AlgorithmKind::Concurrency,
     ];
 
     /// The algorithm's name: `"fixed_window"`, `"gcra"`, ...
@@ -85,6 +103,7 @@ impl AlgorithmKind {
             AlgorithmKind::TokenBucket => "token_bucket",
             AlgorithmKind::LeakyBucket => "leaky_bucket",
             AlgorithmKind::Gcra => "gcra",
+            AlgorithmKind::Concurrency => "concurrency",
         }
     }
 
@@ -112,6 +131,7 @@ impl AlgorithmKind {
             AlgorithmKind::SlidingWindow => &[Param::Strategies, Param::Precision],
             AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket => &[Param::Capacity, Param::Rate],
             AlgorithmKind::Gcra => &[Param::Rate, Param::Burst],
+            AlgorithmKind::Concurrency => &[Param::Limit, Param::Lease],
         }
     }
 
@@ -123,6 +143,7 @@ impl AlgorithmKind {
             }
             AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket => &[Param::Capacity, Param::Rate],
             AlgorithmKind::Gcra => &[Param::Rate],
+            AlgorithmKind::Concurrency => &[Param::Limit],
         }
     }
 }
@@ -162,12 +183,25 @@ pub struct PolicySpec {
     pub rate: Option<Rate>,
     /// `burst`, for GCRA.
     pub burst: Option<u64>,
+    /// `limit`, for concurrency: permits held at once.
+    pub limit: Option<u64>,
+    /// `lease` in microseconds, for concurrency ([`DEFAULT_LEASE_US`] when not given).
+    pub lease: Option<u64>,
 }
 
 impl PolicySpec {
     /// A spec with no parameters yet.
     pub fn new(kind: AlgorithmKind) -> Self {
-        PolicySpec { kind, strategies: None, precision: None, capacity: None, rate: None, burst: None }
+        PolicySpec {
+            kind,
+            strategies: None,
+            precision: None,
+            capacity: None,
+            rate: None,
+            burst: None,
+            limit: None,
+            lease: None,
+        }
     }
 
     fn given(&self) -> Vec<Param> {
@@ -186,6 +220,12 @@ impl PolicySpec {
         }
         if self.burst.is_some() {
             given.push(Param::Burst);
+        }
+        if self.limit.is_some() {
+            given.push(Param::Limit);
+        }
+        if self.lease.is_some() {
+            given.push(Param::Lease);
         }
         given
     }
@@ -266,10 +306,46 @@ impl PolicySpec {
                 }
             }
         }
+        if kind == AlgorithmKind::Concurrency {
+            self.check_concurrency(&mut errors);
+        }
         if errors.is_empty() {
             Ok(())
         } else {
             Err(errors)
+        }
+    }
+
+    fn check_concurrency(&self, errors: &mut Vec<(Option<Param>, GrammarError)>) {
+        match self.limit {
+            Some(0) => errors.push((
+                Some(Param::Limit),
+                GrammarError::new("a limit of 0 would deny every call; use at least 1".to_string()),
+            )),
+            Some(limit) if limit > MAX_LIMIT => errors.push((
+                Some(Param::Limit),
+                GrammarError::new(format!("limit {limit} is too large; the largest allowed is {MAX_LIMIT}")),
+            )),
+            _ => {}
+        }
+        match self.lease.map(check_duration) {
+            Some(Err(e)) => errors.push((Some(Param::Lease), e)),
+            Some(Ok(lease)) if lease > MAX_LEASE_US => errors.push((
+                Some(Param::Lease),
+                GrammarError::new(format!(
+                    "a lease of {} is too long: a crashed holder would keep its permits that long; at most {}",
+                    crate::format_duration(lease),
+                    crate::format_duration(MAX_LEASE_US)
+                )),
+            )),
+            Some(Ok(lease)) if lease < 1_000 => errors.push((
+                Some(Param::Lease),
+                GrammarError::new(format!(
+                    "a lease of {} is too short to be renewed while the call runs; use at least 1ms",
+                    crate::format_duration(lease)
+                )),
+            )),
+            _ => {}
         }
     }
 
@@ -333,6 +409,8 @@ fn missing_message(kind: AlgorithmKind, param: Param) -> String {
         Param::Capacity => "capacity = 10",
         Param::Rate => "rate = \"1/1s\"",
         Param::Burst => "burst = 5",
+        Param::Limit => "limit = 10",
+        Param::Lease => "lease = \"30s\"",
     };
     format!("`{kind}` needs `{}`: add e.g. `{example}`", param.name())
 }

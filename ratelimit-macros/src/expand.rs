@@ -26,11 +26,13 @@ use syn::Ident;
 /// }
 /// ```
 ///
-/// Output (stacked attributes are expanded by the first, in declared order):
+/// Output (stacked attributes are expanded by the first, in declared order;
+/// each site's block gives the permit its call holds, kept until the body
+/// ends, however it ends: a concurrency policy's is given back then):
 /// ```text
 /// pub async fn profile(user_id: u64) -> Result<Profile, ApiError> {
-///     { /* site for sliding_log 5/3s, see `site` */ }
-///     { /* site for gcra 100/1s */ }
+///     let __redlimit_permit_0 = { /* site for sliding_log 5/3s, see `site` */ };
+///     let __redlimit_permit_1 = { /* site for gcra 100/1s */ };
 ///     async move {
 ///         // Gives `return` and `?` in the body the function's return type,
 ///         // as tracing-attributes does.
@@ -59,9 +61,15 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
             config.refund_on_err.then(|| Ident::new(&format!("__redlimit_taken_{i}"), Span::mixed_site()))
         })
         .collect();
+    // What each other site's call holds while the body runs: its permit.
+    let holders: Vec<Ident> = (tickets.iter().enumerate())
+        .map(|(i, ticket)| {
+            ticket.clone().unwrap_or_else(|| Ident::new(&format!("__redlimit_permit_{i}"), Span::mixed_site()))
+        })
+        .collect();
     let sites = configs.iter().enumerate().map(|(i, config)| {
         let earlier: Vec<&Ident> = tickets[..i].iter().flatten().collect();
-        site(config, sig, args, tickets[i].as_ref(), &earlier)
+        site(config, sig, args, (&holders[i], tickets[i].is_some()), &earlier)
     });
     let fake_return = match item::return_type(sig) {
         Some(ty) if !item::mentions_impl_trait(ty) => {
@@ -137,7 +145,7 @@ fn return_span(sig: &syn::Signature) -> Span {
 ///     };
 ///     let cost = 1u64;
 ///     match __RATELIMIT_SITE.check(&key, cost).await {
-///         Ok(()) => {}
+///         Ok(permit) => permit,
 ///         // on_limit = "error": spanned at the return type, so a type that
 ///         // cannot hold a denial is reported there.
 ///         Err(denied) => return IntoDenial::from_denial(denied),
@@ -160,20 +168,21 @@ fn return_span(sig: &syn::Signature) -> Span {
 /// ```
 ///
 /// When no denial can reach the caller (`on_limit = "wait"`, no `max_wait`,
-/// a literal cost, `on_error` not "deny") the last statement is
-/// `__RATELIMIT_SITE.admit(&key, 1u64).await;` (`admit_with(policy, ..)`
-/// for a per-call policy) and the return type is free.
+/// a literal cost, `on_error` not "deny") the block ends with
+/// `__RATELIMIT_SITE.admit(&key, 1u64).await` (`admit_with(policy, ..)`
+/// for a per-call policy), a permit, and the return type is free.
 ///
-/// With `refund_on = "err"` (a `ticket`) the block is `let ticket = {..};`,
-/// its call `take`, `take_with`, `admit_taking` or `admit_taking_with`
-/// (given the key itself, kept to give back), and `Ok(taken) => taken`.
+/// The block is bound to `holder` (`let holder = {..};`). With
+/// `refund_on = "err"` (`refunds`) it is a ticket: its call `take`,
+/// `take_with`, `admit_taking` or `admit_taking_with` (given the key
+/// itself, kept to give back), and `Ok(taken) => taken`.
 /// A denial first gives back what the sites before it took (`earlier`):
 /// the body they paid for will not run.
 fn site(
     config: &Config,
     sig: &syn::Signature,
     args: &Arguments,
-    ticket: Option<&Ident>,
+    (holder, refunds): (&Ident, bool),
     earlier: &[&Ident],
 ) -> TokenStream {
     let krate = &config.krate;
@@ -257,7 +266,7 @@ fn site(
     // `site.check(&key, cost)` or `site.admit(..)`; with a per-call policy,
     // `site.check_with(policy, &key, cost)` in a block that evaluates it.
     // A refunding site's call keeps the key: `site.take(key, cost)`.
-    let key_arg = if ticket.is_some() { quote!(#key) } else { quote!(&#key) };
+    let key_arg = if refunds { quote!(#key) } else { quote!(&#key) };
     let site_call = |method: &str| match &config.policy {
         SitePolicy::PerCall(expr) => {
             let value = Ident::new("__redlimit_policy", Span::mixed_site());
@@ -274,13 +283,10 @@ fn site(
         }
     };
     let taken = Ident::new("__redlimit_taken", Span::mixed_site());
-    let (check, admit, ok) = match ticket {
-        Some(_) => ("take", "admit_taking", quote!(#taken)),
-        None => ("check", "admit", quote!(())),
-    };
-    let passes = if ticket.is_some() { quote!(#taken) } else { quote!({}) };
+    let (check, admit) = if refunds { ("take", "admit_taking") } else { ("check", "admit") };
+    let (ok, passes) = (quote!(#taken), quote!(#taken));
     let give_back = quote!(#(#earlier.refund().await;)*);
-    // The call's answer: `Ok(())` (or what it took) to run the body, else the denial.
+    // The call's answer: `Ok(permit)` (or what it took) to run the body, else the denial.
     let decided = site_call(check);
     let decide = match (&config.fallback, config.returns_denial) {
         (Some(fallback), _) => {
@@ -333,10 +339,7 @@ fn site(
             #decide
         }
     };
-    match ticket {
-        Some(ticket) => quote!(let #ticket = #block;),
-        None => quote!(#block;),
-    }
+    quote!(let #holder = #block;)
 }
 
 /// `tokens` moved to `span`'s location (each keeps its own hygiene), so
@@ -397,6 +400,11 @@ fn policy(spec: &redlimit_grammar::PolicySpec, p: &TokenStream) -> TokenStream {
         AlgorithmKind::Gcra => {
             let (rate, burst) = (rate(), number(spec.burst));
             quote!(#p::Policy::__gcra(#rate, #burst))
+        }
+        AlgorithmKind::Concurrency => {
+            let limit = number(spec.limit);
+            let lease = Literal::u64_suffixed(spec.lease.unwrap_or(redlimit_grammar::DEFAULT_LEASE_US));
+            quote!(#p::Policy::__concurrency(#limit, #lease))
         }
     }
 }

@@ -99,13 +99,15 @@ fn per_call_policy(
 
 /// An error at each of `algo` and its parameters that is written, saying `why(option)`.
 fn no_parameters(options: &Options, errors: &mut Errors, why: impl Fn(&str) -> String) {
-    let written: [(&str, Option<Span>); 6] = [
+    let written: [(&str, Option<Span>); 8] = [
         ("algo", options.algo.as_ref().map(LitStr::span)),
         ("strategies", options.strategies.as_ref().map(LitStr::span)),
         ("precision", options.precision.as_ref().map(LitStr::span)),
         ("capacity", options.capacity.as_ref().map(LitInt::span)),
         ("rate", options.rate.as_ref().map(LitStr::span)),
         ("burst", options.burst.as_ref().map(LitInt::span)),
+        ("limit", options.limit.as_ref().map(LitInt::span)),
+        ("lease", options.lease.as_ref().map(LitStr::span)),
     ];
     for (option, span) in written {
         if let Some(span) = span {
@@ -172,6 +174,18 @@ fn policy(options: &Options, attr_span: Span, errors: &mut Errors) -> Option<Pol
             0
         }));
     }
+    if let Some(lit) = &options.limit {
+        spec.limit = Some(whole(lit).unwrap_or_else(|e| {
+            fail(Param::Limit, lit.span(), e, errors);
+            1
+        }));
+    }
+    if let Some(lit) = &options.lease {
+        spec.lease = Some(parse_duration(&lit.value()).unwrap_or_else(|e| {
+            fail(Param::Lease, lit.span(), e.to_string(), errors);
+            1_000_000
+        }));
+    }
     let kind = kind?;
 
     let span_of = |param: Param| -> Span {
@@ -181,6 +195,8 @@ fn policy(options: &Options, attr_span: Span, errors: &mut Errors) -> Option<Pol
             Param::Capacity => options.capacity.as_ref().map(LitInt::span),
             Param::Rate => options.rate.as_ref().map(LitStr::span),
             Param::Burst => options.burst.as_ref().map(LitInt::span),
+            Param::Limit => options.limit.as_ref().map(LitInt::span),
+            Param::Lease => options.lease.as_ref().map(LitStr::span),
         };
         span.unwrap_or_else(|| options.algo.as_ref().map_or(attr_span, LitStr::span))
     };

@@ -63,6 +63,8 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 /// - `token_bucket`, `leaky_bucket`, `gcra`: the state records the rate
 ///   its amounts are counted in, and a call under another rate converts
 ///   them (the same permits owed, rounded up): no detail.
+/// - `concurrency`: the leases held; a change of limit or lease judges
+///   them by the new numbers: no detail.
 /// - `sliding_window`: counts are filed by sub-window index `t / precision`,
 ///   which another precision reads as other times: the precision.
 ///
@@ -72,6 +74,7 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 /// redlimit:sliding_window/v1/100ms:6:search:user:7
 /// redlimit:token_bucket/v2:6:upload:user:7
 /// redlimit:gcra/v2:6:search:user:7
+/// redlimit:concurrency/v1:7:exports:tenant:3
 /// ```
 fn write_layout(key: &mut String, policy: &Policy, counter: bool) {
     key.push_str(policy.algorithm().name());
@@ -83,6 +86,7 @@ fn write_layout(key: &mut String, policy: &Policy, counter: bool) {
         Params::FixedWindow { .. } => FIXED_WINDOW_FORMAT,
         Params::SlidingLog { .. } => SLIDING_LOG_FORMAT,
         Params::Gcra { .. } => GCRA_FORMAT,
+        Params::Concurrency { .. } => CONCURRENCY_FORMAT,
     };
     key.push_str(format);
     match &policy.params {
@@ -111,6 +115,7 @@ const SLIDING_WINDOW_FORMAT: &str = "v1";
 const SLIDING_LOG_FORMAT: &str = "v2";
 const BUCKET_FORMAT: &str = "v2";
 const GCRA_FORMAT: &str = "v2";
+const CONCURRENCY_FORMAT: &str = "v1";
 
 /// User keys longer than this are stored by their SHA-1 instead, so a
 /// hostile client cannot make Redis hold arbitrarily long key names.

@@ -47,6 +47,7 @@ mod macro_support;
 pub mod observe;
 mod on_error;
 mod outage_log;
+mod permit;
 mod pipeline;
 mod policy;
 mod rate_limited;
@@ -85,7 +86,9 @@ pub mod __private {
     pub use crate::backend::MemoryBackend;
     #[cfg(feature = "redis")]
     pub use crate::backend::RedisBackend;
-    pub use crate::backend::{Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, Outcome, QuotaOutcome};
+    pub use crate::backend::{
+        Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, Outcome, PermitId, QuotaOutcome,
+    };
     pub use crate::key::key_prefix;
 }
 
@@ -101,6 +104,7 @@ pub use dry_run::{is_dry_run, set_dry_run, DRY_RUN_VAR};
 pub use error::{Error, Failure};
 pub use limiter::Limiter;
 pub use on_error::OnError;
+pub use permit::Permit;
 pub use policy::{Policy, Rate, Strategy};
 pub use rate_limited::{DenialReason, Key, RateLimited};
 pub use redlimit_grammar::AlgorithmKind;

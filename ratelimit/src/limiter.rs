@@ -2,11 +2,11 @@
 //! Every call decides through the one pipeline in `pipeline.rs`.
 
 use crate::backend::memory::MemoryBound;
-use crate::backend::{Binding, Bound, MemoryBackend, Unavailable};
+use crate::backend::{Binding, Bound, CallKind, MemoryBackend, Unavailable};
 use crate::deny_cache::DenyCache;
-use crate::observe::LimiterMetrics;
+use crate::observe::{LimiterMetrics, PermitMetrics};
 use crate::outage_log::OutageLog;
-use crate::{Decision, Error, OnError, Policy, RateLimited, Store};
+use crate::{AlgorithmKind, Decision, Error, OnError, Policy, RateLimited, Store};
 use once_cell::sync::OnceCell;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,9 +56,13 @@ pub(crate) struct Inner {
     /// When this limiter's store failures are worth a log line.
     pub(crate) outage: OutageLog,
     /// Per algorithm, registered with the recorder present at its first decision.
-    pub(crate) metrics: [OnceCell<LimiterMetrics>; 6],
+    pub(crate) metrics: [OnceCell<LimiterMetrics>; AlgorithmKind::ALL.len()],
     /// A dry run's first let-through was logged.
     pub(crate) dry_run_reported: AtomicBool,
+    /// Wakes this process's waiting acquisitions when a permit is given back.
+    pub(crate) released: tokio::sync::Notify,
+    /// Concurrency permits held, registered at the first.
+    pub(crate) permit_metrics: OnceCell<PermitMetrics>,
 }
 
 /// A policy bound to a limiter's store: made once per policy, used by every call under it.
@@ -98,6 +102,8 @@ impl Limiter {
             outage: OutageLog::default(),
             metrics: Default::default(),
             dry_run_reported: AtomicBool::new(false),
+            released: tokio::sync::Notify::new(),
+            permit_metrics: OnceCell::new(),
         };
         let rule = Arc::new(Rule::new(&inner, policy));
         Limiter {
@@ -255,12 +261,12 @@ impl Limiter {
     /// not decide (see [`limit`](Self::limit) for a call that applies
     /// [`OnError`] instead).
     pub async fn check(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.decide(key.as_ref(), cost, false).await
+        self.decide(key.as_ref(), cost, CallKind::Check).await
     }
 
     /// The answer [`check`](Self::check) would give, without taking anything.
     pub async fn peek(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.decide(key.as_ref(), cost, true).await
+        self.decide(key.as_ref(), cost, CallKind::Peek).await
     }
 
     /// Forgets `key`: its next call sees a fresh state.
@@ -295,9 +301,9 @@ impl Limiter {
     /// `on_error`, which takes none from it, nor a dry run letting a denied
     /// call through): what a refund may give back.
     pub(crate) async fn limit_by(&self, key: &[u8], cost: u64) -> Result<(Decision, bool), RateLimited> {
-        let (decision, by_store) = match self.decide(key, cost, false).await {
+        let (decision, by_store) = match self.decide(key, cost, CallKind::Check).await {
             Ok(decision) => (decision, true),
-            Err(error) => match self.on_error.settle(self, key, cost, &error) {
+            Err(error) => match self.on_error.settle(self, key, cost, CallKind::Check, &error) {
                 Err(denied) if self.is_dry_run() => {
                     crate::dry_run::would_have_denied(self);
                     return Ok((denied.decision().clone(), false));

@@ -39,6 +39,10 @@ pub const DRY_RUN_DENIALS_TOTAL: &str = "redlimit_dry_run_denials_total";
 pub const STORE_ERRORS_TOTAL: &str = "redlimit_store_errors_total";
 /// `redlimit_store_duration_seconds`.
 pub const STORE_DURATION_SECONDS: &str = "redlimit_store_duration_seconds";
+/// Gauge: the concurrency permits this process holds, by `limiter`.
+pub const PERMITS_HELD: &str = "redlimit_permits_held";
+/// Counter: concurrency permits whose lease ended before their holder renewed it, by `limiter`.
+pub const PERMIT_LEASES_LOST_TOTAL: &str = "redlimit_permit_leases_lost_total";
 
 /// One limiter's metric handles, registered once so a decision costs an
 /// increment, not a lookup by name and labels.
@@ -77,6 +81,37 @@ impl LimiterMetrics {
     }
 }
 
+/// A concurrency limiter's permits in this process.
+pub(crate) struct PermitMetrics {
+    held: metrics::Gauge,
+    lost: Counter,
+}
+
+impl PermitMetrics {
+    pub(crate) fn register(limiter: &str) -> PermitMetrics {
+        describe();
+        let limiter = limiter.to_string();
+        PermitMetrics {
+            held: metrics::gauge!(PERMITS_HELD, "limiter" => limiter.clone()),
+            lost: metrics::counter!(PERMIT_LEASES_LOST_TOTAL, "limiter" => limiter),
+        }
+    }
+
+    pub(crate) fn taken(&self) {
+        self.held.increment(1.0);
+    }
+
+    pub(crate) fn given_back(&self) {
+        self.held.decrement(1.0);
+    }
+
+    /// A lease that ended while its holder still ran: no longer held.
+    pub(crate) fn lost(&self) {
+        self.held.decrement(1.0);
+        self.lost.increment(1);
+    }
+}
+
 /// Describes the metrics to the recorder once per process.
 fn describe() {
     static DESCRIBED: once_cell::sync::OnceCell<()> = once_cell::sync::OnceCell::new();
@@ -92,6 +127,11 @@ fn describe() {
         metrics::describe_counter!(
             DRY_RUN_DENIALS_TOTAL,
             "Calls a rate limiter in dry run would have denied and let through, by limiter and algorithm."
+        );
+        metrics::describe_gauge!(PERMITS_HELD, "Concurrency permits this process holds, by limiter.");
+        metrics::describe_counter!(
+            PERMIT_LEASES_LOST_TOTAL,
+            "Concurrency permits whose lease ended before their holder renewed it, by limiter."
         );
         metrics::describe_histogram!(
             STORE_DURATION_SECONDS,

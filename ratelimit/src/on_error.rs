@@ -54,6 +54,7 @@ impl OnError {
         limiter: &Limiter,
         key: &[u8],
         cost: u64,
+        kind: CallKind,
         error: &Error,
     ) -> Result<Decision, RateLimited> {
         let inner = &limiter.inner;
@@ -66,7 +67,7 @@ impl OnError {
                 unsettled(self == OnError::Allow, limiter.rule.policy.max_cost(), decided_at)
             }
             OnError::Local => {
-                let outcome = limiter.local().decide_now(key, Call { cost, kind: CallKind::Check, now_us });
+                let outcome = limiter.local().decide_now(key, Call { cost, kind, now_us });
                 Decision::from_outcome(outcome, &limiter.rule.policy)
             }
         };
@@ -147,7 +148,7 @@ impl OnError {
 }
 
 /// The decision of a call no store decided.
-fn unsettled(allowed: bool, limit: u64, decided_at: SystemTime) -> Decision {
+pub(crate) fn unsettled(allowed: bool, limit: u64, decided_at: SystemTime) -> Decision {
     Decision {
         allowed,
         limit,

@@ -41,26 +41,26 @@ struct Remembering<'a> {
 impl Limiter {
     /// One decision, counted in the metrics and, when some subscriber takes
     /// DEBUG events, run in its tracing span.
-    pub(crate) async fn decide(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
+    pub(crate) async fn decide(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
         if observe::decision_span_wanted() {
             // Boxed: only a program that takes DEBUG events pays for the span.
-            return Box::pin(self.decide_in_span(key, cost, peek)).await;
+            return Box::pin(self.decide_in_span(key, cost, kind)).await;
         }
-        let result = self.run(key, cost, peek).await;
-        self.count(&result, peek);
+        let result = self.run(key, cost, kind).await;
+        self.count(&result, kind);
         result
     }
 
-    async fn decide_in_span(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
+    async fn decide_in_span(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
         let span = observe::decision_span(&self.inner.name, self.rule.policy.algorithm().name(), cost);
-        let result = self.run(key, cost, peek).instrument(span.clone()).await;
+        let result = self.run(key, cost, kind).instrument(span.clone()).await;
         observe::record(&span, &result);
-        self.count(&result, peek);
+        self.count(&result, kind);
         result
     }
 
-    async fn run(&self, key: &[u8], cost: u64, peek: bool) -> Result<Decision, Error> {
-        match self.begin(key, cost, peek) {
+    async fn run(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
+        match self.begin(key, cost, kind) {
             Step::Done(result) => {
                 // Answered without I/O (deny cache, memory store): spend the
                 // task's budget as I/O would, so a loop of such calls yields.
@@ -73,9 +73,9 @@ impl Limiter {
 
     /// Everything a call does before it may have to wait: look in the deny
     /// cache, and ask the bound store, which reads the clock when it decides.
-    fn begin(&self, key: &[u8], cost: u64, peek: bool) -> Step<'_> {
+    fn begin(&self, key: &[u8], cost: u64, kind: CallKind) -> Step<'_> {
         let clock = &*self.inner.store.clock;
-        let cache = self.deny_cache(cost, peek).map(|cache| Remembering {
+        let cache = self.deny_cache(cost, kind).map(|cache| Remembering {
             cache,
             // The store's own clock is not this process's: date by ours.
             at_us: clock.now_us().map_or_else(process_now_us, crate::clock::bounded),
@@ -83,7 +83,7 @@ impl Limiter {
         if let Some(remembered) = cache.and_then(|c| c.cache.get(key, cost, || self.rule.fingerprint(), c.at_us)) {
             return Step::Done(Ok(remembered));
         }
-        match self.rule.bound.decide_by(key, cost, CallKind::peek_if(peek), clock) {
+        match self.rule.bound.decide_by(key, cost, kind, clock) {
             Answer::Now(outcome) => Step::Done(outcome.map(|outcome| self.settle(key, cost, cache, outcome))),
             Answer::Later(answer) => Step::Wait { answer, cache },
         }
@@ -118,19 +118,21 @@ impl Limiter {
         decision
     }
 
-    /// The deny cache, if it takes part in this call: not a peek, not cost 0,
-    /// and a store in another process (one in this process decides as fast
-    /// as the cache would answer, and with the same answer).
-    fn deny_cache(&self, cost: u64, peek: bool) -> Option<&DenyCache> {
-        self.deny_cache.as_deref().filter(|_| !peek && cost > 0 && self.rule.bound.remote())
+    /// The deny cache, if it takes part in this call: a check (not a peek,
+    /// nor a permit's acquisition: a permit can be given back at any
+    /// moment), not cost 0, and a store in another process (one in this
+    /// process decides as fast as the cache would answer, and with the
+    /// same answer).
+    fn deny_cache(&self, cost: u64, kind: CallKind) -> Option<&DenyCache> {
+        self.deny_cache.as_deref().filter(|_| kind == CallKind::Check && cost > 0 && self.rule.bound.remote())
     }
 
     /// Counts a decision (not a peek's) or a store failure in the metrics; an
     /// answer also ends the limiter's outage, if one was logged.
-    fn count(&self, result: &Result<Decision, Error>, peek: bool) {
+    fn count(&self, result: &Result<Decision, Error>, kind: CallKind) {
         match result {
             Ok(decision) => {
-                if !peek {
+                if kind != CallKind::Peek {
                     self.metrics().decided(decision.allowed);
                 }
                 self.on_error.answered(self);

@@ -48,12 +48,33 @@ impl Eq for Policy {}
 /// the arithmetic uses [`Rate::reduced`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Params {
-    FixedWindow { strategies: Cow<'static, [Strategy]> },
-    SlidingWindow { strategies: Cow<'static, [Strategy]>, precision_us: u64 },
-    SlidingLog { strategies: Cow<'static, [Strategy]> },
-    TokenBucket { capacity: u64, rate: Rate },
-    LeakyBucket { capacity: u64, rate: Rate },
-    Gcra { rate: Rate, burst: u64 },
+    FixedWindow {
+        strategies: Cow<'static, [Strategy]>,
+    },
+    SlidingWindow {
+        strategies: Cow<'static, [Strategy]>,
+        precision_us: u64,
+    },
+    SlidingLog {
+        strategies: Cow<'static, [Strategy]>,
+    },
+    TokenBucket {
+        capacity: u64,
+        rate: Rate,
+    },
+    LeakyBucket {
+        capacity: u64,
+        rate: Rate,
+    },
+    Gcra {
+        rate: Rate,
+        burst: u64,
+    },
+    /// At most `limit` permits held at once, each lasting `lease_us` unless renewed.
+    Concurrency {
+        limit: u64,
+        lease_us: u64,
+    },
 }
 
 impl Policy {
@@ -62,7 +83,10 @@ impl Policy {
             Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } | Params::Gcra { rate, .. } => {
                 rate.reduced()
             }
-            Params::FixedWindow { .. } | Params::SlidingWindow { .. } | Params::SlidingLog { .. } => (1, 1),
+            Params::FixedWindow { .. }
+            | Params::SlidingWindow { .. }
+            | Params::SlidingLog { .. }
+            | Params::Concurrency { .. } => (1, 1),
         };
         Policy { params, reduced_rate, name: None, dry_run: false }
     }
@@ -201,6 +225,34 @@ impl Policy {
         Policy::from_spec(spec)
     }
 
+    /// At most `limit` calls of one key at once, across every process sharing
+    /// the store: a call holds a permit ([`Limiter::acquire`](crate::Limiter::acquire))
+    /// until it ends. A permit is a lease of `lease` (e.g. `"30s"`), renewed
+    /// while its holder lives, so a crashed holder's permits come back once
+    /// their lease runs out.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, Policy, Store};
+    ///
+    /// let policy = Policy::concurrency(2, "30s")?;
+    /// assert_eq!(policy.to_string(), "concurrency limit 2 lease 30s");
+    /// let limiter = Limiter::new("exports", policy, &Store::memory());
+    /// let first = limiter.acquire("tenant-1").await.unwrap();
+    /// let second = limiter.acquire("tenant-1").await.unwrap();
+    /// assert_eq!(second.decision().remaining, 0);
+    /// assert!(limiter.acquire("tenant-1").await.is_err(), "two are held");
+    /// drop(first);
+    /// assert!(limiter.acquire("tenant-1").await.is_ok(), "one was given back");
+    /// # drop(second); Ok(()) }
+    /// ```
+    pub fn concurrency(limit: u64, lease: &str) -> Result<Policy, Error> {
+        let mut spec = PolicySpec::new(AlgorithmKind::Concurrency);
+        spec.limit = Some(limit);
+        spec.lease = Some(redlimit_grammar::parse_duration(lease).map_err(|e| param_error(Param::Lease, e))?);
+        Policy::from_spec(spec)
+    }
+
     /// Builds a policy from a spec, applying every rule: a spec built from
     /// numbers meets the rules text meets, with the same messages.
     ///
@@ -229,6 +281,10 @@ impl Policy {
                     .unwrap_or_else(|| PolicySpec::default_precision(spec.strategies.as_deref().unwrap_or(&[]))),
                 strategies: strategies(),
             },
+            AlgorithmKind::Concurrency => Params::Concurrency {
+                limit: spec.limit.unwrap_or(0),
+                lease_us: spec.lease.unwrap_or(redlimit_grammar::DEFAULT_LEASE_US),
+            },
             kind => {
                 // `validate` requires a rate of the buckets and GCRA.
                 let Some(rate) = spec.rate else {
@@ -253,6 +309,16 @@ impl Policy {
             Params::TokenBucket { .. } => AlgorithmKind::TokenBucket,
             Params::LeakyBucket { .. } => AlgorithmKind::LeakyBucket,
             Params::Gcra { .. } => AlgorithmKind::Gcra,
+            Params::Concurrency { .. } => AlgorithmKind::Concurrency,
+        }
+    }
+
+    /// How long a concurrency permit lasts unless its holder renews it;
+    /// `None` for the algorithms that bound how often.
+    pub fn lease(&self) -> Option<std::time::Duration> {
+        match self.params {
+            Params::Concurrency { lease_us, .. } => Some(std::time::Duration::from_micros(lease_us)),
+            _ => None,
         }
     }
 
@@ -280,6 +346,7 @@ impl Policy {
         match &self.params {
             Params::TokenBucket { capacity, .. } | Params::LeakyBucket { capacity, .. } => *capacity,
             Params::Gcra { burst, .. } => burst.saturating_add(1),
+            Params::Concurrency { limit, .. } => *limit,
             _ => self.strategies().iter().map(|s| s.limit).min().unwrap_or(0),
         }
     }
@@ -309,6 +376,10 @@ impl Policy {
     #[doc(hidden)]
     pub const fn __gcra(rate: Rate, burst: u64) -> Policy {
         Policy::new(Params::Gcra { rate, burst })
+    }
+    #[doc(hidden)]
+    pub const fn __concurrency(limit: u64, lease_us: u64) -> Policy {
+        Policy::new(Params::Concurrency { limit, lease_us })
     }
 }
 
@@ -344,6 +415,9 @@ impl fmt::Display for Policy {
                 write!(f, "capacity {capacity} rate {rate}")
             }
             Params::Gcra { rate, burst } => write!(f, "{rate} burst {burst}"),
+            Params::Concurrency { limit, lease_us } => {
+                write!(f, "limit {limit} lease {}", redlimit_grammar::format_duration(*lease_us))
+            }
         }
     }
 }

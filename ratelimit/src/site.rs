@@ -4,7 +4,7 @@
 
 use crate::lazy::LazyLimiter;
 use crate::refund::SiteRefunds;
-use crate::{OnError, Policy, RateLimited};
+use crate::{OnError, Permit, Policy, RateLimited};
 use std::borrow::Cow;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -67,14 +67,16 @@ impl Site {
         self
     }
 
-    /// Decides one call: `Ok(())` runs the body; `Err` is the denial to
+    /// Decides one call: `Ok(permit)` runs the body, which holds the permit
+    /// until it ends (a concurrency policy's is given back then; a rate
+    /// policy's was spent and holds nothing); `Err` is the denial to
     /// return (or to call the fallback with). Under `OnLimit::Wait` it
     /// sleeps until the call passes or the maximum wait would be exceeded.
     /// When the global store cannot be built, or a named policy is not
     /// configured, the site's `on_error` decides (never a panic).
     ///
     /// The denial is boxed: every call moves this `Result`, and a box is one word.
-    pub async fn check(&'static self, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
+    pub async fn check(&'static self, key: &str, cost: u64) -> Result<Permit, Box<RateLimited>> {
         self.decide(None, key, cost).await
     }
 
@@ -83,16 +85,21 @@ impl Site {
     /// once, from the first call's policy; every call then decides by its
     /// own through [`Limiter::with_policy`](crate::Limiter::with_policy),
     /// so a key's count carries over when its policy changes (same algorithm).
-    pub async fn check_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
+    pub async fn check_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Result<Permit, Box<RateLimited>> {
         self.decide(Some(policy), key, cost).await
     }
 
-    async fn decide(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
-        self.decide_by(policy, key, cost).await.map(drop)
+    async fn decide(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<Permit, Box<RateLimited>> {
+        self.decide_by(policy, key, cost).await.map(|(permit, _)| permit)
     }
 
     /// [`decide`](Self::decide), and whether the store took the permits.
-    async fn decide_by(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<bool, Box<RateLimited>> {
+    async fn decide_by(
+        &'static self,
+        policy: Option<&Policy>,
+        key: &str,
+        cost: u64,
+    ) -> Result<(Permit, bool), Box<RateLimited>> {
         let key = key.as_bytes();
         let limiter = match self.limiter.current(policy).await {
             Ok((limiter, first)) => {
@@ -107,20 +114,20 @@ impl Site {
                 return self
                     .limiter
                     .settle_unconfigured("call", self.name, &why, key)
-                    .map(|()| false)
+                    .map(|()| (Permit::let_through(), false))
                     .map_err(|denied| self.denial(denied));
             }
         };
         let decided = match self.on_limit {
-            OnLimit::Error => limiter.limit_by(key, cost).await,
+            OnLimit::Error => limiter.acquire_by(key, cost, None).await,
             // Boxed: a waiting call sleeps anyway, and its state would otherwise size every call's future.
-            OnLimit::Wait(max) => Box::pin(limiter.wait_by(key, cost, max)).await,
+            OnLimit::Wait(max) => Box::pin(limiter.acquire_by(key, cost, Some(max))).await,
         };
         #[cfg(feature = "axum")]
-        if let Ok((decision, _)) = &decided {
-            crate::http::record_decision(&limiter, decision);
+        if let Ok((permit, _)) = &decided {
+            crate::http::record_decision(&limiter, permit.decision());
         }
-        decided.map(|(_, taken)| taken).map_err(|denied| self.denial(denied))
+        decided.map_err(|denied| self.denial(denied))
     }
 
     /// A denial of this site's, boxed; a name the macro made up is marked,
@@ -134,28 +141,29 @@ impl Site {
     /// policy admits and `on_error` other than `"deny"`. The macro only
     /// emits it when those hold, so every denial is waited out; should one
     /// still come back, the call goes ahead (fail open) with a warning.
-    pub async fn admit(&'static self, key: &str, cost: u64) {
-        self.admit_result(self.check(key, cost).await);
+    pub async fn admit(&'static self, key: &str, cost: u64) -> Permit {
+        self.admit_result(self.check(key, cost).await)
     }
 
     /// [`admit`](Self::admit) deciding by this call's `policy`. Emitted only
     /// for a cost of 0 or 1, which every policy admits once waited for.
-    pub async fn admit_with(&'static self, policy: &Policy, key: &str, cost: u64) {
-        self.admit_result(self.check_with(policy, key, cost).await);
+    pub async fn admit_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Permit {
+        self.admit_result(self.check_with(policy, key, cost).await)
     }
 
-    fn admit_result(&self, decided: Result<(), Box<RateLimited>>) {
-        if let Err(denied) = decided {
+    fn admit_result(&self, decided: Result<Permit, Box<RateLimited>>) -> Permit {
+        decided.unwrap_or_else(|denied| {
             tracing::warn!(target: "redlimit", limiter = self.name, %denied, "denial could not be waited out; call allowed");
-        }
+            Permit::let_through()
+        })
     }
 
     /// [`check`](Self::check) for `refund_on = "err"`: what the call took,
     /// to give back if its body fails.
     pub async fn take(&'static self, key: impl Into<Cow<'static, str>>, cost: u64) -> Result<Taken, Box<RateLimited>> {
         let key = key.into();
-        let taken = self.decide_by(None, &key, cost).await?;
-        Ok(Taken::new(self, taken, key, cost, None))
+        let (permit, taken) = self.decide_by(None, &key, cost).await?;
+        Ok(Taken::new(self, (permit, taken), key, cost, None))
     }
 
     /// [`take`](Self::take) deciding by this call's `policy` ([`check_with`](Self::check_with)).
@@ -189,10 +197,11 @@ impl Site {
         Taken::new(self, taken, key, cost, Some(policy))
     }
 
-    fn admit_taken(&self, decided: Result<bool, Box<RateLimited>>) -> bool {
-        let taken = decided.as_ref().is_ok_and(|&taken| taken);
-        self.admit_result(decided.map(drop));
-        taken
+    fn admit_taken(&self, decided: Result<(Permit, bool), Box<RateLimited>>) -> (Permit, bool) {
+        match decided {
+            Ok(taken) => taken,
+            Err(denied) => (self.admit_result(Err(denied)), false),
+        }
     }
 
     /// Gives `cost` back to `key`, under the call's `policy` when it gave
@@ -223,12 +232,14 @@ impl Site {
 }
 
 /// What a call of a `refund_on = "err"` site took, to give back when its
-/// body returns `Err(..)`. Made by [`Site::take`] and its kin.
+/// body returns `Err(..)`, and the permit its body holds. Made by
+/// [`Site::take`] and its kin.
 #[derive(Debug)]
 pub struct Taken {
     /// `None`: nothing to give back (the call took nothing from the store:
     /// cost 0, or settled by `on_error`).
     owed: Option<Owed>,
+    _permit: Permit,
 }
 
 #[derive(Debug)]
@@ -241,8 +252,15 @@ struct Owed {
 }
 
 impl Taken {
-    fn new(site: &'static Site, taken: bool, key: Cow<'static, str>, cost: u64, policy: Option<&Policy>) -> Taken {
-        Taken { owed: (taken && cost > 0).then(|| Owed { site, key, cost, policy: policy.cloned() }) }
+    fn new(
+        site: &'static Site,
+        (permit, taken): (Permit, bool),
+        key: Cow<'static, str>,
+        cost: u64,
+        policy: Option<&Policy>,
+    ) -> Taken {
+        let owed = (taken && cost > 0).then(|| Owed { site, key, cost, policy: policy.cloned() });
+        Taken { owed, _permit: permit }
     }
 
     /// Gives the permits back when `failed`: the body returned `Err(..)`.

@@ -61,8 +61,9 @@ pub(crate) fn decide(
     let (whole_us, rem) = (ttl / n, ttl % n);
     let write = match kind {
         CallKind::Check => allowed && cost > 0,
-        CallKind::Peek => false,
         CallKind::Refund => given.is_some_and(|given| given > 0),
+        // A peek; a permit's calls never reach this algorithm (`refused`).
+        _ => false,
     };
     if write {
         *state = Some(Tat { us: now + whole_us, rem, n, p });

@@ -56,9 +56,10 @@ pub(crate) fn decide(
     let retry_after_us = (!allowed && !never).then(|| ceil_div((level + need - full) as u128, n as u128) as u64);
     let write = match kind {
         CallKind::Check => allowed && cost > 0,
-        CallKind::Peek => false,
         // Nothing to give back to an untouched bucket.
         CallKind::Refund => state.is_some() && given > 0,
+        // A peek; a permit's calls never reach this algorithm (`refused`).
+        _ => false,
     };
     if write {
         *state = Some(Bucket { level: after, last: now, rate: (n, p) });

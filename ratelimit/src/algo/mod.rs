@@ -5,6 +5,7 @@
 //! arithmetic is on integers (microseconds, or units scaled by a reduced
 //! rate) so both sides compute exactly the same numbers.
 
+mod concurrency;
 mod fixed_window;
 mod gcra;
 mod leaky_bucket;
@@ -28,6 +29,7 @@ pub(crate) enum State {
     TokenBucket(token_bucket::Bucket),
     LeakyBucket(leaky_bucket::Bucket),
     Gcra(gcra::Tat),
+    Concurrency(concurrency::Holders),
 }
 
 /// Whether `algorithm` can give permits back ([`CallKind::Refund`]): its
@@ -35,16 +37,39 @@ pub(crate) enum State {
 /// window and log record when permits were taken; a refund does not say
 /// which call it is for, nor whether that call still counts, and lowering
 /// the newest would free room the refunded call no longer held.
+/// A concurrency limiter's permits are given back by releasing them.
 pub(crate) fn refunds(algorithm: AlgorithmKind) -> bool {
-    !matches!(algorithm, AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog)
+    !matches!(algorithm, AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog | AlgorithmKind::Concurrency)
 }
 
 /// The error of a refund under a policy whose algorithm keeps none.
 pub(crate) fn refund_refused(algorithm: AlgorithmKind) -> Error {
+    if algorithm == AlgorithmKind::Concurrency {
+        return Error::InvalidConfig(
+            "a concurrency limiter's permits are not refunded: a permit is given back when it is dropped or \
+             released (Limiter::acquire)"
+                .into(),
+        );
+    }
     Error::InvalidConfig(format!(
         "a {algorithm} limiter cannot give permits back: it records when each permit was taken, and a refund \
          cannot say which; refunds work with fixed_window, token_bucket, leaky_bucket and gcra"
     ))
+}
+
+/// Why a store refuses a call of `kind` under `algorithm`, writing nothing:
+/// a refund its state cannot make ([`refunds`]), or a permit's call under an
+/// algorithm that holds none.
+pub(crate) fn refused(algorithm: AlgorithmKind, kind: CallKind) -> Option<Error> {
+    match kind {
+        CallKind::Refund if !refunds(algorithm) => Some(refund_refused(algorithm)),
+        CallKind::Acquire(_) | CallKind::Release(_) | CallKind::Renew(_) if algorithm != AlgorithmKind::Concurrency => {
+            Some(Error::InvalidConfig(format!(
+                "a {algorithm} limiter holds no permits: acquire them from a concurrency limiter"
+            )))
+        }
+        _ => None,
+    }
 }
 
 /// Decides one call; also whether it wrote `state`. `state` is `None` for
@@ -113,6 +138,15 @@ pub(crate) fn decide(
         Params::TokenBucket { capacity, .. } => run_copied!(token_bucket, TokenBucket, *capacity, rate),
         Params::LeakyBucket { capacity, .. } => run_copied!(leaky_bucket, LeakyBucket, *capacity, rate),
         Params::Gcra { burst, .. } => run_copied!(gcra, Gcra, *burst, rate),
+        Params::Concurrency { limit, lease_us } => {
+            let mut current = match state.take() {
+                Some(State::Concurrency(s)) => Some(s),
+                _ => None,
+            };
+            let outcome = concurrency::decide(*limit, *lease_us, &mut current, now, cost, kind);
+            *state = current.map(State::Concurrency);
+            outcome
+        }
     }
 }
 

@@ -173,11 +173,9 @@ impl MemoryBound {
 }
 
 impl MemoryBound {
-    /// A refund under a policy that keeps none is refused, writing nothing.
+    /// A call the policy's algorithm cannot make is refused, writing nothing.
     fn refused<'a>(&self, kind: CallKind) -> Option<Answer<'a>> {
-        let algorithm = self.policy.algorithm();
-        (kind == CallKind::Refund && !algo::refunds(algorithm))
-            .then(|| Answer::Now(Err(algo::refund_refused(algorithm))))
+        algo::refused(self.policy.algorithm(), kind).map(|error| Answer::Now(Err(error)))
     }
 }
 

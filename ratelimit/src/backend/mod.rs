@@ -123,6 +123,11 @@ pub struct Call {
 }
 
 /// What a [`Call`] does: the scripts' third ARGV (`lua/prelude.lua`).
+///
+/// A concurrency policy's permits are held, not spent: `Acquire`,
+/// `Release` and `Renew` (the permit's calls) reach only its store, and a
+/// check or peek there reports whether `cost` permits are free, holding
+/// nothing. Any other pairing is refused ([`refused`](crate::algo::refused)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallKind {
     /// Take the cost if every rule allows it.
@@ -134,16 +139,39 @@ pub enum CallKind {
     /// refunds (`algo::refunds`); any other store answers
     /// [`Error::InvalidConfig`] and writes nothing.
     Refund,
+    /// Hold `cost` permits as the permit `id` for one lease, if they fit.
+    Acquire(PermitId),
+    /// Give back the permit `id` of weight `cost`; nothing if it is not held.
+    Release(PermitId),
+    /// Run the lease of the permit `id` of weight `cost` again from now, if
+    /// it is still held; a lease that ended is never taken again.
+    Renew(PermitId),
 }
 
-impl CallKind {
-    /// The peek of a check, or the check itself.
-    pub(crate) fn peek_if(peek: bool) -> CallKind {
-        if peek {
-            CallKind::Peek
-        } else {
-            CallKind::Check
-        }
+/// One held permit's name in the store: unique across processes (a random
+/// number drawn once per process, then a count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PermitId(pub [u8; 16]);
+
+impl PermitId {
+    /// A name no other permit of any process has.
+    pub fn unique() -> PermitId {
+        use std::hash::{BuildHasher, Hasher};
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use std::sync::OnceLock;
+        static PROCESS: OnceLock<u64> = OnceLock::new();
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        // std's hasher keys are drawn from the system's random source.
+        let process = *PROCESS.get_or_init(|| {
+            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+            hasher.write_u32(std::process::id());
+            hasher.write_u64(crate::clock::system_now_us());
+            hasher.finish()
+        });
+        let mut id = [0; 16];
+        id[..8].copy_from_slice(&process.to_le_bytes());
+        id[8..].copy_from_slice(&NEXT.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+        PermitId(id)
     }
 }
 

@@ -11,7 +11,8 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 /// The options a policy table takes: the attribute's policy options, no others.
-pub(crate) const POLICY_OPTIONS: &[&str] = &["algo", "strategies", "precision", "capacity", "rate", "burst", "dry_run"];
+pub(crate) const POLICY_OPTIONS: &[&str] =
+    &["algo", "strategies", "precision", "capacity", "rate", "burst", "limit", "lease", "dry_run"];
 
 /// Attribute options that belong to a call site, not to a policy.
 const SITE_OPTIONS: &[&str] =
@@ -189,6 +190,32 @@ fn policy(
                     fail(m);
                     spec.burst = Some(0);
                     malformed.push(Param::Burst);
+                    continue;
+                }
+            },
+            "limit" => match whole(value, "limit = 10", 1, MAX_LIMIT) {
+                Ok(v) => {
+                    spec.limit = Some(v);
+                    Param::Limit
+                }
+                Err(m) => {
+                    fail(m);
+                    spec.limit = Some(1);
+                    malformed.push(Param::Limit);
+                    continue;
+                }
+            },
+            "lease" => match string(value, "lease = \"30s\"")
+                .and_then(|s| parse_duration(s).map_err(|e| format!("lease {text}: {e}")))
+            {
+                Ok(v) => {
+                    spec.lease = Some(v);
+                    Param::Lease
+                }
+                Err(m) => {
+                    fail(m);
+                    spec.lease = Some(1_000_000);
+                    malformed.push(Param::Lease);
                     continue;
                 }
             },

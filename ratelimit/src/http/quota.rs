@@ -93,6 +93,10 @@ impl PolicyItem {
                 let name = policy.name().map_or_else(|| format!("gcra {rate} burst {burst}"), str::to_string);
                 vec![PolicyItem::new(name, emissions, u128::from(emissions) * u128::from(period_us), u128::from(count))]
             }
+            Params::Concurrency { limit, .. } => {
+                let name = policy.name().map_or_else(|| format!("concurrency {limit}"), str::to_string);
+                vec![PolicyItem { name, quota: *limit, window: 0 }]
+            }
         }
     }
 

@@ -27,11 +27,10 @@ impl Bound for RedisBound {
         if let Some(failing_fast) = self.eval.breaker.open() {
             return Answer::Now(Err(failing_fast));
         }
-        // Only the scripts of the algorithms that keep refunds take one.
-        if call.kind == CallKind::Refund {
-            let algorithm = algorithm(self.plan.family);
-            if !crate::algo::refunds(algorithm) {
-                return Answer::Now(Err(crate::algo::refund_refused(algorithm)));
+        // A refund or a permit's call only reaches the scripts that take it.
+        if call.kind != CallKind::Check && call.kind != CallKind::Peek {
+            if let Some(refused) = crate::algo::refused(algorithm(self.plan.family), call.kind) {
+                return Answer::Now(Err(refused));
             }
         }
         // The full key is built here, so the round trip does not borrow the caller's.
@@ -69,6 +68,7 @@ fn algorithm(family: Family) -> AlgorithmKind {
         Family::TokenBucket => AlgorithmKind::TokenBucket,
         Family::LeakyBucket => AlgorithmKind::LeakyBucket,
         Family::Gcra => AlgorithmKind::Gcra,
+        Family::Concurrency => AlgorithmKind::Concurrency,
     }
 }
 

@@ -237,16 +237,42 @@ fn is_misrouted(error: &redis::RedisError) -> bool {
 fn replied_cost(call: Call) -> u64 {
     match call.kind {
         CallKind::Refund => 0,
-        CallKind::Check | CallKind::Peek => call.cost,
+        _ => call.cost,
     }
 }
 
-/// The call's kind as the scripts read it (ARGV 3, `lua/prelude.lua`).
-fn kind_flag(kind: CallKind) -> u8 {
-    match kind {
-        CallKind::Check => 0,
-        CallKind::Peek => 1,
-        CallKind::Refund => 2,
+/// The call's kind as the scripts read it (ARGV 3, `lua/prelude.lua`): a
+/// digit, or for a permit's call a letter and the permit's id
+/// (`lua/concurrency.lua`).
+fn kind_flag(kind: CallKind) -> KindFlag {
+    let (flag, id) = match kind {
+        CallKind::Check => (b'0', None),
+        CallKind::Peek => (b'1', None),
+        CallKind::Refund => (b'2', None),
+        CallKind::Acquire(id) => (b'a', Some(id)),
+        CallKind::Release(id) => (b'r', Some(id)),
+        CallKind::Renew(id) => (b'n', Some(id)),
+    };
+    let mut bytes = [flag; 17];
+    let len = match id {
+        Some(id) => {
+            bytes[1..].copy_from_slice(&id.0);
+            17
+        }
+        None => 1,
+    };
+    KindFlag { bytes, len }
+}
+
+/// [`kind_flag`]'s bytes, kept on the stack.
+struct KindFlag {
+    bytes: [u8; 17],
+    len: usize,
+}
+
+impl redis::ToRedisArgs for KindFlag {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        out.write_arg(&self.bytes[..self.len]);
     }
 }
 

@@ -22,6 +22,7 @@ const PRELUDE: &str = include_str!("../../../lua/prelude.lua");
 const POLICY_WINDOWS: &str = include_str!("../../../lua/policy_windows.lua");
 const POLICY_BUCKET: &str = include_str!("../../../lua/policy_bucket.lua");
 const POLICY_GCRA: &str = include_str!("../../../lua/policy_gcra.lua");
+const POLICY_CONCURRENCY: &str = include_str!("../../../lua/policy_concurrency.lua");
 const POLICY_COUNTER: &str = include_str!("../../../lua/policy_counter.lua");
 const CLOCK: &str = include_str!("../../../lua/clock.lua");
 const WINDOW: &str = include_str!("../../../lua/window.lua");
@@ -34,6 +35,7 @@ const SLIDING_LOG: &str = include_str!("../../../lua/sliding_log.lua");
 const TOKEN_BUCKET: &str = include_str!("../../../lua/token_bucket.lua");
 const LEAKY_BUCKET: &str = include_str!("../../../lua/leaky_bucket.lua");
 const GCRA: &str = include_str!("../../../lua/gcra.lua");
+const CONCURRENCY: &str = include_str!("../../../lua/concurrency.lua");
 const BUCKET_READ: &str = include_str!("../../../lua/bucket_read.lua");
 const BUCKET_STATE: &str = include_str!("../../../lua/bucket_state.lua");
 const SET_STATE: &str = include_str!("../../../lua/set_state.lua");
@@ -63,10 +65,11 @@ pub(crate) enum Family {
     TokenBucket,
     LeakyBucket,
     Gcra,
+    Concurrency,
 }
 
 /// How many families, so scripts.
-pub(crate) const FAMILIES: usize = 8;
+pub(crate) const FAMILIES: usize = 9;
 
 impl Family {
     #[cfg(test)]
@@ -79,6 +82,7 @@ impl Family {
         Family::TokenBucket,
         Family::LeakyBucket,
         Family::Gcra,
+        Family::Concurrency,
     ];
 
     /// Its place in [`Family::ALL`]: lanes and the registry are indexed by it.
@@ -98,6 +102,7 @@ impl Family {
             Family::TokenBucket => &[POLICY_BUCKET, CLOCK, BUCKET_READ, TOKEN_BUCKET, BUCKET_STATE, SET_STATE],
             Family::LeakyBucket => &[POLICY_BUCKET, CLOCK, BUCKET_READ, LEAKY_BUCKET, BUCKET_STATE, SET_STATE],
             Family::Gcra => &[POLICY_GCRA, CLOCK, GCRA, SET_STATE],
+            Family::Concurrency => &[POLICY_CONCURRENCY, CLOCK, CONCURRENCY],
         };
         join(fragments, cross_slot)
     }
@@ -144,6 +149,11 @@ pub(crate) fn plan(policy: &Policy, server_clock: bool) -> Plan {
         Params::TokenBucket { capacity, .. } => bucket(Family::TokenBucket, AlgorithmKind::TokenBucket, *capacity),
         Params::LeakyBucket { capacity, .. } => bucket(Family::LeakyBucket, AlgorithmKind::LeakyBucket, *capacity),
         Params::Gcra { burst, .. } => bucket(Family::Gcra, AlgorithmKind::Gcra, *burst),
+        Params::Concurrency { limit, lease_us } => Plan {
+            family: Family::Concurrency,
+            policy: [*limit, *lease_us].iter().flat_map(|&v| number(v)).collect(),
+            reply: Reply::Window { quotas: 0 },
+        },
     }
 }
 
