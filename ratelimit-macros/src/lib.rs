@@ -59,6 +59,7 @@ use syn::spanned::Spanned;
 /// | `"token_bucket"` | `capacity = 10`, `rate = "1/3s"` (starts full) |
 /// | `"leaky_bucket"` | `capacity`, `rate` (starts empty) |
 /// | `"gcra"` | `rate = "10/1s"`, optional `burst = 4` (default `count - 1`) |
+/// | `"concurrency"` | `limit = 10`, optional `lease = "30s"` (the default): at most `limit` bodies of a key run at once, each holding a permit until it ends (see `redlimit::Limiter::acquire`) |
 ///
 /// Durations are `us`, `ms`, `s`, `m`, `h`, `d`. The grammar is the one
 /// `redlimit::Policy`'s constructors use, and the validated policy is

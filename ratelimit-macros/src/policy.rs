@@ -34,7 +34,7 @@ impl SitePolicy {
 /// Whether `kind` can give permits back, as the runtime's `algo::refunds`
 /// says: not the sliding window or log, whose state records when permits were taken.
 pub(crate) fn refunds(kind: AlgorithmKind) -> bool {
-    !matches!(kind, AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog)
+    !matches!(kind, AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog | AlgorithmKind::Concurrency)
 }
 
 /// The attribute's policy, or `None` when anything about it is wrong (all reported).
@@ -237,6 +237,7 @@ pub(crate) fn max_cost(spec: &PolicySpec) -> u64 {
     match spec.kind {
         AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket => spec.capacity.unwrap_or(0),
         AlgorithmKind::Gcra => spec.burst.unwrap_or(0) + 1,
+        AlgorithmKind::Concurrency => spec.limit.unwrap_or(0),
         _ => spec.strategies.iter().flatten().map(|s| s.limit).min().unwrap_or(0),
     }
 }

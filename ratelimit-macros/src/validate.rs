@@ -11,7 +11,7 @@ use crate::key::{self, Access, Part};
 use crate::policy::{self, max_cost, whole, SitePolicy};
 use proc_macro2::Span;
 use quote::ToTokens;
-use redlimit_grammar::{parse_duration, PolicySpec};
+use redlimit_grammar::{parse_duration, AlgorithmKind, PolicySpec};
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Lit, LitBool, LitStr, Path};
 
@@ -226,6 +226,13 @@ fn refund_on(options: &Options, policy: Option<&SitePolicy>, errors: &mut Errors
         errors.push(syn::Error::new(
             lit.span(),
             format!("unknown `refund_on` value \"{value}\"{hint}: expected \"err\" (give the call's permits back when the function returns `Err(..)`)"),
+        ));
+        return false;
+    }
+    if let Some(spec) = policy.and_then(SitePolicy::spec).filter(|spec| spec.kind == AlgorithmKind::Concurrency) {
+        errors.push(syn::Error::new(
+            lit.span(),
+            format!("`refund_on` does not apply to `{}`: its permit is held while the function runs and given back when it returns, whatever it returns; remove `refund_on`", spec.kind),
         ));
         return false;
     }

@@ -24,8 +24,9 @@
 //! ```
 //!
 //! Every algorithm (`fixed_window`, `sliding_window`, `sliding_log`,
-//! `token_bucket`, `leaky_bucket`, `gcra`) is one Lua script on Redis and an
-//! identical in-memory twin; see [`Policy`] for their parameters.
+//! `token_bucket`, `leaky_bucket`, `gcra`, and `concurrency`, which bounds
+//! how many calls run at once: [`Limiter::acquire`]) is one Lua script on
+//! Redis and an identical in-memory twin; see [`Policy`] for their parameters.
 
 mod algo;
 mod backend;

@@ -106,7 +106,8 @@ impl Limiter {
         let mut pause = FIRST_PAUSE;
         loop {
             // Listening before asking, so a release between the two is not missed.
-            let released = self.inner.released.notified();
+            let mut released = std::pin::pin!(self.inner.released.notified());
+            released.as_mut().enable();
             let denied = match self.acquire_once(key, cost).await {
                 Err(denied) if denied.decision().limit >= cost && denied.reason() == DenialReason::Limited => denied,
                 done => return done.map(|permit| (permit, false)),

@@ -16,6 +16,8 @@ pub struct Recorded {
     counters: Vec<(String, Labels, u64)>,
     /// (name, labels, histogram samples).
     histograms: Vec<(String, Labels, Vec<f64>)>,
+    /// (name, labels, the gauge: a snapshot drains gauges too, so their moves are added up).
+    gauges: Vec<(String, Labels, f64)>,
 }
 
 type Labels = Vec<(String, String)>;
@@ -27,7 +29,7 @@ pub fn recorded() -> MutexGuard<'static, Recorded> {
             let recorder = DebuggingRecorder::new();
             let snapshotter = recorder.snapshotter();
             recorder.install().expect("no other recorder in this test binary");
-            Mutex::new(Recorded { snapshotter, counters: Vec::new(), histograms: Vec::new() })
+            Mutex::new(Recorded { snapshotter, counters: Vec::new(), histograms: Vec::new(), gauges: Vec::new() })
         })
         .lock()
         .unwrap();
@@ -49,10 +51,21 @@ pub fn recorded() -> MutexGuard<'static, Recorded> {
                     None => recorded.histograms.push((name, labels, values.collect())),
                 }
             }
+            (MetricKind::Gauge, DebugValue::Gauge(value)) => {
+                match recorded.gauges.iter_mut().find(|(n2, l2, _)| *n2 == name && *l2 == labels) {
+                    Some(entry) => entry.2 += value.into_inner(),
+                    None => recorded.gauges.push((name, labels, value.into_inner())),
+                }
+            }
             _ => {}
         }
     }
     recorded
+}
+
+/// The latest value of the gauge `name` whose labels include every pair given.
+pub fn gauge(name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    recorded().gauges.iter().find(|(n, l, _)| n == name && has_labels(l, labels)).map(|(_, _, v)| *v)
 }
 
 fn has_labels(labels: &[(String, String)], wanted: &[(&str, &str)]) -> bool {
