@@ -231,3 +231,20 @@ fn a_concurrency_policy_is_checked_like_every_other() {
     assert_eq!(policy.to_string(), "concurrency limit 5 lease 10s");
     let _ = Store::memory();
 }
+
+#[test]
+fn a_policies_file_declares_a_concurrency_policy() {
+    use redlimit::policies::PolicySet;
+    let set = PolicySet::parse(
+        "p.toml",
+        "[policies.exports]\nalgo = \"concurrency\"\nlimit = 3\nlease = \"5s\"\n\n\
+         [policies.jobs]\nalgo = \"concurrency\"\nlimit = 8\n",
+    )
+    .unwrap();
+    assert_eq!(set.get("exports").unwrap(), &Policy::concurrency(3, "5s").unwrap());
+    assert_eq!(set.get("jobs").unwrap().lease(), Some(Duration::from_secs(30)), "the default lease");
+    let missing = PolicySet::parse("p.toml", "[policies.x]\nalgo = \"concurrency\"\nlease = \"5s\"\n").unwrap_err();
+    assert!(missing.to_string().contains("`concurrency` needs `limit`: add e.g. `limit = 10`"), "{missing}");
+    let zero = PolicySet::parse("p.toml", "[policies.x]\nalgo = \"concurrency\"\nlimit = 0\n").unwrap_err();
+    assert!(zero.to_string().contains("limit"), "{zero}");
+}

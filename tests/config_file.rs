@@ -93,7 +93,7 @@ precision = "300ms"
 algo = "token_bucket"
 capacity = 0
 rate = "1/3s"
-limit = "10/1s"
+window = "10/1s"
 "#;
     let found = problems(text);
     assert_eq!(found.len(), 3, "{found:#?}");

@@ -260,6 +260,10 @@ impl Limiter {
     /// A denial is `Ok` with `allowed == false`; `Err` means the store could
     /// not decide (see [`limit`](Self::limit) for a call that applies
     /// [`OnError`] instead).
+    ///
+    /// A concurrency policy's permits are held, not spent: there `check`
+    /// (and `limit`, `wait`) only reports whether `cost` permits are free,
+    /// holding none; [`acquire`](Self::acquire) holds them.
     pub async fn check(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
         self.decide(key.as_ref(), cost, CallKind::Check).await
     }
