@@ -103,7 +103,7 @@ window = "10/1s"
         "{}",
         found[1]
     );
-    assert!(found[2].starts_with("policies.toml:11: policy \"upload\": unknown option `limit`: a policy takes `algo`, `strategies`, `precision`, `capacity`, `rate`, `burst`"), "{}", found[2]);
+    assert!(found[2].starts_with("policies.toml:11: policy \"upload\": unknown option `window`: a policy takes `algo`, `strategies`, `precision`, `capacity`, `rate`, `burst`, `limit`, `lease`"), "{}", found[2]);
     // Display: one problem per line, so a log or a terminal shows them all.
     let shown = PolicySet::parse("policies.toml", text).unwrap_err().to_string();
     assert_eq!(shown.lines().count(), 3);
