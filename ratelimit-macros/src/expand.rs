@@ -10,9 +10,10 @@ use crate::policy::SitePolicy;
 use crate::validate::{Config, Cost, OnError, OnLimit};
 use proc_macro2::{Group, Literal, Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
-use redlimit_grammar::{AlgorithmKind, Strategy};
 use syn::spanned::Spanned;
 use syn::Ident;
+
+use crate::policy_const::policy;
 
 /// The whole function.
 ///
@@ -359,52 +360,4 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
             tree
         })
         .collect()
-}
-
-/// The policy as a constant expression: nothing is parsed at run time.
-fn policy(spec: &redlimit_grammar::PolicySpec, p: &TokenStream) -> TokenStream {
-    let strategies = || {
-        let list = spec.strategies.iter().flatten().map(|Strategy { limit, window_us }| {
-            let (limit, window_us) = (Literal::u64_suffixed(*limit), Literal::u64_suffixed(*window_us));
-            quote!(#p::Strategy { limit: #limit, window_us: #window_us })
-        });
-        quote!(&[#(#list),*])
-    };
-    let rate = || {
-        let rate = spec.rate.expect("validated: every algorithm with a rate requires it");
-        let (count, period_us) = (Literal::u64_suffixed(rate.count), Literal::u64_suffixed(rate.period_us));
-        quote!(#p::Rate { count: #count, period_us: #period_us })
-    };
-    let number = |n: Option<u64>| Literal::u64_suffixed(n.expect("validated, defaults applied"));
-    match spec.kind {
-        AlgorithmKind::FixedWindow => {
-            let s = strategies();
-            quote!(#p::Policy::__fixed_window(#s))
-        }
-        AlgorithmKind::SlidingWindow => {
-            let (s, precision) = (strategies(), number(spec.precision));
-            quote!(#p::Policy::__sliding_window(#s, #precision))
-        }
-        AlgorithmKind::SlidingLog => {
-            let s = strategies();
-            quote!(#p::Policy::__sliding_log(#s))
-        }
-        AlgorithmKind::TokenBucket => {
-            let (capacity, rate) = (number(spec.capacity), rate());
-            quote!(#p::Policy::__token_bucket(#capacity, #rate))
-        }
-        AlgorithmKind::LeakyBucket => {
-            let (capacity, rate) = (number(spec.capacity), rate());
-            quote!(#p::Policy::__leaky_bucket(#capacity, #rate))
-        }
-        AlgorithmKind::Gcra => {
-            let (rate, burst) = (rate(), number(spec.burst));
-            quote!(#p::Policy::__gcra(#rate, #burst))
-        }
-        AlgorithmKind::Concurrency => {
-            let limit = number(spec.limit);
-            let lease = Literal::u64_suffixed(spec.lease.unwrap_or(redlimit_grammar::DEFAULT_LEASE_US));
-            quote!(#p::Policy::__concurrency(#limit, #lease))
-        }
-    }
 }

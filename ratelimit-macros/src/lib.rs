@@ -10,6 +10,7 @@ mod fallback;
 mod item;
 mod key;
 mod policy;
+mod policy_const;
 mod validate;
 
 use crate::attr::Options;
