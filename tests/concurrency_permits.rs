@@ -237,6 +237,14 @@ mod on_redis {
     use redlimit::{OnError, RedisOptions};
     use redlimit_test_support::redis_server::RedisServer;
 
+    /// A store that waits long for Redis: on a loaded machine a call that
+    /// timed out would be let through holding nothing (the default
+    /// `on_error`), which is not what these tests look at.
+    async fn patient_store(server: &RedisServer) -> Store {
+        let options = RedisOptions::default().with_response_timeout(Duration::from_secs(10));
+        Store::redis_with(&server.url(), options).await.unwrap()
+    }
+
     /// Freezes (`-STOP`) or thaws (`-CONT`) the server.
     fn signal(server: &RedisServer, which: &str) {
         let pid = server.pid().unwrap().to_string();
@@ -246,7 +254,8 @@ mod on_redis {
     /// The leases held in Redis, on every concurrency key.
     async fn leases_held(server: &RedisServer) -> usize {
         let client = redis::Client::open(server.url()).unwrap();
-        let mut con = client.get_multiplexed_async_connection().await.unwrap();
+        let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(10)));
+        let mut con = client.get_multiplexed_async_connection_with_config(&config).await.unwrap();
         let keys: Vec<String> = redis::cmd("KEYS").arg("redlimit:concurrency*").query_async(&mut con).await.unwrap();
         let mut held = 0;
         for key in keys {
@@ -308,14 +317,14 @@ mod on_redis {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_body_longer_than_its_lease_keeps_its_permit_on_redis() {
         let server = RedisServer::start();
-        let store = Store::redis(&server.url()).await.unwrap();
+        let store = patient_store(&server).await;
         a_body_longer_than_its_lease_keeps_its_permit(store, Release::Soon).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn stopped_bodies_give_their_permits_back_on_redis() {
         let server = RedisServer::start();
-        let store = Store::redis(&server.url()).await.unwrap();
+        let store = patient_store(&server).await;
         stopped_bodies_give_their_permits_back(store, Release::Soon).await;
     }
 }

@@ -37,6 +37,9 @@ const KEY: &str = "tenant:7";
 /// worker that cannot get a permit in this long fails loudly.
 const MAX_WAIT: Duration = Duration::from_secs(60);
 
+/// How long a worker waits for Redis to answer, store and counters alike.
+const PATIENCE: Duration = Duration::from_secs(10);
+
 /// The bodies' counters, in one hash slot so one script updates them on a cluster.
 const INSIDE: &str = "{procs}:inside";
 const MAX_INSIDE: &str = "{procs}:max";
@@ -73,6 +76,14 @@ fn concurrency_worker() {
     }
 }
 
+/// A store that waits [`PATIENCE`] for Redis: on a loaded machine calls
+/// queue behind many others, and a timed-out call would be let through
+/// holding nothing (the default `on_error`), which is not what is tested.
+async fn patient_store(url: &str) -> Store {
+    let options = RedisOptions::default().with_response_timeout(PATIENCE);
+    Store::redis_with(url, options).await.expect("connect to the private Redis")
+}
+
 /// The store and counters of one process, on a single server or a cluster.
 #[derive(Clone)]
 enum Counters {
@@ -81,16 +92,26 @@ enum Counters {
 }
 
 impl Counters {
+    /// Connects with the store's patience: counting must not fail where
+    /// deciding would not (redis-rs gives up after 500 ms by default).
     async fn connect(url: &str) -> Counters {
         match url.strip_prefix("redis+cluster://") {
             Some(seeds) => {
                 let seeds: Vec<String> = seeds.split(',').map(|seed| format!("redis://{seed}")).collect();
-                let client = redis::cluster::ClusterClient::new(seeds).unwrap();
+                let client = redis::cluster::ClusterClient::builder(seeds)
+                    .connection_timeout(PATIENCE)
+                    .response_timeout(PATIENCE)
+                    .build()
+                    .unwrap();
                 Counters::Cluster(client.get_async_connection().await.expect("connect to the cluster"))
             }
             None => {
                 let client = redis::Client::open(url).unwrap();
-                Counters::Single(client.get_multiplexed_async_connection().await.expect("connect to the server"))
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(PATIENCE))
+                    .set_response_timeout(Some(PATIENCE));
+                let con = client.get_multiplexed_async_connection_with_config(&config).await;
+                Counters::Single(con.expect("connect to the server"))
             }
         }
     }
@@ -152,8 +173,7 @@ async fn guarded(tenant: &str, counters: &Counters) -> Result<(), RateLimited> {
 async fn load(url: &str) {
     // Calls queue behind 50 tasks on a loaded machine: give them time
     // rather than fail on a timeout.
-    let options = RedisOptions::default().with_response_timeout(Duration::from_secs(10));
-    let store = Store::redis_with(url, options).await.expect("the worker connects");
+    let store = patient_store(url).await;
     redlimit::init(store.clone()).unwrap();
     let limiter = Limiter::new(NAME, Policy::concurrency(LIMIT, "30s").unwrap(), &store).with_on_error(OnError::Deny);
     let counters = Counters::connect(url).await;
@@ -186,7 +206,7 @@ async fn load(url: &str) {
 /// (renewing their leases) until killed.
 async fn hold(url: &str) {
     child_process::exit_with_parent();
-    let store = Store::redis(url).await.expect("the holder connects");
+    let store = patient_store(url).await;
     let limiter = Limiter::new(HOLD_NAME, Policy::concurrency(HOLD_LIMIT, HOLD_LEASE).unwrap(), &store);
     let mut permits = Vec::new();
     for _ in 0..HOLD_LIMIT {
@@ -268,7 +288,7 @@ fn a_killed_holders_permits_come_back_when_their_leases_end_and_not_before() {
     assert_eq!(holder.line(), format!("holding {HOLD_LIMIT}"));
     holder.kill();
     block_on(async {
-        let mut con = redis::Client::open(url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+        let Counters::Single(mut con) = Counters::connect(&url).await else { unreachable!("a single server") };
         let keys: Vec<String> = redis::cmd("KEYS").arg("redlimit:concurrency*").query_async(&mut con).await.unwrap();
         let [key] = &keys[..] else { panic!("one concurrency key expected: {keys:?}") };
         assert!(key.ends_with(&format!(":{}:{HOLD_NAME}:{HOLD_KEY}", HOLD_NAME.len())), "{key}");
@@ -292,7 +312,7 @@ fn a_killed_holders_permits_come_back_when_their_leases_end_and_not_before() {
         let killed_at = redis_time(&mut con).await;
         assert!(killed_at < ends[0], "the leases were still running when the holder was killed");
 
-        let store = Store::redis(&url).await.unwrap();
+        let store = patient_store(&url).await;
         let limiter = Limiter::new(HOLD_NAME, Policy::concurrency(HOLD_LIMIT, HOLD_LEASE).unwrap(), &store);
         let (mut taken, mut denials) = (Vec::new(), 0);
         for _ in 0..POLLS {
@@ -302,6 +322,7 @@ fn a_killed_holders_permits_come_back_when_their_leases_end_and_not_before() {
             let next_end = ends[taken.len()];
             match tried {
                 Ok(permit) => {
+                    assert!(permit.is_held(), "a permit the store took, not one let through: {permit:?}");
                     let at = micros(permit.decision().decided_at);
                     assert!(
                         at >= next_end && after >= next_end,
