@@ -5,7 +5,10 @@
 //!   `Permit::is_held` stays true and every other acquisition is denied
 //!   throughout; the permit is given back when the body ends;
 //! - an annotated call dropped mid-body (a `timeout`, a `select!` another
-//!   branch won, an aborted task) or whose body panics gives its permit back.
+//!   branch won, an aborted task) or whose body panics gives its permit back;
+//! - an acquisition dropped, or whose answer timed out, after the store
+//!   took its permit holds nothing either (ignored while that permit is
+//!   leaked until its lease ends).
 //!
 //! The memory store gives a permit back as it is dropped; on Redis a task
 //! spawned by the drop does, so the Redis cases poll a bounded number of

@@ -84,7 +84,7 @@ async fn patient_store(url: &str) -> Store {
     Store::redis_with(url, options).await.expect("connect to the private Redis")
 }
 
-/// The store and counters of one process, on a single server or a cluster.
+/// A connection to the bodies' counters, on a single server or a cluster.
 #[derive(Clone)]
 enum Counters {
     Single(redis::aio::MultiplexedConnection),
@@ -124,6 +124,7 @@ impl Counters {
         .unwrap_or_else(|e| panic!("{command:?}: {e}"))
     }
 
+    /// Counts a body in (see [`ENTER`]): how many are inside with it.
     async fn enter(&self) -> u64 {
         let script = redis::Script::new(ENTER);
         let mut invocation = script.key(INSIDE);
@@ -171,8 +172,6 @@ async fn guarded(tenant: &str, counters: &Counters) -> Result<(), RateLimited> {
 /// tasks through a limiter of [`guarded`]'s name and policy, the odd ones
 /// through [`guarded`].
 async fn load(url: &str) {
-    // Calls queue behind 50 tasks on a loaded machine: give them time
-    // rather than fail on a timeout.
     let store = patient_store(url).await;
     redlimit::init(store.clone()).unwrap();
     let limiter = Limiter::new(NAME, Policy::concurrency(LIMIT, "30s").unwrap(), &store).with_on_error(OnError::Deny);
@@ -308,9 +307,11 @@ fn a_killed_holders_permits_come_back_when_their_leases_end_and_not_before() {
         let mut ends: Vec<u64> = set.iter().filter(|(member, _)| !member.is_empty()).map(|&(_, s)| s as u64).collect();
         ends.sort_unstable();
         assert_eq!(ends.len() as u64, HOLD_LIMIT, "the killed holder's leases: {set:?}");
+        let count = set.iter().find(|(member, _)| member.is_empty()).map(|&(_, score)| score);
+        assert_eq!(count, Some(-(HOLD_LIMIT as f64)), "the member '' holds minus the count: {set:?}");
         let last_end = *ends.last().unwrap();
-        let killed_at = redis_time(&mut con).await;
-        assert!(killed_at < ends[0], "the leases were still running when the holder was killed");
+        let read_at = redis_time(&mut con).await;
+        assert!(read_at < ends[0], "the leases were still running when the test read them");
 
         let store = patient_store(&url).await;
         let limiter = Limiter::new(HOLD_NAME, Policy::concurrency(HOLD_LIMIT, HOLD_LEASE).unwrap(), &store);
@@ -349,8 +350,8 @@ fn a_killed_holders_permits_come_back_when_their_leases_end_and_not_before() {
         let first_back = taken[0].1;
         let all_back = taken.last().unwrap().1;
         println!(
-            "killed at {killed_at}; leases ended {:?} µs later; first back +{} µs, all back +{} µs after the last end; {denials} denials",
-            ends.iter().map(|e| e - killed_at).collect::<Vec<_>>(),
+            "read at {read_at}; leases ended {:?} µs later; first back +{} µs, all back +{} µs after the last end; {denials} denials",
+            ends.iter().map(|e| e - read_at).collect::<Vec<_>>(),
             first_back - ends[0],
             all_back - last_end,
         );
