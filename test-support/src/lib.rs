@@ -11,6 +11,8 @@
 //! - [`runtime`]: one runtime per test binary, for tests on the global store.
 //! - `exactness`: replaying admitted calls against a policy's definition,
 //!   and the worker processes of the exactness test and example.
+//! - [`child_process`]: the test binary run again as a child process, one
+//!   test selected: load from several processes, a process killed mid-call.
 //! - [`programs`]: a test that needs a program not installed fails naming
 //!   the package.
 //! - [`http`]: requests to an axum router in process, and their responses.
@@ -20,6 +22,7 @@
 //! What needs Redis (servers, both stores, exactness workers) is behind the
 //! default feature `redis`, so the memory-only tests build without it.
 
+pub mod child_process;
 #[cfg(feature = "redis")]
 pub mod exactness;
 pub mod http;
