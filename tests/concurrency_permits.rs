@@ -219,7 +219,6 @@ async fn stopped_bodies_give_their_permits_back_in_memory() {
 /// (a `select!` or `timeout` whose other side is ready) took a permit no
 /// `Permit` owns, so nobody gives it back before its lease ends.
 #[tokio::test(flavor = "current_thread")]
-#[ignore = "bug: an acquisition dropped after the store took its permit leaks it for a whole lease (permit.rs acquire_once)"]
 async fn a_memory_acquisition_dropped_as_it_yields_leaves_no_permit_held() {
     use futures_util::FutureExt;
     let limiter = Limiter::new("permits.budget", Policy::concurrency(1, "60s").unwrap(), &Store::memory());
@@ -283,7 +282,6 @@ mod on_redis {
     /// server frozen): the script still runs once Redis thaws, and takes a
     /// permit no `Permit` owns, so nobody renews or gives it back.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "bug: an acquisition dropped in flight leaks its permit for a whole lease (permit.rs acquire_once)"]
     async fn an_acquisition_dropped_in_flight_leaves_no_permit_held() {
         let server = RedisServer::start();
         let limiter = warmed_up(&server, "permits.dropped_in_flight", Duration::from_secs(10)).await;
@@ -301,7 +299,6 @@ mod on_redis {
     /// An acquisition whose answer comes after the response timeout: the
     /// call fails (here `OnError::Deny` denies it), yet the script ran.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "bug: an acquisition that timed out leaks its permit for a whole lease (permit.rs acquire_once)"]
     async fn an_acquisition_that_timed_out_leaves_no_permit_held() {
         let server = RedisServer::start();
         let limiter = warmed_up(&server, "permits.timed_out", Duration::from_millis(200)).await;

@@ -128,7 +128,11 @@ impl Limiter {
     async fn acquire_once(&self, key: &[u8], cost: u64) -> Result<Permit, RateLimited> {
         let id = PermitId::unique();
         let kind = CallKind::Acquire(id);
-        let (decision, on) = match self.decide(key, cost, kind).await {
+        let mut unanswered = Unanswered { limiter: self, key, id, cost, armed: cost > 0 };
+        let decided = self.decide(key, cost, kind).await;
+        unanswered.armed = decided.is_err();
+        drop(unanswered);
+        let (decision, on) = match decided {
             Ok(decision) => (decision, Holder::Store),
             Err(error) => match self.on_error.settle(self, key, cost, kind, &error) {
                 Ok(decision) => (decision, Holder::Local),
@@ -226,20 +230,30 @@ impl Drop for Permit {
         let Some(held) = self.held.take() else { return };
         let lease = held.lease.clone();
         drop(held); // stops the renewals
-        let answered = match lease.send(CallKind::Release(lease.id)) {
-            Answer::Now(outcome) => Some(outcome),
-            // The answer borrows the lease: asked again on a task that owns it.
-            Answer::Later(_) => None,
-        };
-        match answered {
-            Some(outcome) => drop(lease.given_back(outcome)),
-            None => {
-                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                    runtime.spawn(async move {
-                        let _ = lease.release().await;
-                    });
-                }
-            }
+        lease.give_back();
+    }
+}
+
+/// An acquisition the store has not answered yet: if it is dropped
+/// (cancelled) or its answer is lost (a timeout), the store may still hold
+/// the permit with no `Permit` to give it back, so it is given back here.
+/// Releasing a permit not held gives nothing back, so this is safe either
+/// way; on the connection the acquisition went by, the release follows it.
+struct Unanswered<'a> {
+    limiter: &'a Limiter,
+    key: &'a [u8],
+    id: PermitId,
+    cost: u64,
+    armed: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let (limiter, key) = (self.limiter.clone(), self.key.into());
+            // Never counted as held: nothing to count as given back.
+            let lost = AtomicBool::new(true);
+            Arc::new(Lease { limiter, key, id: self.id, cost: self.cost, on: Holder::Store, lost }).give_back();
         }
     }
 }
@@ -291,6 +305,32 @@ impl Lease {
     async fn release(self: Arc<Self>) -> Result<(), Error> {
         let outcome = self.ask(CallKind::Release(self.id)).await;
         self.given_back(outcome)
+    }
+
+    /// Gives the permit back without waiting: at once on a store in this
+    /// process, else on a task of the current runtime (with none, the lease
+    /// runs out), which tries again while the store fails (its breaker
+    /// open, a timeout) until a whole lease has passed: by then it has ended.
+    fn give_back(self: Arc<Self>) {
+        if let Answer::Now(Ok(outcome)) = self.send(CallKind::Release(self.id)) {
+            drop(self.given_back(Ok(outcome)));
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            let lease = self.limiter.rule.policy.lease().unwrap_or(Duration::from_secs(30));
+            let give_up = tokio::time::Instant::now() + lease;
+            let mut pause = FIRST_PAUSE;
+            loop {
+                let outcome = self.ask(CallKind::Release(self.id)).await;
+                if outcome.is_ok() || tokio::time::Instant::now() + pause >= give_up {
+                    drop(self.given_back(outcome));
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(LONGEST_PAUSE);
+            }
+        });
     }
 
     /// A release answered: waiters in this process are told, the gauge lowered.
