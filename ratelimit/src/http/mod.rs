@@ -13,7 +13,10 @@
 //!   it can exempt requests, shape its rejections, and choose a policy per
 //!   request among [`Tiers`] or compute it from the request
 //!   ([`RateLimitLayer::per_request`]), or give every route of a router its
-//!   own limit ([`RateLimitLayer::per_route`], [`RouteLimits`]).
+//!   own limit ([`RateLimitLayer::per_route`], [`RouteLimits`]). Under a
+//!   [`Policy::concurrency`](crate::Policy::concurrency) a request holds a
+//!   permit while the route handles it, and the fields count requests in
+//!   flight (`qu="concurrent-requests"`, no `w` or `t`).
 
 mod client_ip;
 mod decisions;
