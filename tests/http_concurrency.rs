@@ -232,3 +232,118 @@ async fn a_request_dropped_unfinished_gives_its_permit_back_on_redis() {
     let stores = redlimit_test_support::stores::BothStores::start().await;
     a_request_dropped_unfinished_gives_its_permit_back(&stores.redis, "redis").await;
 }
+
+/// Tiers of two kinds in one layer: each response states its own tier's
+/// policy in that policy's terms, and only the concurrency tier holds
+/// permits.
+async fn a_tiered_layer_states_each_tier_in_its_own_terms(store: &Store, at: &str) {
+    let tiers = Tiers::new(TierBy::header("x-plan").unwrap())
+        .tier_limiter("free", Limiter::new(format!("api_{at}.free"), Policy::fixed_window("2/1h").unwrap(), store))
+        .tier_limiter("batch", Limiter::new(format!("api_{at}.batch"), Policy::concurrency(1, "30s").unwrap(), store));
+    let layer = RateLimitLayer::tiered("api", tiers).unwrap().key(KeyBy::header("x-api-key").unwrap());
+    let (app, mut route) = app(layer);
+    let on = |plan: &str, name: &str| {
+        let mut request = job(name);
+        request.headers_mut().insert("x-plan", plan.parse().unwrap());
+        request
+    };
+
+    let batch = tokio::spawn({
+        let (mut app, request) = (app.clone(), on("batch", "long"));
+        async move { app.call(request).await.unwrap() }
+    });
+    assert_eq!(route.started().await, "long", "{at}");
+    let busy = tokio::time::timeout(HANG, app.clone().call(on("batch", "next"))).await.unwrap().unwrap();
+    assert_eq!(busy.status(), 429, "{at}");
+    let one_at_once = expected("concurrency 1", &[("q", "1"), ("qu", r#""concurrent-requests""#)]);
+    assert_eq!(items(&busy, "ratelimit-policy"), one_at_once, "{at}");
+    assert_eq!(items(&busy, "ratelimit"), expected("concurrency 1", &[("r", "0")]), "{at}");
+
+    // The free tier counts a rate, in flight or not: its own w and t.
+    let free = tokio::spawn({
+        let (mut app, request) = (app.clone(), on("free", "quick"));
+        async move { app.call(request).await.unwrap() }
+    });
+    assert_eq!(route.started().await, "quick", "{at}");
+    route.finish("quick");
+    let free = done(free).await;
+    assert_eq!(free.status(), 200, "{at}");
+    assert_eq!(items(&free, "ratelimit-policy"), expected("2/1h", &[("q", "2"), ("w", "3600")]), "{at}");
+    assert_eq!(items(&free, "ratelimit"), expected("2/1h", &[("r", "1"), ("t", "3600")]), "{at}");
+
+    route.finish("long");
+    let batch = done(batch).await;
+    assert_eq!((batch.status().as_u16(), items(&batch, "ratelimit-policy")), (200, one_at_once), "{at}");
+}
+
+#[tokio::test]
+async fn a_tiered_layer_states_each_tier_in_its_own_terms_on_the_memory_store() {
+    let store = Store::memory().with_clock(redlimit::ManualClock::new());
+    a_tiered_layer_states_each_tier_in_its_own_terms(&store, "memory").await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_tiered_layer_states_each_tier_in_its_own_terms_on_redis() {
+    let stores = redlimit_test_support::stores::BothStores::start().await;
+    a_tiered_layer_states_each_tier_in_its_own_terms(&stores.redis, "redis").await;
+}
+
+/// A client that hangs up mid-request: the server drops the route's
+/// future, and the permit comes back (a waiter on the limiter is woken).
+#[tokio::test]
+async fn a_client_that_hangs_up_gives_its_permit_back() {
+    use tokio::io::AsyncWriteExt;
+    let limiter = Limiter::new("uploads", Policy::concurrency(1, "30s").unwrap(), &Store::memory());
+    let (app, mut route) = app(layer(&limiter));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let mut client = tokio::net::TcpStream::connect(address).await.unwrap();
+    client.write_all(b"GET / HTTP/1.1\r\nhost: test\r\nx-api-key: k\r\nx-job: gone\r\n\r\n").await.unwrap();
+    assert_eq!(route.started().await, "gone");
+    assert!(limiter.acquire("k").await.is_err(), "held while the route runs");
+    drop(client);
+    let freed = limiter.acquire_wait("k", Some(HANG)).await.expect("given back when the client hung up");
+    assert!(freed.is_held());
+}
+
+/// The store down: `on_error` settles a concurrency layer as any other.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_store_that_is_down_is_settled_by_on_error() {
+    let mut server = redlimit_test_support::redis_server::RedisServer::start();
+    let store = Store::redis(&server.url()).await.unwrap();
+    server.kill();
+    let limiter = Limiter::new("down", Policy::concurrency(1, "30s").unwrap(), &store);
+
+    let (deny, _route) = app(layer(&limiter.clone().with_on_error(OnError::Deny)));
+    let unavailable = refused(&deny, "a").await;
+    assert_eq!((unavailable.status().as_u16(), header(&unavailable, "ratelimit")), (503, None));
+
+    // Let through with nothing held and nothing stated: two at once pass.
+    let (allow, mut route) = app(layer(&limiter.clone().with_on_error(OnError::Allow)));
+    let (a, b) = (spawn(&allow, "a"), spawn(&allow, "b"));
+    let mut started = [route.started().await, route.started().await];
+    started.sort();
+    assert_eq!(started, ["a", "b"]);
+    route.finish("a");
+    route.finish("b");
+    for handle in [a, b] {
+        let response = done(handle).await;
+        assert_eq!((response.status().as_u16(), header(&response, "ratelimit")), (200, None));
+    }
+
+    // Counted in this process instead: one at once still.
+    let (local, mut route) = app(layer(&limiter.with_on_error(OnError::Local)));
+    let a = spawn(&local, "a");
+    assert_eq!(route.started().await, "a");
+    assert_eq!(refused(&local, "b").await.status(), 429);
+    route.finish("a");
+    assert_eq!(done(a).await.status(), 200);
+    let c = spawn(&local, "c");
+    assert_eq!(route.started().await, "c", "a's local permit is back");
+    route.finish("c");
+    assert_eq!(done(c).await.status(), 200);
+}
