@@ -104,14 +104,18 @@ fn items(response: &Response, field: &str) -> Vec<(String, Vec<(String, String)>
         .map(|entry| {
             let ListEntry::Item(item) = entry else { panic!("{field} holds an inner list") };
             let name = item.bare_item.as_str().expect("an item's name is a string").to_owned();
-            let params: Vec<_> = item.params.into_iter().map(|(key, value)| {
-                let text = match (value.as_int(), value.as_str()) {
-                    (Some(int), _) => int.to_string(),
-                    (None, Some(text)) => format!("{text:?}"),
-                    _ => panic!("{field} {name}: {key} is neither an integer nor a string"),
-                };
-                (key.as_str().to_owned(), text)
-            }).collect();
+            let params: Vec<_> = item
+                .params
+                .into_iter()
+                .map(|(key, value)| {
+                    let text = match (value.as_int(), value.as_str()) {
+                        (Some(int), _) => int.to_string(),
+                        (None, Some(text)) => format!("{text:?}"),
+                        _ => panic!("{field} {name}: {key} is neither an integer nor a string"),
+                    };
+                    (key.as_str().to_owned(), text)
+                })
+                .collect();
             (name, params)
         })
         .collect()

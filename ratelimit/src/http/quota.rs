@@ -259,7 +259,10 @@ mod tests {
         use crate::{Limiter, Store};
         let policy = Policy::concurrency(2, "30s").unwrap();
         let item = PolicyItem::of(&policy).remove(0);
-        assert_eq!(item, PolicyItem { name: "concurrency 2".into(), quota: 2, window: None, unit: QuotaUnit::ConcurrentRequests });
+        assert_eq!(
+            item,
+            PolicyItem { name: "concurrency 2".into(), quota: 2, window: None, unit: QuotaUnit::ConcurrentRequests }
+        );
         let limiter = Limiter::new("c", policy.clone(), &Store::memory());
         let held = limiter.acquire("k").await.unwrap();
         let states = item_states(&policy, held.decision(), 1);

@@ -121,7 +121,8 @@ pub(crate) fn respond(denied: &RateLimited, policy: Option<&Policy>, style: Head
         }
         _ => {
             let retry_after = denied.retry_after().map(retry_after_secs);
-            let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, &detail(denied, retry_after, cost), retry_after);
+            let mut response =
+                problem(StatusCode::SERVICE_UNAVAILABLE, &detail(denied, retry_after, cost), retry_after);
             if let Some(secs) = retry_after {
                 response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
             }
