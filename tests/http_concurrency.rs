@@ -13,7 +13,7 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use redlimit::http::{KeyBy, RateLimitLayer, TierBy, Tiers};
-use redlimit::{Limiter, OnError, Policy, Store};
+use redlimit::{Limiter, Policy, Store};
 use redlimit_test_support::http::{body, header, request};
 use sfv::{ListEntry, Parser};
 use std::collections::HashMap;
@@ -317,6 +317,7 @@ async fn a_client_that_hangs_up_gives_its_permit_back() {
 #[cfg(feature = "redis")]
 #[tokio::test]
 async fn a_store_that_is_down_is_settled_by_on_error() {
+    use redlimit::OnError;
     let mut server = redlimit_test_support::redis_server::RedisServer::start();
     let store = Store::redis(&server.url()).await.unwrap();
     server.kill();
