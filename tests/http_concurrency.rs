@@ -3,7 +3,8 @@
 //! states requests in flight (`qu="concurrent-requests"`, no `w`, no `t`, no
 //! `Retry-After`); one done lets the next through, and a request dropped
 //! unfinished (its future aborted, its client gone) gives its permit back.
-//! On the memory store and on Redis.
+//! Tiers and routes mixing it with rates state each in its own terms, and
+//! `on_error` settles a store that is down. On the memory store and on Redis.
 //!
 //! The route waits until the test finishes each request, by name: nothing
 //! here waits on the clock for its outcome.
@@ -12,7 +13,7 @@ use axum::extract::Request;
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use redlimit::http::{KeyBy, RateLimitLayer, TierBy, Tiers};
+use redlimit::http::{KeyBy, RateLimitLayer, RouteLimits, TierBy, Tiers};
 use redlimit::{Limiter, Policy, Store};
 use redlimit_test_support::http::{body, header, request};
 use sfv::{ListEntry, Parser};
@@ -72,22 +73,31 @@ fn app(layer: RateLimitLayer) -> (Router, Route) {
             }
         }
     };
-    (Router::new().route("/", get(handler)).layer(layer), Route { started, gates })
+    let router = Router::new().route("/", get(handler.clone())).route("/export", get(handler));
+    (router.layer(layer), Route { started, gates })
 }
 
 fn job(name: &str) -> Request {
     request("/", &[("x-api-key", "k"), ("x-job", name)])
 }
 
+fn export(name: &str) -> Request {
+    request("/export", &[("x-api-key", "k"), ("x-job", name)])
+}
+
 /// Job `name` in flight, on a task of its own.
 fn spawn(app: &Router, name: &str) -> JoinHandle<Response> {
-    let (mut app, request) = (app.clone(), job(name));
+    spawn_request(app, job(name))
+}
+
+fn spawn_request(app: &Router, request: Request) -> JoinHandle<Response> {
+    let mut app = app.clone();
     tokio::spawn(async move { app.call(request).await.unwrap() })
 }
 
-/// The response to job `name`, which is expected never to reach the route.
-async fn refused(app: &Router, name: &str) -> Response {
-    let call = app.clone().call(job(name));
+/// The response to `request`, which is expected never to reach the route.
+async fn refused(app: &Router, request: Request) -> Response {
+    let call = app.clone().call(request);
     tokio::time::timeout(HANG, call).await.expect("answered without the route").unwrap()
 }
 
@@ -149,7 +159,7 @@ async fn two_in_flight_deny_a_third_until_one_is_done(store: &Store, at: &str) {
     let b = spawn(&app, "b");
     assert_eq!(route.started().await, "b", "{at}");
 
-    let denied = refused(&app, "c").await;
+    let denied = refused(&app, job("c")).await;
     assert_eq!(denied.status(), 429, "{at}");
     assert_eq!(items(&denied, "ratelimit-policy"), two_at_once(), "{at}: no w");
     assert_eq!(items(&denied, "ratelimit"), left("0"), "{at}: no t");
@@ -166,7 +176,7 @@ async fn two_in_flight_deny_a_third_until_one_is_done(store: &Store, at: &str) {
     // A's permit was back before its response: the next request is let in.
     let d = spawn(&app, "d");
     assert_eq!(route.started().await, "d", "{at}");
-    assert_eq!(refused(&app, "e").await.status(), 429, "{at}: b and d in flight");
+    assert_eq!(refused(&app, job("e")).await.status(), 429, "{at}: b and d in flight");
 
     route.finish("b");
     route.finish("d");
@@ -203,7 +213,7 @@ async fn a_request_dropped_unfinished_gives_its_permit_back(store: &Store, at: &
 
     let c = spawn(&app, "c");
     assert_eq!(route.started().await, "c", "{at}");
-    assert_eq!(refused(&app, "d").await.status(), 429, "{at}: b and c in flight");
+    assert_eq!(refused(&app, job("d")).await.status(), 429, "{at}: b and c in flight");
     route.finish("b");
     route.finish("c");
     assert_eq!((done(b).await.status().as_u16(), done(c).await.status().as_u16()), (200, 200), "{at}");
@@ -252,22 +262,16 @@ async fn a_tiered_layer_states_each_tier_in_its_own_terms(store: &Store, at: &st
         request
     };
 
-    let batch = tokio::spawn({
-        let (mut app, request) = (app.clone(), on("batch", "long"));
-        async move { app.call(request).await.unwrap() }
-    });
+    let batch = spawn_request(&app, on("batch", "long"));
     assert_eq!(route.started().await, "long", "{at}");
-    let busy = tokio::time::timeout(HANG, app.clone().call(on("batch", "next"))).await.unwrap().unwrap();
+    let busy = refused(&app, on("batch", "next")).await;
     assert_eq!(busy.status(), 429, "{at}");
     let one_at_once = expected("concurrency 1", &[("q", "1"), ("qu", r#""concurrent-requests""#)]);
     assert_eq!(items(&busy, "ratelimit-policy"), one_at_once, "{at}");
     assert_eq!(items(&busy, "ratelimit"), expected("concurrency 1", &[("r", "0")]), "{at}");
 
     // The free tier counts a rate, in flight or not: its own w and t.
-    let free = tokio::spawn({
-        let (mut app, request) = (app.clone(), on("free", "quick"));
-        async move { app.call(request).await.unwrap() }
-    });
+    let free = spawn_request(&app, on("free", "quick"));
     assert_eq!(route.started().await, "quick", "{at}");
     route.finish("quick");
     let free = done(free).await;
@@ -291,6 +295,50 @@ async fn a_tiered_layer_states_each_tier_in_its_own_terms_on_the_memory_store() 
 async fn a_tiered_layer_states_each_tier_in_its_own_terms_on_redis() {
     let stores = redlimit_test_support::stores::BothStores::start().await;
     a_tiered_layer_states_each_tier_in_its_own_terms(&stores.redis, "redis").await;
+}
+
+/// One per-route layer, one limiter: a route limited by concurrency holds
+/// permits, the routes of the rate default count calls, each stated in its
+/// own terms.
+async fn a_per_route_layer_mixes_a_concurrency_route_with_rate_routes(store: &Store, at: &str) {
+    let routes = RouteLimits::new(Policy::fixed_window("5/1h").unwrap())
+        .route("/export", Policy::concurrency(1, "30s").unwrap());
+    let limiter = Limiter::new(format!("routes_{at}"), Policy::fixed_window("5/1h").unwrap(), store);
+    let layer = RateLimitLayer::per_route_on(limiter, routes).unwrap().key(KeyBy::header("x-api-key").unwrap());
+    let (app, mut route) = app(layer);
+
+    let long = spawn_request(&app, export("long"));
+    assert_eq!(route.started().await, "long", "{at}");
+    let busy = refused(&app, export("next")).await;
+    assert_eq!(busy.status(), 429, "{at}");
+    let one_at_once = expected("concurrency 1", &[("q", "1"), ("qu", r#""concurrent-requests""#)]);
+    assert_eq!((items(&busy, "ratelimit-policy"), header(&busy, "retry-after")), (one_at_once, None), "{at}");
+
+    let quick = spawn(&app, "quick");
+    assert_eq!(route.started().await, "quick", "{at}: another route, another policy");
+    route.finish("quick");
+    let quick = done(quick).await;
+    assert_eq!(items(&quick, "ratelimit"), expected("5/1h", &[("r", "4"), ("t", "3600")]), "{at}");
+
+    route.finish("long");
+    assert_eq!(done(long).await.status(), 200, "{at}");
+    let again = spawn_request(&app, export("again"));
+    assert_eq!(route.started().await, "again", "{at}: the export's permit is back");
+    route.finish("again");
+    assert_eq!(items(&done(again).await, "ratelimit"), expected("concurrency 1", &[("r", "0")]), "{at}");
+}
+
+#[tokio::test]
+async fn a_per_route_layer_mixes_a_concurrency_route_with_rate_routes_on_the_memory_store() {
+    let store = Store::memory().with_clock(redlimit::ManualClock::new());
+    a_per_route_layer_mixes_a_concurrency_route_with_rate_routes(&store, "memory").await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_per_route_layer_mixes_a_concurrency_route_with_rate_routes_on_redis() {
+    let stores = redlimit_test_support::stores::BothStores::start().await;
+    a_per_route_layer_mixes_a_concurrency_route_with_rate_routes(&stores.redis, "redis").await;
 }
 
 /// A client that hangs up mid-request: the server drops the route's
@@ -324,7 +372,7 @@ async fn a_store_that_is_down_is_settled_by_on_error() {
     let limiter = Limiter::new("down", Policy::concurrency(1, "30s").unwrap(), &store);
 
     let (deny, _route) = app(layer(&limiter.clone().with_on_error(OnError::Deny)));
-    let unavailable = refused(&deny, "a").await;
+    let unavailable = refused(&deny, job("a")).await;
     assert_eq!((unavailable.status().as_u16(), header(&unavailable, "ratelimit")), (503, None));
 
     // Let through with nothing held and nothing stated: two at once pass.
@@ -344,7 +392,7 @@ async fn a_store_that_is_down_is_settled_by_on_error() {
     let (local, mut route) = app(layer(&limiter.with_on_error(OnError::Local)));
     let a = spawn(&local, "a");
     assert_eq!(route.started().await, "a");
-    assert_eq!(refused(&local, "b").await.status(), 429);
+    assert_eq!(refused(&local, job("b")).await.status(), 429);
     route.finish("a");
     assert_eq!(done(a).await.status(), 200);
     let c = spawn(&local, "c");
