@@ -2,7 +2,7 @@
 //! (draft-ietf-httpapi-ratelimit-headers), `Retry-After`, and the legacy
 //! `X-RateLimit-*` set.
 
-use super::quota::{item_states, ItemState, PolicyItem};
+use super::quota::{item_states, ItemState, PolicyItem, QuotaUnit};
 use crate::{AlgorithmKind, Decision, Policy};
 use axum::http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use std::fmt::Write;
@@ -220,39 +220,6 @@ fn write_fields(
         // A concurrency key is untouched only once its last request ends: no time to state.
         if policy.algorithm() != AlgorithmKind::Concurrency {
             headers.insert(X_RATELIMIT_RESET, HeaderValue::from(ceil_secs(decision.reset_after)));
-        }
-    }
-}
-
-/// What one permit stands for: the `qu` parameter of `RateLimit-Policy`
-/// (the draft's registered quota units).
-///
-/// ```
-/// use redlimit::http::QuotaUnit;
-///
-/// assert_eq!(QuotaUnit::default(), QuotaUnit::Requests);
-/// assert_eq!(QuotaUnit::Requests.as_str(), None, "the default unit is not stated");
-/// assert_eq!(QuotaUnit::ContentBytes.as_str(), Some("content-bytes"));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum QuotaUnit {
-    /// One permit per request, the draft's default: no `qu` is sent.
-    #[default]
-    Requests,
-    /// A call's cost is its content bytes: `qu="content-bytes"`.
-    ContentBytes,
-    /// Permits are requests in flight: `qu="concurrent-requests"`.
-    ConcurrentRequests,
-}
-
-impl QuotaUnit {
-    /// The `qu` value, `None` for requests.
-    pub fn as_str(self) -> Option<&'static str> {
-        match self {
-            QuotaUnit::Requests => None,
-            QuotaUnit::ContentBytes => Some("content-bytes"),
-            QuotaUnit::ConcurrentRequests => Some("concurrent-requests"),
         }
     }
 }

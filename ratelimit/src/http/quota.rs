@@ -9,7 +9,6 @@
 //! A concurrency rule is no rate: `q` and `r` count requests in flight, and
 //! there is no `w` or `t`, since a permit comes back when a request ends.
 
-use super::headers::QuotaUnit;
 use crate::policy::Params;
 use crate::{Decision, Policy};
 use std::time::Duration;
@@ -122,6 +121,39 @@ impl PolicyItem {
         let window = num.div_ceil(den.saturating_mul(SECOND_US)).max(1);
         let window = Some(u64::try_from(window).unwrap_or(u64::MAX));
         PolicyItem { name, quota, window, unit: QuotaUnit::Requests }
+    }
+}
+
+/// What one permit stands for: the `qu` parameter of `RateLimit-Policy`
+/// (the draft's registered quota units).
+///
+/// ```
+/// use redlimit::http::QuotaUnit;
+///
+/// assert_eq!(QuotaUnit::default(), QuotaUnit::Requests);
+/// assert_eq!(QuotaUnit::Requests.as_str(), None, "the default unit is not stated");
+/// assert_eq!(QuotaUnit::ContentBytes.as_str(), Some("content-bytes"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum QuotaUnit {
+    /// One permit per request, the draft's default: no `qu` is sent.
+    #[default]
+    Requests,
+    /// A call's cost is its content bytes: `qu="content-bytes"`.
+    ContentBytes,
+    /// Permits are requests in flight: `qu="concurrent-requests"`.
+    ConcurrentRequests,
+}
+
+impl QuotaUnit {
+    /// The `qu` value, `None` for requests.
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            QuotaUnit::Requests => None,
+            QuotaUnit::ContentBytes => Some("content-bytes"),
+            QuotaUnit::ConcurrentRequests => Some("concurrent-requests"),
+        }
     }
 }
 
