@@ -274,3 +274,55 @@ async fn a_cost_in_content_bytes_states_its_unit() {
     // 4096 bytes spent, each back in under a millisecond: t is one second.
     assert_eq!(integers(&headers, "ratelimit", ["r", "t"]), owned(&[("token_bucket 65536 per 1024/1s", 61_440, 1)]));
 }
+
+/// A concurrency policy's items, permit by permit: `q` with
+/// `qu="concurrent-requests"` and no `w`; `r` with no `t`; no `Retry-After`
+/// and no `X-RateLimit-Reset`, since a permit comes back when its holder
+/// ends. A caller's unit does not replace it.
+async fn concurrency_rows(store: &Store, store_name: &str) {
+    let limiter =
+        Limiter::new(format!("fields_concurrency_{store_name}"), Policy::concurrency(3, "30s").unwrap(), store);
+    let params = |headers: &HeaderMap, field: &str| -> Vec<(String, String)> {
+        let [(name, params)] = <[_; 1]>::try_from(list(headers, field)).unwrap();
+        assert_eq!(name, "concurrency 3", "{store_name}");
+        let text = |v: &BareItem| v.as_int().map_or_else(|| format!("{:?}", v.as_str().unwrap()), |i| i.to_string());
+        params.iter().map(|(k, v)| (k.clone(), text(v))).collect()
+    };
+    let owned = |pairs: &[(&str, &str)]| pairs.iter().map(|&(k, v)| (k.to_owned(), v.to_owned())).collect::<Vec<_>>();
+    let advertised = owned(&[("q", "3"), ("qu", r#""concurrent-requests""#)]);
+    let mut held = Vec::new();
+    for (step, r) in ["2", "1", "0", "0"].into_iter().enumerate() {
+        let at = format!("{store_name}: permit {step}");
+        let decided = match limiter.acquire("k").await {
+            Ok(permit) => {
+                let decision = permit.decision().clone();
+                held.push(permit);
+                decision
+            }
+            Err(denied) => denied.decision().clone(),
+        };
+        assert_eq!(decided.allowed, step < 3, "{at}");
+        let headers = rate_limit_headers(limiter.policy(), &decided, HeaderStyle::DraftAndLegacy);
+        assert_eq!(params(&headers, "ratelimit-policy"), advertised, "{at}");
+        assert_eq!(params(&headers, "ratelimit"), owned(&[("r", r)]), "{at}");
+        assert_eq!(retry_after(&headers), None, "{at}");
+        assert!(headers.get("x-ratelimit-reset").is_none(), "{at}");
+        assert_eq!(headers["x-ratelimit-remaining"], r, "{at}");
+    }
+    let mut headers = HeaderMap::new();
+    let decision = held[0].decision();
+    insert_rate_limit_headers_in(&mut headers, limiter.policy(), decision, HeaderStyle::Draft, QuotaUnit::ContentBytes);
+    assert_eq!(params(&headers, "ratelimit-policy"), advertised, "{store_name}: its own unit");
+}
+
+#[tokio::test]
+async fn a_concurrency_policy_on_the_memory_store() {
+    concurrency_rows(&Store::memory().with_clock(ManualClock::new()), "memory").await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_concurrency_policy_on_redis() {
+    let stores = redlimit_test_support::stores::BothStores::start().await;
+    concurrency_rows(&stores.redis, "redis").await;
+}

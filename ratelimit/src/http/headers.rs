@@ -2,8 +2,8 @@
 //! (draft-ietf-httpapi-ratelimit-headers), `Retry-After`, and the legacy
 //! `X-RateLimit-*` set.
 
-use super::quota::{item_states, ItemState, PolicyItem};
-use crate::{Decision, Policy};
+use super::quota::{item_states, ItemState, PolicyItem, QuotaUnit};
+use crate::{AlgorithmKind, Decision, Policy};
 use axum::http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use std::fmt::Write;
 use std::time::Duration;
@@ -59,8 +59,13 @@ pub enum HeaderStyle {
 /// - with [`HeaderStyle::DraftAndLegacy`], `X-RateLimit-Limit`, `-Remaining`
 ///   and `-Reset` (seconds until the key is untouched) of the rule with the
 ///   least room.
+/// - a [`Policy::concurrency`] states requests in flight, not a rate:
+///   `"<name>";q=<limit>;qu="concurrent-requests"` with no `w`, and
+///   `"<name>";r=<remaining>` with no `t`, since a permit comes back when a
+///   request ends, at no time that can be named; a denial has no
+///   `Retry-After` and the legacy set no `X-RateLimit-Reset`.
 ///
-/// Permits are counted as requests (no `qu`); see
+/// Permits are counted as requests (no `qu`) but for concurrency; see
 /// [`insert_rate_limit_headers_in`] for another unit.
 ///
 /// ```
@@ -99,6 +104,13 @@ pub enum HeaderStyle {
 /// let headers = rate_limit_headers(limiter.policy(), &decision, HeaderStyle::Draft);
 /// assert_eq!(headers["ratelimit-policy"], r#""10/1s";q=10;w=1, "100/1m";q=100;w=60"#);
 /// assert_eq!(headers["ratelimit"], r#""10/1s";r=7;t=1, "100/1m";r=97;t=60"#);
+///
+/// // At most 2 at once: one held, one left, and no time is named.
+/// let limiter = Limiter::new("exports", Policy::concurrency(2, "30s")?, &store);
+/// let permit = limiter.acquire("dave").await.unwrap();
+/// let headers = rate_limit_headers(limiter.policy(), permit.decision(), HeaderStyle::Draft);
+/// assert_eq!(headers["ratelimit-policy"], r#""concurrency 2";q=2;qu="concurrent-requests""#);
+/// assert_eq!(headers["ratelimit"], r#""concurrency 2";r=1"#);
 /// # Ok(()) }
 /// ```
 pub fn rate_limit_headers(policy: &Policy, decision: &Decision, style: HeaderStyle) -> HeaderMap {
@@ -114,7 +126,8 @@ pub fn insert_rate_limit_headers(headers: &mut HeaderMap, policy: &Policy, decis
 
 /// Like [`insert_rate_limit_headers`] for permits of another `unit`: every
 /// `RateLimit-Policy` item states it as `qu` (unless it is requests, the
-/// draft's default), so a client reads `q` and `r` in that unit.
+/// draft's default), so a client reads `q` and `r` in that unit. An item
+/// with a unit of its own (concurrency's `concurrent-requests`) keeps it.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -189,8 +202,11 @@ fn write_fields(
     let mut items = PolicyItem::of(policy);
     for item in &mut items {
         item.quota /= per_request;
+        if item.unit == QuotaUnit::Requests {
+            item.unit = unit;
+        }
     }
-    headers.insert(RATELIMIT_POLICY, value(policy_field(&items, unit)));
+    headers.insert(RATELIMIT_POLICY, value(policy_field(&items)));
     let states = item_states(policy, decision, per_request);
     headers.insert(RATELIMIT, value(state_field(&items, &states)));
     if !decision.allowed {
@@ -201,39 +217,9 @@ fn write_fields(
     if style == HeaderStyle::DraftAndLegacy {
         headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(decision.limit / per_request));
         headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining / per_request));
-        headers.insert(X_RATELIMIT_RESET, HeaderValue::from(ceil_secs(decision.reset_after)));
-    }
-}
-
-/// What one permit stands for: the `qu` parameter of `RateLimit-Policy`
-/// (the draft's registered quota units).
-///
-/// ```
-/// use redlimit::http::QuotaUnit;
-///
-/// assert_eq!(QuotaUnit::default(), QuotaUnit::Requests);
-/// assert_eq!(QuotaUnit::Requests.as_str(), None, "the default unit is not stated");
-/// assert_eq!(QuotaUnit::ContentBytes.as_str(), Some("content-bytes"));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum QuotaUnit {
-    /// One permit per request, the draft's default: no `qu` is sent.
-    #[default]
-    Requests,
-    /// A call's cost is its content bytes: `qu="content-bytes"`.
-    ContentBytes,
-    /// Permits are requests in flight: `qu="concurrent-requests"`.
-    ConcurrentRequests,
-}
-
-impl QuotaUnit {
-    /// The `qu` value, `None` for requests.
-    pub fn as_str(self) -> Option<&'static str> {
-        match self {
-            QuotaUnit::Requests => None,
-            QuotaUnit::ContentBytes => Some("content-bytes"),
-            QuotaUnit::ConcurrentRequests => Some("concurrent-requests"),
+        // A concurrency key is untouched only once its last request ends: no time to state.
+        if policy.algorithm() != AlgorithmKind::Concurrency {
+            headers.insert(X_RATELIMIT_RESET, HeaderValue::from(ceil_secs(decision.reset_after)));
         }
     }
 }
@@ -259,27 +245,33 @@ fn ceil_secs(d: Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
-/// `"10/1s";q=10;w=1, "100/1m";q=100;w=60`, each item with `;qu="<unit>"`
-/// unless the unit is requests.
-pub(crate) fn policy_field(items: &[PolicyItem], unit: QuotaUnit) -> String {
+/// `"10/1s";q=10;w=1, "100/1m";q=100;w=60`: `w` when the item has a
+/// window, and `;qu="<unit>"` unless its unit is requests.
+pub(crate) fn policy_field(items: &[PolicyItem]) -> String {
     let mut out = String::new();
     for (i, item) in items.iter().enumerate() {
         let sep = if i > 0 { ", " } else { "" };
-        let _ = write!(out, "{sep}{};q={};w={}", sf_string(&item.name), item.quota, item.window);
-        if let Some(unit) = unit.as_str() {
+        let _ = write!(out, "{sep}{};q={}", sf_string(&item.name), item.quota);
+        if let Some(window) = item.window {
+            let _ = write!(out, ";w={window}");
+        }
+        if let Some(unit) = item.unit.as_str() {
             let _ = write!(out, ";qu={}", sf_string(unit));
         }
     }
     out
 }
 
-/// `"10/1s";r=0;t=1, "100/1m";r=42;t=37`
+/// `"10/1s";r=0;t=1, "100/1m";r=42;t=37`; no `t` when no time can be named.
 fn state_field(items: &[PolicyItem], states: &[ItemState]) -> String {
     let mut out = String::new();
     for (i, state) in states.iter().enumerate() {
         let Some(item) = items.get(state.index) else { continue };
         let sep = if i > 0 { ", " } else { "" };
-        let _ = write!(out, "{sep}{};r={};t={}", sf_string(&item.name), state.remaining, ceil_secs(state.effective));
+        let _ = write!(out, "{sep}{};r={}", sf_string(&item.name), state.remaining);
+        if let Some(effective) = state.effective {
+            let _ = write!(out, ";t={}", ceil_secs(effective));
+        }
     }
     out
 }
@@ -338,7 +330,7 @@ mod tests {
         ];
         for (strategies, expected) in table {
             let items = PolicyItem::of(&Policy::fixed_window(strategies).unwrap());
-            assert_eq!(policy_field(&items, QuotaUnit::Requests), expected, "{strategies}");
+            assert_eq!(policy_field(&items), expected, "{strategies}");
         }
     }
 

@@ -35,6 +35,17 @@ use std::sync::Arc;
 /// [`per_request`](Self::per_request) computes it from the request, and
 /// [`per_route`](Self::per_route) gives every route of a router its own limit.
 ///
+/// Under a [`Policy::concurrency`] (however the request's policy is chosen)
+/// a request holds a permit while the route handles it: taken before the
+/// route is called and given back when the route's future ends, with its
+/// response (given back before the response is returned), with an error,
+/// or dropped unfinished (the client went away, a timeout). The permit
+/// covers the route producing its response, not the sending of its body:
+/// a streamed body goes on after the permit is back. A denial is the usual
+/// 429 without `Retry-After` (no time can be named), and the fields count
+/// requests in flight (see [`rate_limit_headers`](super::rate_limit_headers)
+/// and [`from_limiter`](Self::from_limiter)'s example).
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
 /// use axum::{body::Body, extract::Request, routing::get, Router};
@@ -106,6 +117,50 @@ impl RateLimitLayer {
     }
 
     /// A layer deciding on `limiter` (its store, its [`OnError`]).
+    ///
+    /// At most one export at a time per API key: a second one is denied
+    /// while the first is in flight, and passes once it is done.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, routing::get, Router};
+    /// use redlimit::http::{KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, Policy, Store};
+    /// use std::sync::Arc;
+    /// use tokio::sync::Semaphore;
+    /// use tower_service::Service;
+    ///
+    /// // The route says when it started, and finishes when told to.
+    /// let (started, finish) = (Arc::new(Semaphore::new(0)), Arc::new(Semaphore::new(0)));
+    /// let export = {
+    ///     let (started, finish) = (started.clone(), finish.clone());
+    ///     move || async move {
+    ///         started.add_permits(1);
+    ///         finish.acquire().await.unwrap().forget();
+    ///         "exported"
+    ///     }
+    /// };
+    /// let limiter = Limiter::new("exports", Policy::concurrency(1, "30s")?, &Store::memory());
+    /// let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key")?);
+    /// let app = Router::new().route("/", get(export)).layer(layer);
+    /// let request = || Request::builder().uri("/").header("x-api-key", "k1").body(Body::empty()).unwrap();
+    ///
+    /// let first = tokio::spawn({
+    ///     let mut app = app.clone();
+    ///     async move { app.call(request()).await.unwrap() }
+    /// });
+    /// started.acquire().await.unwrap().forget(); // the first is in flight
+    /// let busy = app.clone().call(request()).await.unwrap();
+    /// assert_eq!(busy.status(), 429);
+    /// assert_eq!(busy.headers()["ratelimit-policy"], r#""concurrency 1";q=1;qu="concurrent-requests""#);
+    /// assert_eq!(busy.headers()["ratelimit"], r#""concurrency 1";r=0"#);
+    /// assert!(busy.headers().get("retry-after").is_none(), "a permit frees when a request ends");
+    ///
+    /// finish.add_permits(2); // the first finishes, and so will the next
+    /// assert_eq!(first.await.unwrap().status(), 200);
+    /// assert_eq!(app.clone().call(request()).await.unwrap().status(), 200);
+    /// # Ok(()) }
+    /// ```
     pub fn from_limiter(limiter: Limiter) -> RateLimitLayer {
         RateLimitLayer::with_source(Source::Limiter(limiter))
     }

@@ -13,7 +13,10 @@
 //!   it can exempt requests, shape its rejections, and choose a policy per
 //!   request among [`Tiers`] or compute it from the request
 //!   ([`RateLimitLayer::per_request`]), or give every route of a router its
-//!   own limit ([`RateLimitLayer::per_route`], [`RouteLimits`]).
+//!   own limit ([`RateLimitLayer::per_route`], [`RouteLimits`]). Under a
+//!   [`Policy::concurrency`](crate::Policy::concurrency) a request holds a
+//!   permit while the route handles it, and the fields count requests in
+//!   flight (`qu="concurrent-requests"`, no `w` or `t`).
 
 mod client_ip;
 mod decisions;
@@ -37,11 +40,11 @@ pub(crate) use decisions::record as record_decision;
 pub use decisions::{DecisionHeadersLayer, DecisionHeadersService};
 pub use headers::{
     insert_rate_limit_headers, insert_rate_limit_headers_in, rate_limit_headers, retry_after_secs, HeaderStyle,
-    QuotaUnit, RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+    RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
 pub use key::{KeyBy, MissingKey, MissingPeer};
 pub use layer::RateLimitLayer;
-pub use quota::PolicyItem;
+pub use quota::{PolicyItem, QuotaUnit};
 pub use response::{denial_response, PROBLEM_JSON, QUOTA_EXCEEDED};
 pub use routes::RouteLimits;
 pub use service::RateLimitService;

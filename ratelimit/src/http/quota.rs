@@ -1,11 +1,13 @@
 //! What a [`Policy`] advertises, and what a decision says is left: one
-//! `(name, q, w)` per rule for `RateLimit-Policy`, one `(r, t)` per rule for
-//! `RateLimit`, all in whole seconds as the fields require.
+//! `(name, q, w, qu)` per rule for `RateLimit-Policy`, one `(r, t)` per rule
+//! for `RateLimit`, all in whole seconds as the fields require.
 //!
 //! The promise behind every number: a client that trusts them is never
 //! denied. `q` is what may be sent at once and again in every `w` seconds;
 //! `r` is what may be sent now, and within `t` seconds no more than that
 //! (so after `t`, at least one more permit is back, had nothing been spent).
+//! A concurrency rule is no rate: `q` and `r` count requests in flight, and
+//! there is no `w` or `t`, since a permit comes back when a request ends.
 
 use crate::policy::Params;
 use crate::{Decision, Policy};
@@ -22,6 +24,7 @@ const SECOND_US: u128 = 1_000_000;
 /// |---|---|---|
 /// | `token_bucket`, `leaky_bucket` | `capacity` | the time the rate takes to refill (drain) the whole capacity |
 /// | `gcra` | `burst + 1` | the time `burst + 1` emissions take at the rate |
+/// | `concurrency` | `limit` | none: `q` counts requests in flight ([`QuotaUnit::ConcurrentRequests`]) |
 ///
 /// `q` is always what a client may send at once. `w` is whole seconds, so
 /// a window that is not is rounded up and `q` kept: `10/1500ms` is
@@ -34,21 +37,27 @@ const SECOND_US: u128 = 1_000_000;
 /// the strategy (`10/1s`) or the bucket or GCRA parameters.
 ///
 /// ```
-/// use redlimit::http::PolicyItem;
+/// use redlimit::http::{PolicyItem, QuotaUnit};
 /// use redlimit::Policy;
 ///
 /// let items = PolicyItem::of(&Policy::fixed_window("10/100ms,100/1m")?);
-/// assert_eq!((items[0].name.as_str(), items[0].quota, items[0].window), ("10/100ms", 10, 1));
-/// assert_eq!((items[1].name.as_str(), items[1].quota, items[1].window), ("100/1m", 100, 60));
+/// assert_eq!((items[0].name.as_str(), items[0].quota, items[0].window), ("10/100ms", 10, Some(1)));
+/// assert_eq!((items[1].name.as_str(), items[1].quota, items[1].window), ("100/1m", 100, Some(60)));
 ///
 /// // A bucket of 10 refilled 1 per 3 s takes 30 s to refill.
 /// let bucket = PolicyItem::of(&Policy::token_bucket(10, "1/3s")?);
-/// assert_eq!((bucket[0].quota, bucket[0].window), (10, 30));
+/// assert_eq!((bucket[0].quota, bucket[0].window), (10, Some(30)));
 /// assert_eq!(bucket[0].name, "token_bucket 10 per 1/3s");
 ///
 /// // GCRA 1/1s with burst 4: 5 emissions take 5 s.
 /// let gcra = PolicyItem::of(&Policy::gcra("1/1s", 4)?);
-/// assert_eq!((gcra[0].quota, gcra[0].window), (5, 5));
+/// assert_eq!((gcra[0].quota, gcra[0].window), (5, Some(5)));
+///
+/// // At most 8 requests in flight: no window.
+/// let concurrency = PolicyItem::of(&Policy::concurrency(8, "30s")?);
+/// assert_eq!((concurrency[0].quota, concurrency[0].window), (8, None));
+/// assert_eq!(concurrency[0].unit, QuotaUnit::ConcurrentRequests);
+/// assert_eq!(bucket[0].unit, QuotaUnit::Requests);
 /// # Ok::<(), redlimit::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,10 +66,16 @@ pub struct PolicyItem {
     /// The item's name: the configured policy name, the strategy (`10/1s`),
     /// or the bucket or GCRA parameters.
     pub name: String,
-    /// `q`: permits a client may send at once, and again in every window.
+    /// `q`: permits a client may send at once, and again in every window
+    /// (or, for a concurrency policy, hold at once).
     pub quota: u64,
-    /// `w`: the window, in whole seconds (at least 1).
-    pub window: u64,
+    /// `w`: the window, in whole seconds (at least 1); `None` for a
+    /// concurrency policy, whose permits come back when requests end.
+    pub window: Option<u64>,
+    /// `qu`: what a permit is. [`QuotaUnit::ConcurrentRequests`] for a
+    /// concurrency policy, else [`QuotaUnit::Requests`], which a caller
+    /// stating another unit ([`insert_rate_limit_headers_in`](super::insert_rate_limit_headers_in)) replaces.
+    pub unit: QuotaUnit,
 }
 
 impl PolicyItem {
@@ -95,7 +110,7 @@ impl PolicyItem {
             }
             Params::Concurrency { limit, .. } => {
                 let name = policy.name().map_or_else(|| format!("concurrency {limit}"), str::to_string);
-                vec![PolicyItem { name, quota: *limit, window: 0 }]
+                vec![PolicyItem { name, quota: *limit, window: None, unit: QuotaUnit::ConcurrentRequests }]
             }
         }
     }
@@ -104,7 +119,41 @@ impl PolicyItem {
     /// the window rounded up to whole seconds (at least one).
     fn new(name: String, quota: u64, num: u128, den: u128) -> PolicyItem {
         let window = num.div_ceil(den.saturating_mul(SECOND_US)).max(1);
-        PolicyItem { name, quota, window: u64::try_from(window).unwrap_or(u64::MAX) }
+        let window = Some(u64::try_from(window).unwrap_or(u64::MAX));
+        PolicyItem { name, quota, window, unit: QuotaUnit::Requests }
+    }
+}
+
+/// What one permit stands for: the `qu` parameter of `RateLimit-Policy`
+/// (the draft's registered quota units).
+///
+/// ```
+/// use redlimit::http::QuotaUnit;
+///
+/// assert_eq!(QuotaUnit::default(), QuotaUnit::Requests);
+/// assert_eq!(QuotaUnit::Requests.as_str(), None, "the default unit is not stated");
+/// assert_eq!(QuotaUnit::ContentBytes.as_str(), Some("content-bytes"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum QuotaUnit {
+    /// One permit per request, the draft's default: no `qu` is sent.
+    #[default]
+    Requests,
+    /// A call's cost is its content bytes: `qu="content-bytes"`.
+    ContentBytes,
+    /// Permits are requests in flight: `qu="concurrent-requests"`.
+    ConcurrentRequests,
+}
+
+impl QuotaUnit {
+    /// The `qu` value, `None` for requests.
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            QuotaUnit::Requests => None,
+            QuotaUnit::ContentBytes => Some("content-bytes"),
+            QuotaUnit::ConcurrentRequests => Some("concurrent-requests"),
+        }
     }
 }
 
@@ -114,8 +163,9 @@ impl PolicyItem {
 pub(crate) struct ItemState {
     pub index: usize,
     pub remaining: u64,
-    /// `t` before rounding up to whole seconds.
-    pub effective: Duration,
+    /// `t` before rounding up to whole seconds; `None` when no time can be
+    /// named (a concurrency permit comes back when a request ends).
+    pub effective: Option<Duration>,
 }
 
 /// The state of each rule in `decision`, in declared order: one per
@@ -128,7 +178,10 @@ pub(crate) struct ItemState {
 /// - a window rule that denied the call: its own retry time;
 /// - any other window rule: until its counted calls have all left. Exact
 ///   for a fixed window; for a sliding log or window an upper bound, since
-///   the decision does not say when the oldest call leaves.
+///   the decision does not say when the oldest call leaves;
+/// - concurrency: none. Its `reset_after` (until the last lease ends) is no
+///   such time: a permit frees whenever its request ends, and a lease held
+///   is renewed past it.
 ///
 /// So on a denial no rule's `t` is later than `Retry-After`, the latest
 /// retry time of the rules that denied it.
@@ -146,16 +199,17 @@ pub(crate) fn item_states(policy: &Policy, decision: &Decision, per_request: u64
             .map(|(i, q)| ItemState {
                 index: strategies.iter().position(|s| *s == q.strategy).unwrap_or(i),
                 remaining: q.remaining / per_request,
-                effective: q.retry_after.unwrap_or(q.reset_after),
+                effective: Some(q.retry_after.unwrap_or(q.reset_after)),
             })
             .collect();
     }
     let effective = match &policy.params {
         Params::TokenBucket { .. } | Params::LeakyBucket { .. } | Params::Gcra { .. } => {
-            next_request(policy.reduced_rate, decision, per_request)
+            Some(next_request(policy.reduced_rate, decision, per_request))
         }
-        _ if !decision.allowed => decision.retry_after.unwrap_or(decision.reset_after),
-        _ => decision.reset_after,
+        Params::Concurrency { .. } => None,
+        _ if !decision.allowed => Some(decision.retry_after.unwrap_or(decision.reset_after)),
+        _ => Some(decision.reset_after),
     };
     // A decision that lists no quotas for several strategies (one settled
     // by `on_error = local` before any store decided, say) describes the
@@ -193,7 +247,7 @@ mod tests {
     use super::*;
 
     fn window(strategies: &str) -> Vec<(u64, u64)> {
-        PolicyItem::of(&Policy::sliding_log(strategies).unwrap()).iter().map(|i| (i.quota, i.window)).collect()
+        PolicyItem::of(&Policy::sliding_log(strategies).unwrap()).iter().map(|i| (i.quota, i.window.unwrap())).collect()
     }
 
     #[test]
@@ -212,7 +266,7 @@ mod tests {
     fn buckets_advertise_their_capacity_per_the_time_to_refill_it() {
         let item = |p: Policy| {
             let i = PolicyItem::of(&p).remove(0);
-            (i.name, i.quota, i.window)
+            (i.name, i.quota, i.window.unwrap())
         };
         assert_eq!(item(Policy::token_bucket(10, "1/3s").unwrap()), ("token_bucket 10 per 1/3s".into(), 10, 30));
         assert_eq!(item(Policy::leaky_bucket(5, "2/1s").unwrap()), ("leaky_bucket 5 per 2/1s".into(), 5, 3));
@@ -229,5 +283,21 @@ mod tests {
         assert_eq!(names(Policy::fixed_window("10/1s").unwrap()), ["search"]);
         assert_eq!(names(Policy::sliding_log("10/1s,100/1m").unwrap()), ["search:10/1s", "search:100/1m"]);
         assert_eq!(names(Policy::gcra("1/1s", 0).unwrap()), ["search"]);
+        assert_eq!(names(Policy::concurrency(2, "30s").unwrap()), ["search"]);
+    }
+
+    #[tokio::test]
+    async fn a_concurrency_rule_has_no_window_and_no_reset() {
+        use crate::{Limiter, Store};
+        let policy = Policy::concurrency(2, "30s").unwrap();
+        let item = PolicyItem::of(&policy).remove(0);
+        assert_eq!(
+            item,
+            PolicyItem { name: "concurrency 2".into(), quota: 2, window: None, unit: QuotaUnit::ConcurrentRequests }
+        );
+        let limiter = Limiter::new("c", policy.clone(), &Store::memory());
+        let held = limiter.acquire("k").await.unwrap();
+        let states = item_states(&policy, held.decision(), 1);
+        assert_eq!(states, [ItemState { index: 0, remaining: 1, effective: None }]);
     }
 }

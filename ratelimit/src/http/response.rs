@@ -3,7 +3,7 @@
 
 use super::headers::{insert_rate_limit_headers_per_request, retry_after_secs, HeaderStyle};
 use super::quota::PolicyItem;
-use crate::{Decision, DenialReason, Policy, RateLimited};
+use crate::{AlgorithmKind, Decision, DenialReason, Policy, RateLimited};
 use axum::http::header::{HeaderMap, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -44,7 +44,8 @@ impl IntoResponse for RateLimited {
 /// The response for a denial, with the header fields of `style`.
 ///
 /// - A denial by the limit: `429`, `Retry-After` in whole seconds rounded
-///   up (absent when the cost can never pass), `RateLimit-Policy` and
+///   up (absent when the cost can never pass, and for a concurrency policy,
+///   whose permits free when requests end), `RateLimit-Policy` and
 ///   `RateLimit` (see [`rate_limit_headers`](super::rate_limit_headers)).
 ///   The body is the draft's `quota-exceeded` problem type
 ///   ([`QUOTA_EXCEEDED`]): `title` `Quota Exceeded`, `status`, `detail`,
@@ -110,7 +111,8 @@ pub(crate) fn respond(denied: &RateLimited, policy: Option<&Policy>, style: Head
             // The body repeats the wait `Retry-After` states, read back so the two never differ.
             let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()?.parse().ok());
             let status = StatusCode::TOO_MANY_REQUESTS;
-            let mut body = Problem::new(QUOTA_EXCEEDED, "Quota Exceeded", status, &detail(denied, retry_after));
+            let detail = detail(denied, retry_after, cost);
+            let mut body = Problem::new(QUOTA_EXCEEDED, "Quota Exceeded", status, &detail);
             body.retry_after(retry_after);
             body.strings("violated-policies", &violated_policies(policy, denied.decision()));
             let mut response = body.into_response(status);
@@ -119,7 +121,8 @@ pub(crate) fn respond(denied: &RateLimited, policy: Option<&Policy>, style: Head
         }
         _ => {
             let retry_after = denied.retry_after().map(retry_after_secs);
-            let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, &detail(denied, retry_after), retry_after);
+            let mut response =
+                problem(StatusCode::SERVICE_UNAVAILABLE, &detail(denied, retry_after, cost), retry_after);
             if let Some(secs) = retry_after {
                 response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
             }
@@ -130,7 +133,8 @@ pub(crate) fn respond(denied: &RateLimited, policy: Option<&Policy>, style: Head
 
 /// What the client is told: which rule denied and the wait in the whole
 /// seconds `Retry-After` says, or that the limiter could not decide.
-fn detail(denied: &RateLimited, retry_after: Option<u64>) -> String {
+/// `cost` is the permits one request takes.
+fn detail(denied: &RateLimited, retry_after: Option<u64>, cost: u64) -> String {
     let name = denied.public_name().map(quote);
     let mut out = String::new();
     match (denied.reason(), denied.policy()) {
@@ -147,8 +151,11 @@ fn detail(denied: &RateLimited, retry_after: Option<u64>) -> String {
                 let list: Vec<String> = violated.iter().map(ToString::to_string).collect();
                 write!(out, "{} exceeded)", list.join(", ")).ok();
             }
+            // A concurrency permit frees when a request in flight ends: no wait can be named.
+            let in_flight = policy.algorithm() == AlgorithmKind::Concurrency && cost <= denied.decision().limit;
             match retry_after {
                 Some(secs) => write!(out, "; retry after {secs}s"),
+                None if in_flight => write!(out, "; retry once a request in flight is done"),
                 None => write!(out, "; this cost can never pass: it exceeds what the policy admits"),
             }
             .ok();

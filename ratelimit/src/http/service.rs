@@ -7,7 +7,7 @@ use super::key::{KeyBy, MissingKey};
 use super::limits::Limits;
 use super::response::{problem, respond};
 use super::source::Source;
-use crate::{Decision, Limiter, Policy, RateLimited};
+use crate::{Limiter, Permit, Policy, RateLimited};
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -73,13 +73,52 @@ impl<S> RateLimitService<S> {
 
 /// What the limit says about one request.
 enum Verdict {
-    /// Call the route; add the header fields of this decision (under this
-    /// limiter's policy) when there is one.
-    Pass(Option<(Decision, Limiter)>),
+    /// Call the route, holding what the limiter granted when it decided.
+    Pass(Option<Admitted>),
     /// Answer this instead of calling the route.
     Respond(Response),
     /// Denied: answer this response, or what `on_rejected` makes of it.
     Denied(Box<RateLimited>, Response),
+}
+
+/// A request the limiter let through: the permit it holds while the route
+/// handles it (a concurrency policy's; a rate's holds nothing), and the
+/// limiter whose policy its header fields state.
+struct Admitted {
+    permit: Permit,
+    limiter: Limiter,
+    /// Whether the decision says something true about the limit, and so
+    /// is stated in header fields.
+    stated: bool,
+}
+
+impl Admitted {
+    /// The header fields stating the decision, unless it says nothing true
+    /// about the limit or the layer sends none on allowed responses.
+    fn fields(&self, shared: &Shared) -> Option<HeaderMap> {
+        if !self.stated || !shared.headers_on_allowed {
+            return None;
+        }
+        let (policy, style, cost) = (self.limiter.policy(), shared.style, shared.cost);
+        let mut fields = HeaderMap::new();
+        insert_rate_limit_headers_per_request(&mut fields, policy, self.permit.decision(), style, cost);
+        Some(fields)
+    }
+
+    /// Gives the permit back, if it holds one, before the response leaves:
+    /// so a client sending its next request on reading it never finds its
+    /// own earlier permit still held. On a task of its own, so a caller
+    /// gone mid-way (the response future dropped) cannot stop it.
+    async fn give_back(self) {
+        if !self.permit.is_held() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(self.permit.release()).await),
+            // No runtime to wait on: dropped, the permit goes back as it can.
+            Err(_) => drop(self.permit),
+        }
+    }
 }
 
 impl Shared {
@@ -125,12 +164,14 @@ impl Shared {
             Ok(limiter) => limiter,
             Err(why) => return self.without_policy(&source, &why, &key),
         };
-        match limiter.limit(&key, self.cost).await {
-            // A decision with nothing to reset was not made by a store (the
-            // store failed and `on_error = allow` let the call through): it
-            // says nothing true about the limit, so no header fields.
-            Ok(decision) if decision.reset_after.is_zero() => Verdict::Pass(None),
-            Ok(decision) => Verdict::Pass(Some((decision, limiter))),
+        match limiter.acquire_by(&key, self.cost, None).await {
+            Ok((permit, _)) => {
+                // A decision with nothing to reset was not made by a store (the
+                // store failed and `on_error = allow` let the call through): it
+                // says nothing true about the limit, so no header fields.
+                let stated = !permit.decision().reset_after.is_zero();
+                Verdict::Pass(Some(Admitted { permit, limiter, stated }))
+            }
             Err(denied) => {
                 let response = respond(&denied, Some(limiter.policy()), self.style, self.cost);
                 Verdict::Denied(Box::new(denied), response)
@@ -195,12 +236,16 @@ where
                     Some(on_rejected) => Ok(on_rejected(&denied, &request, response)),
                     None => Ok(response),
                 },
-                Verdict::Pass(decision) => {
+                Verdict::Pass(None) => Ok(inner.call(request).await?.into_response()),
+                // The permit is held while the route's future runs, and given
+                // back when it ends, fails, or is dropped unfinished.
+                Verdict::Pass(Some(admitted)) => {
+                    // An error returns at once (it need not be `Send`, so no
+                    // await may follow it): dropped, the permit goes back.
                     let mut response = inner.call(request).await?.into_response();
-                    if let Some((decision, limiter)) = decision.filter(|_| shared.headers_on_allowed) {
-                        let (policy, style, cost) = (limiter.policy(), shared.style, shared.cost);
-                        let mut fields = HeaderMap::new();
-                        insert_rate_limit_headers_per_request(&mut fields, policy, &decision, style, cost);
+                    let fields = admitted.fields(&shared);
+                    admitted.give_back().await;
+                    if let Some(fields) = fields {
                         // Added to a handler's own (its denial, say), never in their place.
                         merge_rate_limit_fields(response.headers_mut(), &fields);
                     }
