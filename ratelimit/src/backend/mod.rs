@@ -127,7 +127,7 @@ pub struct Call {
 /// A concurrency policy's permits are held, not spent: `Acquire`,
 /// `Release` and `Renew` (the permit's calls) reach only its store, and a
 /// check or peek there reports whether `cost` permits are free, holding
-/// nothing. Any other pairing is refused ([`refused`](crate::algo::refused)).
+/// nothing. Any other pairing is refused, writing nothing (`algo::refused`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallKind {
     /// Take the cost if every rule allows it.
