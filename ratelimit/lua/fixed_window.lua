@@ -3,7 +3,7 @@
 -- count + cost <= limit. Twin: src/algo/fixed_window.rs.
 --
 -- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (prelude.lua)
--- KEYS, ARGV prelude.lua's.
+-- Values     prelude.lua's (KEYS and ARGV: batch.lua).
 -- Returns    the window reply (window.lua).
 --
 -- State (a hash): for strategy i (1-based) "s<i>" = window start µs, "c<i>"

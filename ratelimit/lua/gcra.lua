@@ -5,7 +5,7 @@
 --            (limit = burst + 1; the rate in lowest terms, n per p µs.
 --            Times are in units of 1/n µs: the emission interval is p
 --            units, the tolerance (burst + 1) * p units)
--- KEYS, ARGV prelude.lua's. Followed by set_state.lua.
+-- Values     prelude.lua's (KEYS and ARGV: batch.lua). Followed by set_state.lua.
 -- Returns    the bucket reply (set_state.lua), where v counts in units how
 --            far the TAT is ahead of now (redis-cell's ttl):
 --              allowed  v = the debt after the call (as if taken, for a

@@ -1,6 +1,6 @@
 -- head.lua: joined after the runtime's `local cross_slot = true|false`
 -- (the script is flagged allow-cross-slot-keys; batch.lua reads it), and
--- before the function `decide(key, o)` (prelude.lua): what the calls of one
+-- before the function `decide` (prelude.lua): what the calls of one
 -- script call share.
 
 -- Redis's clock in µs, read once per script call: Redis itself expires keys

@@ -1,4 +1,4 @@
--- policy_windows.lua: the windows reader (prelude.lua, ARGV [1]).
+-- policy_windows.lua: the windows reader (prelude.lua's `policy`).
 local precision = struct.unpack('<d', policy)
 local limits, windows = {}, {}
 for i = 1, (#policy - 8) / 16 do

@@ -5,7 +5,7 @@
 -- (half-open). Twin: src/algo/sliding_log.rs.
 --
 -- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (prelude.lua)
--- KEYS, ARGV prelude.lua's.
+-- Values     prelude.lua's (KEYS and ARGV: batch.lua).
 -- Returns    the window reply (window.lua).
 --
 -- State (a sorted set of entries): score = the µs the call was admitted at,
