@@ -43,12 +43,12 @@ end
 -- One call of a batch, on its own: its failure is its reply, not the batch's.
 -- A call fails at its first read, before it writes, so a failed call took nothing.
 -- The common call's word is empty, so it needs no unpacking.
-local function protected(key, policy, call)
+local function protected(key, policy, word)
   local ok, reply
-  if call == '' then
+  if word == '' then
     ok, reply = pcall(decide, key, policy, 1, 0, nil, 0)
   else
-    local cost, kind, now, slack = struct.unpack('<dddd', call)
+    local cost, kind, now, slack = struct_unpack('<dddd', word)
     if now < 0 then now = nil end
     ok, reply = pcall(decide, key, policy, cost, kind, now, slack)
   end

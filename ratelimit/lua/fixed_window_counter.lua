@@ -31,7 +31,6 @@
 -- (SET ... KEEPTTL), and replies as a check of cost 0: a window refunded
 -- to zero still runs to its end, as fixed_window.lua's does, so a key
 -- holding 0 is a running window, and none is an ended one.
-local call = redis.call
 
 -- The reply: v, dated by Redis's clock (head.lua).
 local function dated(v)
