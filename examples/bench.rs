@@ -196,6 +196,9 @@ struct Row {
 }
 
 fn main() {
+    if cell::print_script() {
+        return;
+    }
     if let Some((case, calls)) = counted::requested() {
         counted::run(&case, calls);
         return;

@@ -20,6 +20,24 @@ use std::sync::Arc;
 /// Decisions per script call in the batch cases, and per pipeline in cell's.
 pub const BATCH: u64 = 16;
 
+/// `bench --script <algorithm>`: prints the policy's numbers (hex) on one
+/// line, then the script the runtime binds for the bench's policy of that
+/// algorithm on Redis's clock, for `examples/bench/instructions.py`.
+/// Returns whether the command line asked for it.
+pub fn print_script() -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(at) = args.iter().position(|a| a == "--script") else { return false };
+    let name = args.get(at + 1).expect("--script takes an algorithm's name");
+    let algo = crate::cases::algorithms()
+        .into_iter()
+        .find(|a| a.kind.name() == name)
+        .unwrap_or_else(|| panic!("no algorithm {name:?}"));
+    let policy = redlimit::__private::policy_argument(&algo.policy, true);
+    println!("{}", policy.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    print!("{}", redlimit::__private::script_source(&algo.policy, true));
+    true
+}
+
 /// The module to load, if it is there.
 fn module() -> Result<PathBuf, PathBuf> {
     let path = match std::env::var_os("REDLIMIT_BENCH_REDIS_CELL") {
@@ -170,13 +188,13 @@ pub async fn run(options: Options, only: Option<AlgorithmKind>) {
         runs.iter().map(|m| Measured { ops_per_s: m.server_cpu_us_per_op, ..*m }).collect::<Vec<_>>()
     };
     let (cell_one, cell_pipelined) = (per_decision(0), per_decision(1));
-    for i in 0..cases.len() {
+    for (i, case) in cases.iter().enumerate() {
         let mine = per_decision(i);
         let m = Measured::mean(&mine);
         println!(
             "bench case=cell/{} decisions_per_s={:.0} server_cpu_us_per_decision={:.2} cpu_to_cell_pipelined={:.3} \
              cpu_to_cell_one={:.3} decisions_per_s_to_cell_pipelined={:.3}",
-            cases[i].name(),
+            case.name(),
             m.ops_per_s,
             m.server_cpu_us_per_op,
             median_ratio(&cpu(&mine), &cpu(&cell_pipelined)),
