@@ -198,8 +198,8 @@ fn join(fragments: &[&str], cross_slot: bool) -> String {
 /// use redlimit::Policy;
 ///
 /// let source = script_source(&Policy::token_bucket(10, "2/6s").unwrap(), true);
-/// assert!(source.contains("local capacity, n, p = struct.unpack('<ddd', policy)\n"));
-/// assert!(source.contains("return struct.pack('<dd', reply, now)\n"));
+/// assert!(source.contains("local capacity, n, p = struct_unpack('<ddd', policy)\n"));
+/// assert!(source.contains("return struct_pack('<dd', reply, now)\n"));
 /// assert!(source.ends_with("return replies\n"), "every script decides one call or a batch");
 /// assert_eq!(source, script_source(&Policy::token_bucket(7, "1/1h").unwrap(), true), "one script per family");
 /// ```
