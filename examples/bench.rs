@@ -9,6 +9,7 @@
 //! cargo run --release --example bench -- --only batching --algo gcra --in-flight 1,64  # group commit on/off
 //! cargo run --release --example bench -- --only policies --algo gcra  # a policy per user against one fixed limiter
 //! cargo run --release --example bench -- --only batch-forms  # a batch's keys declared, or carried in ARGV
+//! cargo run --release --example bench -- --only cell --rounds 6  # Redis CPU per decision next to redis-cell
 //! examples/bench/client_instructions.sh fixed_window/script fixed_window/macro  # client instructions per decision
 //! ```
 //!
@@ -27,6 +28,9 @@
 //!   `Limiter::check` on a batching store against an unbatched one and the
 //!   ceiling, at 1, 4, 64 and 256 calls in flight, with the Redis time per
 //!   decision;
+//! * redis-cell (alone with `--only cell`): Redis's CPU per decision of
+//!   `CL.THROTTLE`, one per call and pipelined, beside every algorithm's
+//!   script in batches, on a server of its own with the module loaded;
 //!
 //! then, on one thread, denials per second for a flooding client (the deny
 //! cache), the memory backend's ns per check next to governor's keyed
@@ -40,6 +44,8 @@
 mod batching;
 #[path = "bench/cases.rs"]
 mod cases;
+#[path = "bench/cell.rs"]
+mod cell;
 #[path = "bench/counted.rs"]
 mod counted;
 #[path = "bench/declared.rs"]
@@ -89,6 +95,8 @@ pub struct Options {
     pub only_policies: bool,
     /// `--only batch-forms`: a batch's keys declared against carried in ARGV, raw.
     pub only_batch_forms: bool,
+    /// `--only cell`: Redis CPU per decision next to redis-cell's (with `--algo`).
+    pub only_cell: bool,
 }
 
 fn options() -> (Options, batching::Selection) {
@@ -99,6 +107,7 @@ fn options() -> (Options, batching::Selection) {
     let mut only_batching = false;
     let mut only_policies = false;
     let mut only_batch_forms = false;
+    let mut only_cell = false;
     let mut selection = batching::Selection::default();
     let algorithm =
         |name: Option<&String>| AlgorithmKind::ALL.into_iter().find(|k| Some(k.name()) == name.map(String::as_str));
@@ -120,8 +129,9 @@ fn options() -> (Options, batching::Selection) {
                 Some(name) if name == "batching" => only_batching = true,
                 Some(name) if name == "policies" => only_policies = true,
                 Some(name) if name == "batch-forms" => only_batch_forms = true,
+                Some(name) if name == "cell" => only_cell = true,
                 name if algorithm(name).is_some() => only_algorithm = algorithm(name),
-                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms` or an algorithm's name, not {other:?}"),
+                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `cell` or an algorithm's name, not {other:?}"),
             },
             "--algo" => {
                 let name = iter.next();
@@ -137,8 +147,8 @@ fn options() -> (Options, batching::Selection) {
             }
             other => panic!(
                 "unknown argument {other:?}; use --long, --secs N, --rounds N, --only memory, --only batching \
-                 (with --algo <algorithm>, --in-flight 1,4,64,256), --only policies (with --algo <algorithm>) or \
-                 --only <algorithm>"
+                 (with --algo <algorithm>, --in-flight 1,4,64,256), --only policies (with --algo <algorithm>), \
+                 --only cell (with --algo <algorithm>) or --only <algorithm>"
             ),
         }
     }
@@ -151,6 +161,7 @@ fn options() -> (Options, batching::Selection) {
         only_batching,
         only_policies,
         only_batch_forms,
+        only_cell,
     };
     (options, selection)
 }
@@ -185,6 +196,9 @@ struct Row {
 }
 
 fn main() {
+    if cell::print_script() {
+        return;
+    }
     if let Some((case, calls)) = counted::requested() {
         counted::run(&case, calls);
         return;
@@ -204,6 +218,10 @@ async fn run(options: Options, selection: batching::Selection) {
     let mut admin = raw_connection(&server.url()).await;
     let load_connection = raw_connection(&server.url()).await;
     local::print_machine(&mut admin).await;
+    if options.only_cell {
+        cell::run(options, selection.algorithm).await;
+        return;
+    }
     if options.only_batching {
         batching::run(&server.url(), &mut admin, &load_connection, options, &selection).await;
         return;
@@ -361,6 +379,7 @@ async fn run(options: Options, selection: batching::Selection) {
     }
 
     batching::run(&server.url(), &mut admin, &load_connection, options, &selection).await;
+    cell::run(options, None).await;
 
     local::flood(&store, &mut admin).await;
     local::memory_backend_in_own_process(options);

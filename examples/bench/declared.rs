@@ -70,8 +70,8 @@ async fn measure(
                 if !declare_all {
                     cmd.arg(key);
                 }
-                // The policy, cost, peek, an empty now (Redis's clock), no slack.
-                cmd.arg(&*numbers).arg(1).arg(0).arg("").arg(0);
+                // The policy, and an empty word: the common call (cost 1, a check, Redis's clock).
+                cmd.arg(&*numbers).arg("");
             }
             let replies: Vec<Vec<u8>> = match cmd.query_async(&mut con).await {
                 Ok(replies) => replies,

@@ -159,7 +159,7 @@ async fn written_in_against_data(
     admin: &mut MultiplexedConnection,
     options: Options,
 ) -> Option<(Measured, Measured)> {
-    let reader = "struct.unpack('<ddd', policy)";
+    let reader = "struct_unpack('<ddd', policy)";
     let data_source = redlimit::__private::script_source(&algo.policy, true);
     if !data_source.contains(reader) {
         return None;

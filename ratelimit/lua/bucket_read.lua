@@ -20,10 +20,10 @@
 -- start, µs, of the second to whose end the TTL runs, if known).
 local full = capacity * p
 local owed, last, covered = false, now, false
-local v = redis.call('GET', key)
+local v = call('GET', key)
 if v and #v == 33 then
   local d, was_p, was_n
-  owed, last, d, was_p, was_n = struct.unpack('<ddBdd', v)
+  owed, last, d, was_p, was_n = struct_unpack('<ddBdd', v)
   if d < 255 then covered = last - last % 1000000 + d * 1000000 end
   if was_p ~= p or was_n ~= n then
     if now > last then

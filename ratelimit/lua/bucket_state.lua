@@ -31,6 +31,6 @@ if write then
   local second = e - e % 1000000
   local d = (second - (last - last % 1000000)) / 1000000
   if not server_clock or d > 254 then d = 255 end
-  value = struct.pack('<ddBdd', missing, last, d, p, n)
+  value = struct_pack('<ddBdd', missing, last, d, p, n)
   kept = covered == second
 end

@@ -2,7 +2,7 @@
 -- (all but fixed_window_counter.lua, whose window Redis times by the key's
 -- TTL): Redis's clock when the call sent none.
 --
--- Sets `read_at`, the time read (ARGV[3], or TIME once per script call:
+-- Sets `read_at`, the time read (the call's `now`, or TIME once per script call:
 -- head.lua's `redis_time`). The algorithm then
 -- moves `now` up to the latest time its state records, if that is later,
 -- so no call is judged before one already recorded for the key and a late

@@ -3,7 +3,7 @@
 -- count + cost <= limit. Twin: src/algo/fixed_window.rs.
 --
 -- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (prelude.lua)
--- KEYS, ARGV prelude.lua's.
+-- Values     prelude.lua's (KEYS and ARGV: batch.lua).
 -- Returns    the window reply (window.lua).
 --
 -- State (a hash): for strategy i (1-based) "s<i>" = window start µs, "c<i>"
@@ -27,7 +27,7 @@ for i = 1, k do
   fields[2 * i - 1], fields[2 * i] = 's' .. i, 'c' .. i
 end
 fields[2 * k + 1] = 's' .. (k + 1)
-local h = redis.call('HMGET', key, unpack(fields))
+local h = call('HMGET', key, unpack(fields))
 
 for i = 1, k do
   local s, c = tonumber(h[2 * i - 1]), tonumber(h[2 * i])
@@ -51,7 +51,7 @@ if refund then
       args[j + 1], args[j + 2] = 'c' .. i, string.format('%d', counts[i])
     end
   end
-  if #args > 0 then redis.call('HSET', key, unpack(args)) end
+  if #args > 0 then call('HSET', key, unpack(args)) end
   cost = 0
 end
 local violated, never = judge(counts)
@@ -93,18 +93,18 @@ end
 
 if taken > 0 and not peek then
   if starting or h[2 * k + 1] then
-    if h[2 * k + 1] then redis.call('DEL', key) end
+    if h[2 * k + 1] then call('DEL', key) end
     local args = {}
     for i = 1, k do
       args[4 * i - 3], args[4 * i - 2] = 's' .. i, string.format('%d', after[i])
       args[4 * i - 1], args[4 * i] = 'c' .. i, string.format('%d', counts[i] + taken)
     end
-    redis.call('HSET', key, unpack(args))
+    call('HSET', key, unpack(args))
     expire_after(reset)
   else
     local by = string.format('%d', taken)
     for i = 1, k do
-      redis.call('HINCRBY', key, 'c' .. i, by)
+      call('HINCRBY', key, 'c' .. i, by)
     end
   end
 end

@@ -10,7 +10,7 @@
 --
 -- Policy     local limit, window, window_text = <L>, <W ms>, '<W ms>'  (prelude.lua)
 --            (the window as a number and as the text PEXPIRE is given)
--- KEYS, ARGV prelude.lua's (cost, peek and refund; never now).
+-- Values     prelude.lua's (cost and kind; never now; KEYS and ARGV: batch.lua).
 -- Returns    the counter reply {v, now}: now = Redis's TIME in µs, the
 --            time of the decision, and v = count * (W + 2) + t, where
 --              count  permits taken in the window after the call (as if
@@ -31,7 +31,6 @@
 -- (SET ... KEEPTTL), and replies as a check of cost 0: a window refunded
 -- to zero still runs to its end, as fixed_window.lua's does, so a key
 -- holding 0 is a running window, and none is an ended one.
-local call = redis.call
 
 -- The reply: v, dated by Redis's clock (head.lua).
 local function dated(v)

@@ -5,7 +5,7 @@
 --            (limit = burst + 1; the rate in lowest terms, n per p µs.
 --            Times are in units of 1/n µs: the emission interval is p
 --            units, the tolerance (burst + 1) * p units)
--- KEYS, ARGV prelude.lua's. Followed by set_state.lua.
+-- Values     prelude.lua's (KEYS and ARGV: batch.lua). Followed by set_state.lua.
 -- Returns    the bucket reply (set_state.lua), where v counts in units how
 --            far the TAT is ahead of now (redis-cell's ttl):
 --              allowed  v = the debt after the call (as if taken, for a
@@ -42,14 +42,14 @@ local tolerance = limit * p
 -- ceil(TAT) of a binary state, whose TTL lasts to the end of its second.
 local debt = 0
 local covered = false
-local v = redis.call('GET', key)
+local v = call('GET', key)
 if v then
   local us, rem, was_n, was_p = false, 0
   if #v == 24 then
-    us, was_n, was_p = struct.unpack('<ddd', v)
+    us, was_n, was_p = struct_unpack('<ddd', v)
     covered = us
   elseif #v == 32 then
-    us, rem, was_n, was_p = struct.unpack('<dddd', v)
+    us, rem, was_n, was_p = struct_unpack('<dddd', v)
     covered = us + 1
   end
   if us and us >= now then
@@ -77,14 +77,14 @@ end
 if ahead then
   -- The new TAT is now + ahead / n µs; reset = ceil(ahead / n).
   if n == 1 then
-    value, reset = struct.pack('<ddd', now + ahead, n, p), ahead
+    value, reset = struct_pack('<ddd', now + ahead, n, p), ahead
   else
     local whole = math.floor(ahead / n)
     local rem = ahead - whole * n
     if rem == 0 then
-      value, reset = struct.pack('<ddd', now + whole, n, p), whole
+      value, reset = struct_pack('<ddd', now + whole, n, p), whole
     else
-      value, reset = struct.pack('<dddd', now + whole, rem, n, p), whole + 1
+      value, reset = struct_pack('<dddd', now + whole, rem, n, p), whole + 1
     end
   end
   -- e = ceil(new TAT); its second, against covered's.

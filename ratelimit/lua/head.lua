@@ -1,7 +1,11 @@
 -- head.lua: joined after the runtime's `local cross_slot = true|false`
 -- (the script is flagged allow-cross-slot-keys; batch.lua reads it), and
--- before the function `decide(key, o)` (prelude.lua): what the calls of one
+-- before the function `decide` (prelude.lua): what the calls of one
 -- script call share.
+
+-- The library functions every call uses, as locals of the script: a
+-- global's field is two table lookups at every use.
+local call, struct_pack, struct_unpack = redis.call, struct.pack, struct.unpack
 
 -- Redis's clock in µs, read once per script call: Redis itself expires keys
 -- by one time for a whole script, and the calls of a batch waited together,
@@ -9,7 +13,7 @@
 local time_read = false
 local function redis_time()
   if not time_read then
-    local t = redis.call('TIME')
+    local t = call('TIME')
     time_read = t[1] * 1000000 + t[2]
   end
   return time_read

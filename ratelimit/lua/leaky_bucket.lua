@@ -6,7 +6,7 @@
 --            (capacity in requests; the rate in lowest terms, n units per
 --            p µs: one request is p units, the bucket drains n units per
 --            µs; full = capacity * p)
--- KEYS, ARGV prelude.lua's. Between bucket_read.lua and bucket_state.lua, set_state.lua.
+-- Values     prelude.lua's (KEYS and ARGV: batch.lua). Between bucket_read.lua and bucket_state.lua, set_state.lua.
 -- Returns    the bucket reply (set_state.lua), v for the level in units:
 --              allowed  v = the level after the call (as if taken, for a
 --                       peek or cost 0; after it was lowered, for a refund);

@@ -1,2 +1,2 @@
--- policy_bucket.lua: the buckets reader (prelude.lua, ARGV [1]) (token and leaky bucket).
-local capacity, n, p = struct.unpack('<ddd', policy)
+-- policy_bucket.lua: the buckets reader (prelude.lua's `policy`) (token and leaky bucket).
+local capacity, n, p = struct_unpack('<ddd', policy)

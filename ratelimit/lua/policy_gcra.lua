@@ -1,2 +1,2 @@
--- policy_gcra.lua: the buckets reader (prelude.lua, ARGV [1]), for gcra.
-local burst, n, p = struct.unpack('<ddd', policy)
+-- policy_gcra.lua: the buckets reader (prelude.lua's `policy`), for gcra.
+local burst, n, p = struct_unpack('<ddd', policy)

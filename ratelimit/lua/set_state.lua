@@ -24,7 +24,7 @@
 --          (Redis's, on its own clock).
 if value then
   if kept and server_clock then
-    redis.call('SET', key, value, 'KEEPTTL')
+    call('SET', key, value, 'KEEPTTL')
   else
     local ms
     if server_clock then
@@ -33,7 +33,7 @@ if value then
       ms = math.floor((e - read_at + 999) / 1000) + slack
     end
     if ms < 1 then ms = 1 end
-    redis.call('SET', key, value, 'PX', string.format('%d', ms))
+    call('SET', key, value, 'PX', string.format('%d', ms))
   end
 end
-return struct.pack('<dd', reply, now)
+return struct_pack('<dd', reply, now)

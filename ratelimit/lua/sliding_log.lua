@@ -5,7 +5,7 @@
 -- (half-open). Twin: src/algo/sliding_log.rs.
 --
 -- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (prelude.lua)
--- KEYS, ARGV prelude.lua's.
+-- Values     prelude.lua's (KEYS and ARGV: batch.lua).
 -- Returns    the window reply (window.lua).
 --
 -- State (a sorted set of entries): score = the µs the call was admitted at,
@@ -42,7 +42,7 @@ for i = 1, k do
   if windows[i] > widest then widest = windows[i] end
 end
 
-local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+local newest = call('ZRANGE', key, -1, -1, 'WITHSCORES')
 local newest_at, newest_before, newest_weight = tonumber(newest[2]), 0, 0
 local total = 0
 if newest_at then
@@ -60,7 +60,7 @@ for i = 1, k do
   if c == nil then
     c = 0
     if newest_at and newest_at + window > now then
-      local first = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now - window), '+inf', 'LIMIT', 0, 1)
+      local first = call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now - window), '+inf', 'LIMIT', 0, 1)
       c = total - entry(first[1])
     end
     by_window[window] = c
@@ -92,17 +92,17 @@ end
 local retry = -1
 if violated ~= 0 and not never then
   retry = 0
-  local size = redis.call('ZCARD', key)
+  local size = call('ZCARD', key)
   for i = 1, k do
     if violates(violated, i) then
       local must_leave = total + cost - limits[i]
       local lo, hi = 0, size - 1
       while lo < hi do
         local mid = math.floor((lo + hi) / 2)
-        local before, weight = entry(redis.call('ZRANGE', key, mid, mid)[1])
+        local before, weight = entry(call('ZRANGE', key, mid, mid)[1])
         if before + weight >= must_leave then hi = mid else lo = mid + 1 end
       end
-      local hit = redis.call('ZRANGE', key, lo, lo, 'WITHSCORES')
+      local hit = call('ZRANGE', key, lo, lo, 'WITHSCORES')
       local r = tonumber(hit[2]) + windows[i] - now
       retries[i] = r
       if r > retry then retry = r end
@@ -112,23 +112,23 @@ end
 
 if taken > 0 and not peek then
   local at = string.format('%d', now)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - widest))
+  call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - widest))
   -- written: the running total before the entry this call wrote.
   local written = 0
-  if alive and (newest_at == now or redis.call('ZCARD', key) >= max_entries) then
+  if alive and (newest_at == now or call('ZCARD', key) >= max_entries) then
     written = newest_before
-    redis.call('ZREM', key, newest[1])
-    redis.call('ZADD', key, at, member(written, newest_weight + taken))
+    call('ZREM', key, newest[1])
+    call('ZADD', key, at, member(written, newest_weight + taken))
   else
     if alive then written = total end
-    redis.call('ZADD', key, at, member(written, taken))
+    call('ZADD', key, at, member(written, taken))
   end
   -- The oldest entry's total is at most the newest's: read only if needed.
   local base = 0
-  if written >= rebase_from then base = entry(redis.call('ZRANGE', key, 0, 0)[1]) end
+  if written >= rebase_from then base = entry(call('ZRANGE', key, 0, 0)[1]) end
   if base >= rebase_from then
-    local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
-    redis.call('DEL', key)
+    local all = call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    call('DEL', key)
     for j = 1, #all, 1000 do
       local args = {}
       for m = j, math.min(j + 999, #all), 2 do
@@ -136,7 +136,7 @@ if taken > 0 and not peek then
         args[#args + 1] = all[m + 1]
         args[#args + 1] = member(before - base, weight)
       end
-      redis.call('ZADD', key, unpack(args))
+      call('ZADD', key, unpack(args))
     end
   end
   expire_after(reset)

@@ -5,7 +5,7 @@
 -- sub-windows, and sliding_window_totals.lua beyond.
 --
 -- Policy     local precision, limits, windows = <P µs>, {<L_1>, ...}, {<W_1 µs>, ...}
--- KEYS, ARGV prelude.lua's.
+-- Values     prelude.lua's (KEYS and ARGV: batch.lua).
 -- Returns    the window reply (window.lua).
 --
 -- State (a hash): sub_windows.lua's fields. Written only when allowed,
@@ -14,7 +14,7 @@
 -- totals layout's other fields: its totals would miss this script's
 -- writes, and so the two layouts can follow each other on a key.
 
-local raw = redis.call('HGETALL', key)
+local raw = call('HGETALL', key)
 local counts, newest, entries, _, stale = recount(raw, function() return true end)
 local violated, never = judge(counts)
 local taken = violated == 0 and cost or 0
@@ -35,7 +35,7 @@ if violated ~= 0 and not never then
 end
 
 if taken > 0 and not peek then
-  redis.call('HINCRBY', key, string.format('%d', current), string.format('%d', taken))
+  call('HINCRBY', key, string.format('%d', current), string.format('%d', taken))
   delete_fields(stale)
   expire_after(reset)
 end

@@ -4,7 +4,7 @@
 -- holds. Twin: src/algo/sliding_window.rs (the same as the hash layout's).
 --
 -- Policy     local precision, limits, windows = <P µs>, {<L_1>, ...}, {<W_1 µs>, ...}
--- KEYS, ARGV prelude.lua's.
+-- Values     prelude.lua's (KEYS and ARGV: batch.lua).
 -- Returns    the window reply (window.lua).
 --
 -- State (a hash): sub_windows.lua's fields, and besides them "l" = the
@@ -30,12 +30,12 @@ signature = table.concat(signature, ':')
 local current_field = string.format('%d', current)
 
 -- n, l, p, the current sub-window's count, t1..tk.
-local head = redis.call('HMGET', key, 'n', 'l', 'p', current_field, unpack(total_fields))
+local head = call('HMGET', key, 'n', 'l', 'p', current_field, unpack(total_fields))
 local newest, last = tonumber(head[1]), tonumber(head[2])
 if newest and newest > current then
   catch_up(newest)
   current_field = string.format('%d', current)
-  head[4] = redis.call('HGET', key, current_field)
+  head[4] = call('HGET', key, current_field)
 end
 local counts, current_count, stale = {}, 0, {}
 local entries = nil -- every live sub-window as {index, count}, when recounted
@@ -58,7 +58,7 @@ if incremental and current > last then
     table.sort(names)
     local fields = {}
     for j = 1, #names do fields[j] = string.format('%d', names[j]) end
-    local values = redis.call('HMGET', key, unpack(fields))
+    local values = call('HMGET', key, unpack(fields))
     for j = 1, #names do expiring[names[j]] = tonumber(values[j]) or 0 end
     for j = 1, #names do
       if names[j] + widest <= current and values[j] then stale[#stale + 1] = fields[j] end
@@ -87,7 +87,7 @@ if incremental then
 else
   -- Recount every field, as the hash layout does; drop the totals of
   -- strategies this policy no longer has.
-  counts, newest, entries, current_count, stale = recount(redis.call('HGETALL', key), function(field)
+  counts, newest, entries, current_count, stale = recount(call('HGETALL', key), function(field)
     return string.match(field, '^t%d+$') and tonumber(string.sub(field, 2)) > k
   end)
   current_field = string.format('%d', current)
@@ -116,7 +116,7 @@ if violated ~= 0 and not never then
           local stop = math.min(idx + 127, current)
           local fields = {}
           for j = idx, stop do fields[#fields + 1] = string.format('%d', j) end
-          local values = redis.call('HMGET', key, unpack(fields))
+          local values = call('HMGET', key, unpack(fields))
           for j = 1, #fields do
             local c = tonumber(values[j])
             if c then
@@ -140,7 +140,7 @@ end
 
 if taken > 0 and not peek then
   if stale == false then
-    redis.call('DEL', key)
+    call('DEL', key)
   else
     delete_fields(stale)
   end
@@ -152,7 +152,7 @@ if taken > 0 and not peek then
     fields[#fields + 1] = total_fields[i]
     fields[#fields + 1] = string.format('%d', counts[i] + taken)
   end
-  redis.call('HSET', key, unpack(fields))
+  call('HSET', key, unpack(fields))
   expire_after(reset)
 end
 

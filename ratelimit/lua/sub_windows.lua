@@ -94,6 +94,6 @@ end
 -- Deletes `fields`, at most a thousand per command.
 local function delete_fields(fields)
   for j = 1, #fields, 1000 do
-    redis.call('HDEL', key, unpack(fields, j, math.min(j + 999, #fields)))
+    call('HDEL', key, unpack(fields, j, math.min(j + 999, #fields)))
   end
 end

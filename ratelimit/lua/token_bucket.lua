@@ -5,7 +5,7 @@
 --            (capacity in tokens; the rate in lowest terms, n units per
 --            p µs: one token is p units, the bucket gains n units per µs;
 --            full = capacity * p)
--- KEYS, ARGV prelude.lua's. Between bucket_read.lua and bucket_state.lua, set_state.lua.
+-- Values     prelude.lua's (KEYS and ARGV: batch.lua). Between bucket_read.lua and bucket_state.lua, set_state.lua.
 -- Returns    the bucket reply (set_state.lua), v for the units held:
 --              allowed  v = the units after the call (as if taken, for a
 --                       peek or cost 0; after the tokens came back, for a

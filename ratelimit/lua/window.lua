@@ -60,5 +60,5 @@ end
 local function expire_after(us)
   local ms = math.floor((us + now - read_at + 999) / 1000) + slack
   if ms < 1 then ms = 1 end
-  redis.call('PEXPIRE', key, string.format('%d', ms))
+  call('PEXPIRE', key, string.format('%d', ms))
 end

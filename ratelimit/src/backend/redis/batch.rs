@@ -114,6 +114,8 @@ impl Batcher {
 /// One script call's place in its lane. Whoever holds it sends the
 /// calls waiting in that lane; dropped (its call answered, or its caller
 /// gone), it hands the place to a task that sends them, or gives it up.
+/// A batch's task yields once before gathering the next: no timer, and
+/// only while batches run, so a lone call is never held.
 struct Flight {
     eval: Arc<Eval>,
     lanes: Arc<Lanes>,
@@ -154,6 +156,10 @@ impl Flight {
     async fn drive(mut self, mut batch: Vec<Waiting>) {
         loop {
             send(&self.eval, &self.lanes.grouping, self.lane_id.family, batch).await;
+            // The callers just answered mostly call again at once: letting
+            // their tasks run first puts those calls in the next batch
+            // rather than in the one after.
+            tokio::task::yield_now().await;
             match self.next() {
                 Some(next) => batch = next,
                 None => return,

@@ -69,8 +69,8 @@ impl Eval {
     ) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
         let Some((first, _)) = calls.split_first() else { return Ok(Vec::new()) };
         self.load_once(family).await;
-        let bytes: usize = calls.iter().map(|c| c.key.len() + c.plan.policy.len() + 48).sum();
-        let mut cmd = Cmd::with_capacity(4 + 6 * calls.len(), 64 + first.key.len() + bytes);
+        let bytes: usize = calls.iter().map(|c| c.key.len() + c.plan.policy.len() + CALL_WORD + 24).sum();
+        let mut cmd = Cmd::with_capacity(4 + 3 * calls.len(), 64 + first.key.len() + bytes);
         cmd.arg("EVALSHA").arg(self.registry.script(family).get_hash());
         if declare_all {
             cmd.arg(calls.len());
@@ -78,7 +78,7 @@ impl Eval {
                 cmd.arg(key);
             }
             for Batched { call, plan, .. } in calls {
-                all_arguments(&mut cmd, &plan.policy, *call);
+                batched_arguments(&mut cmd, &plan.policy, *call);
             }
         } else {
             // Redis routes and checks the batch by its first key; the script
@@ -86,7 +86,7 @@ impl Eval {
             cmd.arg(1).arg(&first.key);
             for Batched { key, call, plan } in calls {
                 cmd.arg(key);
-                all_arguments(&mut cmd, &plan.policy, *call);
+                batched_arguments(&mut cmd, &plan.policy, *call);
             }
         }
         let replayable = calls.iter().all(|c| c.call.kind == CallKind::Peek);
@@ -276,28 +276,43 @@ impl redis::ToRedisArgs for KindFlag {
     }
 }
 
-/// A single call's ARGV (`lua/prelude.lua`): the policy, cost, kind, now
-/// and slack, leaving out the trailing ones that are the common call's
-/// (cost 1, a check, Redis's clock).
+/// A single call's ARGV (`lua/batch.lua`): the policy, cost, kind, now
+/// and slack as text, leaving out the trailing ones that are the common
+/// call's (cost 1, a check, Redis's clock).
 fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
-    if call.now_us.is_some() {
-        return all_arguments(cmd, policy, call);
-    }
     cmd.arg(policy);
-    if call.kind != CallKind::Check {
+    if let Some(now) = call.now_us {
+        cmd.arg(call.cost).arg(kind_flag(call.kind)).arg(crate::clock::bounded(now)).arg(CLIENT_CLOCK_SLACK_US / 1000);
+    } else if call.kind != CallKind::Check {
         cmd.arg(call.cost).arg(kind_flag(call.kind));
     } else if call.cost != 1 {
         cmd.arg(call.cost);
     }
 }
 
-/// A batched call's five ARGV: an empty now is Redis's clock.
-fn all_arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
-    cmd.arg(policy).arg(call.cost).arg(kind_flag(call.kind));
-    match call.now_us {
-        Some(now) => cmd.arg(crate::clock::bounded(now)).arg(CLIENT_CLOCK_SLACK_US / 1000),
-        None => cmd.arg("").arg(0),
+/// The bytes of a batched call's word that is not the common call's.
+const CALL_WORD: usize = 32;
+
+/// A batched call's two ARGV (`lua/batch.lua`): the policy, then empty for
+/// the common call (cost 1, a check, Redis's clock), which the script then
+/// reads without unpacking anything; else cost, kind, now (-1: Redis's
+/// clock) and slack as four little-endian doubles.
+fn batched_arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
+    cmd.arg(policy);
+    if call.cost == 1 && call.kind == CallKind::Check && call.now_us.is_none() {
+        cmd.arg(&b""[..]);
+        return;
+    }
+    let (now, slack) = match call.now_us {
+        Some(now) => (crate::clock::bounded(now) as f64, (CLIENT_CLOCK_SLACK_US / 1000) as f64),
+        None => (-1.0, 0.0),
     };
+    let mut word = [0u8; CALL_WORD];
+    // A cost past 2^53 rounds as the script's own parsing of its text would.
+    for (slot, v) in word.chunks_exact_mut(8).zip([call.cost as f64, f64::from(kind_flag(call.kind)), now, slack]) {
+        slot.copy_from_slice(&v.to_le_bytes());
+    }
+    cmd.arg(&word[..]);
 }
 
 /// `future`, or [`Error::Timeout`] once `timeout` has passed.
@@ -337,10 +352,12 @@ mod tests {
     }
 
     #[test]
-    fn a_batched_call_sends_all_five_argv() {
+    fn a_batched_call_sends_its_policy_and_a_word_empty_for_the_common_call() {
         use CallKind::*;
-        assert_eq!(sent(all_arguments, 1, Check, None), [&b"P"[..], b"1", b"0", b"", b"0"].map(<[u8]>::to_vec));
-        assert_eq!(sent(all_arguments, 5, Peek, Some(9)), [&b"P"[..], b"5", b"1", b"9", b"60000"].map(<[u8]>::to_vec));
-        assert_eq!(sent(all_arguments, 3, Refund, None), [&b"P"[..], b"3", b"2", b"", b"0"].map(<[u8]>::to_vec));
+        let word = |values: [f64; 4]| values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
+        assert_eq!(sent(batched_arguments, 1, Check, None), [b"P".to_vec(), Vec::new()]);
+        assert_eq!(sent(batched_arguments, 5, Peek, Some(9)), [b"P".to_vec(), word([5.0, 1.0, 9.0, 60.0 * 1000.0])]);
+        assert_eq!(sent(batched_arguments, 3, Refund, None), [b"P".to_vec(), word([3.0, 2.0, -1.0, 0.0])]);
+        assert_eq!(sent(batched_arguments, 2, Check, None), [b"P".to_vec(), word([2.0, 0.0, -1.0, 0.0])]);
     }
 }

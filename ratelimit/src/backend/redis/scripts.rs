@@ -2,9 +2,10 @@
 //! and what one policy sends with each call ([`Plan`]); the registry of the
 //! scripts a backend uses, to load them again after Redis loses them.
 //!
-//! A script is `lua/head.lua`, then the function `decide(key, o)`:
-//! `lua/prelude.lua` (KEYS, ARGV), the family's policy reader and its
-//! algorithm's fragments; then `lua/batch.lua`. The policy's numbers travel
+//! A script is `lua/head.lua`, then the function `decide(key, policy, cost,
+//! kind, now, slack)`: `lua/prelude.lua` (a call's values), the family's
+//! policy reader and its algorithm's fragments; then `lua/batch.lua` (KEYS
+//! and ARGV: one call or a batch). The policy's numbers travel
 //! with each call, so the scripts a store loads are fixed by the families
 //! (and whether a cluster's scripts cross slots), never by the policies.
 
@@ -176,8 +177,8 @@ fn windows(precision_us: u64, strategies: &[Strategy]) -> Vec<u8> {
 }
 
 /// The `local cross_slot = true|false` line, opened by [`CROSS_SLOT`] when
-/// set; head.lua; the prelude and `fragments` as the function
-/// `decide(key, o)`; then batch.lua, which calls it once per call.
+/// set; head.lua; the prelude and `fragments` as the function `decide`;
+/// then batch.lua, which calls it once per call.
 fn join(fragments: &[&str], cross_slot: bool) -> String {
     let mut source = String::new();
     if cross_slot {
@@ -185,7 +186,7 @@ fn join(fragments: &[&str], cross_slot: bool) -> String {
     }
     source.push_str(&format!("local cross_slot = {cross_slot}\n"));
     source.push_str(HEAD);
-    source.push_str("local function decide(key, o)\n");
+    source.push_str("local function decide(key, policy, cost, kind, now, slack)\n");
     source.push_str(PRELUDE);
     for fragment in fragments {
         source.push_str(fragment);
@@ -207,8 +208,8 @@ fn join(fragments: &[&str], cross_slot: bool) -> String {
 /// use redlimit::Policy;
 ///
 /// let source = script_source(&Policy::token_bucket(10, "2/6s").unwrap(), true);
-/// assert!(source.contains("local capacity, n, p = struct.unpack('<ddd', policy)\n"));
-/// assert!(source.contains("return struct.pack('<dd', reply, now)\n"));
+/// assert!(source.contains("local capacity, n, p = struct_unpack('<ddd', policy)\n"));
+/// assert!(source.contains("return struct_pack('<dd', reply, now)\n"));
 /// assert!(source.ends_with("return replies\n"), "every script decides one call or a batch");
 /// assert_eq!(source, script_source(&Policy::token_bucket(7, "1/1h").unwrap(), true), "one script per family");
 /// ```

@@ -1,0 +1,229 @@
+//! Redis's CPU per decision next to redis-cell's: `CL.THROTTLE` one per
+//! call and pipelined, against every algorithm's raw script in its batch
+//! form (every key declared, as the runtime sends to one server), on one
+//! redis-server of the bench's own with the module loaded, all cases in
+//! turn in every round (every other round reversed).
+//!
+//! The module is `../shared/bench/redis-cell/libredis_cell.so` next to the
+//! repository, or the file `REDLIMIT_BENCH_REDIS_CELL` names; without it
+//! the section says so in one line and is skipped.
+
+use crate::load::{self, drive, Measured};
+use crate::{flush, median_ratio, raw_connection, Options};
+use redis::aio::MultiplexedConnection;
+use redis::Value;
+use redlimit::AlgorithmKind;
+use redlimit_test_support::redis_server::{free_port, RedisServer};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Decisions per script call in the batch cases, and per pipeline in cell's.
+pub const BATCH: u64 = 16;
+
+/// `bench --script <algorithm>`: prints the policy's numbers (hex) on one
+/// line, then the script the runtime binds for the bench's policy of that
+/// algorithm on Redis's clock, for `examples/bench/instructions.py`.
+/// Returns whether the command line asked for it.
+pub fn print_script() -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(at) = args.iter().position(|a| a == "--script") else { return false };
+    let name = args.get(at + 1).expect("--script takes an algorithm's name");
+    let algo = crate::cases::algorithms()
+        .into_iter()
+        .find(|a| a.kind.name() == name)
+        .unwrap_or_else(|| panic!("no algorithm {name:?}"));
+    let policy = redlimit::__private::policy_argument(&algo.policy, true);
+    println!("{}", policy.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    print!("{}", redlimit::__private::script_source(&algo.policy, true));
+    true
+}
+
+/// The module to load, if it is there.
+fn module() -> Result<PathBuf, PathBuf> {
+    let path = match std::env::var_os("REDLIMIT_BENCH_REDIS_CELL") {
+        Some(path) => PathBuf::from(path),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/redis-cell/libredis_cell.so"),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(path)
+    }
+}
+
+/// One case of the section: what each call of the load sends.
+#[derive(Clone)]
+enum Case {
+    /// `CL.THROTTLE` of `BATCH` keys in one pipeline, or of one key.
+    Cell { pipelined: bool },
+    /// One algorithm's script, one decision per `EVALSHA`, or a batch of `BATCH`.
+    Script { kind: AlgorithmKind, script: Arc<redis::Script>, policy: Arc<Vec<u8>>, batch: bool },
+}
+
+impl Case {
+    fn name(&self) -> String {
+        match self {
+            Case::Cell { pipelined: false } => "cell/one".into(),
+            Case::Cell { pipelined: true } => format!("cell/pipelined{BATCH}"),
+            Case::Script { kind, batch: false, .. } => format!("{}/one", kind.name()),
+            Case::Script { kind, batch: true, .. } => format!("{}/batch{BATCH}", kind.name()),
+        }
+    }
+
+    fn decisions_per_call(&self) -> u64 {
+        match self {
+            Case::Cell { pipelined } | Case::Script { batch: pipelined, .. } => {
+                if *pipelined {
+                    BATCH
+                } else {
+                    1
+                }
+            }
+        }
+    }
+
+    /// One call of the load: `keys` are the users it decides for.
+    async fn call(&self, con: &mut MultiplexedConnection, keys: &[String]) {
+        match self {
+            Case::Cell { .. } => {
+                // The bench's gcra policy: burst 999, 1000 per 1 s, one permit.
+                let mut pipe = redis::pipe();
+                for key in keys {
+                    pipe.cmd("CL.THROTTLE").arg(key).arg(999).arg(1000).arg(1).arg(1);
+                }
+                let replies: Vec<Vec<i64>> = pipe.query_async(con).await.expect("CL.THROTTLE");
+                assert!(replies.iter().all(|r| r.len() == 5 && r[0] == 0), "cell admits every call");
+            }
+            Case::Script { script, policy, batch, .. } => {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
+                for _ in keys {
+                    cmd.arg(&**policy);
+                    if *batch {
+                        // The common call (cost 1, a check, Redis's clock): an empty word.
+                        cmd.arg("");
+                    }
+                }
+                let reply: Value = match cmd.query_async(con).await {
+                    Ok(reply) => reply,
+                    // The first EVALSHA of a fresh server: load the script, then go on.
+                    Err(_) => {
+                        script.prepare_invoke().load_async(con).await.expect("SCRIPT LOAD");
+                        cmd.query_async(con).await.expect("raw EVALSHA")
+                    }
+                };
+                if *batch {
+                    let Value::Array(replies) = reply else { panic!("a batch replies a table: {reply:?}") };
+                    assert_eq!(replies.len(), keys.len());
+                    // A call that failed replies a table of its error alone (lua/batch.lua).
+                    let failed = |r: &Value| matches!(r, Value::Array(a) if matches!(&a[..], [Value::BulkString(_)]));
+                    assert!(!replies.iter().any(failed), "a batched call failed: {replies:?}");
+                }
+            }
+        }
+    }
+}
+
+/// Runs the section, on `only`'s algorithm or all of them.
+pub async fn run(options: Options, only: Option<AlgorithmKind>) {
+    let module = match module() {
+        Ok(path) => path,
+        Err(path) => {
+            println!(
+                "\nbench case=cell skipped: no redis-cell module at {} (set REDLIMIT_BENCH_REDIS_CELL to its libredis_cell.so)",
+                path.display()
+            );
+            return;
+        }
+    };
+    let module_arg = module.to_string_lossy().into_owned();
+    let server = RedisServer::start_on(free_port, &["--appendonly", "no", "--loadmodule", &module_arg], None);
+    let mut admin = raw_connection(&server.url()).await;
+    let con = raw_connection(&server.url()).await;
+    println!(
+        "\nredis-cell: CL.THROTTLE one per call and {BATCH} per pipeline, against each algorithm's raw script in \
+         batches of {BATCH} (every key declared) and gcra one per EVALSHA; {} in flight, {} users, {} rounds of {:?}; \
+         module {}",
+        load::IN_FLIGHT,
+        load::USERS,
+        options.rounds,
+        options.window / options.rounds,
+        module.display()
+    );
+    let mut cases = vec![Case::Cell { pipelined: false }, Case::Cell { pipelined: true }];
+    for algo in crate::cases::algorithms() {
+        // The script the runtime binds for the policy on Redis's clock.
+        let script = Arc::new(redis::Script::new(&redlimit::__private::script_source(&algo.policy, true)));
+        let policy = Arc::new(redlimit::__private::policy_argument(&algo.policy, true));
+        if algo.kind == AlgorithmKind::Gcra {
+            cases.push(Case::Script { kind: algo.kind, script: script.clone(), policy: policy.clone(), batch: false });
+        }
+        if only.is_none_or(|k| k == algo.kind) {
+            cases.push(Case::Script { kind: algo.kind, script, policy, batch: true });
+        }
+    }
+    let mut runs: Vec<Vec<Measured>> = vec![Vec::new(); cases.len()];
+    for round in 0..options.rounds {
+        let mut order: Vec<usize> = (0..cases.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            runs[i].push(measure(&cases[i], &mut admin, &con, options.run()).await);
+        }
+    }
+    // Per decision: a call of the load decided `decisions_per_call`.
+    let per_decision = |i: usize| {
+        let per = cases[i].decisions_per_call() as f64;
+        runs[i]
+            .iter()
+            .map(|m| Measured {
+                ops_per_s: m.ops_per_s * per,
+                server_cpu_us_per_op: m.server_cpu_us_per_op / per,
+                ..*m
+            })
+            .collect::<Vec<_>>()
+    };
+    let cpu = |runs: &[Measured]| {
+        runs.iter().map(|m| Measured { ops_per_s: m.server_cpu_us_per_op, ..*m }).collect::<Vec<_>>()
+    };
+    let (cell_one, cell_pipelined) = (per_decision(0), per_decision(1));
+    for (i, case) in cases.iter().enumerate() {
+        let mine = per_decision(i);
+        let m = Measured::mean(&mine);
+        println!(
+            "bench case=cell/{} decisions_per_s={:.0} server_cpu_us_per_decision={:.2} cpu_to_cell_pipelined={:.3} \
+             cpu_to_cell_one={:.3} decisions_per_s_to_cell_pipelined={:.3}",
+            case.name(),
+            m.ops_per_s,
+            m.server_cpu_us_per_op,
+            median_ratio(&cpu(&mine), &cpu(&cell_pipelined)),
+            median_ratio(&cpu(&mine), &cpu(&cell_one)),
+            median_ratio(&mine, &cell_pipelined),
+        );
+    }
+    println!(
+        "(cpu_to_*: medians of the rounds' own ratios of redis-server CPU per decision; at most 1: no more than cell)"
+    );
+    drop(server);
+}
+
+/// `case` at the bench's calls in flight on distinct users.
+async fn measure(
+    case: &Case,
+    admin: &mut MultiplexedConnection,
+    con: &MultiplexedConnection,
+    options: Options,
+) -> Measured {
+    let (case, con) = (Arc::new(case.clone()), con.clone());
+    let per = case.decisions_per_call();
+    flush(admin).await;
+    drive(admin, load::IN_FLIGHT, options.warmup, options.window, move |task, n| {
+        let (case, mut con) = (case.clone(), con.clone());
+        async move {
+            let keys: Vec<String> = (0..per).map(|j| format!("cell:{}", load::user(task, n * per + j))).collect();
+            case.call(&mut con, &keys).await
+        }
+    })
+    .await
+}

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Instructions redis-server executes per decision (callgrind): a cost that
+does not depend on the machine's load, where CPU time does.
+
+    cargo build --release --example bench
+    examples/bench/instructions.py gcra batch      # the script, batches of 16 (every key declared)
+    examples/bench/instructions.py gcra one        # the script, one decision per EVALSHA
+    examples/bench/instructions.py gcra cell       # redis-cell's CL.THROTTLE (the same gcra policy)
+    examples/bench/instructions.py sliding_log batch 8
+
+The script and the policy's numbers are the runtime's for the bench's policy
+of that algorithm on Redis's clock (`bench --script <algorithm>`). It starts
+its own redis-server under valgrind's callgrind on a free loopback port
+(never one it did not start), with redis-cell loaded for `cell`
+(../shared/bench/redis-cell/libredis_cell.so, or REDLIMIT_BENCH_REDIS_CELL),
+sends 16 000 decisions pipelined over 64 keys (so keys stay alive however
+slow the run is), then counts the next 8 000 (DECISIONS) and prints their
+mean. Needs valgrind, redis-server and python3; BENCH names another build.
+"""
+import glob, os, socket, subprocess, sys, tempfile, time
+
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..')
+algo, mode = sys.argv[1], sys.argv[2]
+size = int(sys.argv[3]) if len(sys.argv) > 3 else 16
+decisions = int(os.environ.get('DECISIONS', '8000'))
+keys = 64
+bench = os.environ.get('BENCH', os.path.join(root, 'target/release/examples/bench'))
+printed = subprocess.run([bench, '--script', algo], check=True, capture_output=True).stdout
+policy_hex, source = printed.split(b'\n', 1)
+policy = bytes.fromhex(policy_hex.decode())
+cell = os.environ.get('REDLIMIT_BENCH_REDIS_CELL', os.path.join(root, '../shared/bench/redis-cell/libredis_cell.so'))
+
+
+def command(args):
+    parts = [b'*%d\r\n' % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        parts.append(b'$%d\r\n%s\r\n' % (len(a), a))
+    return b''.join(parts)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+out = tempfile.mkdtemp()
+port = free_port()
+server = subprocess.Popen(
+    ['valgrind', '--tool=callgrind', '--instr-atstart=no', '--callgrind-out-file=' + out + '/cg.%p',
+     'redis-server', '--port', str(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']
+    + (['--loadmodule', cell] if mode == 'cell' else []),
+    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(300):
+    try:
+        con = socket.create_connection(('127.0.0.1', port))
+        break
+    except OSError:
+        time.sleep(0.1)
+replies = con.makefile('rb')
+
+
+def read():
+    line = replies.readline()
+    if line[:1] == b'$':
+        n = int(line[1:])
+        return None if n < 0 else replies.read(n + 2)[:-2]
+    if line[:1] == b'*':
+        return [read() for _ in range(int(line[1:]))]
+    if line[:1] == b'-':
+        sys.exit('redis-server answered ' + line.decode().strip())
+    return line[1:-2]
+
+
+con.sendall(command(['SCRIPT', 'LOAD', source]))
+sha = read()
+user = 0
+
+
+def next_key():
+    global user
+    user += 1
+    return 'user:%d' % (user % keys)
+
+
+def request():
+    if mode == 'cell':
+        return command(['CL.THROTTLE', next_key(), 999, 1000, 1, 1])
+    if mode == 'one':
+        return command(['EVALSHA', sha, 1, next_key(), policy])
+    batch = [next_key() for _ in range(size)]
+    # Every key declared; each call's policy and an empty word: the common call.
+    return command(['EVALSHA', sha, size] + batch + [policy, b''] * size)
+
+
+per_request = size if mode == 'batch' else 1
+
+
+def run(n):
+    requests = n // per_request
+    for at in range(0, requests, 50):
+        m = min(50, requests - at)
+        con.sendall(b''.join(request() for _ in range(m)))
+        for _ in range(m):
+            read()
+
+
+run(16000)
+subprocess.run(['callgrind_control', '-i', 'on', str(server.pid)], stdout=subprocess.DEVNULL)
+run(decisions)
+subprocess.run(['callgrind_control', '-i', 'off', str(server.pid)], stdout=subprocess.DEVNULL)
+subprocess.run(['callgrind_control', '-d', str(server.pid)], stdout=subprocess.DEVNULL)
+time.sleep(1)
+con.sendall(command(['SHUTDOWN', 'NOSAVE']))
+server.wait()
+total = 0
+for name in glob.glob(out + '/cg.*'):
+    for line in open(name):
+        # A part's `totals:` closes it (its `summary:` line may read 0).
+        if line.startswith('totals:'):
+            total += int(line.split()[1])
+label = {'batch': 'batches of %d' % size, 'one': 'one per EVALSHA', 'cell': 'CL.THROTTLE'}[mode]
+print('%s %s: %d instructions per decision (%s)' % (algo, label, total // decisions, out))
