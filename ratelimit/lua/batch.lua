@@ -1,18 +1,20 @@
 -- batch.lua: joined last in every script, after the `end` of the function
--- `decide(key, policy, cost, kind, now, slack)` that prelude.lua opens: the
+-- `decide(key, policy, cost, kind, now, slack, permit)` that prelude.lua opens: the
 -- calls a script call carries, and their values (prelude.lua says what
 -- each means).
 --
 -- KEYS, ARGV  one call: its key KEYS[1] and at most five ARGV, as text, a
 --             later one needing the earlier ones (the runtime leaves out
 --             the trailing ones that are the common call's):
---               [1] policy; [2] cost (absent = 1); [3] kind ("1" peek,
---               "2" refund; absent or "0" = a check); [4] now (absent or
---               empty = Redis's clock); [5] slack (sent with [4]; absent = 0);
+--               [1] policy; [2] cost (absent = 1); [3] kind, its digit
+--               (absent = 0, a check), then a permit's 16-byte id for a
+--               concurrency call; [4] now (absent or empty = Redis's
+--               clock); [5] slack (sent with [4]; absent = 0);
 --             or a batch of m calls, two values each: the policy, then the
 --             call: empty for the common call (cost 1, a check, Redis's
 --             clock), else struct.pack('<dddd', cost, kind, now, slack)
---             with now = -1 for Redis's clock. In one of two forms:
+--             with now = -1 for Redis's clock, then a permit's 16-byte id
+--             for a concurrency call. In one of two forms:
 --               every key declared, where the server takes that (one
 --               server, Sentinel): call j's key is KEYS[j], its values
 --               ARGV[2j-1], ARGV[2j];
@@ -33,11 +35,14 @@
 
 -- One call's values from its text ARGV.
 local function single()
-  local cost, kind, slack = 1, 0, 0
+  local cost, kind, slack, permit = 1, 0, 0, nil
   if ARGV[2] then cost = ARGV[2] + 0 end
-  if ARGV[3] == '1' then kind = 1 elseif ARGV[3] == '2' then kind = 2 end
+  if ARGV[3] then
+    kind = string.byte(ARGV[3]) - 48
+    if #ARGV[3] > 1 then permit = string.sub(ARGV[3], 2) end
+  end
   if ARGV[5] then slack = ARGV[5] + 0 end
-  return KEYS[1], ARGV[1], cost, kind, tonumber(ARGV[4]), slack
+  return KEYS[1], ARGV[1], cost, kind, tonumber(ARGV[4]), slack, permit
 end
 
 -- One call of a batch, on its own: its failure is its reply, not the batch's.
@@ -50,7 +55,9 @@ local function protected(key, policy, word)
   else
     local cost, kind, now, slack = struct_unpack('<dddd', word)
     if now < 0 then now = nil end
-    ok, reply = pcall(decide, key, policy, cost, kind, now, slack)
+    local permit = nil
+    if #word > 32 then permit = string.sub(word, 33) end
+    ok, reply = pcall(decide, key, policy, cost, kind, now, slack, permit)
   end
   if ok then return reply end
   if type(reply) == 'table' and reply.err then return {reply.err} end

@@ -2,11 +2,10 @@
 -- lease. Twin: src/algo/concurrency.rs.
 --
 -- Policy     local limit, lease = <limit>, <lease µs>  (policy_concurrency.lua)
--- KEYS, ARGV prelude.lua's, but [3] is the call's kind and, for a permit's
---            calls, the permit: 'a' acquire, 'r' release, 'n' renew, each
---            followed by the permit's 16-byte id; anything else is a check
---            or peek, which reports whether `cost` permits are free and
---            holds nothing. [2] is the permit's weight.
+-- A call     prelude.lua's values; `kind` 3 acquire, 4 release, 5 renew
+--            the permit `permit` (its 16-byte id), `cost` its weight; any
+--            other kind reports whether `cost` permits are free and holds
+--            nothing.
 -- Returns    the window reply: {allowed, limit, remaining, reset_after_us,
 --            -1, 0, now}, remaining never below 0, reset_after_us until the
 --            last lease ends:
@@ -23,34 +22,32 @@
 -- from its score on; a permit's call first drops the ended ones. The key
 -- lives until the last lease ends (+ slack with a client clock).
 
-local kind = ARGV[o + 3] or ''
-local flag = string.sub(kind, 1, 1)
-local writes = flag == 'a' or flag == 'r' or flag == 'n'
-local held = -(tonumber(redis.call('ZSCORE', key, '')) or 0)
-local ended = redis.call('ZRANGEBYSCORE', key, 1, now)
+local writes = kind >= 3
+local held = -(tonumber(call('ZSCORE', key, '')) or 0)
+local ended = call('ZRANGEBYSCORE', key, 1, now)
 for i = 1, #ended do held = held - tonumber(string.match(ended[i], '(%d+)$')) end
 local changed = writes and #ended > 0
-if changed then redis.call('ZREMRANGEBYSCORE', key, 1, now) end
+if changed then call('ZREMRANGEBYSCORE', key, 1, now) end
 
-local member = string.sub(kind, 2) .. ':' .. (ARGV[o + 2] or '1')
+local member = (permit or '') .. ':' .. string.format('%d', cost)
 local fits = cost <= limit and held <= limit - cost
 local allowed = true
-if flag == 'a' then
+if kind == 3 then
   allowed = fits
   if fits and cost > 0 then
-    redis.call('ZADD', key, now + lease, member)
+    call('ZADD', key, now + lease, member)
     held = held + cost
     changed = true
   end
-elseif flag == 'r' then
-  if redis.call('ZREM', key, member) == 1 then
+elseif kind == 4 then
+  if call('ZREM', key, member) == 1 then
     held = held - cost
     changed = true
   end
-elseif flag == 'n' then
-  allowed = redis.call('ZSCORE', key, member) ~= false
+elseif kind == 5 then
+  allowed = call('ZSCORE', key, member) ~= false
   if allowed then
-    redis.call('ZADD', key, now + lease, member)
+    call('ZADD', key, now + lease, member)
     changed = true
   end
 else
@@ -59,17 +56,17 @@ else
   if fits then held = held + cost end
 end
 
-local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
 local reset = 0
 if last[2] and tonumber(last[2]) > now then reset = last[2] - now end
 if changed then
   if held <= 0 then
-    redis.call('DEL', key)
+    call('DEL', key)
   else
-    redis.call('ZADD', key, -held, '')
+    call('ZADD', key, -held, '')
     local ms = math.floor((reset + now - read_at + 999) / 1000) + slack
     if ms < 1 then ms = 1 end
-    redis.call('PEXPIRE', key, string.format('%d', ms))
+    call('PEXPIRE', key, string.format('%d', ms))
   end
 end
 local remaining = limit - held

@@ -1,2 +1,2 @@
 -- policy_concurrency.lua: the concurrency reader (prelude.lua, ARGV [1]).
-local limit, lease = struct.unpack('<dd', policy)
+local limit, lease = struct_unpack('<dd', policy)

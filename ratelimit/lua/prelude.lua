@@ -3,7 +3,7 @@
 -- policy: the policy's numbers travel with each call (prelude.lua).
 --
 -- The runtime joins this prelude, a policy reader and the algorithm into
--- one function, `decide(key, policy, cost, kind, now, slack)`, which
+-- one function, `decide(key, policy, cost, kind, now, slack, permit)`, which
 -- decides one call on `key`, and joins batch.lua after it, which reads each
 -- call's values from KEYS and ARGV (in the forms it describes) and calls it
 -- once per call.
@@ -27,10 +27,12 @@
 --           cost permits back, never past an untouched state, and reply as
 --           a check of cost 0 would; sent only to the scripts that keep
 --           refunds: fixed_window, fixed_window_counter, token_bucket,
---           leaky_bucket, gcra);
+--           leaky_bucket, gcra); for the concurrency script, 3 = acquire,
+--           4 = release, 5 = renew the permit `permit`;
 --   now     integer µs since the epoch, or nil: Redis's own clock (TIME,
 --           read by clock.lua);
---   slack   TTL slack in ms added to every expiry (0 on Redis's clock).
+--   slack   TTL slack in ms added to every expiry (0 on Redis's clock);
+--   permit  a concurrency call's permit id (16 bytes), else nil.
 -- Every value comes from the runtime, so none is ever malformed.
 --
 -- Sets `peek`, `refund` and `server_clock`; clock.lua sets `now` when nil.

@@ -6,7 +6,7 @@ use super::breaker::Breaker;
 use super::connection::{is_dead_socket, Connection};
 use super::failure::from_redis;
 use super::scripts::{Family, Plan, Registry};
-use crate::backend::{Call, CallKind, Outcome, CLIENT_CLOCK_SLACK_US};
+use crate::backend::{Call, CallKind, Outcome, PermitId, CLIENT_CLOCK_SLACK_US};
 use crate::Error;
 use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
 use std::future::Future;
@@ -241,36 +241,41 @@ fn replied_cost(call: Call) -> u64 {
     }
 }
 
-/// The call's kind as the scripts read it (ARGV 3, `lua/prelude.lua`): a
-/// digit, or for a permit's call a letter and the permit's id
-/// (`lua/concurrency.lua`).
-fn kind_flag(kind: CallKind) -> KindFlag {
-    let (flag, id) = match kind {
-        CallKind::Check => (b'0', None),
-        CallKind::Peek => (b'1', None),
-        CallKind::Refund => (b'2', None),
-        CallKind::Acquire(id) => (b'a', Some(id)),
-        CallKind::Release(id) => (b'r', Some(id)),
-        CallKind::Renew(id) => (b'n', Some(id)),
-    };
-    let mut bytes = [flag; 17];
-    let len = match id {
-        Some(id) => {
-            bytes[1..].copy_from_slice(&id.0);
-            17
-        }
-        None => 1,
-    };
-    KindFlag { bytes, len }
+/// The call's kind as the scripts read it (`lua/prelude.lua`), and the
+/// permit a concurrency call is about (`lua/concurrency.lua`).
+fn kind_number(kind: CallKind) -> (u8, Option<PermitId>) {
+    match kind {
+        CallKind::Check => (0, None),
+        CallKind::Peek => (1, None),
+        CallKind::Refund => (2, None),
+        CallKind::Acquire(id) => (3, Some(id)),
+        CallKind::Release(id) => (4, Some(id)),
+        CallKind::Renew(id) => (5, Some(id)),
+    }
 }
 
-/// [`kind_flag`]'s bytes, kept on the stack.
-struct KindFlag {
+/// A single call's kind as text: its digit, then its permit's id, if any.
+struct KindText {
     bytes: [u8; 17],
     len: usize,
 }
 
-impl redis::ToRedisArgs for KindFlag {
+impl KindText {
+    fn of(kind: CallKind) -> KindText {
+        let (number, permit) = kind_number(kind);
+        let mut bytes = [b'0' + number; 17];
+        let len = match permit {
+            Some(PermitId(id)) => {
+                bytes[1..].copy_from_slice(&id);
+                17
+            }
+            None => 1,
+        };
+        KindText { bytes, len }
+    }
+}
+
+impl redis::ToRedisArgs for KindText {
     fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
         out.write_arg(&self.bytes[..self.len]);
     }
@@ -282,21 +287,25 @@ impl redis::ToRedisArgs for KindFlag {
 fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
     cmd.arg(policy);
     if let Some(now) = call.now_us {
-        cmd.arg(call.cost).arg(kind_flag(call.kind)).arg(crate::clock::bounded(now)).arg(CLIENT_CLOCK_SLACK_US / 1000);
+        cmd.arg(call.cost)
+            .arg(KindText::of(call.kind))
+            .arg(crate::clock::bounded(now))
+            .arg(CLIENT_CLOCK_SLACK_US / 1000);
     } else if call.kind != CallKind::Check {
-        cmd.arg(call.cost).arg(kind_flag(call.kind));
+        cmd.arg(call.cost).arg(KindText::of(call.kind));
     } else if call.cost != 1 {
         cmd.arg(call.cost);
     }
 }
 
-/// The bytes of a batched call's word that is not the common call's.
-const CALL_WORD: usize = 32;
+/// The bytes of a batched call's word that is not the common call's, a
+/// permit's id (16 bytes) included.
+const CALL_WORD: usize = 48;
 
 /// A batched call's two ARGV (`lua/batch.lua`): the policy, then empty for
 /// the common call (cost 1, a check, Redis's clock), which the script then
 /// reads without unpacking anything; else cost, kind, now (-1: Redis's
-/// clock) and slack as four little-endian doubles.
+/// clock) and slack as four little-endian doubles, then a permit's id.
 fn batched_arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
     cmd.arg(policy);
     if call.cost == 1 && call.kind == CallKind::Check && call.now_us.is_none() {
@@ -307,12 +316,20 @@ fn batched_arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
         Some(now) => (crate::clock::bounded(now) as f64, (CLIENT_CLOCK_SLACK_US / 1000) as f64),
         None => (-1.0, 0.0),
     };
+    let (kind, permit) = kind_number(call.kind);
     let mut word = [0u8; CALL_WORD];
     // A cost past 2^53 rounds as the script's own parsing of its text would.
-    for (slot, v) in word.chunks_exact_mut(8).zip([call.cost as f64, f64::from(kind_flag(call.kind)), now, slack]) {
+    for (slot, v) in word.chunks_exact_mut(8).zip([call.cost as f64, f64::from(kind), now, slack]) {
         slot.copy_from_slice(&v.to_le_bytes());
     }
-    cmd.arg(&word[..]);
+    let len = match permit {
+        Some(PermitId(id)) => {
+            word[32..].copy_from_slice(&id);
+            CALL_WORD
+        }
+        None => 32,
+    };
+    cmd.arg(&word[..len]);
 }
 
 /// `future`, or [`Error::Timeout`] once `timeout` has passed.
@@ -359,5 +376,15 @@ mod tests {
         assert_eq!(sent(batched_arguments, 5, Peek, Some(9)), [b"P".to_vec(), word([5.0, 1.0, 9.0, 60.0 * 1000.0])]);
         assert_eq!(sent(batched_arguments, 3, Refund, None), [b"P".to_vec(), word([3.0, 2.0, -1.0, 0.0])]);
         assert_eq!(sent(batched_arguments, 2, Check, None), [b"P".to_vec(), word([2.0, 0.0, -1.0, 0.0])]);
+    }
+
+    #[test]
+    fn a_permit_call_carries_its_id_after_its_kind() {
+        let id = PermitId([7; 16]);
+        let text = |digit: u8| [&[digit][..], &id.0].concat();
+        assert_eq!(sent(arguments, 1, CallKind::Acquire(id), None), [b"P".to_vec(), b"1".to_vec(), text(b'3')]);
+        assert_eq!(sent(arguments, 2, CallKind::Release(id), None), [b"P".to_vec(), b"2".to_vec(), text(b'4')]);
+        let word = [[1.0f64, 5.0, -1.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), id.0.to_vec()];
+        assert_eq!(sent(batched_arguments, 1, CallKind::Renew(id), None), [b"P".to_vec(), word.concat()]);
     }
 }

@@ -3,7 +3,7 @@
 //! scripts a backend uses, to load them again after Redis loses them.
 //!
 //! A script is `lua/head.lua`, then the function `decide(key, policy, cost,
-//! kind, now, slack)`: `lua/prelude.lua` (a call's values), the family's
+//! kind, now, slack, permit)`: `lua/prelude.lua` (a call's values), the family's
 //! policy reader and its algorithm's fragments; then `lua/batch.lua` (KEYS
 //! and ARGV: one call or a batch). The policy's numbers travel
 //! with each call, so the scripts a store loads are fixed by the families
@@ -186,7 +186,7 @@ fn join(fragments: &[&str], cross_slot: bool) -> String {
     }
     source.push_str(&format!("local cross_slot = {cross_slot}\n"));
     source.push_str(HEAD);
-    source.push_str("local function decide(key, policy, cost, kind, now, slack)\n");
+    source.push_str("local function decide(key, policy, cost, kind, now, slack, permit)\n");
     source.push_str(PRELUDE);
     for fragment in fragments {
         source.push_str(fragment);
