@@ -3,9 +3,9 @@
 //! limiter's prefix) and each limiter's deny cache are one.
 
 use hashbrown::HashTable;
-use std::collections::hash_map::{DefaultHasher, RandomState};
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -25,8 +25,9 @@ pub(crate) trait Expires {
 /// can aim many keys at one shard or slot.
 #[derive(Debug)]
 pub(crate) struct Sharded<V> {
+    /// A power of two of them, so a hash picks one with a mask.
     shards: Box<[Mutex<Shard<V>>]>,
-    hasher: RandomState,
+    hasher: KeyedHash,
     /// Values held in all shards, so an empty map is skipped without a lock.
     len: AtomicUsize,
     /// Every scope made, by its bytes: the same bytes get the same id.
@@ -53,7 +54,74 @@ struct Slot<V> {
 #[derive(Debug, Clone)]
 pub(crate) struct Scope {
     id: u64,
-    hashed: DefaultHasher,
+    hashed: u64,
+}
+
+/// The map's keyed hash: foldhash's scheme (hashbrown's default hasher),
+/// words of the key folded in by a 128-bit multiply with random seeds. Keys
+/// are short, and SipHash cost more than the rest of an in-memory decision.
+#[derive(Debug)]
+struct KeyedHash {
+    seeds: [u64; 4],
+}
+
+impl KeyedHash {
+    fn new() -> KeyedHash {
+        // std's per-process randomness, drawn anew for each map.
+        let random = RandomState::new();
+        KeyedHash { seeds: [0u8, 1, 2, 3].map(|i| random.hash_one(i)) }
+    }
+
+    fn scope(&self, id: u64) -> u64 {
+        fold(id ^ self.seeds[0], self.seeds[1])
+    }
+
+    /// The hash of `key` in the scope hashed as `scope`; its length is
+    /// folded in first, so each word read below stands for distinct bytes.
+    #[inline]
+    fn key(&self, scope: u64, key: &[u8]) -> u64 {
+        let [_, _, s2, s3] = self.seeds;
+        let mut hashed = scope ^ key.len() as u64;
+        let mut rest = key;
+        while let Some((words, tail)) = rest.split_first_chunk::<16>().filter(|(_, tail)| !tail.is_empty()) {
+            hashed = fold(hashed ^ first::<8>(words) ^ s2, last::<8>(words) ^ s3);
+            rest = tail;
+        }
+        // The last 1 to 16 bytes, read as two words that may overlap.
+        let (a, b) = match rest.len() {
+            8.. => (first::<8>(rest), last::<8>(rest)),
+            4.. => (first::<4>(rest), last::<4>(rest)),
+            1.. => (u64::from(rest[0]), u64::from(rest[rest.len() / 2]) << 8 | u64::from(rest[rest.len() - 1])),
+            0 => (0, 0),
+        };
+        fold(hashed ^ a ^ s2, b ^ s3)
+    }
+}
+
+/// The 128-bit product of `a` and `b`, its halves xored.
+#[inline]
+fn fold(a: u64, b: u64) -> u64 {
+    let product = u128::from(a) * u128::from(b);
+    (product as u64) ^ (product >> 64) as u64
+}
+
+/// The first `N` (at most 8) bytes of `bytes` as a little-endian word; 0 if it is shorter.
+#[inline]
+fn first<const N: usize>(bytes: &[u8]) -> u64 {
+    bytes.first_chunk::<N>().map_or(0, |chunk| word(chunk))
+}
+
+/// The last `N` (at most 8) bytes of `bytes` as a little-endian word; 0 if it is shorter.
+#[inline]
+fn last<const N: usize>(bytes: &[u8]) -> u64 {
+    bytes.last_chunk::<N>().map_or(0, |chunk| word(chunk))
+}
+
+#[inline]
+fn word<const N: usize>(chunk: &[u8; N]) -> u64 {
+    let mut word = [0; 8];
+    word[..N].copy_from_slice(chunk);
+    u64::from_le_bytes(word)
 }
 
 /// A key within a scope: two keys are the same only when both parts are.
@@ -69,10 +137,16 @@ impl Key<'_> {
     }
 }
 
-/// `a == b` byte by byte: keys are short, and a call to `memcmp` for each
-/// costs more than the comparison (BENCHMARKS.md, the deny cache).
+/// `a == b`: keys are short, and a call to `memcmp` for each costs more
+/// than comparing them a word or a byte at a time (BENCHMARKS.md, the deny cache).
+#[inline]
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+    match a.len() {
+        _ if a.len() != b.len() => false,
+        // The first and last 8 bytes, which may overlap, cover all of them.
+        8..=16 => first::<8>(a) == first::<8>(b) && last::<8>(a) == last::<8>(b),
+        _ => a.iter().zip(b).all(|(x, y)| x == y),
+    }
 }
 
 /// One key's place in a locked shard.
@@ -84,11 +158,11 @@ pub(crate) struct Entry<'a, V> {
 }
 
 impl<V: Expires> Sharded<V> {
-    /// An empty map of `shards` shards.
+    /// An empty map of `shards` shards (rounded up to a power of two).
     pub(crate) fn new(shards: usize) -> Self {
-        let shards = (0..shards.max(1)).map(|_| Mutex::new(Shard { slots: HashTable::new(), next_sweep_us: 0 }));
+        let shards = (0..shards.next_power_of_two()).map(|_| Mutex::new(Shard { slots: HashTable::new(), next_sweep_us: 0 }));
         let scopes = Mutex::default();
-        Sharded { shards: shards.collect(), hasher: RandomState::new(), len: AtomicUsize::new(0), scopes }
+        Sharded { shards: shards.collect(), hasher: KeyedHash::new(), len: AtomicUsize::new(0), scopes }
     }
 
     /// `bytes` as the first part of keys of this map.
@@ -97,9 +171,7 @@ impl<V: Expires> Sharded<V> {
         let mut scopes = self.scopes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let next = scopes.len() as u64;
         let id = *scopes.entry(bytes.into()).or_insert(next);
-        let mut hashed = self.hasher.build_hasher();
-        hashed.write_u64(id);
-        Scope { id, hashed }
+        Scope { id, hashed: self.hasher.scope(id) }
     }
 
     /// Values held, including expired ones not swept yet.
@@ -129,11 +201,9 @@ impl<V: Expires> Sharded<V> {
     }
 
     fn locked<'a>(&'a self, key: Key<'a>) -> Entry<'a, V> {
-        let mut hasher = key.scope.hashed.clone();
-        hasher.write(key.key);
-        let hash = hasher.finish();
+        let hash = self.hasher.key(key.scope.hashed, key.key);
         // The table uses the low bits and the top seven: pick the shard from others.
-        let index = (hash >> 32) as usize % self.shards.len();
+        let index = (hash >> 32) as usize & (self.shards.len() - 1);
         // Values are replaced whole, so a poisoned lock holds nothing half-written.
         let shard = self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         Entry { map: self, shard, hash, key }
