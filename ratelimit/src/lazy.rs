@@ -107,16 +107,24 @@ impl LazyLimiter {
     /// The limiter for this call, deciding by `per_call` when given; `Err`
     /// with why, when a named policy is not configured or no policy is known.
     pub(crate) async fn current(&self, per_call: Option<&Policy>) -> Result<Current, Arc<str>> {
+        self.current_ref(per_call).await.map(|(limiter, first)| (limiter.into_owned(), first))
+    }
+
+    /// [`current`](Self::current), borrowed when it can be: a fixed
+    /// policy's limiter once built, outside a scope, is lent, not cloned.
+    pub(crate) async fn current_ref(&self, per_call: Option<&Policy>) -> Result<(Cow<'_, Limiter>, bool), Arc<str>> {
         if let Some(scoped) = self.scoped(per_call) {
-            return scoped.map(|limiter| (limiter, false));
+            return scoped.map(|limiter| (Cow::Owned(limiter), false));
         }
-        let apply = |limiter: &Limiter| match per_call {
-            Some(policy) => limiter.with_policy(policy),
-            None => limiter.clone(),
-        };
+        fn apply<'a>(limiter: Cow<'a, Limiter>, per_call: Option<&Policy>) -> Cow<'a, Limiter> {
+            match per_call {
+                Some(policy) => Cow::Owned(limiter.with_policy(policy)),
+                None => limiter,
+            }
+        }
         match &self.source {
             Source::Fixed { policy, built, degraded } => match built.get() {
-                Some(limiter) => Ok((apply(limiter), false)),
+                Some(limiter) => Ok((apply(Cow::Borrowed(limiter), per_call), false)),
                 None => {
                     let Some(policy) = policy.as_ref().or(per_call) else {
                         return Err("no policy was given for this call".into());
@@ -126,7 +134,7 @@ impl LazyLimiter {
                     let build: Pin<Box<dyn Future<Output = Current> + Send + '_>> =
                         Box::pin(self.build_fixed(policy, built, degraded));
                     let (limiter, first) = build.await;
-                    Ok((apply(&limiter), first))
+                    Ok((apply(Cow::Owned(limiter), per_call), first))
                 }
             },
             Source::Named(named) => {
@@ -134,7 +142,8 @@ impl LazyLimiter {
                     Some(cached) => (cached, false),
                     None => Box::pin(named.current(&self.name)).await,
                 };
-                configured.limiter.as_ref().map(|limiter| (apply(limiter), first)).map_err(Arc::clone)
+                let limiter = configured.limiter.as_ref().map_err(Arc::clone)?;
+                Ok((apply(Cow::Owned(limiter.clone()), per_call), first))
             }
         }
     }

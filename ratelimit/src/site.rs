@@ -75,7 +75,7 @@ impl Site {
     ///
     /// The denial is boxed: every call moves this `Result`, and a box is one word.
     pub async fn check(&'static self, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
-        self.decide(None, key, cost).await
+        self.decide_by(None, key, cost).await.map(drop)
     }
 
     /// [`check`](Self::check) deciding by `policy`, the one this call gives
@@ -84,22 +84,21 @@ impl Site {
     /// own through [`Limiter::with_policy`](crate::Limiter::with_policy),
     /// so a key's count carries over when its policy changes (same algorithm).
     pub async fn check_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
-        self.decide(Some(policy), key, cost).await
+        self.decide_by(Some(policy), key, cost).await.map(drop)
     }
 
-    async fn decide(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<(), Box<RateLimited>> {
-        self.decide_by(policy, key, cost).await.map(drop)
-    }
-
-    /// [`decide`](Self::decide), and whether the store took the permits.
+    /// Decides one call ([`check`](Self::check)); also whether the store took the permits.
     async fn decide_by(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<bool, Box<RateLimited>> {
         let key = key.as_bytes();
-        let limiter = match self.limiter.current(policy).await {
+        let limiter = match self.limiter.current_ref(policy).await {
             Ok((limiter, first)) => {
                 if first && self.named_by_default {
                     self.warn_if_default_name_shared();
                 }
-                limiter.with_dry_run(self.dry_run)
+                match self.dry_run {
+                    true => Cow::Owned(limiter.into_owned().with_dry_run(true)),
+                    false => limiter,
+                }
             }
             Err(why) => {
                 // Settled without I/O: spend the task's budget as I/O would, so a loop of such calls yields.
