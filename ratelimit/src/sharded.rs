@@ -42,10 +42,40 @@ struct Shard<V> {
 
 #[derive(Debug)]
 struct Slot<V> {
-    hash: u64,
     scope: u64,
-    key: Box<[u8]>,
+    key: Bytes,
     value: V,
+}
+
+/// A key's bytes: in the slot itself when short, as most keys are, so
+/// finding a key reads no memory beyond its slot; boxed otherwise.
+#[derive(Debug)]
+enum Bytes {
+    Short { len: u8, bytes: [u8; SHORT_KEY] },
+    Long(Box<[u8]>),
+}
+
+/// The longest key kept in its slot: the room a boxed one takes, and a word.
+const SHORT_KEY: usize = 22;
+
+impl Bytes {
+    fn new(key: &[u8]) -> Bytes {
+        match u8::try_from(key.len()) {
+            Ok(len) if key.len() <= SHORT_KEY => {
+                let mut bytes = [0; SHORT_KEY];
+                bytes[..key.len()].copy_from_slice(key);
+                Bytes::Short { len, bytes }
+            }
+            _ => Bytes::Long(key.into()),
+        }
+    }
+
+    fn get(&self) -> &[u8] {
+        match self {
+            Bytes::Short { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or_default(),
+            Bytes::Long(bytes) => bytes,
+        }
+    }
 }
 
 /// The first part of keys (a limiter's prefix, or nothing), made once: an
@@ -133,7 +163,7 @@ pub(crate) struct Key<'a> {
 
 impl Key<'_> {
     fn is(&self, slot: &Slot<impl Sized>) -> bool {
-        slot.scope == self.scope.id && same(&slot.key, self.key)
+        slot.scope == self.scope.id && same(slot.key.get(), self.key)
     }
 }
 
@@ -220,23 +250,32 @@ impl<V: Expires> Sharded<V> {
             if self.len() == 0 {
                 return;
             }
-            Self::drop_dead(&self.len, &mut shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner()), &dead);
+            self.drop_dead(&mut shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner()), &dead);
         }
     }
 
     fn sweep(&self, shard: &mut Shard<V>, now_us: u64) {
-        Self::drop_dead(&self.len, shard, |value| value.expires_at_us() <= now_us);
+        self.drop_dead(shard, |value| value.expires_at_us() <= now_us);
         shard.next_sweep_us = now_us.saturating_add(SWEEP_EVERY_US);
     }
 
-    fn drop_dead(len: &AtomicUsize, shard: &mut Shard<V>, dead: impl Fn(&V) -> bool) {
+    fn drop_dead(&self, shard: &mut Shard<V>, dead: impl Fn(&V) -> bool) {
         let before = shard.slots.len();
         shard.slots.retain(|slot| !dead(&slot.value));
         let held = shard.slots.len();
-        len.fetch_sub(before - held, Ordering::Relaxed);
+        self.len.fetch_sub(before - held, Ordering::Relaxed);
         if shard.slots.capacity() > SHRINK_WHEN_ROOM_FOR * held {
-            shard.slots.shrink_to(2 * held, |slot| slot.hash);
+            shard.slots.shrink_to(2 * held, |slot| self.hash_of(slot));
         }
+    }
+
+}
+
+impl<V> Sharded<V> {
+    /// A held key's hash, worked out again: only a table that grows or
+    /// shrinks needs it, so slots do not keep it.
+    fn hash_of(&self, slot: &Slot<V>) -> u64 {
+        self.hasher.key(self.hasher.scope(slot.scope), slot.key.get())
     }
 }
 
@@ -244,7 +283,7 @@ impl<V> Entry<'_, V> {
     /// The value held for the key.
     pub(crate) fn get_mut(&mut self) -> Option<&mut V> {
         let (hash, key) = (self.hash, self.key);
-        self.shard.slots.find_mut(hash, |slot| slot.hash == hash && key.is(slot)).map(|slot| &mut slot.value)
+        self.shard.slots.find_mut(hash, |slot| key.is(slot)).map(|slot| &mut slot.value)
     }
 
     /// Holds `value` for the key, replacing any.
@@ -252,8 +291,9 @@ impl<V> Entry<'_, V> {
         match self.get_mut() {
             Some(held) => *held = value,
             None => {
-                let slot = Slot { hash: self.hash, scope: self.key.scope.id, key: self.key.key.into(), value };
-                self.shard.slots.insert_unique(self.hash, slot, |slot| slot.hash);
+                let slot = Slot { scope: self.key.scope.id, key: Bytes::new(self.key.key), value };
+                let map = self.map;
+                self.shard.slots.insert_unique(self.hash, slot, |slot| map.hash_of(slot));
                 self.map.len.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -262,7 +302,7 @@ impl<V> Entry<'_, V> {
     /// Drops the key's value.
     pub(crate) fn remove(&mut self) {
         let (hash, key) = (self.hash, self.key);
-        if let Ok(found) = self.shard.slots.find_entry(hash, |slot| slot.hash == hash && key.is(slot)) {
+        if let Ok(found) = self.shard.slots.find_entry(hash, |slot| key.is(slot)) {
             found.remove();
             self.map.len.fetch_sub(1, Ordering::Relaxed);
         }
