@@ -290,13 +290,17 @@ impl<V> Entry<'_, V> {
     pub(crate) fn insert(&mut self, value: V) {
         match self.get_mut() {
             Some(held) => *held = value,
-            None => {
-                let slot = Slot { scope: self.key.scope.id, key: Bytes::new(self.key.key), value };
-                let map = self.map;
-                self.shard.slots.insert_unique(self.hash, slot, |slot| map.hash_of(slot));
-                self.map.len.fetch_add(1, Ordering::Relaxed);
-            }
+            None => self.insert_new(value),
         }
+    }
+
+    /// Holds `value` for a key that holds none (the caller found none
+    /// under this lock), without looking for it again.
+    pub(crate) fn insert_new(&mut self, value: V) {
+        let slot = Slot { scope: self.key.scope.id, key: Bytes::new(self.key.key), value };
+        let map = self.map;
+        self.shard.slots.insert_unique(self.hash, slot, |slot| map.hash_of(slot));
+        self.map.len.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Drops the key's value.
@@ -355,6 +359,31 @@ mod tests {
         assert_eq!(map.len(), 10);
         assert!(room(&map) <= 100, "{} slots kept for 10 values", room(&map));
         assert_eq!(map.entry(Key { scope: &none, key: &3u64.to_le_bytes() }, 0).get_mut().copied(), Some(u64::MAX));
+    }
+
+    #[test]
+    fn keys_of_every_length_short_or_boxed_are_found_after_the_table_grows_and_shrinks() {
+        let map = Sharded::<u64>::new(1);
+        let (none, other) = (map.scope(b""), map.scope(b"x"));
+        let keys: Vec<Vec<u8>> = (0..=40).flat_map(|len| [vec![b'k'; len], vec![len as u8; len]]).collect();
+        for (i, key) in keys.iter().enumerate() {
+            map.entry(Key { scope: &none, key }, 0).insert(i as u64);
+            map.entry(Key { scope: &other, key }, 0).insert(1000 + i as u64);
+        }
+        let expected = |map: &Sharded<u64>| {
+            keys.iter().enumerate().all(|(i, key)| {
+                let held = |scope, map: &Sharded<u64>| map.entry(Key { scope, key }, 0).get_mut().copied();
+                // The empty key appears twice: its later insert replaced the value.
+                let last = keys.iter().rposition(|k| k == key).unwrap_or(i) as u64;
+                held(&none, map) == Some(last) && held(&other, map) == Some(1000 + last)
+            })
+        };
+        assert!(expected(&map));
+        for i in 0..1000u64 {
+            map.entry(Key { scope: &none, key: &i.to_le_bytes() }, 0).insert(u64::MAX);
+        }
+        map.purge_where(|&value| value == u64::MAX);
+        assert!(expected(&map), "found again once the table grew and shrank");
     }
 
     #[test]
