@@ -90,7 +90,12 @@ impl Site {
     /// Decides one call ([`check`](Self::check)); also whether the store took the permits.
     async fn decide_by(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<bool, Box<RateLimited>> {
         let key = key.as_bytes();
-        let limiter = match self.limiter.current_ref(policy).await {
+        // Boxed: only a call that builds or looks up the limiter waits for it.
+        let current = match self.limiter.ready(policy) {
+            Some(ready) => ready,
+            None => Box::pin(self.limiter.current_ref(policy)).await,
+        };
+        let limiter = match current {
             Ok((limiter, first)) => {
                 if first && self.named_by_default {
                     self.warn_if_default_name_shared();
