@@ -2,11 +2,12 @@
 //! `limit`, `wait`, annotated functions, the HTTP layer) is decided here.
 //!
 //! ```text
-//! decide ─ span? ─ run ─ begin (sync): clock → deny cache → bound store
-//!                          ├─ answered in this process ─────────────┐
-//!                          └─ a round trip ─ finish (async) ────────┤
-//!                             settle: Decision, deny cache ◄────────┘
-//!        ─ count (metrics), record (span)
+//! decide ─ span? ─ run ─ a store in this process: budget → store → Decision ─┐
+//!                      └ begin (sync): clock → deny cache → bound store      │
+//!                          ├─ answered in this process ───────────────┐      │
+//!                          └─ a round trip ─ finish (async) ──────────┤      │
+//!                             settle: Decision, deny cache ◄──────────┘      │
+//!        ─ count (metrics), record (span) ◄──────────────────────────────────┘
 //! ```
 //!
 //! An answer made in this process still spends tokio's cooperative budget,
