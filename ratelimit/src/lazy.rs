@@ -48,6 +48,9 @@ fn apply<'a>(limiter: Cow<'a, Limiter>, per_call: Option<&Policy>) -> Cow<'a, Li
 /// The limiter deciding a call now, and whether this call built it.
 pub(crate) type Current = (Limiter, bool);
 
+/// [`Current`], lent when it can be.
+pub(crate) type CurrentRef<'a> = (Cow<'a, Limiter>, bool);
+
 impl LazyLimiter {
     /// A limiter of `policy`.
     pub(crate) const fn fixed(name: Cow<'static, str>, policy: Policy, on_error: OnError) -> LazyLimiter {
@@ -120,7 +123,7 @@ impl LazyLimiter {
 
     /// [`current`](Self::current), borrowed when it can be: a fixed
     /// policy's limiter once built, outside a scope, is lent, not cloned.
-    pub(crate) async fn current_ref(&self, per_call: Option<&Policy>) -> Result<(Cow<'_, Limiter>, bool), Arc<str>> {
+    pub(crate) async fn current_ref(&self, per_call: Option<&Policy>) -> Result<CurrentRef<'_>, Arc<str>> {
         if let Some(ready) = self.ready(per_call) {
             return ready;
         }
@@ -148,12 +151,14 @@ impl LazyLimiter {
     /// scope, a fixed policy's limiter already built, a named policy's
     /// current one), so the common call awaits nothing for it; `None` when
     /// the limiter is still to be built or looked up.
-    pub(crate) fn ready(&self, per_call: Option<&Policy>) -> Option<Result<(Cow<'_, Limiter>, bool), Arc<str>>> {
+    pub(crate) fn ready(&self, per_call: Option<&Policy>) -> Option<Result<CurrentRef<'_>, Arc<str>>> {
         if let Some(scoped) = self.scoped(per_call) {
             return Some(scoped.map(|limiter| (Cow::Owned(limiter), false)));
         }
         match &self.source {
-            Source::Fixed { built, .. } => built.get().map(|limiter| Ok((apply(Cow::Borrowed(limiter), per_call), false))),
+            Source::Fixed { built, .. } => {
+                built.get().map(|limiter| Ok((apply(Cow::Borrowed(limiter), per_call), false)))
+            }
             Source::Named(named) => named.cached().map(|configured| {
                 let limiter = configured.limiter.as_ref().map_err(Arc::clone)?;
                 Ok((apply(Cow::Owned(limiter.clone()), per_call), false))

@@ -138,13 +138,13 @@ fn fold(a: u64, b: u64) -> u64 {
 /// The first `N` (at most 8) bytes of `bytes` as a little-endian word; 0 if it is shorter.
 #[inline]
 fn first<const N: usize>(bytes: &[u8]) -> u64 {
-    bytes.first_chunk::<N>().map_or(0, |chunk| word(chunk))
+    bytes.first_chunk::<N>().map_or(0, word)
 }
 
 /// The last `N` (at most 8) bytes of `bytes` as a little-endian word; 0 if it is shorter.
 #[inline]
 fn last<const N: usize>(bytes: &[u8]) -> u64 {
-    bytes.last_chunk::<N>().map_or(0, |chunk| word(chunk))
+    bytes.last_chunk::<N>().map_or(0, word)
 }
 
 #[inline]
@@ -190,7 +190,8 @@ pub(crate) struct Entry<'a, V> {
 impl<V: Expires> Sharded<V> {
     /// An empty map of `shards` shards (rounded up to a power of two).
     pub(crate) fn new(shards: usize) -> Self {
-        let shards = (0..shards.next_power_of_two()).map(|_| Mutex::new(Shard { slots: HashTable::new(), next_sweep_us: 0 }));
+        let shards =
+            (0..shards.next_power_of_two()).map(|_| Mutex::new(Shard { slots: HashTable::new(), next_sweep_us: 0 }));
         let scopes = Mutex::default();
         Sharded { shards: shards.collect(), hasher: KeyedHash::new(), len: AtomicUsize::new(0), scopes }
     }
@@ -268,7 +269,6 @@ impl<V: Expires> Sharded<V> {
             shard.slots.shrink_to(2 * held, |slot| self.hash_of(slot));
         }
     }
-
 }
 
 impl<V> Sharded<V> {
