@@ -37,8 +37,19 @@ enum Source {
     Named(NamedLimiter),
 }
 
+/// `limiter` deciding by the call's own policy, when it gives one.
+fn apply<'a>(limiter: Cow<'a, Limiter>, per_call: Option<&Policy>) -> Cow<'a, Limiter> {
+    match per_call {
+        Some(policy) => Cow::Owned(limiter.with_policy(policy)),
+        None => limiter,
+    }
+}
+
 /// The limiter deciding a call now, and whether this call built it.
 pub(crate) type Current = (Limiter, bool);
+
+/// [`Current`], lent when it can be.
+pub(crate) type CurrentRef<'a> = (Cow<'a, Limiter>, bool);
 
 impl LazyLimiter {
     /// A limiter of `policy`.
@@ -107,35 +118,51 @@ impl LazyLimiter {
     /// The limiter for this call, deciding by `per_call` when given; `Err`
     /// with why, when a named policy is not configured or no policy is known.
     pub(crate) async fn current(&self, per_call: Option<&Policy>) -> Result<Current, Arc<str>> {
-        if let Some(scoped) = self.scoped(per_call) {
-            return scoped.map(|limiter| (limiter, false));
+        self.current_ref(per_call).await.map(|(limiter, first)| (limiter.into_owned(), first))
+    }
+
+    /// [`current`](Self::current), borrowed when it can be: a fixed
+    /// policy's limiter once built, outside a scope, is lent, not cloned.
+    pub(crate) async fn current_ref(&self, per_call: Option<&Policy>) -> Result<CurrentRef<'_>, Arc<str>> {
+        if let Some(ready) = self.ready(per_call) {
+            return ready;
         }
-        let apply = |limiter: &Limiter| match per_call {
-            Some(policy) => limiter.with_policy(policy),
-            None => limiter.clone(),
-        };
         match &self.source {
-            Source::Fixed { policy, built, degraded } => match built.get() {
-                Some(limiter) => Ok((apply(limiter), false)),
-                None => {
-                    let Some(policy) = policy.as_ref().or(per_call) else {
-                        return Err("no policy was given for this call".into());
-                    };
-                    // Boxed behind `dyn`: building the store is a deep future
-                    // that would otherwise size every call's.
-                    let build: Pin<Box<dyn Future<Output = Current> + Send + '_>> =
-                        Box::pin(self.build_fixed(policy, built, degraded));
-                    let (limiter, first) = build.await;
-                    Ok((apply(&limiter), first))
-                }
-            },
-            Source::Named(named) => {
-                let (configured, first) = match named.cached() {
-                    Some(cached) => (cached, false),
-                    None => Box::pin(named.current(&self.name)).await,
+            Source::Fixed { policy, built, degraded } => {
+                let Some(policy) = policy.as_ref().or(per_call) else {
+                    return Err("no policy was given for this call".into());
                 };
-                configured.limiter.as_ref().map(|limiter| (apply(limiter), first)).map_err(Arc::clone)
+                // Boxed behind `dyn`: building the store is a deep future
+                // that would otherwise size every call's.
+                let build: Pin<Box<dyn Future<Output = Current> + Send + '_>> =
+                    Box::pin(self.build_fixed(policy, built, degraded));
+                let (limiter, first) = build.await;
+                Ok((apply(Cow::Owned(limiter), per_call), first))
             }
+            Source::Named(named) => {
+                let (configured, first) = Box::pin(named.current(&self.name)).await;
+                let limiter = configured.limiter.as_ref().map_err(Arc::clone)?;
+                Ok((apply(Cow::Owned(limiter.clone()), per_call), first))
+            }
+        }
+    }
+
+    /// [`current_ref`](Self::current_ref) when it need not wait (in a
+    /// scope, a fixed policy's limiter already built, a named policy's
+    /// current one), so the common call awaits nothing for it; `None` when
+    /// the limiter is still to be built or looked up.
+    pub(crate) fn ready(&self, per_call: Option<&Policy>) -> Option<Result<CurrentRef<'_>, Arc<str>>> {
+        if let Some(scoped) = self.scoped(per_call) {
+            return Some(scoped.map(|limiter| (Cow::Owned(limiter), false)));
+        }
+        match &self.source {
+            Source::Fixed { built, .. } => {
+                built.get().map(|limiter| Ok((apply(Cow::Borrowed(limiter), per_call), false)))
+            }
+            Source::Named(named) => named.cached().map(|configured| {
+                let limiter = configured.limiter.as_ref().map_err(Arc::clone)?;
+                Ok((apply(Cow::Owned(limiter.clone()), per_call), false))
+            }),
         }
     }
 

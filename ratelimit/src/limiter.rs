@@ -69,6 +69,8 @@ pub(crate) struct Inner {
 pub(crate) struct Rule {
     pub(crate) policy: Policy,
     pub(crate) bound: Arc<dyn Bound>,
+    /// The store is in another process ([`Bound::remote`]), asked once.
+    pub(crate) remote: bool,
     /// Tells the deny cache's denials under this policy from those under
     /// another; worked out when first needed (a cache that holds a denial).
     fingerprint: OnceCell<u64>,
@@ -83,7 +85,7 @@ impl Rule {
             policy: &policy,
             server_clock: store.clock.now_us().is_none(),
         });
-        Rule { fingerprint: OnceCell::new(), policy, bound }
+        Rule { fingerprint: OnceCell::new(), policy, remote: bound.remote(), bound }
     }
 
     pub(crate) fn fingerprint(&self) -> u64 {

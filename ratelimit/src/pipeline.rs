@@ -2,11 +2,12 @@
 //! `limit`, `wait`, annotated functions, the HTTP layer) is decided here.
 //!
 //! ```text
-//! decide ─ span? ─ run ─ begin (sync): clock → deny cache → bound store
-//!                          ├─ answered in this process ─────────────┐
-//!                          └─ a round trip ─ finish (async) ────────┤
-//!                             settle: Decision, deny cache ◄────────┘
-//!        ─ count (metrics), record (span)
+//! decide ─ span? ─ run ─ a store in this process: budget → store → Decision ─┐
+//!                      └ begin (sync): clock → deny cache → bound store      │
+//!                          ├─ answered in this process ───────────────┐      │
+//!                          └─ a round trip ─ finish (async) ──────────┤      │
+//!                             settle: Decision, deny cache ◄──────────┘      │
+//!        ─ count (metrics), record (span) ◄──────────────────────────────────┘
 //! ```
 //!
 //! An answer made in this process still spends tokio's cooperative budget,
@@ -60,14 +61,31 @@ impl Limiter {
     }
 
     async fn run(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
+        if !self.rule.remote {
+            return self.run_here(key, cost, kind).await;
+        }
         match self.begin(key, cost, kind) {
             Step::Done(result) => {
-                // Answered without I/O (deny cache, memory store): spend the
-                // task's budget as I/O would, so a loop of such calls yields.
+                // Answered without I/O (deny cache, a store failing fast): spend
+                // the task's budget as I/O would, so a loop of such calls yields.
                 tokio::task::coop::consume_budget().await;
                 result
             }
             Step::Wait { answer, cache } => self.finish(key, cost, answer, cache).await,
+        }
+    }
+
+    /// A call to a store in this process: it answers at once, as fast as
+    /// the deny cache would and with the same answer, so there is none. Its
+    /// budget is spent first, as I/O would spend it, so a loop of such calls
+    /// yields and no answer is kept across the wait.
+    async fn run_here(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
+        tokio::task::coop::consume_budget().await;
+        let clock = &*self.inner.store.clock;
+        match self.rule.bound.decide_by(key, cost, kind, clock) {
+            Answer::Now(outcome) => outcome.map(|outcome| Decision::from_outcome(outcome, &self.rule.policy)),
+            // Boxed: no store in this crate that is in this process answers later.
+            Answer::Later(answer) => Box::pin(self.finish(key, cost, answer, None)).await,
         }
     }
 
@@ -124,7 +142,7 @@ impl Limiter {
     /// process decides as fast as the cache would answer, and with the
     /// same answer).
     fn deny_cache(&self, cost: u64, kind: CallKind) -> Option<&DenyCache> {
-        self.deny_cache.as_deref().filter(|_| kind == CallKind::Check && cost > 0 && self.rule.bound.remote())
+        self.deny_cache.as_deref().filter(|_| kind == CallKind::Check && cost > 0 && self.rule.remote)
     }
 
     /// Counts a decision (not a peek's) or a store failure in the metrics; an

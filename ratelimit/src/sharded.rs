@@ -3,9 +3,9 @@
 //! limiter's prefix) and each limiter's deny cache are one.
 
 use hashbrown::HashTable;
-use std::collections::hash_map::{DefaultHasher, RandomState};
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -25,8 +25,9 @@ pub(crate) trait Expires {
 /// can aim many keys at one shard or slot.
 #[derive(Debug)]
 pub(crate) struct Sharded<V> {
+    /// A power of two of them, so a hash picks one with a mask.
     shards: Box<[Mutex<Shard<V>>]>,
-    hasher: RandomState,
+    hasher: KeyedHash,
     /// Values held in all shards, so an empty map is skipped without a lock.
     len: AtomicUsize,
     /// Every scope made, by its bytes: the same bytes get the same id.
@@ -41,10 +42,40 @@ struct Shard<V> {
 
 #[derive(Debug)]
 struct Slot<V> {
-    hash: u64,
     scope: u64,
-    key: Box<[u8]>,
+    key: Bytes,
     value: V,
+}
+
+/// A key's bytes: in the slot itself when short, as most keys are, so
+/// finding a key reads no memory beyond its slot; boxed otherwise.
+#[derive(Debug)]
+enum Bytes {
+    Short { len: u8, bytes: [u8; SHORT_KEY] },
+    Long(Box<[u8]>),
+}
+
+/// The longest key kept in its slot: the room a boxed one takes, and a word.
+const SHORT_KEY: usize = 22;
+
+impl Bytes {
+    fn new(key: &[u8]) -> Bytes {
+        match u8::try_from(key.len()) {
+            Ok(len) if key.len() <= SHORT_KEY => {
+                let mut bytes = [0; SHORT_KEY];
+                bytes[..key.len()].copy_from_slice(key);
+                Bytes::Short { len, bytes }
+            }
+            _ => Bytes::Long(key.into()),
+        }
+    }
+
+    fn get(&self) -> &[u8] {
+        match self {
+            Bytes::Short { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or_default(),
+            Bytes::Long(bytes) => bytes,
+        }
+    }
 }
 
 /// The first part of keys (a limiter's prefix, or nothing), made once: an
@@ -53,7 +84,74 @@ struct Slot<V> {
 #[derive(Debug, Clone)]
 pub(crate) struct Scope {
     id: u64,
-    hashed: DefaultHasher,
+    hashed: u64,
+}
+
+/// The map's keyed hash: foldhash's scheme (hashbrown's default hasher),
+/// words of the key folded in by a 128-bit multiply with random seeds. Keys
+/// are short, and SipHash cost more than the rest of an in-memory decision.
+#[derive(Debug)]
+struct KeyedHash {
+    seeds: [u64; 4],
+}
+
+impl KeyedHash {
+    fn new() -> KeyedHash {
+        // std's per-process randomness, drawn anew for each map.
+        let random = RandomState::new();
+        KeyedHash { seeds: [0u8, 1, 2, 3].map(|i| random.hash_one(i)) }
+    }
+
+    fn scope(&self, id: u64) -> u64 {
+        fold(id ^ self.seeds[0], self.seeds[1])
+    }
+
+    /// The hash of `key` in the scope hashed as `scope`; its length is
+    /// folded in first, so each word read below stands for distinct bytes.
+    #[inline]
+    fn key(&self, scope: u64, key: &[u8]) -> u64 {
+        let [_, _, s2, s3] = self.seeds;
+        let mut hashed = scope ^ key.len() as u64;
+        let mut rest = key;
+        while let Some((words, tail)) = rest.split_first_chunk::<16>().filter(|(_, tail)| !tail.is_empty()) {
+            hashed = fold(hashed ^ first::<8>(words) ^ s2, last::<8>(words) ^ s3);
+            rest = tail;
+        }
+        // The last 1 to 16 bytes, read as two words that may overlap.
+        let (a, b) = match rest.len() {
+            8.. => (first::<8>(rest), last::<8>(rest)),
+            4.. => (first::<4>(rest), last::<4>(rest)),
+            1.. => (u64::from(rest[0]), u64::from(rest[rest.len() / 2]) << 8 | u64::from(rest[rest.len() - 1])),
+            0 => (0, 0),
+        };
+        fold(hashed ^ a ^ s2, b ^ s3)
+    }
+}
+
+/// The 128-bit product of `a` and `b`, its halves xored.
+#[inline]
+fn fold(a: u64, b: u64) -> u64 {
+    let product = u128::from(a) * u128::from(b);
+    (product as u64) ^ (product >> 64) as u64
+}
+
+/// The first `N` (at most 8) bytes of `bytes` as a little-endian word; 0 if it is shorter.
+#[inline]
+fn first<const N: usize>(bytes: &[u8]) -> u64 {
+    bytes.first_chunk::<N>().map_or(0, word)
+}
+
+/// The last `N` (at most 8) bytes of `bytes` as a little-endian word; 0 if it is shorter.
+#[inline]
+fn last<const N: usize>(bytes: &[u8]) -> u64 {
+    bytes.last_chunk::<N>().map_or(0, word)
+}
+
+#[inline]
+fn word<const N: usize>(chunk: &[u8; N]) -> u64 {
+    let mut word = [0; 8];
+    word[..N].copy_from_slice(chunk);
+    u64::from_le_bytes(word)
 }
 
 /// A key within a scope: two keys are the same only when both parts are.
@@ -65,14 +163,20 @@ pub(crate) struct Key<'a> {
 
 impl Key<'_> {
     fn is(&self, slot: &Slot<impl Sized>) -> bool {
-        slot.scope == self.scope.id && same(&slot.key, self.key)
+        slot.scope == self.scope.id && same(slot.key.get(), self.key)
     }
 }
 
-/// `a == b` byte by byte: keys are short, and a call to `memcmp` for each
-/// costs more than the comparison (BENCHMARKS.md, the deny cache).
+/// `a == b`: keys are short, and a call to `memcmp` for each costs more
+/// than comparing them a word or a byte at a time (BENCHMARKS.md, the deny cache).
+#[inline]
 fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+    match a.len() {
+        _ if a.len() != b.len() => false,
+        // The first and last 8 bytes, which may overlap, cover all of them.
+        8..=16 => first::<8>(a) == first::<8>(b) && last::<8>(a) == last::<8>(b),
+        _ => a.iter().zip(b).all(|(x, y)| x == y),
+    }
 }
 
 /// One key's place in a locked shard.
@@ -84,11 +188,12 @@ pub(crate) struct Entry<'a, V> {
 }
 
 impl<V: Expires> Sharded<V> {
-    /// An empty map of `shards` shards.
+    /// An empty map of `shards` shards (rounded up to a power of two).
     pub(crate) fn new(shards: usize) -> Self {
-        let shards = (0..shards.max(1)).map(|_| Mutex::new(Shard { slots: HashTable::new(), next_sweep_us: 0 }));
+        let shards =
+            (0..shards.next_power_of_two()).map(|_| Mutex::new(Shard { slots: HashTable::new(), next_sweep_us: 0 }));
         let scopes = Mutex::default();
-        Sharded { shards: shards.collect(), hasher: RandomState::new(), len: AtomicUsize::new(0), scopes }
+        Sharded { shards: shards.collect(), hasher: KeyedHash::new(), len: AtomicUsize::new(0), scopes }
     }
 
     /// `bytes` as the first part of keys of this map.
@@ -97,9 +202,7 @@ impl<V: Expires> Sharded<V> {
         let mut scopes = self.scopes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let next = scopes.len() as u64;
         let id = *scopes.entry(bytes.into()).or_insert(next);
-        let mut hashed = self.hasher.build_hasher();
-        hashed.write_u64(id);
-        Scope { id, hashed }
+        Scope { id, hashed: self.hasher.scope(id) }
     }
 
     /// Values held, including expired ones not swept yet.
@@ -129,11 +232,9 @@ impl<V: Expires> Sharded<V> {
     }
 
     fn locked<'a>(&'a self, key: Key<'a>) -> Entry<'a, V> {
-        let mut hasher = key.scope.hashed.clone();
-        hasher.write(key.key);
-        let hash = hasher.finish();
+        let hash = self.hasher.key(key.scope.hashed, key.key);
         // The table uses the low bits and the top seven: pick the shard from others.
-        let index = (hash >> 32) as usize % self.shards.len();
+        let index = (hash >> 32) as usize & (self.shards.len() - 1);
         // Values are replaced whole, so a poisoned lock holds nothing half-written.
         let shard = self.shards[index].lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         Entry { map: self, shard, hash, key }
@@ -150,23 +251,31 @@ impl<V: Expires> Sharded<V> {
             if self.len() == 0 {
                 return;
             }
-            Self::drop_dead(&self.len, &mut shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner()), &dead);
+            self.drop_dead(&mut shard.lock().unwrap_or_else(|poisoned| poisoned.into_inner()), &dead);
         }
     }
 
     fn sweep(&self, shard: &mut Shard<V>, now_us: u64) {
-        Self::drop_dead(&self.len, shard, |value| value.expires_at_us() <= now_us);
+        self.drop_dead(shard, |value| value.expires_at_us() <= now_us);
         shard.next_sweep_us = now_us.saturating_add(SWEEP_EVERY_US);
     }
 
-    fn drop_dead(len: &AtomicUsize, shard: &mut Shard<V>, dead: impl Fn(&V) -> bool) {
+    fn drop_dead(&self, shard: &mut Shard<V>, dead: impl Fn(&V) -> bool) {
         let before = shard.slots.len();
         shard.slots.retain(|slot| !dead(&slot.value));
         let held = shard.slots.len();
-        len.fetch_sub(before - held, Ordering::Relaxed);
+        self.len.fetch_sub(before - held, Ordering::Relaxed);
         if shard.slots.capacity() > SHRINK_WHEN_ROOM_FOR * held {
-            shard.slots.shrink_to(2 * held, |slot| slot.hash);
+            shard.slots.shrink_to(2 * held, |slot| self.hash_of(slot));
         }
+    }
+}
+
+impl<V> Sharded<V> {
+    /// A held key's hash, worked out again: only a table that grows or
+    /// shrinks needs it, so slots do not keep it.
+    fn hash_of(&self, slot: &Slot<V>) -> u64 {
+        self.hasher.key(self.hasher.scope(slot.scope), slot.key.get())
     }
 }
 
@@ -174,25 +283,30 @@ impl<V> Entry<'_, V> {
     /// The value held for the key.
     pub(crate) fn get_mut(&mut self) -> Option<&mut V> {
         let (hash, key) = (self.hash, self.key);
-        self.shard.slots.find_mut(hash, |slot| slot.hash == hash && key.is(slot)).map(|slot| &mut slot.value)
+        self.shard.slots.find_mut(hash, |slot| key.is(slot)).map(|slot| &mut slot.value)
     }
 
     /// Holds `value` for the key, replacing any.
     pub(crate) fn insert(&mut self, value: V) {
         match self.get_mut() {
             Some(held) => *held = value,
-            None => {
-                let slot = Slot { hash: self.hash, scope: self.key.scope.id, key: self.key.key.into(), value };
-                self.shard.slots.insert_unique(self.hash, slot, |slot| slot.hash);
-                self.map.len.fetch_add(1, Ordering::Relaxed);
-            }
+            None => self.insert_new(value),
         }
+    }
+
+    /// Holds `value` for a key that holds none (the caller found none
+    /// under this lock), without looking for it again.
+    pub(crate) fn insert_new(&mut self, value: V) {
+        let slot = Slot { scope: self.key.scope.id, key: Bytes::new(self.key.key), value };
+        let map = self.map;
+        self.shard.slots.insert_unique(self.hash, slot, |slot| map.hash_of(slot));
+        self.map.len.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Drops the key's value.
     pub(crate) fn remove(&mut self) {
         let (hash, key) = (self.hash, self.key);
-        if let Ok(found) = self.shard.slots.find_entry(hash, |slot| slot.hash == hash && key.is(slot)) {
+        if let Ok(found) = self.shard.slots.find_entry(hash, |slot| key.is(slot)) {
             found.remove();
             self.map.len.fetch_sub(1, Ordering::Relaxed);
         }
@@ -245,6 +359,31 @@ mod tests {
         assert_eq!(map.len(), 10);
         assert!(room(&map) <= 100, "{} slots kept for 10 values", room(&map));
         assert_eq!(map.entry(Key { scope: &none, key: &3u64.to_le_bytes() }, 0).get_mut().copied(), Some(u64::MAX));
+    }
+
+    #[test]
+    fn keys_of_every_length_short_or_boxed_are_found_after_the_table_grows_and_shrinks() {
+        let map = Sharded::<u64>::new(1);
+        let (none, other) = (map.scope(b""), map.scope(b"x"));
+        let keys: Vec<Vec<u8>> = (0..=40).flat_map(|len| [vec![b'k'; len], vec![len as u8; len]]).collect();
+        for (i, key) in keys.iter().enumerate() {
+            map.entry(Key { scope: &none, key }, 0).insert(i as u64);
+            map.entry(Key { scope: &other, key }, 0).insert(1000 + i as u64);
+        }
+        let expected = |map: &Sharded<u64>| {
+            keys.iter().enumerate().all(|(i, key)| {
+                let held = |scope, map: &Sharded<u64>| map.entry(Key { scope, key }, 0).get_mut().copied();
+                // The empty key appears twice: its later insert replaced the value.
+                let last = keys.iter().rposition(|k| k == key).unwrap_or(i) as u64;
+                held(&none, map) == Some(last) && held(&other, map) == Some(1000 + last)
+            })
+        };
+        assert!(expected(&map));
+        for i in 0..1000u64 {
+            map.entry(Key { scope: &none, key: &i.to_le_bytes() }, 0).insert(u64::MAX);
+        }
+        map.purge_where(|&value| value == u64::MAX);
+        assert!(expected(&map), "found again once the table grew and shrank");
     }
 
     #[test]

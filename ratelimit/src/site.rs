@@ -101,12 +101,20 @@ impl Site {
         cost: u64,
     ) -> Result<(Permit, bool), Box<RateLimited>> {
         let key = key.as_bytes();
-        let limiter = match self.limiter.current(policy).await {
+        // Boxed: only a call that builds or looks up the limiter waits for it.
+        let current = match self.limiter.ready(policy) {
+            Some(ready) => ready,
+            None => Box::pin(self.limiter.current_ref(policy)).await,
+        };
+        let limiter = match current {
             Ok((limiter, first)) => {
                 if first && self.named_by_default {
                     self.warn_if_default_name_shared();
                 }
-                limiter.with_dry_run(self.dry_run)
+                match self.dry_run {
+                    true => Cow::Owned(limiter.into_owned().with_dry_run(true)),
+                    false => limiter,
+                }
             }
             Err(why) => {
                 // Settled without I/O: spend the task's budget as I/O would, so a loop of such calls yields.

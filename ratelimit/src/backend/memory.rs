@@ -148,25 +148,23 @@ impl MemoryBound {
         // slack. The state lasts until its reset after the time judged at.
         let slack = if client_clock { CLIENT_CLOCK_SLACK_US } else { 0 };
         let expiry = |outcome: &Outcome| outcome.now_us + outcome.reset_after_us + slack;
-        if let Some(held) = entry.get_mut() {
-            // An expired state counts as untouched.
-            if held.expires_at_us <= now {
-                held.state = None;
-            }
-            let (outcome, wrote) = algo::decide(&self.policy, &mut held.state, now, cost, kind);
-            if wrote {
-                held.expires_at_us = expiry(&outcome);
-            }
-            if held.state.is_none() {
-                entry.remove();
-            }
-            return outcome;
+        // An untouched key decides on an entry of its own, kept if it wrote a state.
+        let mut fresh = Entry { state: None, expires_at_us: 0, process_timed: !client_clock };
+        let held = entry.get_mut();
+        let is_new = held.is_none();
+        let decided = held.unwrap_or(&mut fresh);
+        // An expired state counts as untouched.
+        if decided.expires_at_us <= now {
+            decided.state = None;
         }
-        let mut state = None;
-        let (outcome, wrote) = algo::decide(&self.policy, &mut state, now, cost, kind);
-        if state.is_some() {
-            let expires_at_us = if wrote { expiry(&outcome) } else { 0 };
-            entry.insert(Entry { state, expires_at_us, process_timed: !client_clock });
+        let (outcome, wrote) = algo::decide(&self.policy, &mut decided.state, now, cost, kind);
+        if wrote {
+            decided.expires_at_us = expiry(&outcome);
+        }
+        match (is_new, decided.state.is_some()) {
+            (false, false) => entry.remove(),
+            (true, true) => entry.insert_new(fresh),
+            _ => {}
         }
         outcome
     }
