@@ -4,7 +4,7 @@
 //! permit, which was spent when taken.
 
 use redlimit::observe::{PERMITS_HELD, PERMIT_LEASES_LOST_TOTAL};
-use redlimit::{DenialReason, Limiter, ManualClock, OnError, Policy, Store};
+use redlimit::{DenialReason, Limiter, ManualClock, Policy, Store};
 use redlimit_test_support::metrics_capture;
 use std::time::Duration;
 
@@ -74,6 +74,7 @@ async fn the_gauge_counts_the_permits_this_process_holds() {
 #[cfg(feature = "redis")]
 mod on_error {
     use super::*;
+    use redlimit::OnError;
     use redlimit_test_support::redis_server::RedisServer;
 
     /// A store on a Redis that is gone.
