@@ -4,7 +4,7 @@
 //! fixed window stays exact, unspent permits are refunded or counted as
 //! wasted, and every guarantee of a check still holds (peek, reset,
 //! retry_after, metrics, on_error, dry run). Many processes on one hot key:
-//! `prefetch_processes.rs`.
+//! `limiter_prefetch_processes.rs`.
 
 use redlimit::{Error, Limiter, OnError, Policy, Store, DEFAULT_PREFETCH_TTL};
 use redlimit_test_support::metrics_capture::{counter, recorded};

@@ -160,10 +160,13 @@ fn run(server: &RedisServer, name: &str, policy_text: &str) -> Run {
 /// The rate of every bucket and GCRA policy held at its limit, per second.
 const AT_RATE_PER_S: u64 = 5000;
 
-/// The most calls a bucket or GCRA policy (at `AT_RATE_PER_S`) admits in
-/// any span of `span_us`: what it holds when full, plus its rate over the span.
-fn store_bound(policy: &Policy, span_us: u64) -> u64 {
-    policy.max_cost() + span_us * AT_RATE_PER_S / 1_000_000
+/// README's bound on the calls a bucket or GCRA policy (at `AT_RATE_PER_S`)
+/// admits under prefetch in any span of `span_us`: what it holds when full,
+/// its rate over the span, and the lesser of its rate over the prefetch TTL
+/// and what the processes may hold (k - 1 each).
+fn prefetch_bound(policy: &Policy, span_us: u64, ttl_us: u64) -> u64 {
+    let extra = (ttl_us * AT_RATE_PER_S / 1_000_000).min(PROCESSES as u64 * (K - 1));
+    policy.max_cost() + span_us * AT_RATE_PER_S / 1_000_000 + extra
 }
 
 #[test]
@@ -232,12 +235,12 @@ fn check_windows(policy: &Policy, admitted: &[Admitted]) {
 }
 
 /// For every span T, the calls made wholly within some span of T number
-/// at most what the store admits in T + ttl (README, "Hot keys: prefetch").
+/// at most README's bound ("Hot keys: prefetch").
 fn check_intervals(algo: &str, policy: &Policy, admitted: &[Admitted], ttl_us: u64) {
     let mut calls = admitted.to_vec();
     calls.sort_unstable_by_key(|a| a.before_us);
     for span_us in [0, ttl_us / 2, ttl_us, 4 * ttl_us, 20 * ttl_us] {
-        let bound = store_bound(policy, span_us + ttl_us);
+        let bound = prefetch_bound(policy, span_us, ttl_us);
         let mut worst = 0;
         for (i, start) in calls.iter().enumerate() {
             let end = start.before_us + span_us;
