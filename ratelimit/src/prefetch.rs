@@ -5,7 +5,7 @@
 //! the policy admitted at those times; `prefetch_quota.rs` decides one call.
 
 use crate::backend::CallKind;
-use crate::prefetch_quota::{now_us, LetGo, LocalQuota, Moved};
+use crate::prefetch_quota::{let_go, now_us, LetGo, Moved, Quota};
 use crate::{algo, observe, AlgorithmKind, Decision, Error, Limiter};
 use metrics::Counter;
 use std::collections::HashMap;
@@ -33,13 +33,6 @@ pub(crate) struct Prefetch {
     quotas: Mutex<Option<HashMap<u64, HashMap<Box<[u8]>, Arc<Quota>>>>>,
     counts: [AtomicU64; 4],
     metrics: once_cell::sync::OnceCell<[Counter; 4]>,
-}
-
-/// One key's quota, and the limiter (without prefetch) its permits came from.
-#[derive(Debug)]
-struct Quota {
-    local: tokio::sync::Mutex<LocalQuota>,
-    limiter: Limiter,
 }
 
 /// A limiter's prefetch: its own, or a site's, which lives as long as the program.
@@ -146,10 +139,9 @@ impl Prefetch {
         }
         if by_key.len() >= SWEEP_ABOVE {
             let now = now_us(limiter);
-            by_key.retain(|_, quota| !quota.local.try_lock().is_ok_and(|local| local.idle(now, self.ttl_us)));
+            by_key.retain(|_, quota| !quota.state().idle(now, self.ttl_us));
         }
-        let limiter = Limiter { prefetch: None, ..limiter.clone() };
-        let quota = Arc::new(Quota { local: tokio::sync::Mutex::new(LocalQuota::default()), limiter });
+        let quota = Arc::new(Quota::new(Limiter { prefetch: None, ..limiter.clone() }));
         by_key.insert(key.into(), quota.clone());
         quota
     }
@@ -160,10 +152,8 @@ impl Prefetch {
         for by_key in quotas.iter_mut().flat_map(|quotas| quotas.values_mut()) {
             if let Some(quota) = by_key.remove(key) {
                 // A refill under way completes into the removed quota: dropped with it.
-                if let Ok(mut local) = quota.local.try_lock() {
-                    let returned = local.forget();
-                    self.add(limiter, Moved { let_go: LetGo { returned, wasted: 0 }, ..Moved::default() });
-                }
+                let returned = quota.state().forget();
+                self.add(limiter, Moved { let_go: LetGo { returned, wasted: 0 }, ..Moved::default() });
             }
         }
     }
@@ -182,13 +172,15 @@ impl Drop for Prefetch {
         let runtime = tokio::runtime::Handle::try_current().ok();
         let metrics = self.metrics.get().cloned();
         for (key, quota) in quotas.into_values().flatten() {
-            let Ok(local) = Arc::try_unwrap(quota).map(|q| (q.local.into_inner(), q.limiter)) else { continue };
-            let (mut local, limiter) = local;
-            let (runtime, metrics) = (runtime.clone(), metrics.clone());
-            match runtime {
+            let (left, window_end_us) = quota.state().take_left();
+            if left == 0 {
+                continue;
+            }
+            let metrics = metrics.clone();
+            match &runtime {
                 Some(runtime) => drop(runtime.spawn(async move {
-                    let now = now_us(&limiter);
-                    let LetGo { returned, wasted } = local.let_go(&limiter, &key, now).await;
+                    let now = now_us(&quota.limiter);
+                    let LetGo { returned, wasted } = let_go(&quota.limiter, &key, left, window_end_us, now).await;
                     if let Some([_, _, r, w]) = metrics {
                         r.increment(returned);
                         w.increment(wasted);
@@ -196,7 +188,7 @@ impl Drop for Prefetch {
                 })),
                 None => {
                     if let Some([_, _, _, w]) = metrics {
-                        w.increment(local.forget());
+                        w.increment(left);
                     }
                 }
             }
@@ -333,10 +325,8 @@ impl Limiter {
 
     async fn spend(&self, prefetch: &Prefetch, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let quota = prefetch.quota(self, key);
-        let mut local = quota.local.lock().await;
         let mut moved = Moved::default();
-        let result = local.decide(&quota.limiter, key, cost, (prefetch.max, prefetch.ttl_us), &mut moved).await;
-        drop(local);
+        let result = quota.decide(key, cost, (prefetch.max, prefetch.ttl_us), &mut moved).await;
         prefetch.add(self, moved);
         if moved.spent > 0 && moved.prefetched == 0 {
             // Answered without I/O: spend the task's budget as I/O would.

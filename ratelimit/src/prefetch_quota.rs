@@ -40,50 +40,91 @@ pub(crate) struct Moved {
     pub(crate) let_go: LetGo,
 }
 
-impl LocalQuota {
-    /// Decides a call of `cost` (> 0) for `key` through `limiter`, taking up
-    /// to `max` permits from the store when the local ones do not cover it.
-    /// `ttl_us` bounds how long a bucket's or GCRA's permits stay here, and
-    /// is how soon a refill must follow the last one for the next to grow.
+/// One key's quota under one policy: its state, behind a lock no call
+/// holds across an await (spending is a few loads and stores), and the
+/// lock a refill holds while it asks the store, so one refill at a time
+/// goes out per key and process while other calls wait for its permits.
+#[derive(Debug)]
+pub(crate) struct Quota {
+    pub(crate) state: std::sync::Mutex<LocalQuota>,
+    refill: tokio::sync::Mutex<()>,
+    /// The limiter the permits come from (without prefetch: its refunds go
+    /// straight to the store).
+    pub(crate) limiter: Limiter,
+}
+
+impl Quota {
+    pub(crate) fn new(limiter: Limiter) -> Quota {
+        Quota { state: Default::default(), refill: tokio::sync::Mutex::new(()), limiter }
+    }
+
+    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, LocalQuota> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Decides a call of `cost` (> 0) for `key`, taking up to `max` permits
+    /// from the store when the local ones do not cover it. `ttl_us` bounds
+    /// how long a bucket's or GCRA's permits stay here, and is how soon a
+    /// refill must follow the last one for the next to grow.
     pub(crate) async fn decide(
-        &mut self,
-        limiter: &Limiter,
+        &self,
         key: &[u8],
         cost: u64,
         (max, ttl_us): (u64, u64),
         moved: &mut Moved,
     ) -> Result<Decision, Error> {
+        let limiter = &self.limiter;
+        if let Some(spent) = self.state().spend(cost, now_us(limiter), moved) {
+            return Ok(spent);
+        }
+        let _refilling = self.refill.lock().await;
+        // Another call's refill may have come back while this one waited.
         let now = now_us(limiter);
-        if self.left >= cost && now < self.expires_us {
-            self.left -= cost;
-            moved.spent = cost;
-            return Ok(self.answer(now));
-        }
-        if self.left > 0 {
-            moved.let_go = self.let_go(limiter, key, now).await;
-        }
-        // A key called less often than once per ttl takes only its own cost,
-        // so it gets exactly the answers it gets without prefetch.
-        self.size = match self.last_refill_us {
-            Some(last) if now.saturating_sub(last) <= ttl_us => self.size.saturating_mul(2).clamp(1, max),
-            _ => 1,
+        let (left, window_end_us, size) = {
+            let mut state = self.state();
+            if let Some(spent) = state.spend(cost, now, moved) {
+                return Ok(spent);
+            }
+            // A key called less often than once per ttl takes only its own
+            // cost, so it gets exactly the answers it gets without prefetch.
+            state.size = match state.last_refill_us {
+                Some(last) if now.saturating_sub(last) <= ttl_us => state.size.saturating_mul(2).clamp(1, max),
+                _ => 1,
+            };
+            (std::mem::take(&mut state.left), state.window_end_us, state.size)
         };
-        let (decision, took) = take(limiter, key, cost, cost.max(self.size)).await?;
+        if left > 0 {
+            moved.let_go = let_go(limiter, key, left, window_end_us, now).await;
+        }
+        let (decision, took) = take(limiter, key, cost, cost.max(size)).await?;
+        let mut state = self.state();
         if !decision.allowed {
             // Near the limit: ask for the call's own cost again, as without prefetch.
-            self.last_refill_us = None;
+            state.last_refill_us = None;
             return Ok(decision);
         }
         let window_end_us = window_reset_us(limiter, &decision).map(|reset| now.saturating_add(reset));
         // Counted from when the refill was sent: the store judged it no
         // earlier, so its window ends no earlier than this.
-        self.expires_us = now.saturating_add(window_end_us.map_or(ttl_us, |end| (end - now).min(ttl_us)));
-        self.window_end_us = window_end_us;
-        self.left = took - cost;
-        self.last_refill_us = Some(now);
-        self.taken = Some((decision, now));
+        state.expires_us = now.saturating_add(window_end_us.map_or(ttl_us, |end| (end - now).min(ttl_us)));
+        state.window_end_us = window_end_us;
+        state.left = took - cost;
+        state.last_refill_us = Some(now);
+        state.taken = Some((decision, now));
         *moved = Moved { prefetched: took, spent: cost, ..*moved };
-        Ok(self.answer(now))
+        Ok(state.answer(now))
+    }
+}
+
+impl LocalQuota {
+    /// Spends `cost` of the local permits, if they cover it and have not expired.
+    fn spend(&mut self, cost: u64, now: u64, moved: &mut Moved) -> Option<Decision> {
+        if self.left < cost || now >= self.expires_us {
+            return None;
+        }
+        self.left -= cost;
+        moved.spent = cost;
+        Some(self.answer(now))
     }
 
     /// Forgets the local permits (the key was reset in the store); how many.
@@ -97,20 +138,9 @@ impl LocalQuota {
         now >= self.expires_us && self.last_refill_us.is_none_or(|last| now.saturating_sub(last) > ttl_us)
     }
 
-    /// Gives back the permits still held: refunded while they may still
-    /// count in the store, else wasted (a fixed window that ended).
-    pub(crate) async fn let_go(&mut self, limiter: &Limiter, key: &[u8], now: u64) -> LetGo {
-        let left = std::mem::take(&mut self.left);
-        if left == 0 {
-            return LetGo::default();
-        }
-        if self.window_end_us.is_some_and(|end| now >= end) {
-            return LetGo { returned: 0, wasted: left };
-        }
-        match limiter.refund(key, left).await {
-            Ok(_) => LetGo { returned: left, wasted: 0 },
-            Err(_) => LetGo { returned: 0, wasted: left },
-        }
+    /// The permits still held and when their window ends, taken out to give back.
+    pub(crate) fn take_left(&mut self) -> (u64, Option<u64>) {
+        (std::mem::take(&mut self.left), self.window_end_us)
     }
 
     /// The answer of a call that leaves `self.left` here: the refill's
@@ -130,6 +160,21 @@ impl LocalQuota {
             quota.reset_after = quota.reset_after.saturating_sub(elapsed);
         }
         decision
+    }
+}
+
+/// Gives back `left` permits: refunded while they may still count in the
+/// store, else wasted (a fixed window that ended at `window_end_us`).
+pub(crate) async fn let_go(limiter: &Limiter, key: &[u8], left: u64, window_end_us: Option<u64>, now: u64) -> LetGo {
+    if left == 0 {
+        return LetGo::default();
+    }
+    if window_end_us.is_some_and(|end| now >= end) {
+        return LetGo { returned: 0, wasted: left };
+    }
+    match limiter.refund(key, left).await {
+        Ok(_) => LetGo { returned: left, wasted: 0 },
+        Err(_) => LetGo { returned: 0, wasted: left },
     }
 }
 
