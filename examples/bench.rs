@@ -9,6 +9,7 @@
 //! cargo run --release --example bench -- --only batching --algo gcra --in-flight 1,64  # group commit on/off
 //! cargo run --release --example bench -- --only policies --algo gcra  # a policy per user against one fixed limiter
 //! cargo run --release --example bench -- --only batch-forms  # a batch's keys declared, or carried in ARGV
+//! cargo run --release --example bench -- --only prefetch  # one hot key, prefetch on and off
 //! examples/bench/client_instructions.sh fixed_window/script fixed_window/macro  # client instructions per decision
 //! ```
 //!
@@ -54,6 +55,8 @@ mod local;
 mod naive;
 #[path = "bench/policies.rs"]
 mod policies;
+#[path = "bench/prefetch.rs"]
+mod prefetch;
 
 use load::{drive, Measured};
 use redis::aio::MultiplexedConnection;
@@ -89,6 +92,8 @@ pub struct Options {
     pub only_policies: bool,
     /// `--only batch-forms`: a batch's keys declared against carried in ARGV, raw.
     pub only_batch_forms: bool,
+    /// `--only prefetch`: one hot key with prefetch on and off.
+    pub only_prefetch: bool,
 }
 
 fn options() -> (Options, batching::Selection) {
@@ -99,6 +104,7 @@ fn options() -> (Options, batching::Selection) {
     let mut only_batching = false;
     let mut only_policies = false;
     let mut only_batch_forms = false;
+    let mut only_prefetch = false;
     let mut selection = batching::Selection::default();
     let algorithm =
         |name: Option<&String>| AlgorithmKind::ALL.into_iter().find(|k| Some(k.name()) == name.map(String::as_str));
@@ -120,8 +126,9 @@ fn options() -> (Options, batching::Selection) {
                 Some(name) if name == "batching" => only_batching = true,
                 Some(name) if name == "policies" => only_policies = true,
                 Some(name) if name == "batch-forms" => only_batch_forms = true,
+                Some(name) if name == "prefetch" => only_prefetch = true,
                 name if algorithm(name).is_some() => only_algorithm = algorithm(name),
-                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms` or an algorithm's name, not {other:?}"),
+                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `prefetch` or an algorithm's name, not {other:?}"),
             },
             "--algo" => {
                 let name = iter.next();
@@ -151,6 +158,7 @@ fn options() -> (Options, batching::Selection) {
         only_batching,
         only_policies,
         only_batch_forms,
+        only_prefetch,
     };
     (options, selection)
 }
@@ -210,6 +218,12 @@ async fn run(options: Options, selection: batching::Selection) {
     }
     if options.only_batch_forms {
         declared::run(&mut admin, options).await;
+        return;
+    }
+    if options.only_prefetch {
+        let redis_options = redlimit::RedisOptions::default().with_response_timeout(Duration::from_secs(5));
+        let store = Store::redis_with(&server.url(), redis_options).await.expect("connect the runtime");
+        prefetch::run(&store, &mut admin, options).await;
         return;
     }
     if options.only_policies {
