@@ -30,10 +30,13 @@ pub(crate) struct Prefetch {
     ttl_us: u64,
     /// By policy fingerprint (a limiter deciding by several policies keeps a
     /// quota per policy), then key.
-    quotas: Mutex<Option<HashMap<u64, HashMap<Box<[u8]>, Arc<Quota>>>>>,
+    quotas: Mutex<Option<Quotas>>,
     counts: [AtomicU64; 4],
     metrics: once_cell::sync::OnceCell<[Counter; 4]>,
 }
+
+/// By policy fingerprint, then key.
+type Quotas = HashMap<u64, HashMap<Box<[u8]>, Arc<Quota>>>;
 
 /// A limiter's prefetch: its own, or a site's, which lives as long as the program.
 #[derive(Debug, Clone)]
@@ -62,7 +65,9 @@ pub(crate) struct SitePrefetch {
 }
 
 impl SitePrefetch {
-    pub(crate) const OFF: SitePrefetch = SitePrefetch { max: 0, made: std::sync::OnceLock::new() };
+    pub(crate) const fn off() -> SitePrefetch {
+        SitePrefetch { max: 0, made: std::sync::OnceLock::new() }
+    }
 
     fn get(&self) -> Option<&Prefetch> {
         (self.max > 1).then(|| self.made.get_or_init(|| Prefetch::new(self.max, DEFAULT_PREFETCH_TTL)))
@@ -204,9 +209,9 @@ impl Limiter {
     ///
     /// A refill asks for 1 permit (the call's cost, if larger); each refill
     /// that follows the last within the prefetch TTL asks for twice as many,
-    /// up to `k`; a denial or a pause longer than the TTL starts again at
-    /// 1. So a key called less often than once per TTL gets exactly the
-    /// answers it gets without prefetch. Prefetched permits are taken in the
+    /// up to `k`; a denial or a pause longer than the TTL starts again from
+    /// one permit. So a key called less often than once per TTL gets
+    /// exactly the answers it gets without prefetch. Prefetched permits are taken in the
     /// store when asked for, so the processes together never admit more
     /// than the policy admitted at those times. They may be spent only
     /// until the fixed window they were taken in ends (so a fixed window's

@@ -43,7 +43,7 @@ impl Site {
             named_by_default: false,
             dry_run: false,
             refunds: SiteRefunds::new(),
-            prefetch: SitePrefetch::OFF,
+            prefetch: SitePrefetch::off(),
         }
     }
 
@@ -58,7 +58,7 @@ impl Site {
             named_by_default: false,
             dry_run: false,
             refunds: SiteRefunds::new(),
-            prefetch: SitePrefetch::OFF,
+            prefetch: SitePrefetch::off(),
         }
     }
 
@@ -73,7 +73,7 @@ impl Site {
             named_by_default: false,
             dry_run: false,
             refunds: SiteRefunds::new(),
-            prefetch: SitePrefetch::OFF,
+            prefetch: SitePrefetch::off(),
         }
     }
 
