@@ -36,36 +36,25 @@ impl Site {
     /// A site; `policy` comes from a constant the macro validated at compile time.
     pub const fn new(name: &'static str, policy: Policy, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::fixed(Cow::Borrowed(name), policy, on_error);
-        Site {
-            name,
-            limiter,
-            on_limit,
-            named_by_default: false,
-            dry_run: false,
-            refunds: SiteRefunds::new(),
-            prefetch: SitePrefetch::off(),
-        }
+        Site::of(name, limiter, on_limit)
     }
 
     /// A site whose policy is the one named `policy` in the configured set
     /// (`#[rate_limit(policy = "search")]`), followed across reloads.
     pub const fn configured(name: &'static str, policy: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::named(Cow::Borrowed(name), Cow::Borrowed(policy), on_error);
-        Site {
-            name,
-            limiter,
-            on_limit,
-            named_by_default: false,
-            dry_run: false,
-            refunds: SiteRefunds::new(),
-            prefetch: SitePrefetch::off(),
-        }
+        Site::of(name, limiter, on_limit)
     }
 
     /// A site whose every call gives its policy
     /// (`#[rate_limit(policy = plan_policy(&user))]`): see [`check_with`](Self::check_with).
     pub const fn per_call(name: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::per_call(Cow::Borrowed(name), on_error);
+        Site::of(name, limiter, on_limit)
+    }
+
+    /// The constructors' common part: everything else starts off.
+    const fn of(name: &'static str, limiter: LazyLimiter, on_limit: OnLimit) -> Site {
         Site {
             name,
             limiter,
