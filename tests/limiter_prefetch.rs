@@ -103,6 +103,30 @@ async fn unspent_permits_are_refunded_when_they_expire_and_wasted_when_their_win
 }
 
 #[tokio::test]
+async fn a_dropped_limiter_gives_back_what_it_held() {
+    let both = BothStores::start().await;
+    for (store_name, store) in both.each() {
+        let policy = Policy::token_bucket(100, "1/1m").unwrap();
+        let limiter = Limiter::new(format!("dropped-{store_name}"), policy.clone(), store).with_prefetch(8).unwrap();
+        for _ in 0..4 {
+            limiter.check("k", 1).await.unwrap(); // 7 taken, 3 held here
+        }
+        drop(limiter);
+        let after = Limiter::new(format!("dropped-{store_name}"), policy, store);
+        let mut remaining = 0;
+        for _ in 0..100 {
+            // The refund runs on a task of its own.
+            remaining = after.peek("k", 0).await.unwrap().remaining;
+            if remaining == 96 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(remaining, 96, "{store_name}: the 3 held are given back");
+    }
+}
+
+#[tokio::test]
 async fn peek_is_answered_by_the_store_and_reset_forgets_local_permits() {
     let both = BothStores::start().await;
     for (store_name, store) in both.each() {

@@ -28,15 +28,23 @@ const SWEEP_ABOVE: usize = 1024;
 pub(crate) struct Prefetch {
     max: u64,
     ttl_us: u64,
-    /// By policy fingerprint (a limiter deciding by several policies keeps a
-    /// quota per policy), then key.
+    /// By limiter (a site's calls in two `redlimit::scope`s are two
+    /// limiters, on two stores) and policy (a limiter deciding by several
+    /// policies keeps a quota per policy), then key.
     quotas: Mutex<Option<Quotas>>,
     counts: [AtomicU64; 4],
     metrics: once_cell::sync::OnceCell<[Counter; 4]>,
 }
 
-/// By policy fingerprint, then key.
-type Quotas = HashMap<u64, HashMap<Box<[u8]>, Arc<Quota>>>;
+/// By [`owner`], then key.
+type Quotas = HashMap<(usize, u64), HashMap<Box<[u8]>, Arc<Quota>>>;
+
+/// Which limiter and policy a quota belongs to: the address of what the
+/// limiter's clones share (a quota keeps it alive, so no other limiter can
+/// take its address while the quota exists) and the policy's fingerprint.
+fn owner(limiter: &Limiter) -> (usize, u64) {
+    (Arc::as_ptr(&limiter.inner) as usize, limiter.rule.fingerprint())
+}
 
 /// A limiter's prefetch: its own, or a site's, which lives as long as the program.
 #[derive(Debug, Clone)]
@@ -138,7 +146,7 @@ impl Prefetch {
     /// The quota of `key` under `limiter`'s policy, made if new.
     fn quota(&self, limiter: &Limiter, key: &[u8]) -> Arc<Quota> {
         let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
-        let by_key = quotas.get_or_insert_with(HashMap::new).entry(limiter.rule.fingerprint()).or_default();
+        let by_key = quotas.get_or_insert_with(HashMap::new).entry(owner(limiter)).or_default();
         if let Some(quota) = by_key.get(key) {
             return quota.clone();
         }
@@ -151,10 +159,12 @@ impl Prefetch {
         quota
     }
 
-    /// Forgets `key`'s local permits under every policy (it was reset in the store).
+    /// Forgets `key`'s local permits under every policy of `limiter` (it was reset in the store).
     pub(crate) fn forget(&self, limiter: &Limiter, key: &[u8]) {
         let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
-        for by_key in quotas.iter_mut().flat_map(|quotas| quotas.values_mut()) {
+        let inner = owner(limiter).0;
+        let of_limiter = quotas.iter_mut().flatten().filter(|((of, _), _)| *of == inner);
+        for (_, by_key) in of_limiter {
             if let Some(quota) = by_key.remove(key) {
                 // A refill under way completes into the removed quota: dropped with it.
                 let returned = quota.state().forget();
