@@ -133,9 +133,11 @@ impl LocalQuota {
         std::mem::take(&mut self.left)
     }
 
-    /// Whether this quota holds nothing worth keeping at `now`.
+    /// Whether this quota holds nothing worth keeping at `now`: no permits
+    /// (expired ones are given back by the key's next call, which a dropped
+    /// quota would never make) and no recent refill to grow from.
     pub(crate) fn idle(&self, now: u64, ttl_us: u64) -> bool {
-        now >= self.expires_us && self.last_refill_us.is_none_or(|last| now.saturating_sub(last) > ttl_us)
+        self.left == 0 && self.last_refill_us.is_none_or(|last| now.saturating_sub(last) > ttl_us)
     }
 
     /// The permits still held and when their window ends, taken out to give back.
