@@ -10,6 +10,7 @@
 //! cargo run --release --example bench -- --only policies --algo gcra  # a policy per user against one fixed limiter
 //! cargo run --release --example bench -- --only batch-forms  # a batch's keys declared, or carried in ARGV
 //! cargo run --release --example bench -- --only cell --rounds 6  # Redis CPU per decision next to redis-cell
+//! cargo run --release --example bench -- --only prefetch  # one hot key, prefetch on and off
 //! examples/bench/client_instructions.sh fixed_window/script fixed_window/macro  # client instructions per decision
 //! ```
 //!
@@ -60,6 +61,8 @@ mod local;
 mod naive;
 #[path = "bench/policies.rs"]
 mod policies;
+#[path = "bench/prefetch.rs"]
+mod prefetch;
 
 use load::{drive, Measured};
 use redis::aio::MultiplexedConnection;
@@ -97,6 +100,8 @@ pub struct Options {
     pub only_batch_forms: bool,
     /// `--only cell`: Redis CPU per decision next to redis-cell's (with `--algo`).
     pub only_cell: bool,
+    /// `--only prefetch`: one hot key with prefetch on and off.
+    pub only_prefetch: bool,
 }
 
 fn options() -> (Options, batching::Selection) {
@@ -108,6 +113,7 @@ fn options() -> (Options, batching::Selection) {
     let mut only_policies = false;
     let mut only_batch_forms = false;
     let mut only_cell = false;
+    let mut only_prefetch = false;
     let mut selection = batching::Selection::default();
     let algorithm =
         |name: Option<&String>| AlgorithmKind::ALL.into_iter().find(|k| Some(k.name()) == name.map(String::as_str));
@@ -130,8 +136,9 @@ fn options() -> (Options, batching::Selection) {
                 Some(name) if name == "policies" => only_policies = true,
                 Some(name) if name == "batch-forms" => only_batch_forms = true,
                 Some(name) if name == "cell" => only_cell = true,
+                Some(name) if name == "prefetch" => only_prefetch = true,
                 name if algorithm(name).is_some() => only_algorithm = algorithm(name),
-                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `cell` or an algorithm's name, not {other:?}"),
+                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `cell`, `prefetch` or an algorithm's name, not {other:?}"),
             },
             "--algo" => {
                 let name = iter.next();
@@ -162,6 +169,7 @@ fn options() -> (Options, batching::Selection) {
         only_policies,
         only_batch_forms,
         only_cell,
+        only_prefetch,
     };
     (options, selection)
 }
@@ -228,6 +236,12 @@ async fn run(options: Options, selection: batching::Selection) {
     }
     if options.only_batch_forms {
         declared::run(&mut admin, options).await;
+        return;
+    }
+    if options.only_prefetch {
+        let redis_options = redlimit::RedisOptions::default().with_response_timeout(Duration::from_secs(5));
+        let store = Store::redis_with(&server.url(), redis_options).await.expect("connect the runtime");
+        prefetch::run(&store, &mut admin, options).await;
         return;
     }
     if options.only_policies {

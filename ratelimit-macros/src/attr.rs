@@ -32,6 +32,7 @@ pub(crate) const OPTIONS: &[&str] = &[
     "on_error",
     "refund_on",
     "dry_run",
+    "prefetch",
     "crate",
 ];
 
@@ -68,6 +69,9 @@ const RENAMES: &[(&str, &str)] = &[
     ("deduct_when", "refund_on"),
     ("shadow", "dry_run"),
     ("shadow_mode", "dry_run"),
+    ("batch", "prefetch"),
+    ("local_quota", "prefetch"),
+    ("prefetch_size", "prefetch"),
 ];
 
 /// `policy = ...` as written: a string names a configured policy; any other
@@ -127,6 +131,7 @@ pub(crate) struct Options {
     pub on_error: Option<LitStr>,
     pub refund_on: Option<LitStr>,
     pub dry_run: Option<LitBool>,
+    pub prefetch: Option<LitInt>,
     pub krate: Option<Path>,
 }
 
@@ -187,6 +192,7 @@ impl Options {
                 "on_error" => string(&name, value, "on_error = \"deny\"").map(|v| options.on_error = Some(v)),
                 "refund_on" => string(&name, value, "refund_on = \"err\"").map(|v| options.refund_on = Some(v)),
                 "dry_run" => boolean(&name, value, "dry_run = true").map(|v| options.dry_run = Some(v)),
+                "prefetch" => integer(&name, value, "prefetch = 100").map(|v| options.prefetch = Some(v)),
                 "crate" => string(&name, value, "crate = \"my_facade::redlimit\"")
                     .and_then(|lit| lit.parse::<Path>().map_err(|_| {
                         syn::Error::new(lit.span(), "`crate` must name a path to the `redlimit` crate, like `crate = \"::redlimit\"` or `crate = \"my_facade::redlimit\"`")

@@ -202,6 +202,10 @@ fn site(
         }
     };
     let dry_run = if config.dry_run { quote!(.dry_run()) } else { quote!() };
+    let prefetch = config.prefetch.map(|k| {
+        let k = Literal::u64_suffixed(k);
+        quote!(.prefetch(#k))
+    });
     let on_limit = match config.on_limit {
         OnLimit::Error => quote!(#p::OnLimit::Error),
         OnLimit::Wait(None) => quote!(#p::OnLimit::Wait(::core::option::Option::None)),
@@ -334,7 +338,7 @@ fn site(
 
     let block = quote! {
         {
-            static #site: #p::Site = #constructor #named_by_default #dry_run;
+            static #site: #p::Site = #constructor #named_by_default #dry_run #prefetch;
             let #key = #key_value;
             let #cost_value: u64 = #cost;
             #decide

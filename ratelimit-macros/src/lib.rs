@@ -394,6 +394,37 @@ use syn::spanned::Spanned;
 /// # }
 /// ```
 ///
+/// # `prefetch`
+///
+/// `prefetch = k` (k of 2 or more) lets a hot key take up to k permits from
+/// the store in one call and spend them in this process: about one store
+/// call per k calls once the key is hot, and exactly the answers of no
+/// prefetch for a key called less often than once per
+/// `redlimit::DEFAULT_PREFETCH_TTL` (see `Limiter::with_prefetch` and the
+/// README's "Hot keys: prefetch" for the bound it keeps). For
+/// `fixed_window`, `token_bucket`, `leaky_bucket` and `gcra`; a sliding
+/// window or log, or a concurrency limit, is a compile error.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use redlimit::{rate_limit, ManualClock, RateLimited, Store};
+///
+/// #[rate_limit(algo = "fixed_window", strategies = "10/1m", prefetch = 4)]
+/// async fn search() -> Result<(), RateLimited> {
+///     Ok(())
+/// }
+///
+/// redlimit::scope(Store::memory().with_clock(ManualClock::new()), async {
+///     let mut passed = 0;
+///     for _ in 0..20 {
+///         passed += search().await.is_ok() as u32;
+///     }
+///     assert_eq!(passed, 10, "the window stays exact");
+/// })
+/// .await;
+/// # }
+/// ```
+///
 /// # `crate`
 ///
 /// Generated code names the runtime `::redlimit`. When it is re-exported

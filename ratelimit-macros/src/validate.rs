@@ -35,6 +35,8 @@ pub(crate) struct Config {
     pub refund_on_err: bool,
     /// `dry_run = true`: decided and recorded, never denied.
     pub dry_run: bool,
+    /// `prefetch = k`: up to k permits taken per store call for a hot key.
+    pub prefetch: Option<u64>,
 }
 
 pub(crate) enum Cost {
@@ -80,6 +82,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
     }
     let on_error = on_error(&options, errors);
     let refund_on_err = refund_on(&options, policy.as_ref(), errors);
+    let prefetch = prefetch(&options, policy.as_ref(), errors);
 
     let cost = cost.flatten().unwrap_or(Cost::Literal(1));
     let returns_denial = options.fallback.is_none()
@@ -111,6 +114,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
         returns_denial,
         refund_on_err,
         dry_run: options.dry_run.as_ref().is_some_and(LitBool::value),
+        prefetch,
     })
 }
 
@@ -244,6 +248,38 @@ fn refund_on(options: &Options, policy: Option<&SitePolicy>, errors: &mut Errors
         return false;
     }
     true
+}
+
+/// `prefetch = k`: k of 2 or more, beside a policy whose permits can be
+/// spent later and given back (known here when written in the attribute;
+/// a named or per-call one of another algorithm decides without prefetch).
+fn prefetch(options: &Options, policy: Option<&SitePolicy>, errors: &mut Errors) -> Option<u64> {
+    let lit = options.prefetch.as_ref()?;
+    let k = match whole(lit) {
+        Ok(k) if k >= 2 => k,
+        Ok(k) => {
+            errors.push(syn::Error::new(
+                lit.span(),
+                format!("`prefetch = {k}` takes no more than one call's permits per store call, as without it: write `prefetch = 2` or more (how many permits a hot key may take in one call), or remove `prefetch`"),
+            ));
+            return None;
+        }
+        Err(e) => {
+            errors.push(syn::Error::new(lit.span(), format!("`prefetch`: {e}")));
+            return None;
+        }
+    };
+    let spec = policy.and_then(SitePolicy::spec)?;
+    let why = match spec.kind {
+        AlgorithmKind::Concurrency => "its permits are held while the function runs, not spent, so none can be taken ahead",
+        AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog => "a permit counts from when the store recorded it, not from when it is spent, so permits taken ahead would let more through than the window allows, and unspent ones cannot be given back",
+        _ => return Some(k),
+    };
+    errors.push(syn::Error::new(
+        lit.span(),
+        format!("`prefetch` does not apply to `{}`: {why}; use fixed_window, token_bucket, leaky_bucket or gcra, or remove `prefetch`", spec.kind),
+    ));
+    None
 }
 
 /// A denial can reach the caller but the function returns `()`: say which

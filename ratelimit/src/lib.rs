@@ -51,6 +51,8 @@ mod outage_log;
 mod permit;
 mod pipeline;
 mod policy;
+mod prefetch;
+mod prefetch_quota;
 mod rate_limited;
 mod refund;
 mod runtime;
@@ -107,6 +109,7 @@ pub use limiter::Limiter;
 pub use on_error::OnError;
 pub use permit::Permit;
 pub use policy::{Policy, Rate, Strategy};
+pub use prefetch::{PrefetchStats, DEFAULT_PREFETCH_TTL};
 pub use rate_limited::{DenialReason, Key, RateLimited};
 pub use redlimit_grammar::AlgorithmKind;
 /// What [`Policy::from_spec`] and [`AlgorithmKind`] name: a policy's

@@ -43,6 +43,8 @@ pub struct Limiter {
     pub(crate) dry_run: bool,
     /// Denials remembered until their `retry_after` (`None`: turned off).
     pub(crate) deny_cache: Option<Arc<DenyCache>>,
+    /// Local quotas of hot keys ([`Limiter::with_prefetch`]).
+    pub(crate) prefetch: Option<crate::prefetch::PrefetchRef>,
 }
 
 /// What every clone of a limiter shares, whatever policy it decides by
@@ -114,6 +116,7 @@ impl Limiter {
             on_error: OnError::default(),
             dry_run: false,
             deny_cache: Some(Arc::new(DenyCache::new())),
+            prefetch: None,
         }
     }
 
@@ -275,9 +278,13 @@ impl Limiter {
         self.decide(key.as_ref(), cost, CallKind::Peek).await
     }
 
-    /// Forgets `key`: its next call sees a fresh state.
+    /// Forgets `key`: its next call sees a fresh state (and, under
+    /// prefetch, takes nothing this process held of it before).
     pub async fn reset(&self, key: impl AsRef<[u8]>) -> Result<(), Error> {
         let key = key.as_ref();
+        if let Some(prefetch) = &self.prefetch {
+            prefetch.forget(self, key);
+        }
         let result = self.rule.bound.reset(key).await;
         if let Some(cache) = &self.deny_cache {
             cache.forget(key);

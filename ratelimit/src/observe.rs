@@ -8,6 +8,7 @@
 //! | `redlimit_decisions_total` | counter | `limiter`, `algo`, `outcome` (`allowed` / `denied`) | every decision of `check`, `limit`, `wait` and annotated functions, including denials answered by the deny cache and decisions `on_error` made while the store could not answer; not `peek` |
 //! | `redlimit_dry_run_denials_total` | counter | `limiter`, `algo` | calls a limiter in dry run (`Policy::with_dry_run`, `Limiter::with_dry_run`, `redlimit::set_dry_run`) would have denied and let through; they are also counted as `denied` above, as the store decided |
 //! | `redlimit_store_errors_total` | counter | `kind` (`connection`: refused, reset, dropped, DNS, TLS; `auth`: credentials refused; `server`: Redis answered an error; `timeout`; `unavailable`: failing fast after one of those, or still connecting; `protocol`: an unexpected reply; `config`) | every call the store could not decide, and every refund it could not make |
+//! | `redlimit_prefetch_permits_total` | counter | `limiter`, `kind` (`prefetched`: taken from the store by a refill; `spent`: by calls; `returned`: unspent and refunded; `wasted`: unspent and not given back) | permits of a limiter with prefetch (`Limiter::with_prefetch`, `prefetch = k`); its decisions are counted above, one each |
 //! | `redlimit_store_duration_seconds` | histogram | `limiter`, `algo` | how long a remote store (Redis) took to answer one call, successful or not; not recorded for the in-memory store or for denials the deny cache answered |
 //!
 //! A limiter registers its handles with the recorder installed when it makes
@@ -41,6 +42,8 @@ pub const STORE_ERRORS_TOTAL: &str = "redlimit_store_errors_total";
 pub const STORE_DURATION_SECONDS: &str = "redlimit_store_duration_seconds";
 /// Gauge: the concurrency permits this process holds, by `limiter`.
 pub const PERMITS_HELD: &str = "redlimit_permits_held";
+/// Counter: a prefetching limiter's permits, by `limiter` and `kind` (prefetched, spent, returned, wasted).
+pub const PREFETCH_PERMITS_TOTAL: &str = "redlimit_prefetch_permits_total";
 /// Counter: concurrency permits whose lease ended before their holder renewed it, by `limiter`.
 pub const PERMIT_LEASES_LOST_TOTAL: &str = "redlimit_permit_leases_lost_total";
 
@@ -112,6 +115,13 @@ impl PermitMetrics {
     }
 }
 
+/// A prefetching limiter's counters: prefetched, spent, returned, wasted.
+pub(crate) fn prefetch_counters(limiter: &str) -> [Counter; 4] {
+    describe();
+    ["prefetched", "spent", "returned", "wasted"]
+        .map(|kind| metrics::counter!(PREFETCH_PERMITS_TOTAL, "limiter" => limiter.to_string(), "kind" => kind))
+}
+
 /// Describes the metrics to the recorder once per process.
 fn describe() {
     static DESCRIBED: once_cell::sync::OnceCell<()> = once_cell::sync::OnceCell::new();
@@ -132,6 +142,10 @@ fn describe() {
         metrics::describe_counter!(
             PERMIT_LEASES_LOST_TOTAL,
             "Concurrency permits whose lease ended before their holder renewed it, by limiter."
+        );
+        metrics::describe_counter!(
+            PREFETCH_PERMITS_TOTAL,
+            "Permits of a prefetching rate limiter, by limiter and kind (prefetched, spent, returned, wasted)."
         );
         metrics::describe_histogram!(
             STORE_DURATION_SECONDS,

@@ -43,6 +43,10 @@ impl Limiter {
     /// One decision, counted in the metrics and, when some subscriber takes
     /// DEBUG events, run in its tracing span.
     pub(crate) async fn decide(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
+        if let Some(prefetch) = self.prefetch_for(kind, cost) {
+            // Boxed: only a limiter with prefetch pays for its local quota's state.
+            return Box::pin(self.decide_prefetched(prefetch, key, cost)).await;
+        }
         if observe::decision_span_wanted() {
             // Boxed: only a program that takes DEBUG events pays for the span.
             return Box::pin(self.decide_in_span(key, cost, kind)).await;
@@ -60,7 +64,7 @@ impl Limiter {
         result
     }
 
-    async fn run(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
+    pub(crate) async fn run(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
         if !self.rule.remote {
             return self.run_here(key, cost, kind).await;
         }
@@ -147,7 +151,7 @@ impl Limiter {
 
     /// Counts a decision (not a peek's) or a store failure in the metrics; an
     /// answer also ends the limiter's outage, if one was logged.
-    fn count(&self, result: &Result<Decision, Error>, kind: CallKind) {
+    pub(crate) fn count(&self, result: &Result<Decision, Error>, kind: CallKind) {
         match result {
             Ok(decision) => {
                 if kind != CallKind::Peek {

@@ -3,6 +3,7 @@
 //! to this crate.
 
 use crate::lazy::LazyLimiter;
+use crate::prefetch::SitePrefetch;
 use crate::refund::SiteRefunds;
 use crate::{OnError, Permit, Policy, RateLimited};
 use std::borrow::Cow;
@@ -28,27 +29,41 @@ pub struct Site {
     /// `dry_run = true`: decided and recorded, never denied.
     dry_run: bool,
     refunds: SiteRefunds,
+    prefetch: SitePrefetch,
 }
 
 impl Site {
     /// A site; `policy` comes from a constant the macro validated at compile time.
     pub const fn new(name: &'static str, policy: Policy, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::fixed(Cow::Borrowed(name), policy, on_error);
-        Site { name, limiter, on_limit, named_by_default: false, dry_run: false, refunds: SiteRefunds::new() }
+        Site::of(name, limiter, on_limit)
     }
 
     /// A site whose policy is the one named `policy` in the configured set
     /// (`#[rate_limit(policy = "search")]`), followed across reloads.
     pub const fn configured(name: &'static str, policy: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::named(Cow::Borrowed(name), Cow::Borrowed(policy), on_error);
-        Site { name, limiter, on_limit, named_by_default: false, dry_run: false, refunds: SiteRefunds::new() }
+        Site::of(name, limiter, on_limit)
     }
 
     /// A site whose every call gives its policy
     /// (`#[rate_limit(policy = plan_policy(&user))]`): see [`check_with`](Self::check_with).
     pub const fn per_call(name: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::per_call(Cow::Borrowed(name), on_error);
-        Site { name, limiter, on_limit, named_by_default: false, dry_run: false, refunds: SiteRefunds::new() }
+        Site::of(name, limiter, on_limit)
+    }
+
+    /// The constructors' common part: everything else starts off.
+    const fn of(name: &'static str, limiter: LazyLimiter, on_limit: OnLimit) -> Site {
+        Site {
+            name,
+            limiter,
+            on_limit,
+            named_by_default: false,
+            dry_run: false,
+            refunds: SiteRefunds::new(),
+            prefetch: SitePrefetch::off(),
+        }
     }
 
     /// Puts the site in dry run (`dry_run = true`): its calls are decided
@@ -56,6 +71,14 @@ impl Site {
     /// ([`Limiter::with_dry_run`](crate::Limiter::with_dry_run)).
     pub const fn dry_run(mut self) -> Site {
         self.dry_run = true;
+        self
+    }
+
+    /// Takes up to `k` permits per store call for a hot key (`prefetch = k`,
+    /// [`Limiter::with_prefetch`](crate::Limiter::with_prefetch)); ignored
+    /// under a named or per-call policy of an algorithm that cannot prefetch.
+    pub const fn prefetch(mut self, k: u64) -> Site {
+        self.prefetch.max = k;
         self
     }
 
@@ -111,9 +134,10 @@ impl Site {
                 if first && self.named_by_default {
                     self.warn_if_default_name_shared();
                 }
-                match self.dry_run {
-                    true => Cow::Owned(limiter.into_owned().with_dry_run(true)),
-                    false => limiter,
+                // Owned only when the site changes it: most calls borrow it.
+                match (self.dry_run, self.prefetch.is_on()) {
+                    (false, false) => limiter,
+                    _ => Cow::Owned(limiter.into_owned().with_dry_run(self.dry_run).with_site_prefetch(&self.prefetch)),
                 }
             }
             Err(why) => {

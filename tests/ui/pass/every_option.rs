@@ -23,6 +23,12 @@ async fn leaky() -> Result<(), RateLimited> { Ok(()) }
 #[rate_limit(algo = "gcra", rate = "10/1s", burst = 3)]
 async fn gcra() -> Result<(), RateLimited> { Ok(()) }
 
+#[rate_limit(algo = "fixed_window", strategies = "50000/1s", prefetch = 100)]
+async fn prefetched() -> Result<(), RateLimited> { Ok(()) }
+
+#[rate_limit(policy = "api", prefetch = 100)]
+async fn prefetched_named() -> Result<(), RateLimited> { Ok(()) }
+
 #[rate_limit(
     algo = "gcra",
     rate = "10/1s",

@@ -1,0 +1,401 @@
+//! Prefetch for hot keys: a limiter takes up to k permits of a key from the
+//! store in one call and spends them in this process, so a hot key costs
+//! the store about one call per k decisions. The permits are taken in the
+//! store when prefetched, so every process together never admits more than
+//! the policy admitted at those times; `prefetch_quota.rs` decides one call.
+
+use crate::backend::CallKind;
+use crate::prefetch_quota::{let_go, now_us, LetGo, Moved, Quota};
+use crate::{algo, observe, AlgorithmKind, Decision, Error, Limiter};
+use metrics::Counter;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use tracing::Instrument;
+
+/// How long prefetched permits of a token bucket, leaky bucket or GCRA
+/// limiter may be spent after they were asked for, unless set with
+/// [`Limiter::with_prefetch_ttl`].
+pub const DEFAULT_PREFETCH_TTL: Duration = Duration::from_millis(50);
+
+/// Past this many keys with a local quota, a new one first drops the idle ones.
+const SWEEP_ABOVE: usize = 1024;
+
+/// A limiter's local quotas, shared by its clones (and, for an annotated
+/// function, by every call of its site).
+#[derive(Debug)]
+pub(crate) struct Prefetch {
+    max: u64,
+    ttl_us: u64,
+    /// By limiter (a site's calls in two `redlimit::scope`s are two
+    /// limiters, on two stores) and policy (a limiter deciding by several
+    /// policies keeps a quota per policy), then key.
+    quotas: Mutex<Option<Quotas>>,
+    counts: [AtomicU64; 4],
+    metrics: once_cell::sync::OnceCell<[Counter; 4]>,
+}
+
+/// By [`owner`], then key.
+type Quotas = HashMap<(usize, u64), HashMap<Box<[u8]>, Arc<Quota>>>;
+
+/// Which limiter and policy a quota belongs to: the address of what the
+/// limiter's clones share (a quota keeps it alive, so no other limiter can
+/// take its address while the quota exists) and the policy's fingerprint.
+fn owner(limiter: &Limiter) -> (usize, u64) {
+    (Arc::as_ptr(&limiter.inner) as usize, limiter.rule.fingerprint())
+}
+
+/// A limiter's prefetch: its own, or a site's, which lives as long as the program.
+#[derive(Debug, Clone)]
+pub(crate) enum PrefetchRef {
+    Owned(Arc<Prefetch>),
+    Site(&'static Prefetch),
+}
+
+impl std::ops::Deref for PrefetchRef {
+    type Target = Prefetch;
+    fn deref(&self) -> &Prefetch {
+        match self {
+            PrefetchRef::Owned(prefetch) => prefetch,
+            PrefetchRef::Site(prefetch) => prefetch,
+        }
+    }
+}
+
+/// An annotated function's prefetch: its size, and the quotas every call
+/// of the site shares, made at the first call.
+#[derive(Debug)]
+pub(crate) struct SitePrefetch {
+    /// Set by a const builder, which cannot replace a value that has a destructor.
+    pub(crate) max: u64,
+    made: std::sync::OnceLock<Prefetch>,
+}
+
+impl SitePrefetch {
+    pub(crate) const fn off() -> SitePrefetch {
+        SitePrefetch { max: 0, made: std::sync::OnceLock::new() }
+    }
+
+    /// Whether the site prefetches at all (`prefetch = k` with k above 1).
+    pub(crate) fn is_on(&self) -> bool {
+        self.max > 1
+    }
+
+    fn get(&self) -> Option<&Prefetch> {
+        (self.max > 1).then(|| self.made.get_or_init(|| Prefetch::new(self.max, DEFAULT_PREFETCH_TTL)))
+    }
+}
+
+/// What a limiter's prefetch did with permits, since the limiter was made.
+/// `prefetched` is `spent + returned + wasted` plus what is held locally now.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+/// use redlimit::{Limiter, ManualClock, Policy, Store};
+///
+/// let store = Store::memory().with_clock(ManualClock::new());
+/// let limiter = Limiter::new("api", Policy::fixed_window("1000/1m")?, &store).with_prefetch(8)?;
+/// for _ in 0..4 {
+///     limiter.check("hot", 1).await?;
+/// }
+/// let stats = limiter.prefetch_stats();
+/// // Refills of 1 and 2, the third call spent here, then a refill of 4: 3 held here.
+/// assert_eq!((stats.prefetched, stats.spent, stats.returned, stats.wasted), (7, 4, 0, 0));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PrefetchStats {
+    /// Permits taken from the store by refills.
+    pub prefetched: u64,
+    /// Permits spent by calls, the refills' own calls included.
+    pub spent: u64,
+    /// Unspent permits given back to the store with a refund.
+    pub returned: u64,
+    /// Unspent permits that could not be given back (a fixed window that
+    /// ended, a refund that failed, a limiter dropped outside a runtime).
+    pub wasted: u64,
+}
+
+const PREFETCHED: usize = 0;
+const SPENT: usize = 1;
+const RETURNED: usize = 2;
+const WASTED: usize = 3;
+
+impl Prefetch {
+    /// Prefetch of up to `max` permits, a bucket's or GCRA's spendable for `ttl`.
+    pub(crate) const fn new(max: u64, ttl: Duration) -> Prefetch {
+        let ttl_us = ttl.as_micros();
+        let ttl_us = if ttl_us > u64::MAX as u128 { u64::MAX } else { ttl_us as u64 };
+        Prefetch {
+            max,
+            ttl_us,
+            quotas: Mutex::new(None),
+            counts: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
+            metrics: once_cell::sync::OnceCell::new(),
+        }
+    }
+
+    fn add(&self, limiter: &Limiter, moved: Moved) {
+        let Moved { prefetched, spent, let_go: LetGo { returned, wasted } } = moved;
+        let metrics = self.metrics.get_or_init(|| observe::prefetch_counters(&limiter.inner.name));
+        for (i, n) in [(PREFETCHED, prefetched), (SPENT, spent), (RETURNED, returned), (WASTED, wasted)] {
+            if n > 0 {
+                self.counts[i].fetch_add(n, Ordering::Relaxed);
+                metrics[i].increment(n);
+            }
+        }
+    }
+
+    /// The quota of `key` under `limiter`'s policy, made if new.
+    fn quota(&self, limiter: &Limiter, key: &[u8]) -> Arc<Quota> {
+        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
+        let by_key = quotas.get_or_insert_with(HashMap::new).entry(owner(limiter)).or_default();
+        if let Some(quota) = by_key.get(key) {
+            return quota.clone();
+        }
+        if by_key.len() >= SWEEP_ABOVE {
+            let now = now_us(limiter);
+            by_key.retain(|_, quota| !quota.state().idle(now, self.ttl_us));
+        }
+        let quota = Arc::new(Quota::new(Limiter { prefetch: None, ..limiter.clone() }));
+        by_key.insert(key.into(), quota.clone());
+        quota
+    }
+
+    /// Forgets `key`'s local permits under every policy of `limiter` (it was reset in the store).
+    pub(crate) fn forget(&self, limiter: &Limiter, key: &[u8]) {
+        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
+        let inner = owner(limiter).0;
+        let of_limiter = quotas.iter_mut().flatten().filter(|((of, _), _)| *of == inner);
+        for (_, by_key) in of_limiter {
+            if let Some(quota) = by_key.remove(key) {
+                // A refill under way completes into the removed quota: dropped with it.
+                let returned = quota.state().forget();
+                self.add(limiter, Moved { let_go: LetGo { returned, wasted: 0 }, ..Moved::default() });
+            }
+        }
+    }
+
+    fn stats(&self) -> PrefetchStats {
+        let [prefetched, spent, returned, wasted] = self.counts.each_ref().map(|n| n.load(Ordering::Relaxed));
+        PrefetchStats { prefetched, spent, returned, wasted }
+    }
+}
+
+impl Drop for Prefetch {
+    /// Gives back the permits still held, on the current runtime if there
+    /// is one; they are wasted without one.
+    fn drop(&mut self) {
+        let quotas = self.quotas.get_mut().unwrap_or_else(PoisonError::into_inner).take().unwrap_or_default();
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let metrics = self.metrics.get().cloned();
+        for (key, quota) in quotas.into_values().flatten() {
+            let (left, window_end_us) = quota.state().take_left();
+            if left == 0 {
+                continue;
+            }
+            let metrics = metrics.clone();
+            match &runtime {
+                Some(runtime) => drop(runtime.spawn(async move {
+                    let now = now_us(&quota.limiter);
+                    let LetGo { returned, wasted } = let_go(&quota.limiter, &key, left, window_end_us, now).await;
+                    if let Some([_, _, r, w]) = metrics {
+                        r.increment(returned);
+                        w.increment(wasted);
+                    }
+                })),
+                None => {
+                    if let Some([_, _, _, w]) = metrics {
+                        w.increment(left);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Limiter {
+    /// This limiter with prefetch for hot keys: a check of a key may take up
+    /// to `k` permits from the store in one call and spend them in this
+    /// process, so a key called thousands of times a second costs the store
+    /// about one call per `k` decisions.
+    ///
+    /// A refill asks for 1 permit (the call's cost, if larger); each refill
+    /// that follows the last within the prefetch TTL asks for twice as many,
+    /// up to `k`; a denial or a pause longer than the TTL starts again from
+    /// one permit. So a key called less often than once per TTL gets
+    /// exactly the answers it gets without prefetch. Prefetched permits are taken in the
+    /// store when asked for, so the processes together never admit more
+    /// than the policy admitted at those times. They may be spent only
+    /// until the fixed window they were taken in ends (so a fixed window's
+    /// count is exact) and for at most the TTL ([`DEFAULT_PREFETCH_TTL`],
+    /// [`with_prefetch_ttl`](Self::with_prefetch_ttl)); permits left when
+    /// they expire are refunded, unless their fixed window ended. README,
+    /// "Hot keys: prefetch", states the largest extra burst a bucket or
+    /// GCRA can let through.
+    ///
+    /// `check`, `limit`, `wait` and annotated functions prefetch; `peek`
+    /// is answered by the store (which counts the prefetched permits as
+    /// taken); [`reset`](Self::reset) forgets this process's local permits
+    /// of the key. A call spent locally answers with the refill's decision,
+    /// aged, `remaining` counting the permits still held here.
+    ///
+    /// `k` of 0 or 1 turns prefetch off. Sliding windows and logs cannot
+    /// prefetch exactly (a permit counts from when the store recorded it,
+    /// not from when it is spent, and cannot be given back), and a
+    /// concurrency permit is held, not spent: for those algorithms this
+    /// returns `Err(Error::InvalidConfig)`. A limiter with prefetch that
+    /// decides by such a policy through [`with_policy`](Self::with_policy)
+    /// decides those calls without prefetch.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    ///
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let limiter = Limiter::new("api", Policy::fixed_window("10/1m")?, &store).with_prefetch(4)?;
+    /// let mut admitted = 0;
+    /// for _ in 0..20 {
+    ///     admitted += limiter.check("hot", 1).await?.allowed as u32;
+    /// }
+    /// assert_eq!(admitted, 10, "the window's count stays exact");
+    ///
+    /// let log = Limiter::new("logins", Policy::sliding_log("3/1m")?, &store);
+    /// assert!(matches!(log.with_prefetch(4), Err(redlimit::Error::InvalidConfig(_))));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_prefetch(self, k: u64) -> Result<Limiter, Error> {
+        let ttl = self.prefetch.as_ref().map_or(DEFAULT_PREFETCH_TTL, |p| Duration::from_micros(p.ttl_us));
+        self.with_prefetch_ttl(k, ttl)
+    }
+
+    /// [`with_prefetch`](Self::with_prefetch) whose bucket and GCRA permits
+    /// may be spent for `ttl` after they were asked for (and whose refills
+    /// grow while they come within `ttl` of each other). A fixed window's
+    /// permits expire at the earlier of `ttl` and their window's end.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let store = Store::memory().with_clock(clock.clone());
+    /// let limiter = Limiter::new("api", Policy::token_bucket(100, "10/1s")?, &store)
+    ///     .with_prefetch_ttl(8, Duration::from_millis(20))?;
+    /// for _ in 0..4 {
+    ///     limiter.check("hot", 1).await?; // refills of 1, 2 and 4: 3 held here
+    /// }
+    /// clock.advance(Duration::from_millis(30)); // expired: the 3 are refunded
+    /// let d = limiter.check("hot", 1).await?; // a pause past the ttl: a refill of 1
+    /// assert_eq!(d.remaining, 100 - 4 - 1);
+    /// assert_eq!(limiter.prefetch_stats().returned, 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_prefetch_ttl(mut self, k: u64, ttl: Duration) -> Result<Limiter, Error> {
+        let algorithm = self.rule.policy.algorithm();
+        if let Some(why) = refused(algorithm) {
+            return Err(why);
+        }
+        self.prefetch = (k > 1).then(|| PrefetchRef::Owned(Arc::new(Prefetch::new(k, ttl))));
+        Ok(self)
+    }
+
+    /// What this limiter's prefetch did with permits (all zero without prefetch).
+    pub fn prefetch_stats(&self) -> PrefetchStats {
+        self.prefetch.as_ref().map(|prefetch| prefetch.stats()).unwrap_or_default()
+    }
+
+    /// This limiter with a site's prefetch (`#[rate_limit(prefetch = k)]`).
+    pub(crate) fn with_site_prefetch(self, prefetch: &'static SitePrefetch) -> Limiter {
+        match prefetch.get() {
+            Some(prefetch) => Limiter { prefetch: Some(PrefetchRef::Site(prefetch)), ..self },
+            None => self,
+        }
+    }
+
+    /// The prefetch taking part in this call: a check of some cost, under
+    /// an algorithm that takes prefetch.
+    pub(crate) fn prefetch_for(&self, kind: CallKind, cost: u64) -> Option<&Prefetch> {
+        let takes = || kind == CallKind::Check && cost > 0 && refused(self.rule.policy.algorithm()).is_none();
+        self.prefetch.as_deref().filter(|_| takes())
+    }
+
+    /// One check through the local quota: counted once in the metrics (the
+    /// refills it makes are not decisions of their own), in its span.
+    pub(crate) async fn decide_prefetched(
+        &self,
+        prefetch: &Prefetch,
+        key: &[u8],
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        let result = if observe::decision_span_wanted() {
+            let span = observe::decision_span(&self.inner.name, self.rule.policy.algorithm().name(), cost);
+            let result = self.spend(prefetch, key, cost).instrument(span.clone()).await;
+            observe::record(&span, &result);
+            result
+        } else {
+            self.spend(prefetch, key, cost).await
+        };
+        self.count(&result, CallKind::Check);
+        result
+    }
+
+    async fn spend(&self, prefetch: &Prefetch, key: &[u8], cost: u64) -> Result<Decision, Error> {
+        let quota = prefetch.quota(self, key);
+        let mut moved = Moved::default();
+        let result = quota.decide(key, cost, (prefetch.max, prefetch.ttl_us), &mut moved).await;
+        prefetch.add(self, moved);
+        if moved.spent > 0 && moved.prefetched == 0 {
+            // Answered without I/O: spend the task's budget as I/O would.
+            tokio::task::coop::consume_budget().await;
+        }
+        result
+    }
+}
+
+/// Why `algorithm` takes no prefetch, if it does not: the same algorithms
+/// as refunds, since unspent permits must go back.
+fn refused(algorithm: AlgorithmKind) -> Option<Error> {
+    if algo::refunds(algorithm) {
+        return None;
+    }
+    Some(Error::InvalidConfig(match algorithm {
+        AlgorithmKind::Concurrency => "a concurrency limiter cannot prefetch: its permits are held while a call \
+                                       runs, not spent"
+            .into(),
+        _ => format!(
+            "a {algorithm} limiter cannot prefetch exactly: a permit counts from when the store recorded it, not \
+             from when it is spent, and cannot be given back; prefetch works with fixed_window, token_bucket, \
+             leaky_bucket and gcra"
+        ),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Limiter, ManualClock, Policy, Store};
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn many_keys_keep_a_bounded_map_and_keys_holding_permits_stay() {
+        let clock = ManualClock::new();
+        let store = Store::memory().with_clock(clock.clone());
+        let limiter = Limiter::new("sweep", Policy::gcra("1000/1s", 999).unwrap(), &store).with_prefetch(8).unwrap();
+        for _ in 0..2 {
+            limiter.check("hot", 1).await.unwrap(); // refills of 1 and 2: one permit held
+        }
+        for key in 0..super::SWEEP_ABOVE {
+            limiter.check(key.to_string(), 1).await.unwrap();
+        }
+        clock.advance(super::DEFAULT_PREFETCH_TTL + Duration::from_millis(1));
+        limiter.check("new", 1).await.unwrap();
+        let prefetch = limiter.prefetch.as_deref().unwrap();
+        let quotas = prefetch.quotas.lock().unwrap();
+        let keys: Vec<_> = quotas.as_ref().unwrap().values().flat_map(|by_key| by_key.keys()).collect();
+        assert_eq!(keys.len(), 2, "the idle keys were dropped");
+        assert!(keys.iter().any(|key| &***key == b"hot"), "a key holding a permit stays, to give it back");
+    }
+}
