@@ -1,7 +1,10 @@
 //! The traits `#[rate_limit]` output calls through, each with a diagnostic
 //! that reads as the attribute's own error at the user's token.
 
+use crate::policy::Params;
 use crate::{Policy, RateLimited};
+use redlimit_grammar::{Rate, Strategy};
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -180,5 +183,38 @@ impl AsPolicy for Box<Policy> {
 impl<T: AsPolicy + ?Sized> AsPolicy for &T {
     fn as_policy(&self) -> &Policy {
         (**self).as_policy()
+    }
+}
+
+/// Constructors for macro output: the macro has already validated these
+/// parameters with the same grammar, so no check runs at run time.
+impl Policy {
+    #[doc(hidden)]
+    pub const fn __fixed_window(strategies: &'static [Strategy]) -> Policy {
+        Policy::new(Params::FixedWindow { strategies: Cow::Borrowed(strategies) })
+    }
+    #[doc(hidden)]
+    pub const fn __sliding_window(strategies: &'static [Strategy], precision_us: u64) -> Policy {
+        Policy::new(Params::SlidingWindow { strategies: Cow::Borrowed(strategies), precision_us })
+    }
+    #[doc(hidden)]
+    pub const fn __sliding_log(strategies: &'static [Strategy]) -> Policy {
+        Policy::new(Params::SlidingLog { strategies: Cow::Borrowed(strategies) })
+    }
+    #[doc(hidden)]
+    pub const fn __token_bucket(capacity: u64, rate: Rate) -> Policy {
+        Policy::new(Params::TokenBucket { capacity, rate })
+    }
+    #[doc(hidden)]
+    pub const fn __leaky_bucket(capacity: u64, rate: Rate) -> Policy {
+        Policy::new(Params::LeakyBucket { capacity, rate })
+    }
+    #[doc(hidden)]
+    pub const fn __gcra(rate: Rate, burst: u64) -> Policy {
+        Policy::new(Params::Gcra { rate, burst })
+    }
+    #[doc(hidden)]
+    pub const fn __concurrency(limit: u64, lease_us: u64) -> Policy {
+        Policy::new(Params::Concurrency { limit, lease_us })
     }
 }

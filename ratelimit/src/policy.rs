@@ -78,7 +78,7 @@ pub(crate) enum Params {
 }
 
 impl Policy {
-    const fn new(params: Params) -> Policy {
+    pub(crate) const fn new(params: Params) -> Policy {
         let reduced_rate = match &params {
             Params::TokenBucket { rate, .. } | Params::LeakyBucket { rate, .. } | Params::Gcra { rate, .. } => {
                 rate.reduced()
@@ -349,37 +349,6 @@ impl Policy {
             Params::Concurrency { limit, .. } => *limit,
             _ => self.strategies().iter().map(|s| s.limit).min().unwrap_or(0),
         }
-    }
-
-    // Constructors for macro output: the macro has already validated these
-    // parameters with the same grammar, so no check runs at run time.
-    #[doc(hidden)]
-    pub const fn __fixed_window(strategies: &'static [Strategy]) -> Policy {
-        Policy::new(Params::FixedWindow { strategies: Cow::Borrowed(strategies) })
-    }
-    #[doc(hidden)]
-    pub const fn __sliding_window(strategies: &'static [Strategy], precision_us: u64) -> Policy {
-        Policy::new(Params::SlidingWindow { strategies: Cow::Borrowed(strategies), precision_us })
-    }
-    #[doc(hidden)]
-    pub const fn __sliding_log(strategies: &'static [Strategy]) -> Policy {
-        Policy::new(Params::SlidingLog { strategies: Cow::Borrowed(strategies) })
-    }
-    #[doc(hidden)]
-    pub const fn __token_bucket(capacity: u64, rate: Rate) -> Policy {
-        Policy::new(Params::TokenBucket { capacity, rate })
-    }
-    #[doc(hidden)]
-    pub const fn __leaky_bucket(capacity: u64, rate: Rate) -> Policy {
-        Policy::new(Params::LeakyBucket { capacity, rate })
-    }
-    #[doc(hidden)]
-    pub const fn __gcra(rate: Rate, burst: u64) -> Policy {
-        Policy::new(Params::Gcra { rate, burst })
-    }
-    #[doc(hidden)]
-    pub const fn __concurrency(limit: u64, lease_us: u64) -> Policy {
-        Policy::new(Params::Concurrency { limit, lease_us })
     }
 }
 
