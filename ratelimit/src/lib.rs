@@ -73,6 +73,7 @@ mod tls;
 pub mod __private {
     pub use crate::key::{push_key_integer, push_key_value, KeyInteger};
     pub use crate::macro_support::{AsPolicy, Cost, DenialError, Failed, Fallback, IntoDenial};
+    pub use crate::permit::Holding;
     pub use crate::site::{OnLimit, Site, Taken};
     pub use crate::{OnError, Policy, RateLimited};
     pub use redlimit_grammar::{Rate, Strategy};

@@ -197,12 +197,6 @@ struct Lease {
 }
 
 impl Permit {
-    /// A call let through with no decision of a store (a named policy not
-    /// configured, a denial a site could not wait out): it holds nothing.
-    pub(crate) fn let_through() -> Permit {
-        Permit { decision: crate::on_error::unsettled(true, 0, std::time::SystemTime::now()), held: None }
-    }
-
     /// The decision that granted it.
     pub fn decision(&self) -> &Decision {
         &self.decision
@@ -227,10 +221,36 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let Some(held) = self.held.take() else { return };
-        let lease = held.lease.clone();
-        drop(held); // stops the renewals
-        lease.give_back();
+        if let Some(held) = self.held.take() {
+            held.give_back();
+        }
+    }
+}
+
+/// What an annotated function's body holds while it runs: a [`Permit`]
+/// without its decision, which generated code never reads (one word to
+/// move instead of a whole decision).
+#[doc(hidden)]
+#[derive(Default)]
+pub struct Holding(Option<Held>);
+
+impl Holding {
+    pub(crate) fn of(mut permit: Permit) -> Holding {
+        Holding(permit.held.take())
+    }
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        if let Some(held) = self.0.take() {
+            held.give_back();
+        }
+    }
+}
+
+impl fmt::Debug for Holding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Holding").field(&self.0.is_some()).finish()
     }
 }
 
@@ -265,6 +285,13 @@ impl fmt::Debug for Permit {
 }
 
 impl Held {
+    /// Stops the renewals and gives the permit back.
+    fn give_back(self) {
+        let lease = self.lease.clone();
+        drop(self);
+        lease.give_back();
+    }
+
     /// A permit just taken, and its renewals started.
     fn start(limiter: Limiter, key: &[u8], id: PermitId, cost: u64, on: Holder) -> Held {
         limiter.permit_metrics().taken();

@@ -3,9 +3,10 @@
 //! to this crate.
 
 use crate::lazy::LazyLimiter;
+use crate::permit::Holding;
 use crate::prefetch::SitePrefetch;
 use crate::refund::SiteRefunds;
-use crate::{OnError, Permit, Policy, RateLimited};
+use crate::{OnError, Policy, RateLimited};
 use std::borrow::Cow;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -99,7 +100,7 @@ impl Site {
     /// configured, the site's `on_error` decides (never a panic).
     ///
     /// The denial is boxed: every call moves this `Result`, and a box is one word.
-    pub async fn check(&'static self, key: &str, cost: u64) -> Result<Permit, Box<RateLimited>> {
+    pub async fn check(&'static self, key: &str, cost: u64) -> Result<Holding, Box<RateLimited>> {
         self.decide(None, key, cost).await
     }
 
@@ -108,11 +109,11 @@ impl Site {
     /// once, from the first call's policy; every call then decides by its
     /// own through [`Limiter::with_policy`](crate::Limiter::with_policy),
     /// so a key's count carries over when its policy changes (same algorithm).
-    pub async fn check_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Result<Permit, Box<RateLimited>> {
+    pub async fn check_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Result<Holding, Box<RateLimited>> {
         self.decide(Some(policy), key, cost).await
     }
 
-    async fn decide(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<Permit, Box<RateLimited>> {
+    async fn decide(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<Holding, Box<RateLimited>> {
         self.decide_by(policy, key, cost).await.map(|(permit, _)| permit)
     }
 
@@ -122,7 +123,7 @@ impl Site {
         policy: Option<&Policy>,
         key: &str,
         cost: u64,
-    ) -> Result<(Permit, bool), Box<RateLimited>> {
+    ) -> Result<(Holding, bool), Box<RateLimited>> {
         let key = key.as_bytes();
         // Boxed: only a call that builds or looks up the limiter waits for it.
         let current = match self.limiter.ready(policy) {
@@ -146,7 +147,7 @@ impl Site {
                 return self
                     .limiter
                     .settle_unconfigured("call", self.name, &why, key)
-                    .map(|()| (Permit::let_through(), false))
+                    .map(|()| (Holding::default(), false))
                     .map_err(|denied| self.denial(denied));
             }
         };
@@ -159,7 +160,7 @@ impl Site {
         if let Ok((permit, _)) = &decided {
             crate::http::record_decision(&limiter, permit.decision());
         }
-        decided.map_err(|denied| self.denial(denied))
+        decided.map(|(permit, taken)| (Holding::of(permit), taken)).map_err(|denied| self.denial(denied))
     }
 
     /// A denial of this site's, boxed; a name the macro made up is marked,
@@ -173,20 +174,20 @@ impl Site {
     /// policy admits and `on_error` other than `"deny"`. The macro only
     /// emits it when those hold, so every denial is waited out; should one
     /// still come back, the call goes ahead (fail open) with a warning.
-    pub async fn admit(&'static self, key: &str, cost: u64) -> Permit {
+    pub async fn admit(&'static self, key: &str, cost: u64) -> Holding {
         self.admit_result(self.check(key, cost).await)
     }
 
     /// [`admit`](Self::admit) deciding by this call's `policy`. Emitted only
     /// for a cost of 0 or 1, which every policy admits once waited for.
-    pub async fn admit_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Permit {
+    pub async fn admit_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Holding {
         self.admit_result(self.check_with(policy, key, cost).await)
     }
 
-    fn admit_result(&self, decided: Result<Permit, Box<RateLimited>>) -> Permit {
+    fn admit_result(&self, decided: Result<Holding, Box<RateLimited>>) -> Holding {
         decided.unwrap_or_else(|denied| {
             tracing::warn!(target: "redlimit", limiter = self.name, %denied, "denial could not be waited out; call allowed");
-            Permit::let_through()
+            Holding::default()
         })
     }
 
@@ -229,7 +230,7 @@ impl Site {
         Taken::new(self, taken, key, cost, Some(policy))
     }
 
-    fn admit_taken(&self, decided: Result<(Permit, bool), Box<RateLimited>>) -> (Permit, bool) {
+    fn admit_taken(&self, decided: Result<(Holding, bool), Box<RateLimited>>) -> (Holding, bool) {
         match decided {
             Ok(taken) => taken,
             Err(denied) => (self.admit_result(Err(denied)), false),
@@ -271,7 +272,7 @@ pub struct Taken {
     /// `None`: nothing to give back (the call took nothing from the store:
     /// cost 0, or settled by `on_error`).
     owed: Option<Owed>,
-    _permit: Permit,
+    _holding: Holding,
 }
 
 #[derive(Debug)]
@@ -286,13 +287,13 @@ struct Owed {
 impl Taken {
     fn new(
         site: &'static Site,
-        (permit, taken): (Permit, bool),
+        (holding, taken): (Holding, bool),
         key: Cow<'static, str>,
         cost: u64,
         policy: Option<&Policy>,
     ) -> Taken {
         let owed = (taken && cost > 0).then(|| Owed { site, key, cost, policy: policy.cloned() });
-        Taken { owed, _permit: permit }
+        Taken { owed, _holding: holding }
     }
 
     /// Gives the permits back when `failed`: the body returned `Err(..)`.
