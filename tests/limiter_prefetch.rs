@@ -207,3 +207,29 @@ async fn sliding_windows_logs_and_concurrency_refuse_prefetch_and_one_permit_is_
     }
     assert_eq!(off.prefetch_stats().prefetched, 0);
 }
+
+/// A layer built from a limiter with prefetch spends that limiter's local
+/// quota: a hot key behind `RateLimitLayer` keeps its window exact in a
+/// fraction of the script calls.
+#[tokio::test]
+async fn a_layer_built_from_a_prefetching_limiter_spends_locally() {
+    use axum::routing::get;
+    use axum::Router;
+    use redlimit::http::{KeyBy, RateLimitLayer};
+    use redlimit_test_support::http::{from, send};
+
+    let both = BothStores::start().await;
+    let limiter =
+        Limiter::new("layer-hot", Policy::fixed_window("50/1s").unwrap(), &both.redis).with_prefetch(8).unwrap();
+    let layer = RateLimitLayer::from_limiter(limiter.clone()).key(KeyBy::header("x-api-key").unwrap());
+    let mut app = Router::new().route("/", get(|| async { "ok" })).layer(layer);
+    let before = both.server.evalsha_calls().await;
+    let mut passed = 0;
+    for _ in 0..80 {
+        passed += (send(&mut app, from("192.0.2.1:1000", &[("x-api-key", "hot")])).await.status() == 200) as u32;
+    }
+    assert_eq!(passed, 50, "the window stays exact");
+    let calls = both.server.evalsha_calls().await - before;
+    assert!(calls < 20, "{calls} script calls for 80 requests");
+    assert_eq!(limiter.prefetch_stats().spent, 50);
+}
