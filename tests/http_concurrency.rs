@@ -14,9 +14,8 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use redlimit::http::{KeyBy, RateLimitLayer, RouteLimits, TierBy, Tiers};
-use redlimit::{Limiter, Policy, Store};
-use redlimit_test_support::http::{body, header, request};
-use sfv::{ListEntry, Parser};
+use redlimit::{Limiter, Permit, Policy, Store};
+use redlimit_test_support::http::{body, header, list_items, request, send};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -105,30 +104,9 @@ async fn done(handle: JoinHandle<Response>) -> Response {
     tokio::time::timeout(HANG, handle).await.expect("the request ends").unwrap()
 }
 
-/// A list field's items, parsed: each name with its parameters in order,
-/// an integer as its digits and a string quoted.
+/// A list field's items: each name with its parameters in order.
 fn items(response: &Response, field: &str) -> Vec<(String, Vec<(String, String)>)> {
-    let value = header(response, field).unwrap_or_else(|| panic!("no {field}"));
-    let list = Parser::parse_list(value.as_bytes()).unwrap_or_else(|e| panic!("{field} {value:?}: {e}"));
-    list.into_iter()
-        .map(|entry| {
-            let ListEntry::Item(item) = entry else { panic!("{field} holds an inner list") };
-            let name = item.bare_item.as_str().expect("an item's name is a string").to_owned();
-            let params: Vec<_> = item
-                .params
-                .into_iter()
-                .map(|(key, value)| {
-                    let text = match (value.as_int(), value.as_str()) {
-                        (Some(int), _) => int.to_string(),
-                        (None, Some(text)) => format!("{text:?}"),
-                        _ => panic!("{field} {name}: {key} is neither an integer nor a string"),
-                    };
-                    (key.as_str().to_owned(), text)
-                })
-                .collect();
-            (name, params)
-        })
-        .collect()
+    list_items(response.headers(), field)
 }
 
 fn expected(name: &str, params: &[(&str, &str)]) -> Vec<(String, Vec<(String, String)>)> {
@@ -173,7 +151,8 @@ async fn two_in_flight_deny_a_third_until_one_is_done(store: &Store, at: &str) {
     let a = done(a).await;
     assert_eq!(a.status(), 200, "{at}");
     assert_eq!((items(&a, "ratelimit-policy"), items(&a, "ratelimit")), (two_at_once(), left("1")), "{at}");
-    // A's permit was back before its response: the next request is let in.
+    // A's permit was back before its body's end: the next request is let in.
+    assert_eq!(body(a).await, "a", "{at}");
     let d = spawn(&app, "d");
     assert_eq!(route.started().await, "d", "{at}");
     assert_eq!(refused(&app, job("e")).await.status(), 429, "{at}: b and d in flight");
@@ -183,6 +162,7 @@ async fn two_in_flight_deny_a_third_until_one_is_done(store: &Store, at: &str) {
     for handle in [b, d] {
         let response = done(handle).await;
         assert_eq!((response.status().as_u16(), items(&response, "ratelimit")), (200, left("0")), "{at}");
+        body(response).await;
     }
     // Every permit is back: two at once again.
     let (f, g) = (spawn(&app, "f"), spawn(&app, "g"));
@@ -282,6 +262,7 @@ async fn a_tiered_layer_states_each_tier_in_its_own_terms(store: &Store, at: &st
     route.finish("long");
     let batch = done(batch).await;
     assert_eq!((batch.status().as_u16(), items(&batch, "ratelimit-policy")), (200, one_at_once), "{at}");
+    assert_eq!(body(batch).await, "long", "{at}");
 }
 
 #[tokio::test]
@@ -321,7 +302,9 @@ async fn a_per_route_layer_mixes_a_concurrency_route_with_rate_routes(store: &St
     assert_eq!(items(&quick, "ratelimit"), expected("5/1h", &[("r", "4"), ("t", "3600")]), "{at}");
 
     route.finish("long");
-    assert_eq!(done(long).await.status(), 200, "{at}");
+    let long = done(long).await;
+    assert_eq!(long.status(), 200, "{at}");
+    assert_eq!(body(long).await, "long", "{at}: its permit is given back with its body's end");
     let again = spawn_request(&app, export("again"));
     assert_eq!(route.started().await, "again", "{at}: the export's permit is back");
     route.finish("again");
@@ -394,9 +377,74 @@ async fn a_store_that_is_down_is_settled_by_on_error() {
     assert_eq!(route.started().await, "a");
     assert_eq!(refused(&local, job("b")).await.status(), 429);
     route.finish("a");
-    assert_eq!(done(a).await.status(), 200);
+    let a = done(a).await;
+    assert_eq!((a.status().as_u16(), body(a).await.as_str()), (200, "a"));
     let c = spawn(&local, "c");
     assert_eq!(route.started().await, "c", "a's local permit is back");
     route.finish("c");
     assert_eq!(done(c).await.status(), 200);
+}
+
+/// Where the test sends each streamed body's chunks, by job.
+type Bodies = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<&'static str>>>>;
+
+/// A route that streams its body: each request's chunks come from the
+/// test (by `x-job`), and the body ends when the test closes them.
+fn streaming(layer: RateLimitLayer) -> (Router, Bodies) {
+    let senders = Bodies::default();
+    let handler = {
+        let senders = senders.clone();
+        move |request: Request| {
+            let job = request.headers()["x-job"].to_str().unwrap().to_owned();
+            let (send, chunks) = mpsc::unbounded_channel::<&'static str>();
+            senders.lock().unwrap().insert(job, send);
+            let stream = futures_util::stream::unfold(chunks, |mut chunks| async move {
+                Some((Ok::<_, std::convert::Infallible>(chunks.recv().await?), chunks))
+            });
+            std::future::ready(axum::body::Body::from_stream(stream))
+        }
+    };
+    (Router::new().route("/", get(handler)).layer(layer), senders)
+}
+
+/// A streamed response counts as in flight until its body is sent: its
+/// permit comes back with the body's end (before the last frame is handed
+/// on), or when the body is dropped unsent.
+async fn a_streamed_body_holds_its_permit_until_sent(store: &Store, at: &str) {
+    let limiter = exports(store, at);
+    let (app, senders) = streaming(layer(&limiter));
+    let a = send(&mut app.clone(), job("a")).await;
+    let b = send(&mut app.clone(), job("b")).await;
+    assert_eq!((a.status().as_u16(), b.status().as_u16()), (200, 200), "{at}: both bodies still to send");
+    assert_eq!(send(&mut app.clone(), job("c")).await.status(), 429, "{at}: two bodies in flight hold both permits");
+
+    // A's body sent to its end: its permit is back before the body ends.
+    let send_a = senders.lock().unwrap().remove("a").unwrap();
+    send_a.send("part one, ").unwrap();
+    send_a.send("part two").unwrap();
+    drop(send_a);
+    assert_eq!(body(a).await, "part one, part two", "{at}");
+    let d = send(&mut app.clone(), job("d")).await;
+    assert_eq!(d.status(), 200, "{at}: a's permit came back with its body's end");
+    assert_eq!(send(&mut app.clone(), job("e")).await.status(), 429, "{at}: b and d in flight");
+
+    // Bodies dropped unsent (a client gone mid-body): their permits come back.
+    drop((b, d));
+    let mut freed = Vec::new();
+    for _ in 0..2 {
+        freed.push(limiter.acquire_wait("k", Some(HANG)).await.expect("a dropped body's permit comes back"));
+    }
+    assert!(freed.iter().all(Permit::is_held), "{at}");
+}
+
+#[tokio::test]
+async fn a_streamed_body_holds_its_permit_until_sent_on_the_memory_store() {
+    a_streamed_body_holds_its_permit_until_sent(&Store::memory(), "memory").await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_streamed_body_holds_its_permit_until_sent_on_redis() {
+    let stores = redlimit_test_support::stores::BothStores::start().await;
+    a_streamed_body_holds_its_permit_until_sent(&stores.redis, "redis").await;
 }

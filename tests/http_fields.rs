@@ -12,7 +12,7 @@ use axum::http::HeaderMap;
 use redlimit::http::{insert_rate_limit_headers_in, rate_limit_headers, HeaderStyle, QuotaUnit};
 use redlimit::policies::PolicySet;
 use redlimit::{Clock, Limiter, ManualClock, Policy, Store};
-use sfv::{BareItem, ListEntry, Parser};
+use redlimit_test_support::http::{integer_items, list_items};
 use std::time::Duration;
 
 /// One call: advance the clock by `ms`, take `cost`; then the expected
@@ -142,41 +142,11 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// A parsed list field: each item's string and its parameters, integers as `i64`.
-fn list(headers: &HeaderMap, field: &str) -> Vec<(String, Vec<(String, BareItem)>)> {
-    let value = headers.get(field).unwrap_or_else(|| panic!("no {field}"));
-    Parser::parse_list(value.as_bytes())
-        .unwrap_or_else(|e| panic!("{field} {value:?} is not a structured-field list: {e}"))
-        .into_iter()
-        .map(|entry| match entry {
-            ListEntry::Item(item) => {
-                let name =
-                    item.bare_item.as_str().unwrap_or_else(|| panic!("{field}: a name must be a string")).to_owned();
-                (name, item.params.into_iter().collect())
-            }
-            ListEntry::InnerList(_) => panic!("{field} holds an inner list"),
-        })
-        .collect()
-}
-
-/// Items whose parameters are exactly `keys`, all integers: `(name, values...)`.
-fn integers(headers: &HeaderMap, field: &str, keys: [&str; 2]) -> Vec<(String, i64, i64)> {
-    list(headers, field)
-        .into_iter()
-        .map(|(name, params)| {
-            let names: Vec<&str> = params.iter().map(|(k, _)| k.as_str()).collect();
-            assert_eq!(names, keys, "{field} parameters of {name}");
-            let int =
-                |i: usize| params[i].1.as_int().unwrap_or_else(|| panic!("{field} {name}: {} not an integer", keys[i]));
-            let (a, b) = (int(0), int(1));
-            (name, a, b)
-        })
-        .collect()
-}
-
 fn retry_after(headers: &HeaderMap) -> Option<i64> {
     let value = headers.get("retry-after")?;
-    Some(Parser::parse_item(value.as_bytes()).unwrap().bare_item.as_int().expect("Retry-After: delay-seconds"))
+    let text = value.to_str().unwrap();
+    assert!(!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()), "Retry-After {text:?}: delay-seconds");
+    Some(text.parse().unwrap())
 }
 
 fn owned(items: &[(&str, i64, i64)]) -> Vec<(String, i64, i64)> {
@@ -195,8 +165,8 @@ async fn run_table(store: &Store, clock: &ManualClock, store_name: &str) {
             let decision = limiter.check("k", cost).await.unwrap();
             let headers = rate_limit_headers(limiter.policy(), &decision, HeaderStyle::Draft);
             let at = format!("{store_name}: {} step {s}", case.policy);
-            assert_eq!(integers(&headers, "ratelimit-policy", ["q", "w"]), owned(case.advertised), "{at}");
-            let state = integers(&headers, "ratelimit", ["r", "t"]);
+            assert_eq!(integer_items(&headers, "ratelimit-policy", ["q", "w"]), owned(case.advertised), "{at}");
+            let state = integer_items(&headers, "ratelimit", ["r", "t"]);
             assert_eq!(state, owned(expected), "{at}");
             let retry = retry_after(&headers);
             assert_eq!(retry, expected_retry, "{at}");
@@ -239,15 +209,18 @@ async fn configured_policies_name_their_items_and_several_strategies_add_the_str
     let search = Limiter::new("api", set.get("search").unwrap().clone(), &store);
     let headers = rate_limit_headers(search.policy(), &search.check("k", 1).await.unwrap(), HeaderStyle::Draft);
     assert_eq!(
-        integers(&headers, "ratelimit-policy", ["q", "w"]),
+        integer_items(&headers, "ratelimit-policy", ["q", "w"]),
         owned(&[("search:2/1s", 2, 1), ("search:10/1m", 10, 60)])
     );
-    assert_eq!(integers(&headers, "ratelimit", ["r", "t"]), owned(&[("search:2/1s", 1, 1), ("search:10/1m", 9, 60)]));
+    assert_eq!(
+        integer_items(&headers, "ratelimit", ["r", "t"]),
+        owned(&[("search:2/1s", 1, 1), ("search:10/1m", 9, 60)])
+    );
 
     let login = Limiter::new("api", set.get("login").unwrap().clone(), &store);
     let headers = rate_limit_headers(login.policy(), &login.check("k", 1).await.unwrap(), HeaderStyle::Draft);
-    assert_eq!(integers(&headers, "ratelimit-policy", ["q", "w"]), owned(&[("login", 2, 2)]));
-    assert_eq!(integers(&headers, "ratelimit", ["r", "t"]), owned(&[("login", 1, 1)]));
+    assert_eq!(integer_items(&headers, "ratelimit-policy", ["q", "w"]), owned(&[("login", 2, 2)]));
+    assert_eq!(integer_items(&headers, "ratelimit", ["r", "t"]), owned(&[("login", 1, 1)]));
 }
 
 #[tokio::test]
@@ -263,16 +236,14 @@ async fn a_cost_in_content_bytes_states_its_unit() {
         HeaderStyle::Draft,
         QuotaUnit::ContentBytes,
     );
-    let items = list(&headers, "ratelimit-policy");
-    assert_eq!(items.len(), 1);
-    let (name, params) = &items[0];
-    assert_eq!(name, "token_bucket 65536 per 1024/1s");
-    let param = |key: &str| params.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
-    assert_eq!(param("q").and_then(|v| v.as_int()), Some(65_536));
-    assert_eq!(param("w").and_then(|v| v.as_int()), Some(64));
-    assert_eq!(param("qu").and_then(|v| v.as_str().map(str::to_owned)).as_deref(), Some("content-bytes"));
+    let items = list_items(&headers, "ratelimit-policy");
+    let params = [("q", "65536"), ("w", "64"), ("qu", r#""content-bytes""#)].map(|(k, v)| (k.to_owned(), v.to_owned()));
+    assert_eq!(items, [("token_bucket 65536 per 1024/1s".to_owned(), params.to_vec())]);
     // 4096 bytes spent, each back in under a millisecond: t is one second.
-    assert_eq!(integers(&headers, "ratelimit", ["r", "t"]), owned(&[("token_bucket 65536 per 1024/1s", 61_440, 1)]));
+    assert_eq!(
+        integer_items(&headers, "ratelimit", ["r", "t"]),
+        owned(&[("token_bucket 65536 per 1024/1s", 61_440, 1)])
+    );
 }
 
 /// A concurrency policy's items, permit by permit: `q` with
@@ -283,10 +254,9 @@ async fn concurrency_rows(store: &Store, store_name: &str) {
     let limiter =
         Limiter::new(format!("fields_concurrency_{store_name}"), Policy::concurrency(3, "30s").unwrap(), store);
     let params = |headers: &HeaderMap, field: &str| -> Vec<(String, String)> {
-        let [(name, params)] = <[_; 1]>::try_from(list(headers, field)).unwrap();
+        let [(name, params)] = <[_; 1]>::try_from(list_items(headers, field)).unwrap();
         assert_eq!(name, "concurrency 3", "{store_name}");
-        let text = |v: &BareItem| v.as_int().map_or_else(|| format!("{:?}", v.as_str().unwrap()), |i| i.to_string());
-        params.iter().map(|(k, v)| (k.clone(), text(v))).collect()
+        params
     };
     let owned = |pairs: &[(&str, &str)]| pairs.iter().map(|&(k, v)| (k.to_owned(), v.to_owned())).collect::<Vec<_>>();
     let advertised = owned(&[("q", "3"), ("qu", r#""concurrent-requests""#)]);

@@ -19,9 +19,9 @@ use axum::routing::get;
 use axum::Router;
 use redlimit::http::{KeyBy, RateLimitLayer};
 use redlimit::{Limiter, ManualClock, Policy, Store};
+use redlimit_test_support::http::list_items;
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
-use sfv::{ListEntry, Parser};
 use std::time::Duration;
 
 /// Requests each client sends to each route.
@@ -64,18 +64,8 @@ async fn serve(app: Router) -> String {
 
 /// A list field's items: name and integer parameters.
 fn items(headers: &HeaderMap, field: &str) -> Vec<(String, Vec<(String, i64)>)> {
-    let Some(value) = headers.get(field) else { return Vec::new() };
-    Parser::parse_list(value.as_bytes())
-        .unwrap_or_else(|e| panic!("{field} {value:?}: {e}"))
-        .into_iter()
-        .map(|entry| match entry {
-            ListEntry::Item(item) => (
-                item.bare_item.as_str().unwrap().to_owned(),
-                item.params.iter().filter_map(|(k, v)| Some((k.clone(), v.as_int()?))).collect(),
-            ),
-            ListEntry::InnerList(_) => panic!("{field}: inner list"),
-        })
-        .collect()
+    let integers = |params: Vec<(String, String)>| params.into_iter().filter_map(|(k, v)| Some((k, v.parse().ok()?)));
+    list_items(headers, field).into_iter().map(|(name, params)| (name, integers(params).collect())).collect()
 }
 
 fn param(params: &[(String, i64)], key: &str) -> i64 {

@@ -7,15 +7,13 @@
 
 use axum::extract::Request;
 use axum::middleware;
-use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use redlimit::http::{KeyBy, RateLimitLayer};
 use redlimit::policies::PolicySet;
 use redlimit::{Limiter, ManualClock, Policy, Store};
-use redlimit_test_support::http::{body, header, request, send};
+use redlimit_test_support::http::{body, header, integer_items, request, send};
 use redlimit_test_support::log_capture::LogCapture;
-use sfv::{ListEntry, Parser};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,29 +61,11 @@ fn plan_of(request: &Request) -> Option<Arc<Policy>> {
     request.extensions().get::<Plan>().map(|plan| plan.0.clone())
 }
 
-/// A structured-field list's items: their names and two integer parameters.
-fn items(response: &Response, field: &str, keys: [&str; 2]) -> Vec<(String, i64, i64)> {
-    let value = header(response, field).unwrap_or_else(|| panic!("no {field}"));
-    let list = Parser::parse_list(value.as_bytes()).unwrap_or_else(|e| panic!("{field} {value:?}: {e}"));
-    list.into_iter()
-        .map(|entry| {
-            let ListEntry::Item(item) = entry else { panic!("{field} holds an inner list") };
-            let name = item.bare_item.as_str().expect("an item's name is a string").to_owned();
-            let params: Vec<_> = item.params.into_iter().collect();
-            let names: Vec<&str> = params.iter().map(|(k, _)| k.as_str()).collect();
-            assert_eq!(names, keys, "{field} parameters of {name}");
-            let int = |i: usize| params[i].1.as_int().unwrap_or_else(|| panic!("{field}: {} of {name}", keys[i]));
-            let (a, b) = (int(0), int(1));
-            (name, a, b)
-        })
-        .collect()
-}
-
 /// `(status, RateLimit-Policy (name, q, w), RateLimit (name, r, t))` of `user`'s next request.
 async fn ask(app: &mut Router, user: &str) -> (u16, (String, i64, i64), (String, i64, i64)) {
     let response = send(app, request("/", &[("x-user", user)])).await;
-    let [policy] = <[_; 1]>::try_from(items(&response, "ratelimit-policy", ["q", "w"])).unwrap();
-    let [state] = <[_; 1]>::try_from(items(&response, "ratelimit", ["r", "t"])).unwrap();
+    let [policy] = <[_; 1]>::try_from(integer_items(response.headers(), "ratelimit-policy", ["q", "w"])).unwrap();
+    let [state] = <[_; 1]>::try_from(integer_items(response.headers(), "ratelimit", ["r", "t"])).unwrap();
     (response.status().as_u16(), policy, state)
 }
 

@@ -36,12 +36,12 @@ use std::sync::Arc;
 /// [`per_route`](Self::per_route) gives every route of a router its own limit.
 ///
 /// Under a [`Policy::concurrency`] (however the request's policy is chosen)
-/// a request holds a permit while the route handles it: taken before the
-/// route is called and given back when the route's future ends, with its
-/// response (given back before the response is returned), with an error,
-/// or dropped unfinished (the client went away, a timeout). The permit
-/// covers the route producing its response, not the sending of its body:
-/// a streamed body goes on after the permit is back. A denial is the usual
+/// a request holds a permit while the route handles it and its response is
+/// sent: taken before the route is called and given back when the
+/// response's body ends (before its last frame is handed on), with an
+/// error, or when the route's future or the body is dropped unfinished
+/// (the client went away, a timeout). A streamed body holds its permit
+/// until it ends. A denial is the usual
 /// 429 without `Retry-After` (no time can be named), and the fields count
 /// requests in flight (see [`rate_limit_headers`](super::rate_limit_headers)
 /// and [`from_limiter`](Self::from_limiter)'s example).

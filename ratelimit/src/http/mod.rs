@@ -15,13 +15,14 @@
 //!   ([`RateLimitLayer::per_request`]), or give every route of a router its
 //!   own limit ([`RateLimitLayer::per_route`], [`RouteLimits`]). Under a
 //!   [`Policy::concurrency`](crate::Policy::concurrency) a request holds a
-//!   permit while the route handles it, and the fields count requests in
+//!   permit while the route handles it and its body is sent, and the fields count requests in
 //!   flight (`qu="concurrent-requests"`, no `w` or `t`).
 
 mod client_ip;
 mod decisions;
 mod forwarded;
 mod headers;
+mod held_body;
 mod key;
 mod layer;
 mod limits;

@@ -3,6 +3,7 @@
 //! route and add the header fields.
 
 use super::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, HeaderStyle};
+use super::held_body::holding;
 use super::key::{KeyBy, MissingKey};
 use super::limits::Limits;
 use super::response::{problem, respond};
@@ -105,19 +106,17 @@ impl Admitted {
         Some(fields)
     }
 
-    /// Gives the permit back, if it holds one, before the response leaves:
-    /// so a client sending its next request on reading it never finds its
-    /// own earlier permit still held. On a task of its own, so a caller
-    /// gone mid-way (the response future dropped) cannot stop it.
-    async fn give_back(self) {
+    /// The route's response, with the fields stating the decision (added to
+    /// a handler's own, its denial's say, never in their place), and its
+    /// body holding the permit, if there is one, until the body is sent.
+    fn answer(self, mut response: Response, shared: &Shared) -> Response {
+        if let Some(fields) = self.fields(shared) {
+            merge_rate_limit_fields(response.headers_mut(), &fields);
+        }
         if !self.permit.is_held() {
-            return;
+            return response;
         }
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn(self.permit.release()).await),
-            // No runtime to wait on: dropped, the permit goes back as it can.
-            Err(_) => drop(self.permit),
-        }
+        response.map(|body| holding(body, self.permit))
     }
 }
 
@@ -237,19 +236,14 @@ where
                     None => Ok(response),
                 },
                 Verdict::Pass(None) => Ok(inner.call(request).await?.into_response()),
-                // The permit is held while the route's future runs, and given
-                // back when it ends, fails, or is dropped unfinished.
+                // The permit is held while the route's future runs and its
+                // body is sent, and given back when the body ends, or when
+                // either fails or is dropped unfinished.
                 Verdict::Pass(Some(admitted)) => {
                     // An error returns at once (it need not be `Send`, so no
                     // await may follow it): dropped, the permit goes back.
-                    let mut response = inner.call(request).await?.into_response();
-                    let fields = admitted.fields(&shared);
-                    admitted.give_back().await;
-                    if let Some(fields) = fields {
-                        // Added to a handler's own (its denial, say), never in their place.
-                        merge_rate_limit_fields(response.headers_mut(), &fields);
-                    }
-                    Ok(response)
+                    let response = inner.call(request).await?.into_response();
+                    Ok(admitted.answer(response, &shared))
                 }
             }
         })
