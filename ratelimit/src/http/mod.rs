@@ -20,6 +20,7 @@
 
 mod client_ip;
 mod decisions;
+mod field_text;
 mod forwarded;
 mod headers;
 mod held_body;
