@@ -79,7 +79,8 @@ impl Limiter {
     }
 }
 
-/// One site's refunds that could not be made: logged as an outage is.
+/// The refunds of one site (an annotated function, or a layer with
+/// `refund_on`) that could not be made: logged as an outage is.
 #[derive(Debug)]
 pub(crate) struct SiteRefunds {
     failures: OutageLog,
@@ -93,41 +94,51 @@ impl SiteRefunds {
     }
 
     /// Gives `cost` back to `key` through `limiter` (the call's own policy
-    /// applied); logs what went wrong, as `site` (its limiter's name).
-    pub(crate) async fn refund(&self, site: &str, limiter: &Limiter, key: &str, cost: u64) {
+    /// applied) and returns the key's state after it; logs what went wrong,
+    /// as `site` (its limiter's name), and returns `None`.
+    pub(crate) async fn refund(
+        &self,
+        site: &str,
+        limiter: &Limiter,
+        key: impl AsRef<[u8]>,
+        cost: u64,
+    ) -> Option<Decision> {
         let algorithm = limiter.policy().algorithm();
         if !algo::refunds(algorithm) {
             // Only a policy named or given per call gets here: the macro
             // refuses the option beside an inline policy that keeps none.
             if !self.refused.swap(true, Ordering::Relaxed) {
                 tracing::warn!(target: "redlimit", limiter = site, algo = algorithm.name(),
-                    "refund_on = \"err\" refunds nothing: a {algorithm} policy keeps no refunds (fixed_window, \
+                    "refund_on refunds nothing: a {algorithm} policy keeps no refunds (fixed_window, \
                      token_bucket, leaky_bucket and gcra do); said once");
             }
-            return;
+            return None;
         }
         let clock = &limiter.inner.store.clock;
         let now_us = || clock.now_us().unwrap_or_else(crate::clock::process_now_us);
-        match limiter.refund(key, cost).await {
-            Ok(_) => {
+        let error = match limiter.refund(key, cost).await {
+            Ok(after) => {
                 if let Some(recovery) = self.failures.answered(now_us) {
                     tracing::info!(target: "redlimit", limiter = site,
                         "refunds reach the rate limit store again after {:?}; {} could not be made",
                         rounded(recovery.lasted), recovery.failures);
                 }
+                return Some(after);
             }
-            Err(error) => match self.failures.failed(now_us()) {
-                Some(Report::First { .. }) => {
-                    tracing::warn!(target: "redlimit", limiter = site, kind = observe::error_kind(&error), %error,
+            Err(error) => error,
+        };
+        match self.failures.failed(now_us()) {
+            Some(Report::First { .. }) => {
+                tracing::warn!(target: "redlimit", limiter = site, kind = observe::error_kind(&error), %error,
                         "a refund could not be made, so the call's permits stay taken; further failures are \
                          summed up every {LOG_INTERVAL:?}");
-                }
-                Some(Report::Ongoing { failures, over }) => {
-                    tracing::warn!(target: "redlimit", limiter = site, kind = observe::error_kind(&error), %error,
+            }
+            Some(Report::Ongoing { failures, over }) => {
+                tracing::warn!(target: "redlimit", limiter = site, kind = observe::error_kind(&error), %error,
                         "{failures} refunds could not be made in the last {:?}", rounded(over));
-                }
-                None => {}
-            },
+            }
+            None => {}
         }
+        None
     }
 }

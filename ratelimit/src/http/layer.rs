@@ -10,6 +10,7 @@ use super::source::Source;
 use super::tiers::Tiers;
 use super::TrustedProxies;
 use crate::lazy::LazyLimiter;
+use crate::refund::SiteRefunds;
 use crate::{Error, Limiter, OnError, Policy};
 use axum::extract::Request;
 use std::borrow::{Borrow, Cow};
@@ -321,6 +322,8 @@ impl RateLimitLayer {
             dry_run: false,
             exempt: Vec::new(),
             on_rejected: None,
+            refund_on: None,
+            refunds: Arc::new(SiteRefunds::new()),
         };
         RateLimitLayer { shared: Arc::new(shared) }
     }

@@ -7,6 +7,7 @@ use super::key::{KeyBy, MissingKey};
 use super::RateLimitLayer;
 use crate::{OnError, RateLimited};
 use axum::extract::Request;
+use axum::http::StatusCode;
 use axum::response::Response;
 use std::sync::Arc;
 
@@ -76,6 +77,50 @@ impl RateLimitLayer {
     /// ```
     pub fn dry_run(mut self, on: bool) -> RateLimitLayer {
         Arc::make_mut(&mut self.shared).dry_run = on;
+        self
+    }
+
+    /// Gives a request's permits back when `refund_on` returns true for its
+    /// response's status: a request the server failed (say
+    /// `StatusCode::is_server_error`) need not cost the client its quota.
+    ///
+    /// The refund is made before the response leaves, and the response's
+    /// `RateLimit` field states the key after it. It gives back only what
+    /// the store took: not a request let through by `on_error` or by a dry
+    /// run over the limit. Under a `sliding_window` or `sliding_log` policy,
+    /// which keep no refunds ([`Limiter::refund`](crate::Limiter::refund)),
+    /// it gives nothing back and says so once at WARN; a concurrency
+    /// policy's permit comes back when the response is sent anyway. A refund
+    /// the store could not make leaves the permits taken, logged as an
+    /// outage is.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, http::StatusCode, routing::get, Router};
+    /// use redlimit::http::{KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use tower_service::Service;
+    ///
+    /// let limiter = Limiter::new("search", Policy::fixed_window("2/1m")?, &Store::memory().with_clock(ManualClock::new()));
+    /// let layer = RateLimitLayer::from_limiter(limiter)
+    ///     .key(KeyBy::header("x-api-key")?)
+    ///     .refund_on(|status: StatusCode| status.is_server_error());
+    /// let upstream_down = || async { StatusCode::BAD_GATEWAY };
+    /// let mut app = Router::new().route("/", get(|| async { "found" })).route("/down", get(upstream_down)).layer(layer);
+    /// let get = |path: &str| Request::builder().uri(path).header("x-api-key", "k").body(Body::empty()).unwrap();
+    ///
+    /// for _ in 0..3 {
+    ///     let failed = app.call(get("/down")).await.unwrap();
+    ///     assert_eq!(failed.status(), 502);
+    ///     assert_eq!(failed.headers()["ratelimit"], r#""2/1m";r=2;t=60"#, "given back");
+    /// }
+    /// assert_eq!(app.call(get("/")).await.unwrap().headers()["ratelimit"], r#""2/1m";r=1;t=60"#);
+    /// assert_eq!(app.call(get("/")).await.unwrap().status(), 200);
+    /// assert_eq!(app.call(get("/")).await.unwrap().status(), 429);
+    /// # Ok(()) }
+    /// ```
+    pub fn refund_on(mut self, refund_on: impl Fn(StatusCode) -> bool + Send + Sync + 'static) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).refund_on = Some(Arc::new(refund_on));
         self
     }
 

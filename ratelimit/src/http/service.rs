@@ -8,7 +8,8 @@ use super::key::{KeyBy, MissingKey};
 use super::limits::Limits;
 use super::response::{problem, respond};
 use super::source::Source;
-use crate::{Limiter, Permit, Policy, RateLimited};
+use crate::refund::SiteRefunds;
+use crate::{Decision, Limiter, Permit, Policy, RateLimited};
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -34,10 +35,17 @@ pub(super) struct Shared {
     pub(super) on_rejected: Option<OnRejected>,
     /// Requests are decided and recorded, never denied.
     pub(super) dry_run: bool,
+    /// A response with a status this returns true for gives its request's permits back.
+    pub(super) refund_on: Option<RefundOn>,
+    /// The refunds `refund_on` could not make, logged as an outage is.
+    pub(super) refunds: Arc<SiteRefunds>,
 }
 
 /// A predicate exempting a request from the limit.
 pub(super) type Exempt = Arc<dyn Fn(&Request) -> bool + Send + Sync>;
+
+/// Which response statuses give their request's permits back.
+pub(super) type RefundOn = Arc<dyn Fn(StatusCode) -> bool + Send + Sync>;
 
 /// The user's rejection response, from the denial, the request and the default response.
 pub(super) type OnRejected = Arc<dyn Fn(&RateLimited, &Request, Response) -> Response + Send + Sync>;
@@ -88,9 +96,14 @@ enum Verdict {
 struct Admitted {
     permit: Permit,
     limiter: Limiter,
+    key: Vec<u8>,
+    /// Whether the store took the request's permits: what a refund may give back.
+    taken: bool,
     /// Whether the decision says something true about the limit, and so
     /// is stated in header fields.
     stated: bool,
+    /// The key's state after a refund, which the fields state instead.
+    refunded: Option<Decision>,
 }
 
 impl Admitted {
@@ -101,9 +114,21 @@ impl Admitted {
             return None;
         }
         let (policy, style, cost) = (self.limiter.policy(), shared.style, shared.cost);
+        let decision = self.refunded.as_ref().unwrap_or(self.permit.decision());
         let mut fields = HeaderMap::new();
-        insert_rate_limit_headers_per_request(&mut fields, policy, self.permit.decision(), style, cost);
+        insert_rate_limit_headers_per_request(&mut fields, policy, decision, style, cost);
         Some(fields)
+    }
+
+    /// Gives the request's permits back, before its response leaves, when
+    /// `refund_on` says its response's `status` did not use them.
+    async fn refund_if(mut self, status: StatusCode, shared: &Shared) -> Admitted {
+        let Some(refund_on) = &shared.refund_on else { return self };
+        if self.taken && refund_on(status) {
+            let (name, limiter) = (self.limiter.name(), &self.limiter);
+            self.refunded = shared.refunds.refund(name, limiter, &self.key, shared.cost).await;
+        }
+        self
     }
 
     /// The route's response, with the fields stating the decision (added to
@@ -164,12 +189,12 @@ impl Shared {
             Err(why) => return self.without_policy(&source, &why, &key),
         };
         match limiter.acquire_by(&key, self.cost, None).await {
-            Ok((permit, _)) => {
+            Ok((permit, taken)) => {
                 // A decision with nothing to reset was not made by a store (the
                 // store failed and `on_error = allow` let the call through): it
                 // says nothing true about the limit, so no header fields.
                 let stated = !permit.decision().reset_after.is_zero();
-                Verdict::Pass(Some(Admitted { permit, limiter, stated }))
+                Verdict::Pass(Some(Admitted { permit, limiter, key, taken, stated, refunded: None }))
             }
             Err(denied) => {
                 let response = respond(&denied, Some(limiter.policy()), self.style, self.cost);
@@ -243,6 +268,7 @@ where
                     // An error returns at once (it need not be `Send`, so no
                     // await may follow it): dropped, the permit goes back.
                     let response = inner.call(request).await?.into_response();
+                    let admitted = admitted.refund_if(response.status(), &shared).await;
                     Ok(admitted.answer(response, &shared))
                 }
             }
