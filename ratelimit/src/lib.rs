@@ -45,6 +45,7 @@ mod key;
 mod key_buf;
 mod lazy;
 mod limiter;
+mod live_scopes;
 mod macro_support;
 pub mod observe;
 mod on_error;
