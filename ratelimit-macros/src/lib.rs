@@ -701,11 +701,7 @@ mod tests {
             println!("{out}");
         }
         assert_eq!(out.matches(". take (__redlimit_key , __redlimit_cost)").count(), 1, "{out}");
-        assert_eq!(
-            out.matches(". check (:: core :: primitive :: str :: as_bytes (__redlimit_key) , __redlimit_cost)").count(),
-            1,
-            "{out}"
-        );
+        assert_eq!(out.matches("str :: as_bytes (__redlimit_key) , __redlimit_cost").count(), 1, "{out}");
         assert_eq!(out.matches("__redlimit_taken_0 . refund () . await").count(), 1, "{out}");
         assert!(out.contains("__redlimit_taken_0 . refund_if (:: redlimit :: __private :: Failed :: failed (& __redlimit_result)) . await ; __redlimit_result"), "{out}");
     }
