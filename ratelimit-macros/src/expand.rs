@@ -137,15 +137,16 @@ fn return_span(sig: &syn::Signature) -> Span {
 ///         OnError::Allow,
 ///     );
 ///     let key = {
-///         // Sized for "user:" and 20 bytes for the value.
-///         let mut key = String::with_capacity(25);
+///         // On the stack: no allocation for a key of typical length.
+///         let mut key = KeyBuf::new();
 ///         key.push_str("user:");
 ///         // `push_key_value(&mut key, &user_id)` for a type that is not an integer
 ///         push_key_integer(&mut key, &user_id);
 ///         key
 ///     };
 ///     let cost = 1u64;
-///     match __RATELIMIT_SITE.check(&key, cost).await {
+///     // A key without placeholders is a `&str`: `str::as_bytes(key)`.
+///     match __RATELIMIT_SITE.check(KeyBuf::as_bytes(&key), cost).await {
 ///         Ok(permit) => permit,
 ///         // on_limit = "error": spanned at the return type, so a type that
 ///         // cannot hold a denial is reported there.
@@ -164,13 +165,13 @@ fn return_span(sig: &syn::Signature) -> Span {
 /// match {
 ///     let policy = plan_policy(&user);
 ///     // Spanned at the expression, so a wrong type is reported there.
-///     __RATELIMIT_SITE.check_with(AsPolicy::as_policy(&policy), &key, cost).await
+///     __RATELIMIT_SITE.check_with(AsPolicy::as_policy(&policy), KeyBuf::as_bytes(&key), cost).await
 /// } { /* as above */ }
 /// ```
 ///
 /// When no denial can reach the caller (`on_limit = "wait"`, no `max_wait`,
 /// a literal cost, `on_error` not "deny") the block ends with
-/// `__RATELIMIT_SITE.admit(&key, 1u64).await` (`admit_with(policy, ..)`
+/// `__RATELIMIT_SITE.admit(KeyBuf::as_bytes(&key), 1u64).await` (`admit_with(policy, ..)`
 /// for a per-call policy), a permit, and the return type is free.
 ///
 /// The block is bound to `holder` (`let holder = {..};`). With
@@ -228,16 +229,18 @@ fn site(
         SitePolicy::PerCall(_) => quote!(#p::Site::per_call(#name, #on_limit, #on_error)),
     };
 
-    let key_value = match &config.key {
-        None => quote!(""),
+    // The key, and its bytes as the site reads them (by path: no user trait can answer).
+    let text_bytes = quote!(::core::primitive::str::as_bytes(#key));
+    let (key_value, key_bytes) = match &config.key {
+        None => (quote!(""), text_bytes),
         Some(parts) if parts.iter().all(|part| matches!(part, Part::Literal(_))) => {
             let text: String =
                 parts.iter().map(|part| if let Part::Literal(l) = part { l.as_str() } else { "" }).collect();
-            quote!(#text)
+            (quote!(#text), text_bytes)
         }
         Some(parts) => {
             let pushes = parts.iter().map(|part| match part {
-                Part::Literal(text) => quote!(#buf.push_str(#text);),
+                Part::Literal(text) => quote!(#p::KeyBuf::push_str(&mut #buf, #text);),
                 Part::Value(access) if access.is_integer_argument(args) => {
                     let value = access.to_expr();
                     quote_spanned!(value.span()=> #p::push_key_integer(&mut #buf, &#value);)
@@ -247,14 +250,12 @@ fn site(
                     quote_spanned!(value.span()=> #p::push_key_value(&mut #buf, &#value);)
                 }
             });
-            // Sized for the literals and a number per value, so a typical
-            // key is written without growing the buffer.
-            let capacity: usize = parts.iter().map(|part| if let Part::Literal(l) = part { l.len() } else { 20 }).sum();
-            quote!({
-                let mut #buf = #p::String::with_capacity(#capacity);
+            let block = quote!({
+                let mut #buf = #p::KeyBuf::new();
                 #(#pushes)*
                 #buf
-            })
+            });
+            (block, quote!(#p::KeyBuf::as_bytes(&#key)))
         }
     };
     let cost = match &config.cost {
@@ -268,10 +269,10 @@ fn site(
         }
     };
 
-    // `site.check(&key, cost)` or `site.admit(..)`; with a per-call policy,
-    // `site.check_with(policy, &key, cost)` in a block that evaluates it.
+    // `site.check(key bytes, cost)` or `site.admit(..)`; with a per-call policy,
+    // `site.check_with(policy, key bytes, cost)` in a block that evaluates it.
     // A refunding site's call keeps the key: `site.take(key, cost)`.
-    let key_arg = if refunds { quote!(#key) } else { quote!(&#key) };
+    let key_arg = if refunds { quote!(#key) } else { key_bytes };
     let site_call = |method: &str| match &config.policy {
         SitePolicy::PerCall(expr) => {
             let value = Ident::new("__redlimit_policy", Span::mixed_site());

@@ -1,5 +1,6 @@
 //! Storage keys, and the escaping that keeps key templates collision-free.
 
+use crate::key_buf::KeyWriter;
 use crate::policy::{Params, Policy};
 use redlimit_grammar::format_duration;
 use std::fmt::{self, Write};
@@ -145,6 +146,7 @@ pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> Vec<u8> {
 /// Template literals between placeholders contain such a byte (the macro
 /// enforces it), so the literal parts of a key can never be forged by a value:
 /// `<a>:<b>` gives different keys for `("x:y", "z")` and `("x", "y:z")`.
+/// Generated code writes into a [`KeyBuf`](crate::__private::KeyBuf).
 ///
 /// ```
 /// let mut key = String::new();
@@ -153,16 +155,16 @@ pub(crate) fn storage_key(limiter_prefix: &[u8], key: &[u8]) -> Vec<u8> {
 /// redlimit::__private::push_key_value(&mut key, &"z");
 /// assert_eq!(key, "x%3Ay:z");
 /// ```
-pub fn push_key_value(key: &mut String, value: &dyn fmt::Display) {
+pub fn push_key_value<K: KeyWriter>(key: &mut K, value: &dyn fmt::Display) {
     // Most values (numbers, ids) need no escaping: write them as they are,
     // and escape only if the text written holds a byte that must be.
-    let start = key.len();
-    // Writing into a String cannot fail; a Display impl that errors leaves what it wrote.
+    let start = key.written().len();
+    // Writing a key cannot fail; a Display impl that errors leaves what it wrote.
     let _ = write!(key, "{value}");
-    if key.as_bytes()[start..].iter().all(|b| !b.is_ascii() || b.is_ascii_alphanumeric()) {
+    if key.written()[start..].iter().all(|b| !b.is_ascii() || b.is_ascii_alphanumeric()) {
         return;
     }
-    let written = key.split_off(start);
+    let written = key.take_from(start);
     push_escaped(key, &written);
 }
 
@@ -177,13 +179,13 @@ pub fn push_key_value(key: &mut String, value: &dyn fmt::Display) {
 /// redlimit::__private::push_key_value(&mut by_display, &-42i32);
 /// assert_eq!((key.as_str(), by_display.as_str()), ("user:%2D42", "user:%2D42"));
 /// ```
-pub fn push_key_integer<T: KeyInteger + ?Sized>(key: &mut String, value: &T) {
+pub fn push_key_integer<K: KeyWriter, T: KeyInteger + ?Sized>(key: &mut K, value: &T) {
     let (negative, magnitude) = value.sign_and_magnitude();
     if negative {
-        key.push_str("%2D");
+        key.push_text("%2D");
     }
     // Digits never need escaping: written as they are, without `fmt`.
-    key.push_str(itoa::Buffer::new().format(magnitude));
+    key.push_text(itoa::Buffer::new().format(magnitude));
 }
 
 /// An integer a key can hold (every primitive up to 64 bits, and references to one).
@@ -225,13 +227,13 @@ impl<T: KeyInteger + ?Sized> KeyInteger for &mut T {
 }
 
 /// Appends `text`, escaping every ASCII byte that is not a letter or digit as `%XX`.
-fn push_escaped(key: &mut String, text: &str) {
+fn push_escaped<K: KeyWriter>(key: &mut K, text: &str) {
     for c in text.chars() {
         if c.is_ascii() && !c.is_ascii_alphanumeric() {
-            // Writing into a String cannot fail.
+            // Writing a key cannot fail.
             let _ = write!(key, "%{:02X}", c as u32);
         } else {
-            key.push(c);
+            let _ = key.write_char(c);
         }
     }
 }

@@ -169,6 +169,9 @@ impl LazyLimiter {
     /// Inside a [`scope`](crate::scope): the limiter on the scope's store,
     /// deciding by this call's policy.
     fn scoped(&self, per_call: Option<&Policy>) -> Option<Result<Limiter, Arc<str>>> {
+        if !scope::may_be_inside() {
+            return None;
+        }
         let configured;
         let policy = match (&self.source, per_call) {
             (_, Some(policy)) => Ok(policy),

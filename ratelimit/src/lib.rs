@@ -42,8 +42,10 @@ mod global_redis;
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
+mod key_buf;
 mod lazy;
 mod limiter;
+mod live_scopes;
 mod macro_support;
 pub mod observe;
 mod on_error;
@@ -72,12 +74,12 @@ mod tls;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::key::{push_key_integer, push_key_value, KeyInteger};
+    pub use crate::key_buf::{KeyBuf, KeyWriter};
     pub use crate::macro_support::{AsPolicy, Cost, DenialError, Failed, Fallback, IntoDenial};
     pub use crate::permit::Holding;
     pub use crate::site::{OnLimit, Site, Taken};
     pub use crate::{OnError, Policy, RateLimited};
     pub use redlimit_grammar::{Rate, Strategy};
-    pub use std::string::String;
 
     // Internals that tests, examples and the bench reach: the stores' wire
     // format, and the scripts' text.

@@ -2,6 +2,7 @@
 //! future runs, instead of the global one: how a test gives each case its
 //! own store (and clock) in one test binary.
 
+use crate::live_scopes::LiveScopes;
 use crate::{Limiter, OnError, Policy, Store};
 use std::collections::HashMap;
 use std::future::Future;
@@ -10,6 +11,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 tokio::task_local! {
     static SCOPED: Arc<Scoped>;
 }
+
+/// The scopes that exist: while there are none, a call looks for none.
+static LIVE: LiveScopes = LiveScopes::new();
 
 /// A scope's store and the limiters built on it, by name, so the calls of
 /// one scope share their deny cache and `OnError::Local` state as they
@@ -48,8 +52,16 @@ struct Scoped {
 /// # }
 /// ```
 pub async fn scope<F: Future>(store: Store, future: F) -> F::Output {
+    let _live = LIVE.enter();
     let scoped = Scoped { store, limiters: Mutex::default() };
     SCOPED.scope(Arc::new(scoped), future).await
+}
+
+/// Whether the calling task may be inside a [`scope`]: when not, it is
+/// not, and [`limiter`] need not be asked.
+#[inline]
+pub(crate) fn may_be_inside() -> bool {
+    LIVE.any()
 }
 
 /// Inside a [`scope`]: the limiter named `name` on the scope's store,

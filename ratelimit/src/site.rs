@@ -100,7 +100,7 @@ impl Site {
     /// configured, the site's `on_error` decides (never a panic).
     ///
     /// The denial is boxed: every call moves this `Result`, and a box is one word.
-    pub async fn check(&'static self, key: &str, cost: u64) -> Result<Holding, Box<RateLimited>> {
+    pub async fn check(&'static self, key: &[u8], cost: u64) -> Result<Holding, Box<RateLimited>> {
         self.decide(None, key, cost).await
     }
 
@@ -109,11 +109,21 @@ impl Site {
     /// once, from the first call's policy; every call then decides by its
     /// own through [`Limiter::with_policy`](crate::Limiter::with_policy),
     /// so a key's count carries over when its policy changes (same algorithm).
-    pub async fn check_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Result<Holding, Box<RateLimited>> {
+    pub async fn check_with(
+        &'static self,
+        policy: &Policy,
+        key: &[u8],
+        cost: u64,
+    ) -> Result<Holding, Box<RateLimited>> {
         self.decide(Some(policy), key, cost).await
     }
 
-    async fn decide(&'static self, policy: Option<&Policy>, key: &str, cost: u64) -> Result<Holding, Box<RateLimited>> {
+    async fn decide(
+        &'static self,
+        policy: Option<&Policy>,
+        key: &[u8],
+        cost: u64,
+    ) -> Result<Holding, Box<RateLimited>> {
         self.decide_by(policy, key, cost).await.map(|(permit, _)| permit)
     }
 
@@ -121,10 +131,9 @@ impl Site {
     async fn decide_by(
         &'static self,
         policy: Option<&Policy>,
-        key: &str,
+        key: &[u8],
         cost: u64,
     ) -> Result<(Holding, bool), Box<RateLimited>> {
-        let key = key.as_bytes();
         // Boxed: only a call that builds or looks up the limiter waits for it.
         let current = match self.limiter.ready(policy) {
             Some(ready) => ready,
@@ -174,13 +183,13 @@ impl Site {
     /// policy admits and `on_error` other than `"deny"`. The macro only
     /// emits it when those hold, so every denial is waited out; should one
     /// still come back, the call goes ahead (fail open) with a warning.
-    pub async fn admit(&'static self, key: &str, cost: u64) -> Holding {
+    pub async fn admit(&'static self, key: &[u8], cost: u64) -> Holding {
         self.admit_result(self.check(key, cost).await)
     }
 
     /// [`admit`](Self::admit) deciding by this call's `policy`. Emitted only
     /// for a cost of 0 or 1, which every policy admits once waited for.
-    pub async fn admit_with(&'static self, policy: &Policy, key: &str, cost: u64) -> Holding {
+    pub async fn admit_with(&'static self, policy: &Policy, key: &[u8], cost: u64) -> Holding {
         self.admit_result(self.check_with(policy, key, cost).await)
     }
 
@@ -195,7 +204,7 @@ impl Site {
     /// to give back if its body fails.
     pub async fn take(&'static self, key: impl Into<Cow<'static, str>>, cost: u64) -> Result<Taken, Box<RateLimited>> {
         let key = key.into();
-        let (permit, taken) = self.decide_by(None, &key, cost).await?;
+        let (permit, taken) = self.decide_by(None, key.as_bytes(), cost).await?;
         Ok(Taken::new(self, (permit, taken), key, cost, None))
     }
 
@@ -207,14 +216,14 @@ impl Site {
         cost: u64,
     ) -> Result<Taken, Box<RateLimited>> {
         let key = key.into();
-        let taken = self.decide_by(Some(policy), &key, cost).await?;
+        let taken = self.decide_by(Some(policy), key.as_bytes(), cost).await?;
         Ok(Taken::new(self, taken, key, cost, Some(policy)))
     }
 
     /// [`admit`](Self::admit) for `refund_on = "err"`: a denial let through took nothing.
     pub async fn admit_taking(&'static self, key: impl Into<Cow<'static, str>>, cost: u64) -> Taken {
         let key = key.into();
-        let taken = self.admit_taken(self.decide_by(None, &key, cost).await);
+        let taken = self.admit_taken(self.decide_by(None, key.as_bytes(), cost).await);
         Taken::new(self, taken, key, cost, None)
     }
 
@@ -226,7 +235,7 @@ impl Site {
         cost: u64,
     ) -> Taken {
         let key = key.into();
-        let taken = self.admit_taken(self.decide_by(Some(policy), &key, cost).await);
+        let taken = self.admit_taken(self.decide_by(Some(policy), key.as_bytes(), cost).await);
         Taken::new(self, taken, key, cost, Some(policy))
     }
 
@@ -330,14 +339,14 @@ mod tests {
         static SITE: Site = Site::per_call("site.per_call", OnLimit::Error, OnError::Allow);
         let (two, five) = (Policy::fixed_window("2/1m").unwrap(), Policy::fixed_window("5/1m").unwrap());
 
-        SITE.check_with(&two, "ann", 2).await.unwrap();
-        let denied = SITE.check_with(&two, "ann", 1).await.unwrap_err();
+        SITE.check_with(&two, b"ann", 2).await.unwrap();
+        let denied = SITE.check_with(&two, b"ann", 1).await.unwrap_err();
         assert_eq!((denied.decision().limit, denied.policy()), (2, Some(&two)));
         // Not the policy the limiter was built from: bob's own.
-        SITE.check_with(&five, "bob", 5).await.unwrap();
+        SITE.check_with(&five, b"bob", 5).await.unwrap();
         // Ann moves to five: her 2 still count, so 3 are left.
-        SITE.check_with(&five, "ann", 3).await.unwrap();
-        let denied = SITE.check_with(&five, "ann", 1).await.unwrap_err();
+        SITE.check_with(&five, b"ann", 3).await.unwrap();
+        let denied = SITE.check_with(&five, b"ann", 1).await.unwrap_err();
         assert_eq!((denied.decision().limit, denied.decision().remaining), (5, 0));
     }
 
@@ -346,11 +355,11 @@ mod tests {
         on_memory();
         static SITE: Site = Site::per_call("site.admit", OnLimit::Error, OnError::Allow);
         let one = Policy::fixed_window("1/1m").unwrap();
-        SITE.admit_with(&one, "k", 1).await;
-        SITE.admit_with(&one, "k", 1).await; // denied, let through with a warning
+        SITE.admit_with(&one, b"k", 1).await;
+        SITE.admit_with(&one, b"k", 1).await; // denied, let through with a warning
         let three = Policy::fixed_window("3/1m").unwrap();
-        SITE.check_with(&three, "k", 2).await.unwrap();
-        assert_eq!(SITE.check_with(&three, "k", 1).await.unwrap_err().decision().remaining, 0);
+        SITE.check_with(&three, b"k", 2).await.unwrap();
+        assert_eq!(SITE.check_with(&three, b"k", 1).await.unwrap_err().decision().remaining, 0);
     }
 
     #[tokio::test]
@@ -358,7 +367,7 @@ mod tests {
         on_memory();
         static OPEN: Site = Site::per_call("site.open", OnLimit::Error, OnError::Allow);
         static CLOSED: Site = Site::per_call("site.closed", OnLimit::Error, OnError::Deny);
-        assert!(OPEN.check("k", 1).await.is_ok());
-        assert_eq!(CLOSED.check("k", 1).await.unwrap_err().reason(), DenialReason::PolicyNotConfigured);
+        assert!(OPEN.check(b"k", 1).await.is_ok());
+        assert_eq!(CLOSED.check(b"k", 1).await.unwrap_err().reason(), DenialReason::PolicyNotConfigured);
     }
 }

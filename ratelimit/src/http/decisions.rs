@@ -3,9 +3,11 @@
 //!
 //! The layer runs the request inside a task-local scope; `Site::check`
 //! records each allowed decision there ([`record`]), and the layer writes
-//! them on the response. Outside a scope, recording is one task-local lookup.
+//! them on the response. While the layer serves no request, recording is
+//! one atomic load.
 
 use super::headers::{merge_rate_limit_fields, rate_limit_headers, HeaderStyle, RATELIMIT};
+use crate::live_scopes::LiveScopes;
 use crate::{Decision, Limiter};
 use axum::http::{Request, Response, StatusCode};
 use std::future::Future;
@@ -20,15 +22,22 @@ tokio::task_local! {
     static DECISIONS: Recorded;
 }
 
+/// The layer's requests being served: while there are none, nothing is recorded.
+static LIVE: LiveScopes = LiveScopes::new();
+
 /// Records `decision` of `limiter` for the response of the request being
 /// served, if a [`DecisionHeadersLayer`] serves it. A limiter deciding again
 /// in the same request replaces its earlier decision (the newer state).
+#[inline]
 pub(crate) fn record(limiter: &Limiter, decision: &Decision) {
     // A decision with nothing to reset was not made by a store (it failed and
     // `on_error = allow` let the call through): it says nothing true about the limit.
-    if decision.reset_after.is_zero() {
-        return;
+    if LIVE.any() && !decision.reset_after.is_zero() {
+        record_in_scope(limiter, decision);
     }
+}
+
+fn record_in_scope(limiter: &Limiter, decision: &Decision) {
     let _ = DECISIONS.try_with(|recorded| {
         let mut recorded = recorded.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = (limiter.clone(), decision.clone());
@@ -141,11 +150,14 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        // Counted from before the inner call to when the response is written (or the future dropped).
+        let live = LIVE.enter();
         let recorded = Recorded::default();
         // In scope both while the inner service is called and while its future runs.
         let future = DECISIONS.sync_scope(recorded.clone(), || self.inner.call(request));
         let future = DECISIONS.scope(recorded.clone(), future);
         Box::pin(async move {
+            let _live = live;
             let mut response = future.await?;
             let recorded = std::mem::take(&mut *recorded.lock().unwrap_or_else(PoisonError::into_inner));
             write(&mut response, &recorded);

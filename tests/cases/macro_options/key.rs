@@ -99,3 +99,21 @@ fn integer_arguments_read_as_their_display_text() {
         assert_eq!(denied(integers(i64::MIN, &65535, 7).await).key(), "%2D9223372036854775808:65535:7");
     });
 }
+
+#[rate_limit(algo = "fixed_window", strategies = "1/1h", key = "doc:<path>:<n>")]
+async fn long(path: &str, n: u64) -> Result<(), RateLimited> {
+    Ok(())
+}
+
+/// Generated code writes a short key in place; a longer one is kept whole,
+/// escapes included, however far past that it goes.
+#[test]
+fn a_long_key_is_kept_whole() {
+    on_global_store(async {
+        let path = "a/".repeat(100);
+        long(&path, 1).await.unwrap();
+        // Differs from the first key only in its last byte.
+        long(&path, 2).await.unwrap();
+        assert_eq!(*denied(long(&path, 1).await).key(), format!("doc:{}:1", "a%2F".repeat(100)));
+    });
+}

@@ -16,6 +16,7 @@ struct Policy;
 fn push_key_value() {}
 fn push_key_integer() {}
 struct KeyInteger;
+struct KeyBuf;
 
 #[::redlimit::rate_limit(algo = "fixed_window", strategies = "1/1m", key = "<id>", on_limit = "wait", max_wait = "1ms")]
 async fn limited(id: u32) -> ::core::result::Result<u32, ::redlimit::RateLimited> {
