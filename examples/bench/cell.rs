@@ -97,13 +97,12 @@ impl Case {
             Case::Script { script, policy, batch, .. } => {
                 let mut cmd = redis::cmd("EVALSHA");
                 cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
-                for _ in keys {
-                    cmd.arg(&**policy);
-                    if *batch {
-                        // The common call (cost 1, a check, Redis's clock): an empty word.
-                        cmd.arg("");
-                    }
+                if *batch {
+                    // The count, no words (every call is the common call:
+                    // cost 1, a check, Redis's clock), the one policy.
+                    cmd.arg(keys.len()).arg("");
                 }
+                cmd.arg(&**policy);
                 let reply: Value = match cmd.query_async(con).await {
                     Ok(reply) => reply,
                     // The first EVALSHA of a fresh server: load the script, then go on.
