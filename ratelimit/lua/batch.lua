@@ -28,12 +28,14 @@
 --                        call j's at ARGV[2 + j];
 --               then the policies: one, every call's, or one per call.
 -- Returns     for one call, its reply as the algorithm's header says; for a
---             batch, a table of the m replies in order, in the place of a
---             call that failed (its key holds another type of value) a
---             table of one string, its error (no reply of an algorithm has
---             that shape; an error element would fail the whole batch in
---             clients); or the error NONLOCAL, having decided nothing (see
---             below).
+--             batch whose calls all answered with the bucket reply
+--             (set_state.lua), the m replies' 16 bytes joined in order into
+--             one string; else a table of the m replies in order, in the
+--             place of a call that failed (its key holds another type of
+--             value) a table of one string, its error (no reply of an
+--             algorithm has that shape; an error element would fail the
+--             whole batch in clients); or the error NONLOCAL, having
+--             decided nothing (see below).
 -- The calls of a batch are decided one after another, so a key that appears
 -- twice sees its own earlier decision, exactly as separate script calls
 -- would. On a cluster the script is flagged allow-cross-slot-keys
@@ -47,7 +49,10 @@ if #ARGV[1] >= 8 then
     if #ARGV[3] > 1 then permit = string.sub(ARGV[3], 2) end
   end
   if ARGV[5] then slack = ARGV[5] + 0 end
-  return decider(ARGV[1])(KEYS[1], cost, kind, tonumber(ARGV[4]), slack, permit)
+  local reply, now = decider(ARGV[1])(KEYS[1], cost, kind, tonumber(ARGV[4]), slack, permit)
+  -- The bucket reply's two numbers (set_state.lua), packed.
+  if now then return struct_pack('<dd', reply, now) end
+  return reply
 end
 
 local m, words = tonumber(ARGV[1]), ARGV[2]
@@ -84,24 +89,34 @@ end
 -- fails at its first read, before it writes, so a failed call took nothing.
 -- One decide per run of calls with the same policy: a policy is read once.
 local keys, argv = KEYS, ARGV
-local replies, read_policy, decide = {}, false, false
+-- A bucket reply's two numbers (set_state.lua) go to `numbers`, packed at
+-- the end: a batch of them all answered is one pack, one string.
+local replies, numbers, read_policy, decide, joined = {}, {}, false, false, true
 for j = 1, m do
   local policy = argv[policy_at + (shared and 1 or j)]
   if policy ~= read_policy then read_policy, decide = policy, decider(policy) end
   local key = key_at and argv[key_at + j] or keys[j]
-  local ok, reply
+  local ok, reply, now
   -- The common call's word is empty, so it needs no unpacking.
   if width == 0 then
-    ok, reply = pcall(decide, key, 1, 0, nil, 0)
+    ok, reply, now = pcall(decide, key, 1, 0, nil, 0)
   else
-    ok, reply = pcall(decide, key, word(j))
+    ok, reply, now = pcall(decide, key, word(j))
   end
-  if ok then
-    replies[j] = reply
-  elseif type(reply) == 'table' and reply.err then
-    replies[j] = {reply.err}
+  if not ok then
+    joined = false
+    if type(reply) == 'table' and reply.err then replies[j] = {reply.err} else replies[j] = {tostring(reply)} end
+  elseif now then
+    numbers[2 * j - 1], numbers[2 * j] = reply, now
   else
-    replies[j] = {tostring(reply)}
+    joined = false
+    replies[j] = reply
+  end
+end
+if joined then return struct_pack('<' .. string.rep('d', 2 * m), unpack(numbers)) end
+if next(numbers) then
+  for j = 1, m do
+    if numbers[2 * j] then replies[j] = struct_pack('<dd', numbers[2 * j - 1], numbers[2 * j]) end
   end
 end
 return replies

@@ -101,6 +101,7 @@ impl Eval {
             Err((error, false)) => return Err(BatchFailure::Failed(error)),
         };
         match reply {
+            Value::BulkString(joined) => Ok(split_joined(calls, &joined)?),
             Value::Array(replies) if replies.len() == calls.len() => Ok(replies
                 .into_iter()
                 .zip(calls)
@@ -208,6 +209,30 @@ impl Eval {
             }
         }
     }
+}
+
+/// The outcomes of a batch whose replies came joined into one string
+/// (`lua/batch.lua`), each call's the next bytes of its reply's width.
+fn split_joined(calls: &[Batched], joined: &[u8]) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
+    let malformed = || {
+        BatchFailure::Failed(Error::Protocol(format!(
+            "a batch of {} calls replied {} joined bytes: not one reply per call",
+            calls.len(),
+            joined.len()
+        )))
+    };
+    let mut at = 0;
+    let mut outcomes = Vec::with_capacity(calls.len());
+    for Batched { call, plan, .. } in calls {
+        let width = plan.reply.joined_width().ok_or_else(malformed)?;
+        let bytes = joined.get(at..at + width).ok_or_else(malformed)?;
+        outcomes.push(plan.reply.joined_outcome(bytes, replied_cost(*call)));
+        at += width;
+    }
+    if at != joined.len() {
+        return Err(malformed());
+    }
+    Ok(outcomes)
 }
 
 /// The error of one call of a batch, as `lua/batch.lua` replies it (a
@@ -376,7 +401,11 @@ mod tests {
         let plan = Arc::new(super::super::scripts::plan(&crate::Policy::gcra("1/1s", 1).unwrap(), true));
         calls
             .iter()
-            .map(|&(cost, kind, now_us)| Batched { key: b"k".to_vec(), call: Call { cost, kind, now_us }, plan: plan.clone() })
+            .map(|&(cost, kind, now_us)| Batched {
+                key: b"k".to_vec(),
+                call: Call { cost, kind, now_us },
+                plan: plan.clone(),
+            })
             .collect()
     }
 
@@ -396,6 +425,19 @@ mod tests {
             word([2.0, 0.0, -1.0, 0.0]),
         ];
         assert_eq!(words(&mixed), expected.concat());
+    }
+
+    #[test]
+    fn joined_replies_are_split_by_each_calls_width() {
+        use CallKind::*;
+        let calls = batched(&[(1, Check, None), (2, Check, None)]);
+        // gcra 1/1s, burst 1: one emission is 1 000 000 units, the tolerance 2 000 000.
+        let reply = |v: f64, now: f64| [v.to_le_bytes(), now.to_le_bytes()].concat();
+        let joined = [reply(1e6, 7.0), reply(-1.0 - 1e6, 7.0)].concat();
+        let outcomes = split_joined(&calls, &joined).ok().unwrap();
+        assert!(outcomes[0].as_ref().unwrap().allowed && !outcomes[1].as_ref().unwrap().allowed);
+        assert!(split_joined(&calls, &joined[..24]).is_err(), "short");
+        assert!(split_joined(&calls, &[joined.clone(), reply(0.0, 7.0)].concat()).is_err(), "long");
     }
 
     #[test]
