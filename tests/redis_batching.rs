@@ -120,6 +120,48 @@ async fn one_key_many_times_in_a_batch_is_decided_as_in_sequence_on_redis_clock(
     }
 }
 
+/// A batch may carry calls of several policies of one family (limiters of
+/// one script): each call is decided under its own policy. Two limiters'
+/// calls, interleaved and all the common call (cost 1, a check, Redis's
+/// clock), then the same with some uncommon ones, against the same calls
+/// in sequence without batching.
+#[tokio::test]
+async fn calls_of_two_policies_in_one_batch_are_each_decided_under_their_own() {
+    let server = RedisServer::start();
+    let pairs = [
+        (Policy::gcra("1/1h", 4).unwrap(), Policy::gcra("1/1h", 9).unwrap()),
+        (Policy::token_bucket(5, "1/1h").unwrap(), Policy::token_bucket(8, "2/1h").unwrap()),
+        (Policy::fixed_window("5/1h").unwrap(), Policy::fixed_window("9/1h").unwrap()),
+        (Policy::sliding_log("5/1h").unwrap(), Policy::sliding_log("3/1h,4/2h").unwrap()),
+    ];
+    let (batched, sequential) = (store(&server, true).await, store(&server, false).await);
+    for (n, (a, b)) in pairs.iter().enumerate() {
+        for uncommon in [false, true] {
+            let limiters = |store: &Store, side: &str| {
+                [(0, a), (1, b)].map(|(k, p)| {
+                    Limiter::new(format!("mixed{n}-{uncommon}-{side}-{k}"), p.clone(), store).with_deny_cache(false)
+                })
+            };
+            let (at_once, alone) = (limiters(&batched, "batched"), limiters(&sequential, "alone"));
+            let call = |limiters: &[Limiter; 2], i: usize| {
+                let limiter = limiters[i % 2].clone();
+                let cost = if uncommon { cost(i) } else { 1 };
+                async move { limiter.check("k", cost).await }
+            };
+            let before = server.evalsha_calls().await;
+            let in_batches: Vec<Decision> =
+                join_all((0..CALLS).map(|i| call(&at_once, i))).await.into_iter().map(Result::unwrap).collect();
+            let sent = server.evalsha_calls().await - before;
+            assert!(sent < CALLS as u64 / 2, "{a:?} and {b:?}: {sent} EVALSHA for {CALLS} calls: not batched");
+            for (i, decided) in in_batches.iter().enumerate() {
+                let one = call(&alone, i).await.unwrap();
+                let counts = |d: &Decision| (d.allowed, d.limit, d.remaining, d.quotas.len());
+                assert_eq!(counts(decided), counts(&one), "{a:?} and {b:?}, call {i}, uncommon {uncommon}");
+            }
+        }
+    }
+}
+
 /// The calls that waited went in one script call: Redis counts far fewer
 /// `EVALSHA`s than decisions; without batching, one per decision.
 #[tokio::test]

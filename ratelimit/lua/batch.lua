@@ -1,7 +1,8 @@
--- batch.lua: joined last in every script, after the `end` of the function
--- `decide(key, policy, cost, kind, now, slack, permit)` that prelude.lua opens: the
--- calls a script call carries, and their values (prelude.lua says what
--- each means).
+-- batch.lua: joined last in every script, after the function
+-- `decider(policy)` (scripts.rs): reads the policy once and returns
+-- `decide(key, cost, kind, now, slack, permit)`, which decides one call
+-- under it (prelude.lua says what each value means). Here: the calls a
+-- script call carries, and their values.
 --
 -- KEYS, ARGV  one call: its key KEYS[1] and at most five ARGV, as text, a
 --             later one needing the earlier ones (the runtime leaves out
@@ -10,31 +11,37 @@
 --               (absent = 0, a check), then a permit's 16-byte id for a
 --               concurrency call; [4] now (absent or empty = Redis's
 --               clock); [5] slack (sent with [4]; absent = 0);
---             or a batch of m calls, two values each: the policy, then the
---             call: empty for the common call (cost 1, a check, Redis's
---             clock), else struct.pack('<dddd', cost, kind, now, slack)
---             with now = -1 for Redis's clock, then a permit's 16-byte id
---             for a concurrency call. In one of two forms:
---               every key declared, where the server takes that (one
---               server, Sentinel): call j's key is KEYS[j], its values
---               ARGV[2j-1], ARGV[2j];
---               only KEYS[1] declared (a cluster node takes declared keys
---               of one slot only): call j's key at ARGV[3j-2], then its
---               two values.
+--             or a batch of m calls:
+--               ARGV[1]  m, as text (shorter than any policy, so a batch
+--                        is told from a single call);
+--               ARGV[2]  the calls' words: empty when every call is the
+--                        common call (cost 1, a check, Redis's clock), else
+--                        m words of one width, call j's from byte
+--                        (j - 1) * width: struct.pack('<dddd', cost, kind,
+--                        now, slack), now = -1 for Redis's clock, then, 48
+--                        bytes wide, a permit's 16-byte id (read for kinds
+--                        3 to 5 only);
+--               the keys: every key declared, where the server takes that
+--                        (one server, Sentinel): call j's is KEYS[j]; or
+--                        only KEYS[1] declared (a cluster node takes
+--                        declared keys of one slot only): all m keys follow,
+--                        call j's at ARGV[2 + j];
+--               then the policies: one, every call's, or one per call.
 -- Returns     for one call, its reply as the algorithm's header says; for a
---             batch, a table of the m replies in order, in the place of a
---             call that failed (its key holds another type of value) a
---             table of one string, its error (no reply of an algorithm has
---             that shape; an error element would fail the whole batch in
---             clients); or the error NONLOCAL, having decided nothing (see
---             below).
+--             batch whose calls all answered with the bucket reply
+--             (set_state.lua), the m replies' 16 bytes joined in order into
+--             one string; else a table of the m replies in order, in the
+--             place of a call that failed (its key holds another type of
+--             value) a table of one string, its error (no reply of an
+--             algorithm has that shape; an error element would fail the
+--             whole batch in clients); or the error NONLOCAL, having
+--             decided nothing (see below).
 -- The calls of a batch are decided one after another, so a key that appears
 -- twice sees its own earlier decision, exactly as separate script calls
 -- would. On a cluster the script is flagged allow-cross-slot-keys
 -- (`cross_slot` is set), which lets it reach keys of the node's other slots.
 
--- One call's values from its text ARGV.
-local function single()
+if #ARGV[1] >= 8 then
   local cost, kind, slack, permit = 1, 0, 0, nil
   if ARGV[2] then cost = ARGV[2] + 0 end
   if ARGV[3] then
@@ -42,46 +49,74 @@ local function single()
     if #ARGV[3] > 1 then permit = string.sub(ARGV[3], 2) end
   end
   if ARGV[5] then slack = ARGV[5] + 0 end
-  return KEYS[1], ARGV[1], cost, kind, tonumber(ARGV[4]), slack, permit
+  local reply, now = decider(ARGV[1])(KEYS[1], cost, kind, tonumber(ARGV[4]), slack, permit)
+  -- The bucket reply's two numbers (set_state.lua), packed.
+  if now then return struct_pack('<dd', reply, now) end
+  return reply
 end
 
--- One call of a batch, on its own: its failure is its reply, not the batch's.
--- A call fails at its first read, before it writes, so a failed call took nothing.
--- The common call's word is empty, so it needs no unpacking.
-local function protected(key, policy, word)
-  local ok, reply
-  if word == '' then
-    ok, reply = pcall(decide, key, policy, 1, 0, nil, 0)
-  else
-    local cost, kind, now, slack = struct_unpack('<dddd', word)
-    if now < 0 then now = nil end
-    local permit = nil
-    if #word > 32 then permit = string.sub(word, 33) end
-    ok, reply = pcall(decide, key, policy, cost, kind, now, slack, permit)
-  end
-  if ok then return reply end
-  if type(reply) == 'table' and reply.err then return {reply.err} end
-  return {tostring(reply)}
-end
+local m, words = tonumber(ARGV[1]), ARGV[2]
+local width = #words / m
+-- Call j's key is ARGV[key_at + j], or KEYS[j] when every key is declared.
+local key_at, policy_at = false, 2
+if #KEYS == 1 then key_at, policy_at = 2, m + 2 end
+local shared = #ARGV == policy_at + 1
 
-local replies = {}
-if #KEYS > 1 then
-  for j = 1, #KEYS do replies[j] = protected(KEYS[j], ARGV[2 * j - 1], ARGV[2 * j]) end
-  return replies
-end
-if #ARGV <= 5 then return decide(single()) end
-local m = #ARGV / 3
 -- The runtime groups a cluster batch by the slots it last learnt; if they
 -- moved, a key may now be on another node, and touching it would fail the
 -- script after the calls before it had written. So every key is tried
 -- first, and a batch with a key of another node is refused whole.
 if cross_slot then
   for j = 2, m do
-    local found = redis.pcall('EXISTS', ARGV[3 * j - 2])
+    local found = redis.pcall('EXISTS', ARGV[key_at + j])
     if type(found) == 'table' and found.err then
       return redis.error_reply('NONLOCAL a key of this batch is not served by this node')
     end
   end
 end
-for j = 1, m do replies[j] = protected(ARGV[3 * j - 2], ARGV[3 * j - 1], ARGV[3 * j]) end
+
+-- Call j's values after its key, from its word.
+local function word(j)
+  local at = (j - 1) * width + 1
+  local cost, kind, now, slack = struct_unpack('<dddd', words, at)
+  if now < 0 then now = nil end
+  local permit = nil
+  if kind >= 3 then permit = string.sub(words, at + 32, at + 47) end
+  return cost, kind, now, slack, permit
+end
+
+-- Each call on its own: its failure is its reply, not the batch's. A call
+-- fails at its first read, before it writes, so a failed call took nothing.
+-- One decide per run of calls with the same policy: a policy is read once.
+local keys, argv = KEYS, ARGV
+-- A bucket reply's two numbers (set_state.lua) go to `numbers`, packed at
+-- the end: a batch of them all answered is one pack, one string.
+local replies, numbers, read_policy, decide, joined = {}, {}, false, false, true
+for j = 1, m do
+  local policy = argv[policy_at + (shared and 1 or j)]
+  if policy ~= read_policy then read_policy, decide = policy, decider(policy) end
+  local key = key_at and argv[key_at + j] or keys[j]
+  local ok, reply, now
+  -- The common call's word is empty, so it needs no unpacking.
+  if width == 0 then
+    ok, reply, now = pcall(decide, key, 1, 0, nil, 0)
+  else
+    ok, reply, now = pcall(decide, key, word(j))
+  end
+  if not ok then
+    joined = false
+    if type(reply) == 'table' and reply.err then replies[j] = {reply.err} else replies[j] = {tostring(reply)} end
+  elseif now then
+    numbers[2 * j - 1], numbers[2 * j] = reply, now
+  else
+    joined = false
+    replies[j] = reply
+  end
+end
+if joined then return struct_pack('<' .. string.rep('d', 2 * m), unpack(numbers)) end
+if next(numbers) then
+  for j = 1, m do
+    if numbers[2 * j] then replies[j] = struct_pack('<dd', numbers[2 * j - 1], numbers[2 * j]) end
+  end
+end
 return replies

@@ -8,5 +8,5 @@
 -- so no call is judged before one already recorded for the key and a late
 -- call can never reopen capacity; `now` is the time judged at and replied.
 -- TTLs are set from `read_at`, as Redis expires keys by the time it reads.
-if server_clock then now = redis_time() end
+if server_clock then now = time_read or redis_time() end
 local read_at = now

@@ -34,7 +34,7 @@
 
 -- The reply: v, dated by Redis's clock (head.lua).
 local function dated(v)
-  return {v, redis_time()}
+  return {v, time_read or redis_time()}
 end
 
 if peek or refund or cost == 0 or cost > limit then

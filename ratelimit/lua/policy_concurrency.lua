@@ -1,2 +1,2 @@
--- policy_concurrency.lua: the concurrency reader (prelude.lua, ARGV [1]).
+-- policy_concurrency.lua: the concurrency reader (prelude.lua's `policy`).
 local limit, lease = struct_unpack('<dd', policy)

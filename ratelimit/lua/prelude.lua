@@ -2,17 +2,19 @@
 -- of algorithm (ratelimit/src/backend/redis/scripts.rs), whatever the
 -- policy: the policy's numbers travel with each call (prelude.lua).
 --
--- The runtime joins this prelude, a policy reader and the algorithm into
--- one function, `decide(key, policy, cost, kind, now, slack, permit)`, which
--- decides one call on `key`, and joins batch.lua after it, which reads each
--- call's values from KEYS and ARGV (in the forms it describes) and calls it
--- once per call.
+-- The runtime makes a policy reader and, after it, this prelude and the
+-- algorithm into one function, `decider(policy)`, which reads the policy
+-- and returns the function `decide(key, cost, kind, now, slack, permit)`,
+-- which decides one call on `key` under it; and joins batch.lua after it,
+-- which reads each call's values from KEYS and ARGV (in the forms it
+-- describes), makes a `decide` once per policy and calls it once per call.
 --
 -- KEYS[1]  the key of the (first) call: the one key Redis routes by.
 -- A call's values:
 --   policy  the policy's numbers, binary little-endian doubles, each an
---           integer held exactly, so reading them parses no text; a reader
---           joined after this prelude, chosen by the family, sets them:
+--           integer held exactly, so reading them parses no text; the
+--           reader, chosen by the family, sets them (for every call of
+--           that policy: the locals `decide` reads):
 --             policy_windows.lua  precision (µs; 0 but for a sliding
 --                                 window), then each strategy's limit and
 --                                 window (µs);

@@ -16,8 +16,10 @@
 --   so a kept TTL still covers e, and a key lives at most 1 s past its reset;
 --   with a client clock, always PX = ceil((e - read_at) / 1000) + slack.
 --
--- Returns  the bucket reply: struct.pack('<dd', reply, now), 16 bytes, two
---          little-endian doubles holding integers exactly. The runtime
+-- Returns  the bucket reply as two numbers, `reply, now`, which batch.lua
+--          packs as struct.pack('<dd', reply, now), 16 bytes, two
+--          little-endian doubles holding integers exactly (a batch's all in
+--          one pack, joined in order). The runtime
 --          rebuilds every field of the decision from `reply`, the cost and
 --          the policy's numbers (ratelimit/src/backend/redis/reply.rs, by
 --          the twins' formulas); `now` is the time the call was judged at
@@ -36,4 +38,4 @@ if value then
     call('SET', key, value, 'PX', string.format('%d', ms))
   end
 end
-return struct_pack('<dd', reply, now)
+return reply, now

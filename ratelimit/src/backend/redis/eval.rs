@@ -60,7 +60,7 @@ impl Eval {
     /// another in their order: one result per call, each as the call alone
     /// would have got (a call that fails or replies malformed fails alone).
     /// `declare_all`: every key is declared (`lua/batch.lua`); else only
-    /// the first, and the others travel in ARGV.
+    /// the first, and every key travels in ARGV.
     pub(crate) async fn batch(
         &self,
         family: Family,
@@ -69,25 +69,30 @@ impl Eval {
     ) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
         let Some((first, _)) = calls.split_first() else { return Ok(Vec::new()) };
         self.load_once(family).await;
-        let bytes: usize = calls.iter().map(|c| c.key.len() + c.plan.policy.len() + CALL_WORD + 24).sum();
-        let mut cmd = Cmd::with_capacity(4 + 3 * calls.len(), 64 + first.key.len() + bytes);
+        // The policy goes once when every call shares it (the common batch).
+        let shared = calls.iter().all(|c| c.plan.policy == first.plan.policy);
+        let policies = if shared { &calls[..1] } else { calls };
+        let words = words(calls);
+        let bytes: usize = calls.iter().map(|c| c.key.len() + 16).sum::<usize>()
+            + policies.iter().map(|c| c.plan.policy.len() + 16).sum::<usize>();
+        let mut cmd = Cmd::with_capacity(6 + 2 * calls.len(), 96 + first.key.len() + words.len() + bytes);
         cmd.arg("EVALSHA").arg(self.registry.script(family).get_hash());
         if declare_all {
             cmd.arg(calls.len());
             for Batched { key, .. } in calls {
                 cmd.arg(key);
             }
-            for Batched { call, plan, .. } in calls {
-                batched_arguments(&mut cmd, &plan.policy, *call);
-            }
+            cmd.arg(calls.len()).arg(&words);
         } else {
             // Redis routes and checks the batch by its first key; the script
             // reaches the others through ARGV.
-            cmd.arg(1).arg(&first.key);
-            for Batched { key, call, plan } in calls {
+            cmd.arg(1).arg(&first.key).arg(calls.len()).arg(&words);
+            for Batched { key, .. } in calls {
                 cmd.arg(key);
-                batched_arguments(&mut cmd, &plan.policy, *call);
             }
+        }
+        for Batched { plan, .. } in policies {
+            cmd.arg(&plan.policy);
         }
         let replayable = calls.iter().all(|c| c.call.kind == CallKind::Peek);
         let reply = match self.send(&cmd, &first.key, replayable).await {
@@ -96,6 +101,7 @@ impl Eval {
             Err((error, false)) => return Err(BatchFailure::Failed(error)),
         };
         match reply {
+            Value::BulkString(joined) => Ok(split_joined(calls, &joined)?),
             Value::Array(replies) if replies.len() == calls.len() => Ok(replies
                 .into_iter()
                 .zip(calls)
@@ -205,6 +211,30 @@ impl Eval {
     }
 }
 
+/// The outcomes of a batch whose replies came joined into one string
+/// (`lua/batch.lua`), each call's the next bytes of its reply's width.
+fn split_joined(calls: &[Batched], joined: &[u8]) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
+    let malformed = || {
+        BatchFailure::Failed(Error::Protocol(format!(
+            "a batch of {} calls replied {} joined bytes: not one reply per call",
+            calls.len(),
+            joined.len()
+        )))
+    };
+    let mut at = 0;
+    let mut outcomes = Vec::with_capacity(calls.len());
+    for Batched { call, plan, .. } in calls {
+        let width = plan.reply.joined_width().ok_or_else(malformed)?;
+        let bytes = joined.get(at..at + width).ok_or_else(malformed)?;
+        outcomes.push(plan.reply.joined_outcome(bytes, replied_cost(*call)));
+        at += width;
+    }
+    if at != joined.len() {
+        return Err(malformed());
+    }
+    Ok(outcomes)
+}
+
 /// The error of one call of a batch, as `lua/batch.lua` replies it (a
 /// table of one string): an `Error::Server`, as the call alone would get.
 fn call_failed(message: &Value) -> Error {
@@ -298,38 +328,37 @@ fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
     }
 }
 
-/// The bytes of a batched call's word that is not the common call's, a
-/// permit's id (16 bytes) included.
-const CALL_WORD: usize = 48;
+/// A batched call's word (`lua/batch.lua`): cost, kind, now (-1: Redis's
+/// clock) and slack as four little-endian doubles, then, in a batch with a
+/// permit call, 16 bytes: its permit's id, or zeros.
+const WORD: usize = 32;
+const PERMIT_WORD: usize = WORD + 16;
 
-/// A batched call's two ARGV (`lua/batch.lua`): the policy, then empty for
-/// the common call (cost 1, a check, Redis's clock), which the script then
-/// reads without unpacking anything; else cost, kind, now (-1: Redis's
-/// clock) and slack as four little-endian doubles, then a permit's id.
-fn batched_arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
-    cmd.arg(policy);
-    if call.cost == 1 && call.kind == CallKind::Check && call.now_us.is_none() {
-        cmd.arg(&b""[..]);
-        return;
+/// A batch's words (`lua/batch.lua`): none when every call is the common
+/// call (cost 1, a check, Redis's clock), which the script then decides
+/// without unpacking anything; else one word per call, all of one width.
+fn words(calls: &[Batched]) -> Vec<u8> {
+    let common = |c: &Call| c.cost == 1 && c.kind == CallKind::Check && c.now_us.is_none();
+    if calls.iter().all(|b| common(&b.call)) {
+        return Vec::new();
     }
-    let (now, slack) = match call.now_us {
-        Some(now) => (crate::clock::bounded(now) as f64, (CLIENT_CLOCK_SLACK_US / 1000) as f64),
-        None => (-1.0, 0.0),
-    };
-    let (kind, permit) = kind_number(call.kind);
-    let mut word = [0u8; CALL_WORD];
-    // A cost past 2^53 rounds as the script's own parsing of its text would.
-    for (slot, v) in word.chunks_exact_mut(8).zip([call.cost as f64, f64::from(kind), now, slack]) {
-        slot.copy_from_slice(&v.to_le_bytes());
-    }
-    let len = match permit {
-        Some(PermitId(id)) => {
-            word[32..].copy_from_slice(&id);
-            CALL_WORD
+    let width = if calls.iter().any(|b| kind_number(b.call.kind).1.is_some()) { PERMIT_WORD } else { WORD };
+    let mut words = vec![0u8; width * calls.len()];
+    for (word, Batched { call, .. }) in words.chunks_exact_mut(width).zip(calls) {
+        let (now, slack) = match call.now_us {
+            Some(now) => (crate::clock::bounded(now) as f64, (CLIENT_CLOCK_SLACK_US / 1000) as f64),
+            None => (-1.0, 0.0),
+        };
+        let (kind, permit) = kind_number(call.kind);
+        // A cost past 2^53 rounds as the script's own parsing of its text would.
+        for (slot, v) in word.chunks_exact_mut(8).zip([call.cost as f64, f64::from(kind), now, slack]) {
+            slot.copy_from_slice(&v.to_le_bytes());
         }
-        None => 32,
-    };
-    cmd.arg(&word[..len]);
+        if let Some(PermitId(id)) = permit {
+            word[WORD..].copy_from_slice(&id);
+        }
+    }
+    words
 }
 
 /// `future`, or [`Error::Timeout`] once `timeout` has passed.
@@ -368,14 +397,47 @@ mod tests {
         assert_eq!(sent(arguments, 2, Check, Some(7)), [&b"P"[..], b"2", b"0", b"7", b"60000"].map(<[u8]>::to_vec));
     }
 
+    fn batched(calls: &[(u64, CallKind, Option<u64>)]) -> Vec<Batched> {
+        let plan = Arc::new(super::super::scripts::plan(&crate::Policy::gcra("1/1s", 1).unwrap(), true));
+        calls
+            .iter()
+            .map(|&(cost, kind, now_us)| Batched {
+                key: b"k".to_vec(),
+                call: Call { cost, kind, now_us },
+                plan: plan.clone(),
+            })
+            .collect()
+    }
+
+    fn word(values: [f64; 4]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
     #[test]
-    fn a_batched_call_sends_its_policy_and_a_word_empty_for_the_common_call() {
+    fn a_batch_of_common_calls_sends_no_words_else_one_per_call() {
         use CallKind::*;
-        let word = |values: [f64; 4]| values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
-        assert_eq!(sent(batched_arguments, 1, Check, None), [b"P".to_vec(), Vec::new()]);
-        assert_eq!(sent(batched_arguments, 5, Peek, Some(9)), [b"P".to_vec(), word([5.0, 1.0, 9.0, 60.0 * 1000.0])]);
-        assert_eq!(sent(batched_arguments, 3, Refund, None), [b"P".to_vec(), word([3.0, 2.0, -1.0, 0.0])]);
-        assert_eq!(sent(batched_arguments, 2, Check, None), [b"P".to_vec(), word([2.0, 0.0, -1.0, 0.0])]);
+        assert_eq!(words(&batched(&[(1, Check, None), (1, Check, None)])), Vec::<u8>::new());
+        let mixed = batched(&[(1, Check, None), (5, Peek, Some(9)), (3, Refund, None), (2, Check, None)]);
+        let expected = [
+            word([1.0, 0.0, -1.0, 0.0]),
+            word([5.0, 1.0, 9.0, 60.0 * 1000.0]),
+            word([3.0, 2.0, -1.0, 0.0]),
+            word([2.0, 0.0, -1.0, 0.0]),
+        ];
+        assert_eq!(words(&mixed), expected.concat());
+    }
+
+    #[test]
+    fn joined_replies_are_split_by_each_calls_width() {
+        use CallKind::*;
+        let calls = batched(&[(1, Check, None), (2, Check, None)]);
+        // gcra 1/1s, burst 1: one emission is 1 000 000 units, the tolerance 2 000 000.
+        let reply = |v: f64, now: f64| [v.to_le_bytes(), now.to_le_bytes()].concat();
+        let joined = [reply(1e6, 7.0), reply(-1.0 - 1e6, 7.0)].concat();
+        let outcomes = split_joined(&calls, &joined).ok().unwrap();
+        assert!(outcomes[0].as_ref().unwrap().allowed && !outcomes[1].as_ref().unwrap().allowed);
+        assert!(split_joined(&calls, &joined[..24]).is_err(), "short");
+        assert!(split_joined(&calls, &[joined.clone(), reply(0.0, 7.0)].concat()).is_err(), "long");
     }
 
     #[test]
@@ -384,7 +446,8 @@ mod tests {
         let text = |digit: u8| [&[digit][..], &id.0].concat();
         assert_eq!(sent(arguments, 1, CallKind::Acquire(id), None), [b"P".to_vec(), b"1".to_vec(), text(b'3')]);
         assert_eq!(sent(arguments, 2, CallKind::Release(id), None), [b"P".to_vec(), b"2".to_vec(), text(b'4')]);
-        let word = [[1.0f64, 5.0, -1.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(), id.0.to_vec()];
-        assert_eq!(sent(batched_arguments, 1, CallKind::Renew(id), None), [b"P".to_vec(), word.concat()]);
+        let calls = batched(&[(1, CallKind::Renew(id), None), (1, CallKind::Peek, None)]);
+        let expected = [word([1.0, 5.0, -1.0, 0.0]), id.0.to_vec(), word([1.0, 1.0, -1.0, 0.0]), vec![0; 16]];
+        assert_eq!(words(&calls), expected.concat(), "every word as wide as a permit's");
     }
 }

@@ -8,7 +8,8 @@
 //!   how far gcra's TAT is ahead of now, the units a token bucket holds, a
 //!   leaky bucket's level) and the time it decided at. With the policy's
 //!   numbers and the call's cost, that one number gives every field, by
-//!   the same formulas as the in-process twins (`algo/*.rs`).
+//!   the same formulas as the in-process twins (`algo/*.rs`). A batch of
+//!   them, every call answered, returns its replies joined into one string.
 //! - The fixed window counter (`lua/fixed_window_counter.lua`) returns two
 //!   integers: the decision packed in one, and Redis's time.
 
@@ -47,6 +48,25 @@ impl Reply {
                     Err(Error::Protocol(format!("fixed window counter replied {other:?}: expected {{v, now}}")))
                 }
             },
+        }
+    }
+
+    /// The bytes of one call's reply where a batch's replies come joined
+    /// into one string (`lua/batch.lua`): a bucket's 16; `None` for the
+    /// families that reply a table.
+    pub(crate) fn joined_width(&self) -> Option<usize> {
+        match self {
+            Reply::Bucket { .. } => Some(16),
+            Reply::Window { .. } | Reply::Counter(_) => None,
+        }
+    }
+
+    /// The outcome of a call of `cost` whose reply is `bytes`, its part of
+    /// a batch's joined replies.
+    pub(crate) fn joined_outcome(&self, bytes: &[u8], cost: u64) -> Result<Outcome, Error> {
+        match *self {
+            Reply::Bucket { kind, constants } => bucket(kind, constants, bytes, cost),
+            _ => Err(Error::Protocol(format!("a {self:?} reply came joined with others: {bytes:?}"))),
         }
     }
 }

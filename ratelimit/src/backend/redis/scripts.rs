@@ -2,10 +2,11 @@
 //! and what one policy sends with each call ([`Plan`]); the registry of the
 //! scripts a backend uses, to load them again after Redis loses them.
 //!
-//! A script is `lua/head.lua`, then the function `decide(key, policy, cost,
-//! kind, now, slack, permit)`: `lua/prelude.lua` (a call's values), the family's
-//! policy reader and its algorithm's fragments; then `lua/batch.lua` (KEYS
-//! and ARGV: one call or a batch). The policy's numbers travel
+//! A script is `lua/head.lua`, then the function `decider(policy)`: the
+//! family's policy reader, returning the function `decide(key, cost, kind,
+//! now, slack, permit)`: `lua/prelude.lua` (a call's values) and its
+//! algorithm's fragments; then `lua/batch.lua` (KEYS and ARGV: one call or
+//! a batch, which reads each of its policies once). The policy's numbers travel
 //! with each call, so the scripts a store loads are fixed by the families
 //! (and whether a cluster's scripts cross slots), never by the policies.
 
@@ -177,8 +178,10 @@ fn windows(precision_us: u64, strategies: &[Strategy]) -> Vec<u8> {
 }
 
 /// The `local cross_slot = true|false` line, opened by [`CROSS_SLOT`] when
-/// set; head.lua; the prelude and `fragments` as the function `decide`;
-/// then batch.lua, which calls it once per call.
+/// set; head.lua; the function `decider(policy)`: the policy reader (the
+/// first of `fragments`), then the prelude and the other fragments as the
+/// function `decide` it returns, so a batch reads a policy once; then
+/// batch.lua, which calls `decide` once per call.
 fn join(fragments: &[&str], cross_slot: bool) -> String {
     let mut source = String::new();
     if cross_slot {
@@ -186,12 +189,15 @@ fn join(fragments: &[&str], cross_slot: bool) -> String {
     }
     source.push_str(&format!("local cross_slot = {cross_slot}\n"));
     source.push_str(HEAD);
-    source.push_str("local function decide(key, policy, cost, kind, now, slack, permit)\n");
+    let (reader, algorithm) = fragments.split_first().expect("a family's policy reader");
+    source.push_str("local function decider(policy)\n");
+    source.push_str(reader);
+    source.push_str("return function(key, cost, kind, now, slack, permit)\n");
     source.push_str(PRELUDE);
-    for fragment in fragments {
+    for fragment in algorithm {
         source.push_str(fragment);
     }
-    source.push_str("end\n");
+    source.push_str("end\nend\n");
     source.push_str(BATCH);
     source
 }
@@ -209,7 +215,7 @@ fn join(fragments: &[&str], cross_slot: bool) -> String {
 ///
 /// let source = script_source(&Policy::token_bucket(10, "2/6s").unwrap(), true);
 /// assert!(source.contains("local capacity, n, p = struct_unpack('<ddd', policy)\n"));
-/// assert!(source.contains("return struct_pack('<dd', reply, now)\n"));
+/// assert!(source.contains("return reply, now\n"), "the bucket reply, packed by batch.lua");
 /// assert!(source.ends_with("return replies\n"), "every script decides one call or a batch");
 /// assert_eq!(source, script_source(&Policy::token_bucket(7, "1/1h").unwrap(), true), "one script per family");
 /// ```
