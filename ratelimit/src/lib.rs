@@ -38,6 +38,7 @@ mod dry_run;
 mod error;
 #[cfg(feature = "redis")]
 mod global_redis;
+mod here;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;

@@ -16,6 +16,7 @@
 use crate::backend::{Answer, BoxFuture, CallKind, Outcome};
 use crate::clock::{process_now_us, process_ns};
 use crate::deny_cache::DenyCache;
+use crate::here::Here;
 use crate::observe::{self, LimiterMetrics};
 use crate::{Decision, Error, Limiter};
 use std::time::Duration;
@@ -43,6 +44,9 @@ impl Limiter {
     /// One decision, counted in the metrics and, when some subscriber takes
     /// DEBUG events, run in its tracing span.
     pub(crate) async fn decide(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
+        if self.prefetch.is_none() && !self.rule.remote && !observe::decision_span_wanted() {
+            return Here { limiter: self, key, cost, kind }.await;
+        }
         if let Some(prefetch) = self.prefetch_for(kind, cost) {
             // Boxed: only a limiter with prefetch pays for its local quota's state.
             return Box::pin(self.decide_prefetched(prefetch, key, cost)).await;
@@ -85,12 +89,7 @@ impl Limiter {
     /// yields and no answer is kept across the wait.
     async fn run_here(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
         tokio::task::coop::consume_budget().await;
-        let clock = &*self.inner.store.clock;
-        match self.rule.bound.decide_by(key, cost, kind, clock) {
-            Answer::Now(outcome) => outcome.map(|outcome| Decision::from_outcome(outcome, &self.rule.policy)),
-            // Boxed: no store in this crate that is in this process answers later.
-            Answer::Later(answer) => Box::pin(self.finish(key, cost, answer, None)).await,
-        }
+        self.rule.bound.decide_here(key, cost, kind, &*self.inner.store.clock, &self.rule.policy)
     }
 
     /// Everything a call does before it may have to wait: look in the deny
