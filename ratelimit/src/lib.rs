@@ -35,6 +35,7 @@ mod config;
 mod decision;
 mod deny_cache;
 mod dry_run;
+mod enforce;
 mod error;
 #[cfg(feature = "redis")]
 mod global_redis;

@@ -93,8 +93,10 @@ impl Limiter {
         wait: Option<Option<Duration>>,
     ) -> Result<(Permit, bool), RateLimited> {
         if self.rule.policy.algorithm() != AlgorithmKind::Concurrency {
+            // `limit_by`'s check awaited here, not inside its future: the
+            // common call (a site's, a layer's) adds no future to the pipeline's.
             let (decision, taken) = match wait {
-                None => self.limit_by(key, cost).await?,
+                None => self.enforce(key, cost, self.decide(key, cost, CallKind::Check).await)?,
                 Some(max_wait) => self.wait_by(key, cost, max_wait).await?,
             };
             return Ok((Permit { decision, held: None }, taken));
