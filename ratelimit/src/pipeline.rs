@@ -2,12 +2,15 @@
 //! `limit`, `wait`, annotated functions, the HTTP layer) is decided here.
 //!
 //! ```text
-//! decide ─ span? ─ run ─ a store in this process: budget → store → Decision ─┐
-//!                      └ begin (sync): clock → deny cache → bound store      │
-//!                          ├─ answered in this process ───────────────┐      │
-//!                          └─ a round trip ─ finish (async) ──────────┤      │
-//!                             settle: Decision, deny cache ◄──────────┘      │
-//!        ─ count (metrics), record (span) ◄──────────────────────────────────┘
+//! decide ─ a store in this process, no prefetch, no span: Here (here.rs) ─────────┐
+//!        │   one poll: budget → the store writes the Decision → count             │
+//!        └ prefetch? span? ─ run ─ a store in this process: budget → store ──┐    │
+//!                               └ begin (sync): clock → deny cache → store   │    │
+//!                                   ├─ answered in this process ──────┐      │    │
+//!                                   └─ a round trip ─ finish (async) ─┤      │    │
+//!                                      settle: Decision, deny cache ◄─┘      │    │
+//!          ─ count (metrics), record (span) ◄────────────────────────────────┘    │
+//!                                                                       Decision ◄┘
 //! ```
 //!
 //! An answer made in this process still spends tokio's cooperative budget,
@@ -19,6 +22,7 @@ use crate::deny_cache::DenyCache;
 use crate::here::Here;
 use crate::observe::{self, LimiterMetrics};
 use crate::{Decision, Error, Limiter};
+use once_cell::sync::OnceCell;
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -42,7 +46,8 @@ struct Remembering<'a> {
 
 impl Limiter {
     /// One decision, counted in the metrics and, when some subscriber takes
-    /// DEBUG events, run in its tracing span.
+    /// DEBUG events, run in its tracing span. A store in this process with
+    /// neither decides in one poll ([`Here`]): nothing else to do.
     pub(crate) async fn decide(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
         if self.prefetch.is_none() && !self.rule.remote && !observe::decision_span_wanted() {
             return Here { limiter: self, key, cost, kind }.await;
@@ -162,9 +167,19 @@ impl Limiter {
         }
     }
 
+    #[inline]
     pub(crate) fn metrics(&self) -> &LimiterMetrics {
         let algorithm = self.rule.policy.algorithm();
-        self.inner.metrics[algorithm as usize]
-            .get_or_init(|| LimiterMetrics::register(&self.inner.name, algorithm.name()))
+        let cell = &self.inner.metrics[algorithm as usize];
+        cell.get().unwrap_or_else(|| self.register_metrics(cell))
+    }
+
+    /// Registers the handles at the first decision: out of line, so a call
+    /// after it reads them with no set-up of its own.
+    #[cold]
+    #[inline(never)]
+    fn register_metrics<'a>(&'a self, cell: &'a OnceCell<LimiterMetrics>) -> &'a LimiterMetrics {
+        let algorithm = self.rule.policy.algorithm();
+        cell.get_or_init(|| LimiterMetrics::register(&self.inner.name, algorithm.name()))
     }
 }
