@@ -86,16 +86,17 @@ impl Limiter {
     ) -> Result<(Decision, bool), RateLimited> {
         let mut waited = Duration::ZERO;
         loop {
-            match self.limit_by(key, cost).await {
+            // The check awaited here and the denial dropped before the sleep:
+            // the future holds one or the other, never both.
+            let wait = match self.enforce(key, cost, self.decide(key, cost, CallKind::Check).await) {
                 Err(denied) => match denied.retry_after() {
-                    Some(wait) if max_wait.is_none_or(|max| waited + wait <= max) => {
-                        tokio::time::sleep(wait).await;
-                        waited += wait;
-                    }
+                    Some(wait) if max_wait.is_none_or(|max| waited + wait <= max) => wait,
                     _ => return Err(denied),
                 },
                 allowed => return allowed,
-            }
+            };
+            tokio::time::sleep(wait).await;
+            waited += wait;
         }
     }
 

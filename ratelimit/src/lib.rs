@@ -45,6 +45,7 @@ mod here;
 pub mod http;
 mod key;
 mod lazy;
+mod lease;
 mod limiter;
 mod macro_support;
 pub mod observe;
