@@ -35,7 +35,6 @@ mod config;
 mod decision;
 mod deny_cache;
 mod dry_run;
-mod enforce;
 mod error;
 #[cfg(feature = "redis")]
 mod global_redis;
@@ -47,6 +46,7 @@ mod key;
 mod lazy;
 mod lease;
 mod limiter;
+mod limiting;
 mod macro_support;
 pub mod observe;
 mod on_error;

@@ -1,5 +1,5 @@
 //! [`Limiter`]: a name, a policy and a store, and the calls that report
-//! (`check`, `peek`) or reset; `enforce.rs` holds `limit` and `wait`. Every
+//! (`check`, `peek`) or reset; `limiting.rs` holds `limit` and `wait`. Every
 //! call decides through the one pipeline in `pipeline.rs`.
 
 use crate::backend::memory::MemoryBound;
