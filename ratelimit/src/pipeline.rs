@@ -46,8 +46,8 @@ struct Remembering<'a> {
 
 impl Limiter {
     /// One decision, counted in the metrics and, when some subscriber takes
-    /// DEBUG events, run in its tracing span. A store in this process with
-    /// neither decides in one poll ([`Here`]): nothing else to do.
+    /// DEBUG events, run in its tracing span. A call to a store in this
+    /// process, with no prefetch and no span, is decided in one poll ([`Here`]).
     pub(crate) async fn decide(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
         if self.prefetch.is_none() && !self.rule.remote && !observe::decision_span_wanted() {
             return Here { limiter: self, key, cost, kind }.await;
