@@ -102,8 +102,8 @@ pub(crate) fn system_now_us() -> u64 {
 /// in a decision that takes tens of nanoseconds.
 #[inline]
 pub(crate) fn process_now_us() -> u64 {
-    let (_, _, epoch_us) = anchor();
-    epoch_us + process_ns() / 1000
+    let (clock, at, epoch_us) = anchor();
+    epoch_us + clock.delta_as_nanos(*at, clock.raw()) / 1000
 }
 
 /// Nanoseconds on this process's monotonic clock (see [`process_now_us`])

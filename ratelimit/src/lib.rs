@@ -38,13 +38,16 @@ mod dry_run;
 mod error;
 #[cfg(feature = "redis")]
 mod global_redis;
+mod here;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
 mod key_buf;
 mod lazy;
+mod lease;
 mod limiter;
+mod limiting;
 mod live_scopes;
 mod macro_support;
 pub mod observe;

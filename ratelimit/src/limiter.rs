@@ -1,17 +1,17 @@
-//! [`Limiter`]: a name, a policy and a store, and the calls that ask them.
-//! Every call decides through the one pipeline in `pipeline.rs`.
+//! [`Limiter`]: a name, a policy and a store, and the calls that report
+//! (`check`, `peek`) or reset; `limiting.rs` holds `limit` and `wait`. Every
+//! call decides through the one pipeline in `pipeline.rs`.
 
 use crate::backend::memory::MemoryBound;
 use crate::backend::{Binding, Bound, CallKind, MemoryBackend, Unavailable};
 use crate::deny_cache::DenyCache;
 use crate::observe::{LimiterMetrics, PermitMetrics};
 use crate::outage_log::OutageLog;
-use crate::{AlgorithmKind, Decision, Error, OnError, Policy, RateLimited, Store};
+use crate::{AlgorithmKind, Decision, Error, OnError, Policy, Store};
 use once_cell::sync::OnceCell;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A named policy on a store. Cheap to clone; clones share everything.
 ///
@@ -290,92 +290,6 @@ impl Limiter {
             cache.forget(key);
         }
         result
-    }
-
-    /// Like [`check`](Self::check), but a denial is an `Err(RateLimited)` and a
-    /// store failure is settled by the limiter's [`OnError`].
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
-    /// use redlimit::{Limiter, ManualClock, Policy, Store};
-    ///
-    /// let store = Store::memory().with_clock(ManualClock::new());
-    /// let limiter = Limiter::new("search", Policy::gcra("1/1s", 0)?, &store);
-    /// assert!(limiter.limit("carol", 1).await.is_ok());
-    /// let denied = limiter.limit("carol", 1).await.unwrap_err();
-    /// assert_eq!(denied.retry_after(), Some(std::time::Duration::from_secs(1)));
-    /// # Ok(()) }
-    /// ```
-    pub async fn limit(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, RateLimited> {
-        self.limit_by(key.as_ref(), cost).await.map(|(decision, _)| decision)
-    }
-
-    /// [`limit`](Self::limit), and whether the store took the permits (not
-    /// `on_error`, which takes none from it, nor a dry run letting a denied
-    /// call through): what a refund may give back.
-    pub(crate) async fn limit_by(&self, key: &[u8], cost: u64) -> Result<(Decision, bool), RateLimited> {
-        let (decision, by_store) = match self.decide(key, cost, CallKind::Check).await {
-            Ok(decision) => (decision, true),
-            Err(error) => match self.on_error.settle(self, key, cost, CallKind::Check, &error) {
-                Err(denied) if self.is_dry_run() => {
-                    crate::dry_run::would_have_denied(self);
-                    return Ok((denied.decision().clone(), false));
-                }
-                settled => (settled?, false),
-            },
-        };
-        if decision.allowed {
-            Ok((decision, by_store))
-        } else if self.is_dry_run() {
-            crate::dry_run::would_have_denied(self);
-            Ok((decision, false))
-        } else {
-            Err(self.denial(key, decision, false))
-        }
-    }
-
-    /// Like [`limit`](Self::limit), but a denial that can pass later sleeps
-    /// until `retry_after` and tries again, for at most `max_wait` in total
-    /// (`None`: no bound). This is how a leaky bucket shapes traffic.
-    pub async fn wait(
-        &self,
-        key: impl AsRef<[u8]>,
-        cost: u64,
-        max_wait: Option<Duration>,
-    ) -> Result<Decision, RateLimited> {
-        self.wait_by(key.as_ref(), cost, max_wait).await.map(|(decision, _)| decision)
-    }
-
-    /// [`wait`](Self::wait), and whether the store took the permits ([`limit_by`](Self::limit_by)).
-    pub(crate) async fn wait_by(
-        &self,
-        key: &[u8],
-        cost: u64,
-        max_wait: Option<Duration>,
-    ) -> Result<(Decision, bool), RateLimited> {
-        let mut waited = Duration::ZERO;
-        loop {
-            match self.limit_by(key, cost).await {
-                Err(denied) => match denied.retry_after() {
-                    Some(wait) if max_wait.is_none_or(|max| waited + wait <= max) => {
-                        tokio::time::sleep(wait).await;
-                        waited += wait;
-                    }
-                    _ => return Err(denied),
-                },
-                allowed => return allowed,
-            }
-        }
-    }
-
-    /// A denial of `key` by this limiter: by its limit, or, when
-    /// `store_unavailable`, by `on_error = "deny"`.
-    pub(crate) fn denial(&self, key: &[u8], decision: Decision, store_unavailable: bool) -> RateLimited {
-        let (name, policy) = (self.inner.name.clone(), self.rule.policy.clone());
-        match store_unavailable {
-            true => RateLimited::store_unavailable(name, key, policy, decision),
-            false => RateLimited::limited(name, key, policy, decision),
-        }
     }
 
     /// This limiter's policy on an in-process store of its own, for `OnError::Local`.

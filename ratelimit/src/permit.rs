@@ -3,23 +3,15 @@
 //! dropped; a rate limiter's permits are spent when taken, so its permit
 //! holds nothing.
 
-use crate::backend::{Answer, Call, CallKind, PermitId};
+use crate::backend::{CallKind, PermitId};
+use crate::lease::{Held, Holder, Lease, FIRST_PAUSE, LONGEST_PAUSE};
 use crate::{AlgorithmKind, Decision, DenialReason, Error, Limiter, RateLimited};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// While a denied acquisition waits, it tries again at least this often
-/// (a permit given back by another process sends no word).
-const LONGEST_PAUSE: Duration = Duration::from_millis(250);
-const FIRST_PAUSE: Duration = Duration::from_millis(5);
-
 impl Limiter {
-    pub(crate) fn permit_metrics(&self) -> &crate::observe::PermitMetrics {
-        self.inner.permit_metrics.get_or_init(|| crate::observe::PermitMetrics::register(&self.inner.name))
-    }
-
     /// Takes one permit for `key` and holds it until the [`Permit`] is
     /// dropped (or [`released`](Permit::release)), whatever way the code
     /// holding it ends: returned, panicked or cancelled.
@@ -92,13 +84,28 @@ impl Limiter {
         cost: u64,
         wait: Option<Option<Duration>>,
     ) -> Result<(Permit, bool), RateLimited> {
-        if self.rule.policy.algorithm() != AlgorithmKind::Concurrency {
-            let (decision, taken) = match wait {
-                None => self.limit_by(key, cost).await?,
-                Some(max_wait) => self.wait_by(key, cost, max_wait).await?,
-            };
-            return Ok((Permit { decision, held: None }, taken));
+        if self.rule.policy.algorithm() == AlgorithmKind::Concurrency {
+            // Boxed: a lease costs more than the box, and its waiting state
+            // would otherwise size the future of every rate policy's call.
+            return Box::pin(self.acquire_lease(key, cost, wait)).await;
         }
+        // The check awaited here, not inside `limit_by`'s future: the common
+        // call (a site's, a layer's) adds no future to the pipeline's.
+        let (decision, taken) = match wait {
+            None => self.enforce(key, cost, self.decide(key, cost, CallKind::Check).await)?,
+            Some(max_wait) => self.wait_by(key, cost, max_wait).await?,
+        };
+        Ok((Permit { decision, held: None }, taken))
+    }
+
+    /// [`acquire_by`](Self::acquire_by) under a concurrency policy: a lease
+    /// of `cost` permits, waited for when `wait` is given.
+    async fn acquire_lease(
+        &self,
+        key: &[u8],
+        cost: u64,
+        wait: Option<Option<Duration>>,
+    ) -> Result<(Permit, bool), RateLimited> {
         let Some(max_wait) = wait else {
             return self.acquire_once(key, cost).await.map(|permit| (permit, false));
         };
@@ -157,15 +164,6 @@ impl Limiter {
     }
 }
 
-/// Which store holds a permit: the limiter's, or this process's memory
-/// (`OnError::Local` while the store could not answer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Holder {
-    Store,
-    Local,
-}
-
-/// A permit taken by [`Limiter::acquire`]: held until dropped.
 ///
 /// Dropping it gives it back: at once on a store in this process, else by
 /// a task on the current tokio runtime (with none, its lease runs out). A
@@ -177,23 +175,6 @@ enum Holder {
 pub struct Permit {
     decision: Decision,
     held: Option<Held>,
-}
-
-/// A permit the store holds, and its renewals.
-struct Held {
-    lease: Arc<Lease>,
-    renewal: Option<tokio::task::JoinHandle<()>>,
-}
-
-/// What the store knows a held permit by.
-struct Lease {
-    limiter: Limiter,
-    key: Box<[u8]>,
-    id: PermitId,
-    cost: u64,
-    on: Holder,
-    /// A renewal found the lease ended.
-    lost: AtomicBool,
 }
 
 impl Permit {
@@ -281,114 +262,5 @@ impl Drop for Unanswered<'_> {
 impl fmt::Debug for Permit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit").field("decision", &self.decision).field("held", &self.is_held()).finish()
-    }
-}
-
-impl Held {
-    /// Stops the renewals and gives the permit back.
-    fn give_back(self) {
-        let lease = self.lease.clone();
-        drop(self);
-        lease.give_back();
-    }
-
-    /// A permit just taken, and its renewals started.
-    fn start(limiter: Limiter, key: &[u8], id: PermitId, cost: u64, on: Holder) -> Held {
-        limiter.permit_metrics().taken();
-        let lease = Arc::new(Lease { limiter, key: key.into(), id, cost, on, lost: AtomicBool::new(false) });
-        let renewal = tokio::runtime::Handle::try_current().ok().map(|runtime| runtime.spawn(lease.clone().renewals()));
-        Held { lease, renewal }
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if let Some(renewal) = self.renewal.take() {
-            renewal.abort();
-        }
-    }
-}
-
-impl Lease {
-    /// One call about this permit to the store that holds it.
-    fn send(&self, kind: CallKind) -> Answer<'_> {
-        let (limiter, clock) = (&self.limiter, &*self.limiter.inner.store.clock);
-        match self.on {
-            Holder::Store => limiter.rule.bound.decide_by(&self.key, self.cost, kind, clock),
-            Holder::Local => {
-                let call = Call { cost: self.cost, kind, now_us: clock.now_us() };
-                Answer::Now(Ok(limiter.local().decide_now(&self.key, call)))
-            }
-        }
-    }
-
-    async fn ask(&self, kind: CallKind) -> Result<crate::backend::Outcome, Error> {
-        match self.send(kind) {
-            Answer::Now(outcome) => outcome,
-            Answer::Later(answer) => answer.await,
-        }
-    }
-
-    async fn release(self: Arc<Self>) -> Result<(), Error> {
-        let outcome = self.ask(CallKind::Release(self.id)).await;
-        self.given_back(outcome)
-    }
-
-    /// Gives the permit back without waiting: at once on a store in this
-    /// process, else on a task of the current runtime (with none, the lease
-    /// runs out), which tries again while the store fails (its breaker
-    /// open, a timeout) until a whole lease has passed: by then it has ended.
-    fn give_back(self: Arc<Self>) {
-        if let Answer::Now(Ok(outcome)) = self.send(CallKind::Release(self.id)) {
-            drop(self.given_back(Ok(outcome)));
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        runtime.spawn(async move {
-            let lease = self.limiter.rule.policy.lease().unwrap_or(Duration::from_secs(30));
-            let give_up = tokio::time::Instant::now() + lease;
-            let mut pause = FIRST_PAUSE;
-            loop {
-                let outcome = self.ask(CallKind::Release(self.id)).await;
-                if outcome.is_ok() || tokio::time::Instant::now() + pause >= give_up {
-                    drop(self.given_back(outcome));
-                    return;
-                }
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(LONGEST_PAUSE);
-            }
-        });
-    }
-
-    /// A release answered: waiters in this process are told, the gauge lowered.
-    fn given_back(&self, outcome: Result<crate::backend::Outcome, Error>) -> Result<(), Error> {
-        if !self.lost.swap(true, Ordering::Relaxed) {
-            self.limiter.permit_metrics().given_back();
-        }
-        self.limiter.inner.released.notify_waiters();
-        outcome.map(drop).inspect_err(crate::observe::store_error)
-    }
-
-    /// Renews the lease every third of it, until the permit is given back
-    /// (the task is aborted) or a renewal finds the lease ended.
-    async fn renewals(self: Arc<Self>) {
-        let lease = self.limiter.rule.policy.lease().unwrap_or(Duration::from_secs(30));
-        let every = (lease / 3).max(Duration::from_millis(1));
-        loop {
-            tokio::time::sleep(every).await;
-            match self.ask(CallKind::Renew(self.id)).await {
-                Ok(outcome) if !outcome.allowed => {
-                    if !self.lost.swap(true, Ordering::Relaxed) {
-                        self.limiter.permit_metrics().lost();
-                    }
-                    tracing::warn!(target: "redlimit", limiter = &*self.limiter.inner.name,
-                        "a concurrency permit's lease ended before it was renewed (the process or the store was \
-                         stalled for a whole lease): its call runs on without it");
-                    return;
-                }
-                // A failed renewal is tried again: a lease outlasts a few.
-                _ => {}
-            }
-        }
     }
 }

@@ -2,12 +2,15 @@
 //! `limit`, `wait`, annotated functions, the HTTP layer) is decided here.
 //!
 //! ```text
-//! decide ─ span? ─ run ─ a store in this process: budget → store → Decision ─┐
-//!                      └ begin (sync): clock → deny cache → bound store      │
-//!                          ├─ answered in this process ───────────────┐      │
-//!                          └─ a round trip ─ finish (async) ──────────┤      │
-//!                             settle: Decision, deny cache ◄──────────┘      │
-//!        ─ count (metrics), record (span) ◄──────────────────────────────────┘
+//! decide ─ a store in this process, no prefetch, no span: Here (here.rs) ─────────┐
+//!        │   one poll: budget → the store writes the Decision → count             │
+//!        └ prefetch? span? ─ run ─ a store in this process: budget → store ──┐    │
+//!                               └ begin (sync): clock → deny cache → store   │    │
+//!                                   ├─ answered in this process ──────┐      │    │
+//!                                   └─ a round trip ─ finish (async) ─┤      │    │
+//!                                      settle: Decision, deny cache ◄─┘      │    │
+//!          ─ count (metrics), record (span) ◄────────────────────────────────┘    │
+//!                                                                       Decision ◄┘
 //! ```
 //!
 //! An answer made in this process still spends tokio's cooperative budget,
@@ -16,8 +19,10 @@
 use crate::backend::{Answer, BoxFuture, CallKind, Outcome};
 use crate::clock::{process_now_us, process_ns};
 use crate::deny_cache::DenyCache;
+use crate::here::Here;
 use crate::observe::{self, LimiterMetrics};
 use crate::{Decision, Error, Limiter};
+use once_cell::sync::OnceCell;
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -41,8 +46,12 @@ struct Remembering<'a> {
 
 impl Limiter {
     /// One decision, counted in the metrics and, when some subscriber takes
-    /// DEBUG events, run in its tracing span.
+    /// DEBUG events, run in its tracing span. A call to a store in this
+    /// process, with no prefetch and no span, is decided in one poll ([`Here`]).
     pub(crate) async fn decide(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
+        if self.prefetch.is_none() && !self.rule.remote && !observe::decision_span_wanted() {
+            return Here { limiter: self, key, cost, kind }.await;
+        }
         if let Some(prefetch) = self.prefetch_for(kind, cost) {
             // Boxed: only a limiter with prefetch pays for its local quota's state.
             return Box::pin(self.decide_prefetched(prefetch, key, cost)).await;
@@ -85,12 +94,7 @@ impl Limiter {
     /// yields and no answer is kept across the wait.
     async fn run_here(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
         tokio::task::coop::consume_budget().await;
-        let clock = &*self.inner.store.clock;
-        match self.rule.bound.decide_by(key, cost, kind, clock) {
-            Answer::Now(outcome) => outcome.map(|outcome| Decision::from_outcome(outcome, &self.rule.policy)),
-            // Boxed: no store in this crate that is in this process answers later.
-            Answer::Later(answer) => Box::pin(self.finish(key, cost, answer, None)).await,
-        }
+        self.rule.bound.decide_here(key, cost, kind, &*self.inner.store.clock, &self.rule.policy)
     }
 
     /// Everything a call does before it may have to wait: look in the deny
@@ -163,9 +167,19 @@ impl Limiter {
         }
     }
 
+    #[inline]
     pub(crate) fn metrics(&self) -> &LimiterMetrics {
         let algorithm = self.rule.policy.algorithm();
-        self.inner.metrics[algorithm as usize]
-            .get_or_init(|| LimiterMetrics::register(&self.inner.name, algorithm.name()))
+        let cell = &self.inner.metrics[algorithm as usize];
+        cell.get().unwrap_or_else(|| self.register_metrics(cell))
+    }
+
+    /// Registers the handles at the first decision: out of line, so a call
+    /// after it reads them with no set-up of its own.
+    #[cold]
+    #[inline(never)]
+    fn register_metrics<'a>(&'a self, cell: &'a OnceCell<LimiterMetrics>) -> &'a LimiterMetrics {
+        let algorithm = self.rule.policy.algorithm();
+        cell.get_or_init(|| LimiterMetrics::register(&self.inner.name, algorithm.name()))
     }
 }

@@ -217,6 +217,7 @@ impl<V: Expires> Sharded<V> {
 
     /// `key`'s shard, locked, and the time `now` reads once it is (swept
     /// by that time when due, as [`Sharded::entry`] does).
+    #[inline]
     pub(crate) fn entry_timed<'a>(&'a self, key: Key<'a>, now: impl FnOnce() -> u64) -> (Entry<'a, V>, u64) {
         let mut entry = self.locked(key);
         let now_us = now();
@@ -231,6 +232,7 @@ impl<V: Expires> Sharded<V> {
         self.locked(key).remove();
     }
 
+    #[inline]
     fn locked<'a>(&'a self, key: Key<'a>) -> Entry<'a, V> {
         let hash = self.hasher.key(key.scope.hashed, key.key);
         // The table uses the low bits and the top seven: pick the shard from others.
@@ -281,6 +283,7 @@ impl<V> Sharded<V> {
 
 impl<V> Entry<'_, V> {
     /// The value held for the key.
+    #[inline]
     pub(crate) fn get_mut(&mut self) -> Option<&mut V> {
         let (hash, key) = (self.hash, self.key);
         self.shard.slots.find_mut(hash, |slot| key.is(slot)).map(|slot| &mut slot.value)

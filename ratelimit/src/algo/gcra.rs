@@ -24,7 +24,7 @@ pub(crate) struct Tat {
 }
 
 /// Decides one call; also whether it wrote `state`.
-#[inline]
+#[inline(always)]
 pub(crate) fn decide(
     burst: u64,
     (n, p): (u64, u64),

@@ -17,7 +17,7 @@ pub(crate) struct Bucket {
 }
 
 /// Decides one call; also whether it wrote `state`.
-#[inline]
+#[inline(always)]
 pub(crate) fn decide(
     capacity: u64,
     (n, p): (u64, u64),

@@ -60,6 +60,7 @@ pub(crate) fn refund_refused(algorithm: AlgorithmKind) -> Error {
 /// Why a store refuses a call of `kind` under `algorithm`, writing nothing:
 /// a refund its state cannot make ([`refunds`]), or a permit's call under an
 /// algorithm that holds none.
+#[inline]
 pub(crate) fn refused(algorithm: AlgorithmKind, kind: CallKind) -> Option<Error> {
     match kind {
         CallKind::Refund if !refunds(algorithm) => Some(refund_refused(algorithm)),

@@ -6,7 +6,7 @@ use crate::algo::{self, State};
 use crate::clock::{process_now_us, Clock};
 use crate::sharded::{Expires, Key, Scope, Sharded};
 use crate::sweeper::{self, Sweep};
-use crate::{Error, Policy};
+use crate::{Decision, Error, Policy};
 use std::sync::Arc;
 
 /// Independently locked shards: concurrent callers rarely contend.
@@ -184,6 +184,23 @@ impl Bound for MemoryBound {
 
     fn decide_by<'a>(&'a self, key: &[u8], cost: u64, kind: CallKind, clock: &dyn Clock) -> Answer<'a> {
         self.refused(kind).unwrap_or_else(|| Answer::Now(Ok(self.decide_at(key, cost, kind, || clock.now_us()))))
+    }
+
+    /// The decision made in place, in the caller's answer: no `Answer` or
+    /// `Outcome` is moved between the store and the pipeline.
+    #[inline]
+    fn decide_here(
+        &self,
+        key: &[u8],
+        cost: u64,
+        kind: CallKind,
+        clock: &dyn Clock,
+        policy: &Policy,
+    ) -> Result<Decision, Error> {
+        if let Some(error) = algo::refused(self.policy.algorithm(), kind) {
+            return Err(error);
+        }
+        Ok(Decision::from_outcome(self.decide_at(key, cost, kind, || clock.now_us()), policy))
     }
 
     fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>> {

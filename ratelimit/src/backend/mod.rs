@@ -16,7 +16,7 @@ pub use self::redis::RedisBackend;
 pub(crate) use self::unavailable::Unavailable;
 
 use crate::clock::Clock;
-use crate::{Error, Policy};
+use crate::{Decision, Error, Policy};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -101,6 +101,26 @@ pub trait Bound: Send + Sync + 'static {
     /// ```
     fn decide_by<'a>(&'a self, key: &[u8], cost: u64, kind: CallKind, clock: &dyn Clock) -> Answer<'a> {
         self.decide(key, Call { cost, kind, now_us: clock.now_us() })
+    }
+
+    /// Decides one call in this process, at once, as the caller's
+    /// [`Decision`] under `policy` (the policy this store was bound with):
+    /// how the pipeline asks a store that is not [`remote`](Bound::remote),
+    /// with no [`Outcome`] or future between the store and the caller. By
+    /// default, [`decide_by`](Bound::decide_by)'s answer made a decision; a
+    /// store in this process must answer at once, so a later answer is an error.
+    fn decide_here(
+        &self,
+        key: &[u8],
+        cost: u64,
+        kind: CallKind,
+        clock: &dyn Clock,
+        policy: &Policy,
+    ) -> Result<Decision, Error> {
+        match self.decide_by(key, cost, kind, clock) {
+            Answer::Now(outcome) => outcome.map(|outcome| Decision::from_outcome(outcome, policy)),
+            Answer::Later(_) => Err(Error::Protocol("a store in this process did not answer at once".into())),
+        }
     }
 
     /// Forgets `key`: its next call sees an untouched state.
