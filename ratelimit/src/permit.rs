@@ -84,10 +84,46 @@ impl Limiter {
         cost: u64,
         wait: Option<Option<Duration>>,
     ) -> Result<(Permit, bool), RateLimited> {
+        self.acquire_as(key, cost, wait, |decision| Permit { decision, held: None }, |permit| permit).await
+    }
+
+    /// [`acquire_by`](Self::acquire_by) for an annotated function, whose
+    /// body keeps only the lease: the decision is shown to `seen` by
+    /// reference, and a rate policy's never becomes a `Permit`.
+    pub(crate) async fn acquire_holding(
+        &self,
+        key: &[u8],
+        cost: u64,
+        wait: Option<Option<Duration>>,
+        seen: impl Fn(&Decision),
+    ) -> Result<(Holding, bool), RateLimited> {
+        let spent = |decision: Decision| {
+            seen(&decision);
+            Holding::default()
+        };
+        let leased = |permit: Permit| {
+            seen(permit.decision());
+            Holding::of(permit)
+        };
+        self.acquire_as(key, cost, wait, spent, leased).await
+    }
+
+    /// The one acquisition both entries share: a rate policy's decision is
+    /// made into the caller's `T` by `spent`, a concurrency permit by `leased`.
+    #[inline]
+    async fn acquire_as<T>(
+        &self,
+        key: &[u8],
+        cost: u64,
+        wait: Option<Option<Duration>>,
+        spent: impl FnOnce(Decision) -> T,
+        leased: impl FnOnce(Permit) -> T,
+    ) -> Result<(T, bool), RateLimited> {
         if self.rule.policy.algorithm() == AlgorithmKind::Concurrency {
             // Boxed: a lease costs more than the box, and its waiting state
             // would otherwise size the future of every rate policy's call.
-            return Box::pin(self.acquire_lease(key, cost, wait)).await;
+            let (permit, taken) = Box::pin(self.acquire_lease(key, cost, wait)).await?;
+            return Ok((leased(permit), taken));
         }
         // The check awaited here, not inside `limit_by`'s future: the common
         // call (a site's, a layer's) adds no future to the pipeline's.
@@ -95,7 +131,7 @@ impl Limiter {
             None => self.enforce(key, cost, self.decide(key, cost, CallKind::Check).await)?,
             Some(max_wait) => self.wait_by(key, cost, max_wait).await?,
         };
-        Ok((Permit { decision, held: None }, taken))
+        Ok((spent(decision), taken))
     }
 
     /// [`acquire_by`](Self::acquire_by) under a concurrency policy: a lease
@@ -216,6 +252,7 @@ impl Drop for Permit {
 pub struct Holding(Option<Held>);
 
 impl Holding {
+    #[inline]
     pub(crate) fn of(mut permit: Permit) -> Holding {
         Holding(permit.held.take())
     }

@@ -160,16 +160,17 @@ impl Site {
                     .map_err(|denied| self.denial(denied));
             }
         };
-        let decided = match self.on_limit {
-            OnLimit::Error => limiter.acquire_by(key, cost, None).await,
-            // Boxed: a waiting call sleeps anyway, and its state would otherwise size every call's future.
-            OnLimit::Wait(max) => Box::pin(limiter.acquire_by(key, cost, Some(max))).await,
+        // The HTTP layer's headers are made from the decision this call records.
+        let seen = |_decision: &crate::Decision| {
+            #[cfg(feature = "axum")]
+            crate::http::record_decision(&limiter, _decision);
         };
-        #[cfg(feature = "axum")]
-        if let Ok((permit, _)) = &decided {
-            crate::http::record_decision(&limiter, permit.decision());
-        }
-        decided.map(|(permit, taken)| (Holding::of(permit), taken)).map_err(|denied| self.denial(denied))
+        let decided = match self.on_limit {
+            OnLimit::Error => limiter.acquire_holding(key, cost, None, seen).await,
+            // Boxed: a waiting call sleeps anyway, and its state would otherwise size every call's future.
+            OnLimit::Wait(max) => Box::pin(limiter.acquire_holding(key, cost, Some(max), seen)).await,
+        };
+        decided.map_err(|denied| self.denial(denied))
     }
 
     /// A denial of this site's, boxed; a name the macro made up is marked,
