@@ -110,7 +110,6 @@ impl Limiter {
 
     /// The one acquisition both entries share: a rate policy's decision is
     /// made into the caller's `T` by `spent`, a concurrency permit by `leased`.
-    #[inline]
     async fn acquire_as<T>(
         &self,
         key: &[u8],
@@ -252,7 +251,6 @@ impl Drop for Permit {
 pub struct Holding(Option<Held>);
 
 impl Holding {
-    #[inline]
     pub(crate) fn of(mut permit: Permit) -> Holding {
         Holding(permit.held.take())
     }
