@@ -56,6 +56,7 @@ mod outage_log;
 mod permit;
 mod pipeline;
 mod policy;
+mod policy_text;
 mod prefetch;
 mod prefetch_quota;
 mod rate_limited;

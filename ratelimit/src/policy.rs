@@ -4,7 +4,6 @@ use crate::Error;
 use redlimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
 pub use redlimit_grammar::{Rate, Strategy};
 use std::borrow::Cow;
-use std::fmt;
 use std::sync::Arc;
 
 /// An algorithm with its validated parameters.
@@ -358,45 +357,4 @@ fn strategies_param(text: &str) -> Result<Vec<Strategy>, Error> {
 
 fn param_error(param: Param, error: redlimit_grammar::GrammarError) -> Error {
     Error::InvalidPolicy(format!("`{}`: {error}", param.name()))
-}
-
-impl fmt::Debug for Policy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Policy")
-            .field("params", &self.params)
-            .field("reduced_rate", &self.reduced_rate)
-            .field("name", &self.name)
-            .field("dry_run", &self.dry_run)
-            .finish()
-    }
-}
-
-impl fmt::Display for Policy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ", self.algorithm())?;
-        match &self.params {
-            Params::FixedWindow { strategies } | Params::SlidingLog { strategies } => write_strategies(f, strategies),
-            Params::SlidingWindow { strategies, precision_us } => {
-                write_strategies(f, strategies)?;
-                write!(f, " precision {}", redlimit_grammar::format_duration(*precision_us))
-            }
-            Params::TokenBucket { capacity, rate } | Params::LeakyBucket { capacity, rate } => {
-                write!(f, "capacity {capacity} rate {rate}")
-            }
-            Params::Gcra { rate, burst } => write!(f, "{rate} burst {burst}"),
-            Params::Concurrency { limit, lease_us } => {
-                write!(f, "limit {limit} lease {}", redlimit_grammar::format_duration(*lease_us))
-            }
-        }
-    }
-}
-
-fn write_strategies(f: &mut fmt::Formatter<'_>, strategies: &[Strategy]) -> fmt::Result {
-    for (i, s) in strategies.iter().enumerate() {
-        if i > 0 {
-            f.write_str(",")?;
-        }
-        write!(f, "{s}")?;
-    }
-    Ok(())
 }
