@@ -1,6 +1,7 @@
 //! [`RateLimitLayer`]: a tower layer that limits any route by a request key
 //! (its options and where its limiter comes from; `service.rs` decides).
 
+use super::cost::Cost;
 use super::headers::HeaderStyle;
 use super::key::{KeyBy, MissingKey};
 use super::limits::Limits;
@@ -314,7 +315,7 @@ impl RateLimitLayer {
         let shared = Shared {
             limits,
             key: KeyBy::client_ip(TrustedProxies::none()),
-            cost: 1,
+            cost: Cost::Fixed(1),
             missing_key: MissingKey::default(),
             headers_on_allowed: true,
             style: HeaderStyle::default(),

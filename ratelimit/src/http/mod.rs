@@ -19,6 +19,7 @@
 //!   flight (`qu="concurrent-requests"`, no `w` or `t`).
 
 mod client_ip;
+mod cost;
 mod decisions;
 mod field_text;
 mod forwarded;

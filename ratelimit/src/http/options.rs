@@ -2,6 +2,7 @@
 //! and exempted (`layer.rs` builds the layer and says where its limiter
 //! comes from).
 
+use super::cost::Cost;
 use super::headers::HeaderStyle;
 use super::key::{KeyBy, MissingKey};
 use super::RateLimitLayer;
@@ -18,9 +19,75 @@ impl RateLimitLayer {
         self
     }
 
-    /// Permits each request takes (default 1).
+    /// Permits each request takes (default 1), in place of a
+    /// [`cost_by`](Self::cost_by) set before it (the last one set wins). The
+    /// header fields count whole requests of this cost: under `10/1m` at a
+    /// cost of 2, `q=5`.
     pub fn cost(mut self, cost: u64) -> RateLimitLayer {
-        Arc::make_mut(&mut self.shared).cost = cost;
+        Arc::make_mut(&mut self.shared).cost = Cost::Fixed(cost);
+        self
+    }
+
+    /// Charges each request the permits `cost_of` computes from it (items
+    /// in a batch, a weight by method or route, an upload's
+    /// `Content-Length`), in place of a fixed [`cost`](Self::cost) set
+    /// before it (the last one set wins). Called once per counted request,
+    /// after its key is found: never for an exempt request or one without a
+    /// key.
+    ///
+    /// - The header fields count permits, not requests (requests no longer
+    ///   cost the same): `q` is the policy's own quota, `r` what is left
+    ///   after this request's cost, and a denial's `Retry-After` the wait
+    ///   until this request's cost would pass.
+    /// - The library's conventions hold per request: a cost of 0 takes
+    ///   nothing and states the key; a denied request takes nothing; a cost
+    ///   above what the policy can ever admit is denied with no
+    ///   `Retry-After` and a `detail` saying it can never pass.
+    /// - `None` means the request does not say what it costs (a missing or
+    ///   malformed header): it is answered `400 Bad Request` (problem+json),
+    ///   charged nothing, and never reaches the route. To charge such
+    ///   requests a default instead, return it for them. A `cost_of` that
+    ///   panics answers a plain `500`, charges nothing, and is logged once
+    ///   at ERROR.
+    /// - [`refund_on`](Self::refund_on) gives back exactly what the request
+    ///   took; a dry run decides each request at its own cost; under a
+    ///   [`Policy::concurrency`](crate::Policy::concurrency) the request
+    ///   holds that many permits while it is served.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, routing::post, Router};
+    /// use redlimit::http::{KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use tower_service::Service;
+    ///
+    /// // A batch endpoint: each item of a batch costs one permit.
+    /// let limiter = Limiter::new("batch", Policy::fixed_window("10/1m")?, &Store::memory().with_clock(ManualClock::new()));
+    /// let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key")?).cost_by(|request: &Request| {
+    ///     request.headers().get("x-items")?.to_str().ok()?.parse().ok()
+    /// });
+    /// let mut app = Router::new().route("/batch", post(|| async { "done" })).layer(layer);
+    /// let batch = |items: &str| {
+    ///     let request = Request::builder().method("POST").uri("/batch").header("x-api-key", "k");
+    ///     request.header("x-items", items).body(Body::empty()).unwrap()
+    /// };
+    ///
+    /// let three = app.call(batch("3")).await.unwrap();
+    /// assert_eq!(three.headers()["ratelimit-policy"], r#""10/1m";q=10;w=60"#);
+    /// assert_eq!(three.headers()["ratelimit"], r#""10/1m";r=7;t=60"#);
+    /// assert_eq!(app.call(batch("5")).await.unwrap().headers()["ratelimit"], r#""10/1m";r=2;t=60"#);
+    /// let four = app.call(batch("4")).await.unwrap();
+    /// assert_eq!((four.status().as_u16(), &four.headers()["retry-after"]), (429, "60"));
+    /// assert_eq!(four.headers()["ratelimit"], r#""10/1m";r=2;t=60"#, "a denial takes nothing");
+    /// assert_eq!(app.call(batch("2")).await.unwrap().headers()["ratelimit"], r#""10/1m";r=0;t=60"#);
+    ///
+    /// let too_big = app.call(batch("11")).await.unwrap();
+    /// assert_eq!((too_big.status().as_u16(), too_big.headers().get("retry-after")), (429, None), "can never pass");
+    /// assert_eq!(app.call(batch("many")).await.unwrap().status(), 400, "no cost can be read");
+    /// # Ok(()) }
+    /// ```
+    pub fn cost_by(mut self, cost_of: impl Fn(&Request) -> Option<u64> + Send + Sync + 'static) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).cost = Cost::by(cost_of);
         self
     }
 

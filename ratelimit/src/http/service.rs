@@ -2,6 +2,7 @@
 //! does with each request: find its key, ask the limiter, answer or call the
 //! route and add the header fields.
 
+use super::cost::Cost;
 use super::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, HeaderStyle};
 use super::held_body::holding;
 use super::key::{KeyBy, MissingKey};
@@ -24,7 +25,7 @@ use std::task::{Context, Poll};
 pub(super) struct Shared {
     pub(super) limits: Limits,
     pub(super) key: KeyBy,
-    pub(super) cost: u64,
+    pub(super) cost: Cost,
     pub(super) missing_key: MissingKey,
     pub(super) headers_on_allowed: bool,
     pub(super) style: HeaderStyle,
@@ -97,6 +98,8 @@ struct Admitted {
     permit: Permit,
     limiter: Limiter,
     key: Vec<u8>,
+    /// The permits this request asked for: what a refund gives back.
+    cost: u64,
     /// Whether the store took the request's permits: what a refund may give back.
     taken: bool,
     /// Whether the decision says something true about the limit, and so
@@ -113,10 +116,10 @@ impl Admitted {
         if !self.stated || !shared.headers_on_allowed {
             return None;
         }
-        let (policy, style, cost) = (self.limiter.policy(), shared.style, shared.cost);
+        let (policy, style, per_request) = (self.limiter.policy(), shared.style, shared.cost.per_request());
         let decision = self.refunded.as_ref().unwrap_or(self.permit.decision());
         let mut fields = HeaderMap::new();
-        insert_rate_limit_headers_per_request(&mut fields, policy, decision, style, cost);
+        insert_rate_limit_headers_per_request(&mut fields, policy, decision, style, per_request);
         Some(fields)
     }
 
@@ -124,9 +127,10 @@ impl Admitted {
     /// `refund_on` says its response's `status` did not use them.
     async fn refund_if(mut self, status: StatusCode, shared: &Shared) -> Admitted {
         let Some(refund_on) = &shared.refund_on else { return self };
-        if self.taken && refund_on(status) {
+        // A cost of 0 took nothing: there is nothing to give back.
+        if self.taken && self.cost > 0 && refund_on(status) {
             let (name, limiter) = (self.limiter.name(), &self.limiter);
-            self.refunded = shared.refunds.refund(name, limiter, &self.key, shared.cost).await;
+            self.refunded = shared.refunds.refund(name, limiter, &self.key, self.cost).await;
         }
         self
     }
@@ -181,23 +185,26 @@ impl Shared {
         }
     }
 
-    /// Decides one request on `source`'s limiter, by `policy` when the request gave one.
-    async fn decide(&self, source: Source, policy: Option<Policy>, key: Vec<u8>) -> Verdict {
+    /// Decides one request of `cost` permits on `source`'s limiter, by
+    /// `policy` when the request gave one.
+    async fn decide(&self, source: Source, policy: Option<Policy>, key: Vec<u8>, cost: u64) -> Verdict {
         let limiter = match source.limiter(policy.as_ref()).await {
             Ok(limiter) if self.dry_run => limiter.with_dry_run(true),
             Ok(limiter) => limiter,
             Err(why) => return self.without_policy(&source, &why, &key),
         };
-        match limiter.acquire_by(&key, self.cost, None).await {
+        match limiter.acquire_by(&key, cost, None).await {
             Ok((permit, taken)) => {
-                // A decision with nothing to reset was not made by a store (the
-                // store failed and `on_error = allow` let the call through): it
-                // says nothing true about the limit, so no header fields.
-                let stated = !permit.decision().reset_after.is_zero();
-                Verdict::Pass(Some(Admitted { permit, limiter, key, taken, stated, refunded: None }))
+                // A decision with nothing to reset and taken from no store (the
+                // store failed and `on_error = allow` let the call through)
+                // says nothing true about the limit, so no header fields; a
+                // store's answer to a cost of 0 on an untouched key does.
+                let stated = taken || !permit.decision().reset_after.is_zero();
+                Verdict::Pass(Some(Admitted { permit, limiter, key, cost, taken, stated, refunded: None }))
             }
             Err(denied) => {
-                let response = respond(&denied, Some(limiter.policy()), self.style, self.cost);
+                let per_request = self.cost.per_request();
+                let response = respond(&denied, Some(limiter.policy()), self.style, per_request, cost);
                 Verdict::Denied(Box::new(denied), response)
             }
         }
@@ -244,13 +251,18 @@ where
             return Box::pin(async move { Ok(inner.call(request).await?.into_response()) });
         }
         // An exempt route passes before its key is looked for, as `exempt` does.
+        // The cost is computed only for a request that will be counted, once
+        // it is known to have a key, and travels with it: never the layer's.
         let key = shared.limits.choose(&request).and_then(|chosen| match chosen {
-            Some(chosen) => Ok(shared.key_of(&request)?.map(|key| chosen.keyed(key))),
+            Some(chosen) => match shared.key_of(&request)? {
+                Some(key) => Ok(Some((chosen.keyed(key), shared.cost.of(&request, shared.name())?))),
+                None => Ok(None),
+            },
             None => Ok(None),
         });
         Box::pin(async move {
             let verdict = match key {
-                Ok(Some((source, policy, key))) => shared.decide(source, policy, key).await,
+                Ok(Some(((source, policy, key), cost))) => shared.decide(source, policy, key, cost).await,
                 Ok(None) => Verdict::Pass(None),
                 Err((status, detail)) => Verdict::Respond(problem(status, &detail, None)),
             };
