@@ -291,3 +291,32 @@ async fn a_concurrency_request_holds_its_cost_in_permits() {
         assert_eq!(call(&mut app.clone(), "/", "5").await.status(), 200, "{at}: all 5 back");
     }
 }
+
+/// An upload charged by its `Content-Length` states its permits as bytes
+/// (`qu="content-bytes"`), its 429 too; one too large for the whole quota
+/// can never pass.
+#[tokio::test]
+async fn uploads_charged_by_size_state_content_bytes() {
+    let stores = Stores::start().await;
+    for (at, store) in &stores.each {
+        let limiter = Limiter::new(format!("cost_bytes_{at}"), Policy::fixed_window("1000/1h").unwrap(), store);
+        let by_size = |request: &Request| request.headers().get("content-length")?.to_str().ok()?.parse().ok();
+        let layer = RateLimitLayer::from_limiter(limiter.clone())
+            .key(KeyBy::header("x-api-key").unwrap())
+            .cost_by(by_size)
+            .quota_unit(redlimit::http::QuotaUnit::ContentBytes);
+        let mut app = app(layer);
+        let upload = |bytes: &str| request("/", &[("x-api-key", "k"), ("content-length", bytes)]);
+        let stored = send(&mut app, upload("600")).await;
+        let policy = r#""1000/1h";q=1000;w=3600;qu="content-bytes""#;
+        assert_eq!(header(&stored, "ratelimit-policy").as_deref(), Some(policy), "{at}");
+        assert_eq!(header(&stored, "ratelimit").as_deref(), Some(r#""1000/1h";r=400;t=3600"#), "{at}");
+        let denied = send(&mut app, upload("500")).await;
+        assert_eq!((denied.status().as_u16(), header(&denied, "retry-after")), (429, Some("3600".into())), "{at}");
+        assert_eq!(header(&denied, "ratelimit-policy").as_deref(), Some(policy), "{at}");
+        assert_eq!(header(&denied, "ratelimit").as_deref(), Some(r#""1000/1h";r=400;t=3600"#), "{at}");
+        let never = send(&mut app, upload("1001")).await;
+        assert_eq!((never.status().as_u16(), header(&never, "retry-after")), (429, None), "{at}");
+        assert_eq!(limiter.peek("k", 0).await.unwrap().remaining, 400, "{at}");
+    }
+}

@@ -31,8 +31,9 @@ impl Cost {
     /// function finds no cost in it (a malformed header, say), a plain
     /// `500` when the function panics (a bug of the server's, logged once).
     pub(super) fn of(&self, request: &Request, limiter: &str) -> Result<u64, (StatusCode, String)> {
-        let Cost::By { cost_of, told_panic } = self else {
-            return Ok(self.per_request());
+        let (cost_of, told_panic) = match self {
+            Cost::Fixed(cost) => return Ok(*cost),
+            Cost::By { cost_of, told_panic } => (cost_of, told_panic),
         };
         // A panic would otherwise take the connection down with it; the
         // function only reads the request, so nothing is left half done.
@@ -54,15 +55,6 @@ impl Cost {
                 }
                 Err((StatusCode::INTERNAL_SERVER_ERROR, String::new()))
             }
-        }
-    }
-
-    /// The permits every request takes, by which the header fields count
-    /// whole requests; a computed cost has none, so its fields count permits.
-    pub(super) fn per_request(&self) -> u64 {
-        match self {
-            Cost::Fixed(cost) => *cost,
-            Cost::By { .. } => 1,
         }
     }
 }

@@ -6,6 +6,7 @@ use super::headers::HeaderStyle;
 use super::key::{KeyBy, MissingKey};
 use super::limits::Limits;
 use super::per_request::PerRequest;
+use super::quota::QuotaUnit;
 use super::service::{RateLimitService, Shared};
 use super::source::Source;
 use super::tiers::Tiers;
@@ -316,6 +317,7 @@ impl RateLimitLayer {
             limits,
             key: KeyBy::client_ip(TrustedProxies::none()),
             cost: Cost::Fixed(1),
+            unit: QuotaUnit::Requests,
             missing_key: MissingKey::default(),
             headers_on_allowed: true,
             style: HeaderStyle::default(),

@@ -5,6 +5,7 @@
 use super::cost::Cost;
 use super::headers::HeaderStyle;
 use super::key::{KeyBy, MissingKey};
+use super::quota::QuotaUnit;
 use super::RateLimitLayer;
 use crate::{OnError, RateLimited};
 use axum::extract::Request;
@@ -49,6 +50,8 @@ impl RateLimitLayer {
     ///   requests a default instead, return it for them. A `cost_of` that
     ///   panics answers a plain `500`, charges nothing, and is logged once
     ///   at ERROR.
+    /// - [`quota_unit`](Self::quota_unit) names what a permit is, when it is
+    ///   not a request.
     /// - [`refund_on`](Self::refund_on) gives back exactly what the request
     ///   took; a dry run decides each request at its own cost; under a
     ///   [`Policy::concurrency`](crate::Policy::concurrency) the request
@@ -77,7 +80,7 @@ impl RateLimitLayer {
     /// assert_eq!(three.headers()["ratelimit"], r#""10/1m";r=7;t=60"#);
     /// assert_eq!(app.call(batch("5")).await.unwrap().headers()["ratelimit"], r#""10/1m";r=2;t=60"#);
     /// let four = app.call(batch("4")).await.unwrap();
-    /// assert_eq!((four.status().as_u16(), &four.headers()["retry-after"]), (429, "60"));
+    /// assert_eq!((four.status().as_u16(), four.headers()["retry-after"].to_str().unwrap()), (429, "60"));
     /// assert_eq!(four.headers()["ratelimit"], r#""10/1m";r=2;t=60"#, "a denial takes nothing");
     /// assert_eq!(app.call(batch("2")).await.unwrap().headers()["ratelimit"], r#""10/1m";r=0;t=60"#);
     ///
@@ -88,6 +91,42 @@ impl RateLimitLayer {
     /// ```
     pub fn cost_by(mut self, cost_of: impl Fn(&Request) -> Option<u64> + Send + Sync + 'static) -> RateLimitLayer {
         Arc::make_mut(&mut self.shared).cost = Cost::by(cost_of);
+        self
+    }
+
+    /// What one permit is (default [`QuotaUnit::Requests`]): any other unit
+    /// is stated as `qu` on `RateLimit-Policy`, and the fields count
+    /// permits in it, even at a fixed [`cost`](Self::cost). For an upload
+    /// charged by its size with [`cost_by`](Self::cost_by),
+    /// [`QuotaUnit::ContentBytes`]. A concurrency policy's items keep their
+    /// own unit, requests in flight.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, http::header::CONTENT_LENGTH, routing::put, Router};
+    /// use redlimit::http::{KeyBy, QuotaUnit, RateLimitLayer};
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use tower_service::Service;
+    ///
+    /// // A megabyte of uploads per user an hour, charged by each upload's declared size.
+    /// let limiter = Limiter::new("uploads", Policy::fixed_window("1000000/1h")?, &Store::memory().with_clock(ManualClock::new()));
+    /// let layer = RateLimitLayer::from_limiter(limiter)
+    ///     .key(KeyBy::header("x-user")?)
+    ///     .cost_by(|request: &Request| request.headers().get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok())
+    ///     .quota_unit(QuotaUnit::ContentBytes);
+    /// let mut app = Router::new().route("/upload", put(|| async { "stored" })).layer(layer);
+    /// let upload = |bytes: usize| {
+    ///     let request = Request::builder().method("PUT").uri("/upload").header("x-user", "ann");
+    ///     request.header(CONTENT_LENGTH, bytes).body(Body::from(vec![0u8; bytes])).unwrap()
+    /// };
+    ///
+    /// let stored = app.call(upload(4096)).await.unwrap();
+    /// assert_eq!(stored.headers()["ratelimit-policy"], r#""1000000/1h";q=1000000;w=3600;qu="content-bytes""#);
+    /// assert_eq!(stored.headers()["ratelimit"], r#""1000000/1h";r=995904;t=3600"#);
+    /// # Ok(()) }
+    /// ```
+    pub fn quota_unit(mut self, unit: QuotaUnit) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).unit = unit;
         self
     }
 

@@ -3,10 +3,11 @@
 //! route and add the header fields.
 
 use super::cost::Cost;
-use super::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, HeaderStyle};
+use super::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, Counted, HeaderStyle};
 use super::held_body::holding;
 use super::key::{KeyBy, MissingKey};
 use super::limits::Limits;
+use super::quota::QuotaUnit;
 use super::response::{problem, respond};
 use super::source::Source;
 use crate::refund::SiteRefunds;
@@ -26,6 +27,8 @@ pub(super) struct Shared {
     pub(super) limits: Limits,
     pub(super) key: KeyBy,
     pub(super) cost: Cost,
+    /// What a permit is, when the fields count permits.
+    pub(super) unit: QuotaUnit,
     pub(super) missing_key: MissingKey,
     pub(super) headers_on_allowed: bool,
     pub(super) style: HeaderStyle,
@@ -116,10 +119,10 @@ impl Admitted {
         if !self.stated || !shared.headers_on_allowed {
             return None;
         }
-        let (policy, style, per_request) = (self.limiter.policy(), shared.style, shared.cost.per_request());
+        let (policy, style) = (self.limiter.policy(), shared.style);
         let decision = self.refunded.as_ref().unwrap_or(self.permit.decision());
         let mut fields = HeaderMap::new();
-        insert_rate_limit_headers_per_request(&mut fields, policy, decision, style, per_request);
+        insert_rate_limit_headers_per_request(&mut fields, policy, decision, style, shared.counted());
         Some(fields)
     }
 
@@ -152,6 +155,16 @@ impl Admitted {
 impl Shared {
     fn name(&self) -> &str {
         self.limits.name()
+    }
+
+    /// What the fields count: whole requests of a fixed cost in requests,
+    /// else permits (requests no longer cost the same, or a permit is
+    /// another unit).
+    fn counted(&self) -> Counted {
+        match (&self.cost, self.unit) {
+            (Cost::Fixed(cost), QuotaUnit::Requests) => Counted::Requests(*cost),
+            (_, unit) => Counted::Permits(unit),
+        }
     }
 
     fn is_exempt(&self, request: &Request) -> bool {
@@ -203,8 +216,7 @@ impl Shared {
                 Verdict::Pass(Some(Admitted { permit, limiter, key, cost, taken, stated, refunded: None }))
             }
             Err(denied) => {
-                let per_request = self.cost.per_request();
-                let response = respond(&denied, Some(limiter.policy()), self.style, per_request, cost);
+                let response = respond(&denied, Some(limiter.policy()), self.style, self.counted(), cost);
                 Verdict::Denied(Box::new(denied), response)
             }
         }
