@@ -34,6 +34,7 @@ use std::sync::Arc;
 /// cannot decide, the limiter's [`OnError`] applies (503 under `Deny`).
 /// [`exempt`](Self::exempt) lets chosen requests through uncounted,
 /// [`on_rejected`](Self::on_rejected) builds your own response to a denial,
+/// [`cost_by`](Self::cost_by) charges each request a cost computed from it,
 /// [`tiered`](Self::tiered) chooses the policy per request among tiers,
 /// [`per_request`](Self::per_request) computes it from the request, and
 /// [`per_route`](Self::per_route) gives every route of a router its own limit.
