@@ -109,7 +109,8 @@ struct Admitted {
     /// is stated in header fields.
     stated: bool,
     /// The key's state after a refund, which the fields state instead.
-    refunded: Option<Decision>,
+    /// Boxed: refunds are rare, and every admitted request carries this.
+    refunded: Option<Box<Decision>>,
 }
 
 impl Admitted {
@@ -120,7 +121,7 @@ impl Admitted {
             return None;
         }
         let (policy, style) = (self.limiter.policy(), shared.style);
-        let decision = self.refunded.as_ref().unwrap_or(self.permit.decision());
+        let decision = self.refunded.as_deref().unwrap_or(self.permit.decision());
         let mut fields = HeaderMap::new();
         insert_rate_limit_headers_per_request(&mut fields, policy, decision, style, shared.counted());
         Some(fields)
@@ -133,7 +134,7 @@ impl Admitted {
         // A cost of 0 took nothing: there is nothing to give back.
         if self.taken && self.cost > 0 && refund_on(status) {
             let (name, limiter) = (self.limiter.name(), &self.limiter);
-            self.refunded = shared.refunds.refund(name, limiter, &self.key, self.cost).await;
+            self.refunded = shared.refunds.refund(name, limiter, &self.key, self.cost).await.map(Box::new);
         }
         self
     }
