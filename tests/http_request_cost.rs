@@ -85,6 +85,8 @@ async fn each_request_is_charged_its_own_cost_and_its_fields_say_so() {
     for (at, store) in &stores.each {
         let limiter = Limiter::new(format!("cost_window_{at}"), Policy::fixed_window("10/1m").unwrap(), store);
         let mut app = app(layer(&limiter));
+        let untouched = call(&mut app, "/", "0").await;
+        assert_eq!(header(&untouched, "ratelimit").as_deref(), Some(r#""10/1m";r=10;t=0"#), "{at}: stated, not taken");
         let first = call(&mut app, "/", "3").await;
         assert_eq!(header(&first, "ratelimit-policy").as_deref(), Some(r#""10/1m";q=10;w=60"#), "{at}: in permits");
         assert_eq!(header(&first, "ratelimit").as_deref(), Some(r#""10/1m";r=7;t=60"#), "{at}");
