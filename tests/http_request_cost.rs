@@ -3,8 +3,9 @@
 //! permits); a denial takes nothing, a cost of 0 takes nothing, a cost the
 //! policy can never admit is denied without `Retry-After`, a refund gives
 //! back what the request took, and a request whose cost cannot be read is
-//! answered without being charged. On the memory store and on Redis, both
-//! on a manual clock.
+//! answered without being charged; a dry run, `on_error`, a concurrency
+//! policy and `quota_unit` each count the request's own cost. On the
+//! memory store and on Redis, both on a manual clock.
 
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -321,4 +322,24 @@ async fn uploads_charged_by_size_state_content_bytes() {
         assert_eq!((never.status().as_u16(), header(&never, "retry-after")), (429, None), "{at}");
         assert_eq!(limiter.peek("k", 0).await.unwrap().remaining, 400, "{at}");
     }
+}
+
+/// The store down: `on_error` settles each request as at a fixed cost
+/// (`allow` lets it through unstated and uncharged, `deny` answers 503,
+/// `local` decides it at its own cost in memory).
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn on_error_settles_a_computed_cost_as_a_fixed_one() {
+    use redlimit::OnError;
+    let mut server = redlimit_test_support::redis_server::RedisServer::start();
+    let store = Store::redis(&server.url()).await.unwrap().with_clock(ManualClock::new());
+    server.kill();
+    let limiter = Limiter::new("cost_down", Policy::fixed_window("10/1m").unwrap(), &store);
+    let mut allow = app(layer(&limiter.clone().with_on_error(OnError::Allow)));
+    assert_eq!(ask(&mut allow, "/", "11").await, (200, -1, -1, None), "let through, nothing stated");
+    let mut deny = app(layer(&limiter.clone().with_on_error(OnError::Deny)));
+    assert_eq!(ask(&mut deny, "/", "3").await, (503, -1, -1, None));
+    let mut local = app(layer(&limiter.with_on_error(OnError::Local)));
+    assert_eq!(ask(&mut local, "/", "4").await, (200, 6, 60, None), "decided in memory at its cost");
+    assert_eq!(ask(&mut local, "/", "7").await, (429, 6, 60, secs(60)));
 }

@@ -53,7 +53,9 @@ impl RateLimitLayer {
     /// - [`quota_unit`](Self::quota_unit) names what a permit is, when it is
     ///   not a request.
     /// - [`refund_on`](Self::refund_on) gives back exactly what the request
-    ///   took; a dry run decides each request at its own cost; under a
+    ///   took; a dry run decides each request at its own cost, and so does
+    ///   [`OnError::Local`] (under `Allow` a request the store could not
+    ///   decide passes uncharged and unstated); under a
     ///   [`Policy::concurrency`](crate::Policy::concurrency) the request
     ///   holds that many permits while it is served.
     ///
