@@ -177,18 +177,30 @@ pub(crate) fn merge_rate_limit_fields(headers: &mut HeaderMap, fields: &HeaderMa
     }
 }
 
-/// The fields for a route whose every request takes `cost` permits (a
-/// layer's [`cost`](super::RateLimitLayer::cost)): restated in requests, the
-/// draft's default unit, so `q`, `r` and the legacy counts are whole
-/// requests and a bucket's `t` waits for a whole request's permits.
+/// What a layer's fields count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Counted {
+    /// Whole requests of this many permits each (a layer's fixed
+    /// [`cost`](super::RateLimitLayer::cost)), in the draft's default unit,
+    /// so `q`, `r` and the legacy counts are whole requests and a bucket's
+    /// `t` waits for a whole request's permits.
+    Requests(u64),
+    /// Permits, stated in this unit: requests cost what each computes.
+    Permits(QuotaUnit),
+}
+
+/// The fields for a layer's route, counted as `counted` says.
 pub(crate) fn insert_rate_limit_headers_per_request(
     headers: &mut HeaderMap,
     policy: &Policy,
     decision: &Decision,
     style: HeaderStyle,
-    cost: u64,
+    counted: Counted,
 ) {
-    write_fields(headers, policy, decision, style, QuotaUnit::Requests, cost.max(1));
+    match counted {
+        Counted::Requests(cost) => write_fields(headers, policy, decision, style, QuotaUnit::Requests, cost.max(1)),
+        Counted::Permits(unit) => write_fields(headers, policy, decision, style, unit, 1),
+    }
 }
 
 fn write_fields(
@@ -269,6 +281,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cost_per_request_is_restated_in_whole_requests() {
+        const REQUESTS_OF_3: Counted = Counted::Requests(3);
         use crate::{Limiter, ManualClock, Store};
         let store = Store::memory().with_clock(ManualClock::new());
         let field = |h: &HeaderMap, name: &HeaderName| h[name].to_str().unwrap().to_owned();
@@ -284,7 +297,13 @@ mod tests {
         for (i, (expected, retry_after)) in table.into_iter().enumerate() {
             let decision = bucket.check("k", 3).await.unwrap();
             let mut headers = HeaderMap::new();
-            insert_rate_limit_headers_per_request(&mut headers, bucket.policy(), &decision, HeaderStyle::Draft, 3);
+            insert_rate_limit_headers_per_request(
+                &mut headers,
+                bucket.policy(),
+                &decision,
+                HeaderStyle::Draft,
+                REQUESTS_OF_3,
+            );
             assert_eq!(field(&headers, &RATELIMIT_POLICY), r#""token_bucket 10 per 1/1s";q=3;w=10"#, "call {i}");
             assert_eq!(field(&headers, &RATELIMIT), expected, "call {i}");
             assert_eq!(headers.get(RETRY_AFTER).map(|v| v.to_str().unwrap()), retry_after, "call {i}");
@@ -292,7 +311,13 @@ mod tests {
         let window = Limiter::new("w", Policy::fixed_window("10/1m").unwrap(), &store);
         let mut headers = HeaderMap::new();
         let decision = window.check("k", 3).await.unwrap();
-        insert_rate_limit_headers_per_request(&mut headers, window.policy(), &decision, HeaderStyle::DraftAndLegacy, 3);
+        insert_rate_limit_headers_per_request(
+            &mut headers,
+            window.policy(),
+            &decision,
+            HeaderStyle::DraftAndLegacy,
+            REQUESTS_OF_3,
+        );
         assert_eq!(field(&headers, &RATELIMIT_POLICY), r#""10/1m";q=3;w=60"#);
         assert_eq!(field(&headers, &RATELIMIT), r#""10/1m";r=2;t=60"#);
         assert_eq!(

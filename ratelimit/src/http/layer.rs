@@ -1,10 +1,12 @@
 //! [`RateLimitLayer`]: a tower layer that limits any route by a request key
 //! (its options and where its limiter comes from; `service.rs` decides).
 
+use super::cost::Cost;
 use super::headers::HeaderStyle;
 use super::key::{KeyBy, MissingKey};
 use super::limits::Limits;
 use super::per_request::PerRequest;
+use super::quota::QuotaUnit;
 use super::service::{RateLimitService, Shared};
 use super::source::Source;
 use super::tiers::Tiers;
@@ -32,6 +34,7 @@ use std::sync::Arc;
 /// cannot decide, the limiter's [`OnError`] applies (503 under `Deny`).
 /// [`exempt`](Self::exempt) lets chosen requests through uncounted,
 /// [`on_rejected`](Self::on_rejected) builds your own response to a denial,
+/// [`cost_by`](Self::cost_by) charges each request a cost computed from it,
 /// [`tiered`](Self::tiered) chooses the policy per request among tiers,
 /// [`per_request`](Self::per_request) computes it from the request, and
 /// [`per_route`](Self::per_route) gives every route of a router its own limit.
@@ -314,7 +317,8 @@ impl RateLimitLayer {
         let shared = Shared {
             limits,
             key: KeyBy::client_ip(TrustedProxies::none()),
-            cost: 1,
+            cost: Cost::Fixed(1),
+            unit: QuotaUnit::Requests,
             missing_key: MissingKey::default(),
             headers_on_allowed: true,
             style: HeaderStyle::default(),

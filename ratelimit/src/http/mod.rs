@@ -10,7 +10,8 @@
 //!   functions decided on the response of the request that called them.
 //! - [`RateLimitLayer`] limits the routes it wraps by client IP (behind
 //!   [`TrustedProxies`]), a header, or a function of the request ([`KeyBy`]);
-//!   it can exempt requests, shape its rejections, and choose a policy per
+//!   it can exempt requests, shape its rejections, charge each request a
+//!   cost computed from it ([`RateLimitLayer::cost_by`]), and choose a policy per
 //!   request among [`Tiers`] or compute it from the request
 //!   ([`RateLimitLayer::per_request`]), or give every route of a router its
 //!   own limit ([`RateLimitLayer::per_route`], [`RouteLimits`]). Under a
@@ -19,6 +20,7 @@
 //!   flight (`qu="concurrent-requests"`, no `w` or `t`).
 
 mod client_ip;
+mod cost;
 mod decisions;
 mod field_text;
 mod forwarded;

@@ -2,8 +2,10 @@
 //! and exempted (`layer.rs` builds the layer and says where its limiter
 //! comes from).
 
+use super::cost::Cost;
 use super::headers::HeaderStyle;
 use super::key::{KeyBy, MissingKey};
+use super::quota::QuotaUnit;
 use super::RateLimitLayer;
 use crate::{OnError, RateLimited};
 use axum::extract::Request;
@@ -18,9 +20,115 @@ impl RateLimitLayer {
         self
     }
 
-    /// Permits each request takes (default 1).
+    /// Permits each request takes (default 1), in place of a
+    /// [`cost_by`](Self::cost_by) set before it (the last one set wins). The
+    /// header fields count whole requests of this cost: under `10/1m` at a
+    /// cost of 2, `q=5`.
     pub fn cost(mut self, cost: u64) -> RateLimitLayer {
-        Arc::make_mut(&mut self.shared).cost = cost;
+        Arc::make_mut(&mut self.shared).cost = Cost::Fixed(cost);
+        self
+    }
+
+    /// Charges each request the permits `cost_of` computes from it (items
+    /// in a batch, a weight by method or route, an upload's
+    /// `Content-Length`), in place of a fixed [`cost`](Self::cost) set
+    /// before it (the last one set wins). Called once per counted request,
+    /// after its key is found: never for an exempt request or one without a
+    /// key.
+    ///
+    /// - The header fields count permits, not requests (requests no longer
+    ///   cost the same): `q` is the policy's own quota, `r` what is left
+    ///   after this request's cost, and a denial's `Retry-After` the wait
+    ///   until this request's cost would pass.
+    /// - The library's conventions hold per request: a cost of 0 takes
+    ///   nothing and states the key; a denied request takes nothing; a cost
+    ///   above what the policy can ever admit is denied with no
+    ///   `Retry-After` and a `detail` saying it can never pass.
+    /// - `None` means the request does not say what it costs (a missing or
+    ///   malformed header): it is answered `400 Bad Request` (problem+json),
+    ///   charged nothing, and never reaches the route. To charge such
+    ///   requests a default instead, return it for them. A `cost_of` that
+    ///   panics answers a plain `500`, charges nothing, and is logged once
+    ///   at ERROR.
+    /// - [`quota_unit`](Self::quota_unit) names what a permit is, when it is
+    ///   not a request.
+    /// - [`refund_on`](Self::refund_on) gives back exactly what the request
+    ///   took; a dry run decides each request at its own cost, and so does
+    ///   [`OnError::Local`] (under `Allow` a request the store could not
+    ///   decide passes uncharged and unstated); under a
+    ///   [`Policy::concurrency`](crate::Policy::concurrency) the request
+    ///   holds that many permits while it is served.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, routing::post, Router};
+    /// use redlimit::http::{KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use tower_service::Service;
+    ///
+    /// // A batch endpoint: each item of a batch costs one permit.
+    /// let limiter = Limiter::new("batch", Policy::fixed_window("10/1m")?, &Store::memory().with_clock(ManualClock::new()));
+    /// let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key")?).cost_by(|request: &Request| {
+    ///     request.headers().get("x-items")?.to_str().ok()?.parse().ok()
+    /// });
+    /// let mut app = Router::new().route("/batch", post(|| async { "done" })).layer(layer);
+    /// let batch = |items: &str| {
+    ///     let request = Request::builder().method("POST").uri("/batch").header("x-api-key", "k");
+    ///     request.header("x-items", items).body(Body::empty()).unwrap()
+    /// };
+    ///
+    /// let three = app.call(batch("3")).await.unwrap();
+    /// assert_eq!(three.headers()["ratelimit-policy"], r#""10/1m";q=10;w=60"#);
+    /// assert_eq!(three.headers()["ratelimit"], r#""10/1m";r=7;t=60"#);
+    /// assert_eq!(app.call(batch("5")).await.unwrap().headers()["ratelimit"], r#""10/1m";r=2;t=60"#);
+    /// let four = app.call(batch("4")).await.unwrap();
+    /// assert_eq!((four.status().as_u16(), four.headers()["retry-after"].to_str().unwrap()), (429, "60"));
+    /// assert_eq!(four.headers()["ratelimit"], r#""10/1m";r=2;t=60"#, "a denial takes nothing");
+    /// assert_eq!(app.call(batch("2")).await.unwrap().headers()["ratelimit"], r#""10/1m";r=0;t=60"#);
+    ///
+    /// let too_big = app.call(batch("11")).await.unwrap();
+    /// assert_eq!((too_big.status().as_u16(), too_big.headers().get("retry-after")), (429, None), "can never pass");
+    /// assert_eq!(app.call(batch("many")).await.unwrap().status(), 400, "no cost can be read");
+    /// # Ok(()) }
+    /// ```
+    pub fn cost_by(mut self, cost_of: impl Fn(&Request) -> Option<u64> + Send + Sync + 'static) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).cost = Cost::by(cost_of);
+        self
+    }
+
+    /// What one permit is (default [`QuotaUnit::Requests`]): any other unit
+    /// is stated as `qu` on `RateLimit-Policy`, and the fields count
+    /// permits in it, even at a fixed [`cost`](Self::cost). For an upload
+    /// charged by its size with [`cost_by`](Self::cost_by),
+    /// [`QuotaUnit::ContentBytes`]. A concurrency policy's items keep their
+    /// own unit, requests in flight.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, http::header::CONTENT_LENGTH, routing::put, Router};
+    /// use redlimit::http::{KeyBy, QuotaUnit, RateLimitLayer};
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use tower_service::Service;
+    ///
+    /// // A megabyte of uploads per user an hour, charged by each upload's declared size.
+    /// let limiter = Limiter::new("uploads", Policy::fixed_window("1000000/1h")?, &Store::memory().with_clock(ManualClock::new()));
+    /// let layer = RateLimitLayer::from_limiter(limiter)
+    ///     .key(KeyBy::header("x-user")?)
+    ///     .cost_by(|request: &Request| request.headers().get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok())
+    ///     .quota_unit(QuotaUnit::ContentBytes);
+    /// let mut app = Router::new().route("/upload", put(|| async { "stored" })).layer(layer);
+    /// let upload = |bytes: usize| {
+    ///     let request = Request::builder().method("PUT").uri("/upload").header("x-user", "ann");
+    ///     request.header(CONTENT_LENGTH, bytes).body(Body::from(vec![0u8; bytes])).unwrap()
+    /// };
+    ///
+    /// let stored = app.call(upload(4096)).await.unwrap();
+    /// assert_eq!(stored.headers()["ratelimit-policy"], r#""1000000/1h";q=1000000;w=3600;qu="content-bytes""#);
+    /// assert_eq!(stored.headers()["ratelimit"], r#""1000000/1h";r=995904;t=3600"#);
+    /// # Ok(()) }
+    /// ```
+    pub fn quota_unit(mut self, unit: QuotaUnit) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).unit = unit;
         self
     }
 

@@ -1,7 +1,7 @@
 //! A denial as an HTTP response: 429 (or 503 when the store could not
 //! decide), its header fields, and an `application/problem+json` body.
 
-use super::headers::{insert_rate_limit_headers_per_request, retry_after_secs, HeaderStyle};
+use super::headers::{insert_rate_limit_headers_per_request, retry_after_secs, Counted, HeaderStyle};
 use super::quota::PolicyItem;
 use crate::{AlgorithmKind, Decision, DenialReason, Policy, RateLimited};
 use axum::http::header::{HeaderMap, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
@@ -93,7 +93,7 @@ impl IntoResponse for RateLimited {
 /// # Ok(()) }
 /// ```
 pub fn denial_response(denied: &RateLimited, style: HeaderStyle) -> Response {
-    respond(denied, denied.policy(), style, 1)
+    respond(denied, denied.policy(), style, Counted::Requests(1), 1)
 }
 
 /// The problem type of a 429 (draft-ietf-httpapi-ratelimit-headers, "Quota
@@ -101,13 +101,20 @@ pub fn denial_response(denied: &RateLimited, style: HeaderStyle) -> Response {
 /// the `violated-policies` member.
 pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 
-/// [`denial_response`] when the caller already holds the policy; `cost` is
-/// the permits one request takes, so the fields count whole requests.
-pub(crate) fn respond(denied: &RateLimited, policy: Option<&Policy>, style: HeaderStyle, cost: u64) -> Response {
+/// [`denial_response`] when the caller already holds the policy: the
+/// fields count as `counted` says, and `cost` is what the denied request
+/// asked for.
+pub(crate) fn respond(
+    denied: &RateLimited,
+    policy: Option<&Policy>,
+    style: HeaderStyle,
+    counted: Counted,
+    cost: u64,
+) -> Response {
     match policy {
         Some(policy) if denied.reason() == DenialReason::Limited => {
             let mut headers = HeaderMap::new();
-            insert_rate_limit_headers_per_request(&mut headers, policy, denied.decision(), style, cost);
+            insert_rate_limit_headers_per_request(&mut headers, policy, denied.decision(), style, counted);
             // The body repeats the wait `Retry-After` states, read back so the two never differ.
             let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()?.parse().ok());
             let status = StatusCode::TOO_MANY_REQUESTS;

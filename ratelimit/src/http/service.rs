@@ -2,10 +2,12 @@
 //! does with each request: find its key, ask the limiter, answer or call the
 //! route and add the header fields.
 
-use super::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, HeaderStyle};
+use super::cost::Cost;
+use super::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, Counted, HeaderStyle};
 use super::held_body::holding;
 use super::key::{KeyBy, MissingKey};
 use super::limits::Limits;
+use super::quota::QuotaUnit;
 use super::response::{problem, respond};
 use super::source::Source;
 use crate::refund::SiteRefunds;
@@ -24,7 +26,9 @@ use std::task::{Context, Poll};
 pub(super) struct Shared {
     pub(super) limits: Limits,
     pub(super) key: KeyBy,
-    pub(super) cost: u64,
+    pub(super) cost: Cost,
+    /// What a permit is, when the fields count permits.
+    pub(super) unit: QuotaUnit,
     pub(super) missing_key: MissingKey,
     pub(super) headers_on_allowed: bool,
     pub(super) style: HeaderStyle,
@@ -97,13 +101,16 @@ struct Admitted {
     permit: Permit,
     limiter: Limiter,
     key: Vec<u8>,
+    /// The permits this request asked for: what a refund gives back.
+    cost: u64,
     /// Whether the store took the request's permits: what a refund may give back.
     taken: bool,
     /// Whether the decision says something true about the limit, and so
     /// is stated in header fields.
     stated: bool,
     /// The key's state after a refund, which the fields state instead.
-    refunded: Option<Decision>,
+    /// Boxed: refunds are rare, and every admitted request carries this.
+    refunded: Option<Box<Decision>>,
 }
 
 impl Admitted {
@@ -113,10 +120,10 @@ impl Admitted {
         if !self.stated || !shared.headers_on_allowed {
             return None;
         }
-        let (policy, style, cost) = (self.limiter.policy(), shared.style, shared.cost);
-        let decision = self.refunded.as_ref().unwrap_or(self.permit.decision());
+        let (policy, style) = (self.limiter.policy(), shared.style);
+        let decision = self.refunded.as_deref().unwrap_or(self.permit.decision());
         let mut fields = HeaderMap::new();
-        insert_rate_limit_headers_per_request(&mut fields, policy, decision, style, cost);
+        insert_rate_limit_headers_per_request(&mut fields, policy, decision, style, shared.counted());
         Some(fields)
     }
 
@@ -124,9 +131,10 @@ impl Admitted {
     /// `refund_on` says its response's `status` did not use them.
     async fn refund_if(mut self, status: StatusCode, shared: &Shared) -> Admitted {
         let Some(refund_on) = &shared.refund_on else { return self };
-        if self.taken && refund_on(status) {
+        // A cost of 0 took nothing: there is nothing to give back.
+        if self.taken && self.cost > 0 && refund_on(status) {
             let (name, limiter) = (self.limiter.name(), &self.limiter);
-            self.refunded = shared.refunds.refund(name, limiter, &self.key, shared.cost).await;
+            self.refunded = shared.refunds.refund(name, limiter, &self.key, self.cost).await.map(Box::new);
         }
         self
     }
@@ -148,6 +156,16 @@ impl Admitted {
 impl Shared {
     fn name(&self) -> &str {
         self.limits.name()
+    }
+
+    /// What the fields count: whole requests of a fixed cost in requests,
+    /// else permits (requests no longer cost the same, or a permit is
+    /// another unit).
+    fn counted(&self) -> Counted {
+        match (&self.cost, self.unit) {
+            (Cost::Fixed(cost), QuotaUnit::Requests) => Counted::Requests(*cost),
+            (_, unit) => Counted::Permits(unit),
+        }
     }
 
     fn is_exempt(&self, request: &Request) -> bool {
@@ -181,23 +199,25 @@ impl Shared {
         }
     }
 
-    /// Decides one request on `source`'s limiter, by `policy` when the request gave one.
-    async fn decide(&self, source: Source, policy: Option<Policy>, key: Vec<u8>) -> Verdict {
+    /// Decides one request of `cost` permits on `source`'s limiter, by
+    /// `policy` when the request gave one.
+    async fn decide(&self, source: Source, policy: Option<Policy>, key: Vec<u8>, cost: u64) -> Verdict {
         let limiter = match source.limiter(policy.as_ref()).await {
             Ok(limiter) if self.dry_run => limiter.with_dry_run(true),
             Ok(limiter) => limiter,
             Err(why) => return self.without_policy(&source, &why, &key),
         };
-        match limiter.acquire_by(&key, self.cost, None).await {
+        match limiter.acquire_by(&key, cost, None).await {
             Ok((permit, taken)) => {
-                // A decision with nothing to reset was not made by a store (the
-                // store failed and `on_error = allow` let the call through): it
-                // says nothing true about the limit, so no header fields.
-                let stated = !permit.decision().reset_after.is_zero();
-                Verdict::Pass(Some(Admitted { permit, limiter, key, taken, stated, refunded: None }))
+                // A decision with nothing to reset and taken from no store (the
+                // store failed and `on_error = allow` let the call through)
+                // says nothing true about the limit, so no header fields; a
+                // store's answer to a cost of 0 on an untouched key does.
+                let stated = taken || !permit.decision().reset_after.is_zero();
+                Verdict::Pass(Some(Admitted { permit, limiter, key, cost, taken, stated, refunded: None }))
             }
             Err(denied) => {
-                let response = respond(&denied, Some(limiter.policy()), self.style, self.cost);
+                let response = respond(&denied, Some(limiter.policy()), self.style, self.counted(), cost);
                 Verdict::Denied(Box::new(denied), response)
             }
         }
@@ -244,13 +264,18 @@ where
             return Box::pin(async move { Ok(inner.call(request).await?.into_response()) });
         }
         // An exempt route passes before its key is looked for, as `exempt` does.
+        // The cost is computed only for a request that will be counted, once
+        // it is known to have a key, and travels with it: never the layer's.
         let key = shared.limits.choose(&request).and_then(|chosen| match chosen {
-            Some(chosen) => Ok(shared.key_of(&request)?.map(|key| chosen.keyed(key))),
+            Some(chosen) => match shared.key_of(&request)? {
+                Some(key) => Ok(Some((chosen.keyed(key), shared.cost.of(&request, shared.name())?))),
+                None => Ok(None),
+            },
             None => Ok(None),
         });
         Box::pin(async move {
             let verdict = match key {
-                Ok(Some((source, policy, key))) => shared.decide(source, policy, key).await,
+                Ok(Some(((source, policy, key), cost))) => shared.decide(source, policy, key, cost).await,
                 Ok(None) => Verdict::Pass(None),
                 Err((status, detail)) => Verdict::Respond(problem(status, &detail, None)),
             };
