@@ -1,5 +1,5 @@
 -- batch.lua: joined last in every script, after the function
--- `decider(policy)` (scripts.rs): reads the policy once and returns
+-- `decider(policy)` (fragments.rs): reads the policy once and returns
 -- `decide(key, cost, kind, now, slack, permit)`, which decides one call
 -- under it (prelude.lua says what each value means). Here: the calls a
 -- script call carries, and their values.
