@@ -1,7 +1,7 @@
 #![cfg(feature = "redis")]
 //! With the server clock, gcra.lua, token_bucket.lua and leaky_bucket.lua
 //! set a key's TTL only when its reset moves into a new second (to that
-//! second's end) and otherwise keep it (`SET ... KEEPTTL`).
+//! second's end) and otherwise keep it (`SETRANGE key 0 state`).
 //! Whatever they do, a key must outlive its reset and live at most about
 //! 1 s past it.
 

@@ -1,5 +1,5 @@
 -- batch.lua: joined last in every script, after the function
--- `decider(policy)` (scripts.rs): reads the policy once and returns
+-- `decider(policy)` (fragments.rs): reads the policy once and returns
 -- `decide(key, cost, kind, now, slack, permit)`, which decides one call
 -- under it (prelude.lua says what each value means). Here: the calls a
 -- script call carries, and their values.
@@ -91,26 +91,40 @@ end
 local keys, argv = KEYS, ARGV
 -- A bucket reply's two numbers (set_state.lua) go to `numbers`, packed at
 -- the end: a batch of them all answered is one pack, one string.
-local replies, numbers, read_policy, decide, joined = {}, {}, false, false, true
-for j = 1, m do
-  local policy = argv[policy_at + (shared and 1 or j)]
-  if policy ~= read_policy then read_policy, decide = policy, decider(policy) end
-  local key = key_at and argv[key_at + j] or keys[j]
-  local ok, reply, now
-  -- The common call's word is empty, so it needs no unpacking.
-  if width == 0 then
-    ok, reply, now = pcall(decide, key, 1, 0, nil, 0)
-  else
-    ok, reply, now = pcall(decide, key, word(j))
+local replies, numbers, joined = {}, {}, true
+
+-- A call's place in `replies` when it did not answer with the bucket reply:
+-- its failure as a table of its one string, or its reply.
+local function settled(ok, reply)
+  joined = false
+  if ok then return reply end
+  if type(reply) == 'table' and reply.err then return {reply.err} end
+  return {tostring(reply)}
+end
+
+if shared and width == 0 and not key_at then
+  -- The common batch: one policy, every call the common call, every key
+  -- declared, so its loop reads nothing but each key (every bytecode
+  -- counts, once per call).
+  local decide = decider(argv[policy_at + 1])
+  for j = 1, m do
+    local ok, reply, now = pcall(decide, keys[j], 1, 0, nil, 0)
+    if ok and now then numbers[2 * j - 1], numbers[2 * j] = reply, now else replies[j] = settled(ok, reply) end
   end
-  if not ok then
-    joined = false
-    if type(reply) == 'table' and reply.err then replies[j] = {reply.err} else replies[j] = {tostring(reply)} end
-  elseif now then
-    numbers[2 * j - 1], numbers[2 * j] = reply, now
-  else
-    joined = false
-    replies[j] = reply
+else
+  local read_policy, decide = false, false
+  for j = 1, m do
+    local policy = argv[policy_at + (shared and 1 or j)]
+    if policy ~= read_policy then read_policy, decide = policy, decider(policy) end
+    local key = key_at and argv[key_at + j] or keys[j]
+    local ok, reply, now
+    -- The common call's word is empty, so it needs no unpacking.
+    if width == 0 then
+      ok, reply, now = pcall(decide, key, 1, 0, nil, 0)
+    else
+      ok, reply, now = pcall(decide, key, word(j))
+    end
+    if ok and now then numbers[2 * j - 1], numbers[2 * j] = reply, now else replies[j] = settled(ok, reply) end
   end
 end
 if joined then return struct_pack('<' .. string.rep('d', 2 * m), unpack(numbers)) end

@@ -24,7 +24,7 @@
 -- moves it back by cost emission intervals, never before now. With the
 -- server clock a TTL runs to the end of the second holding
 -- ceil(TAT), and a write whose ceil(TAT) falls in the second of the TAT it
--- replaces keeps it (set_state.lua). Under another rate, the debt it left
+-- replaces, in a state of the same length, keeps it (set_state.lua). Under another rate, the debt it left
 -- is the same permits owed, counted in this rate's units and rounded up
 -- (never more room), so a key keeps what it used across a change of its
 -- policy's numbers.
@@ -87,7 +87,8 @@ if ahead then
       value, reset = struct_pack('<dddd', now + whole, rem, n, p), whole + 1
     end
   end
-  -- e = ceil(new TAT); its second, against covered's.
+  -- e = ceil(new TAT); its second, against covered's; a state of the same
+  -- length is overwritten in place (set_state.lua).
   e = now + reset
-  kept = covered and e - e % 1000000 == covered - covered % 1000000
+  kept = covered and #v == #value and e - e % 1000000 == covered - covered % 1000000
 end

@@ -1,5 +1,5 @@
 -- prelude.lua: the contract every script shares. One script per family
--- of algorithm (ratelimit/src/backend/redis/scripts.rs), whatever the
+-- of algorithm (ratelimit/src/backend/redis/family.rs), whatever the
 -- policy: the policy's numbers travel with each call (prelude.lua).
 --
 -- The runtime makes a policy reader and, after it, this prelude and the

@@ -8,11 +8,13 @@
 --   value  the new state (a string), or false when nothing is written;
 --   e      when the written state is untouched again (µs), and
 --   reset  e - now rounded up to whole µs;
---   kept   the key's TTL already runs to the end of e's second.
+--   kept   the key's TTL already runs to the end of e's second, and the
+--          key holds a state as long as `value`.
 -- Writes `value` to `key`, its TTL counted from `read_at` (clock.lua):
 --   with the server clock, the TTL runs to the end of e's whole second;
---   when `kept` (a write in the same second), SET ... KEEPTTL leaves it,
---   else SET ... PX sets it. Redis expires keys by the clock TIME reads,
+--   when `kept` (a write in the same second), SETRANGE key 0 value
+--   overwrites the whole state and leaves the TTL (its integer reply costs
+--   Lua less than the table SET's OK becomes), else SET ... PX sets it. Redis expires keys by the clock TIME reads,
 --   so a kept TTL still covers e, and a key lives at most 1 s past its reset;
 --   with a client clock, always PX = ceil((e - read_at) / 1000) + slack.
 --
@@ -26,7 +28,7 @@
 --          (Redis's, on its own clock).
 if value then
   if kept and server_clock then
-    call('SET', key, value, 'KEEPTTL')
+    call('SETRANGE', key, '0', value)
   else
     local ms
     if server_clock then

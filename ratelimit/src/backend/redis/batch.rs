@@ -13,9 +13,11 @@
 //! script entry in Redis, Redis's clock) is paid once per batch; each
 //! call's algorithm still does its own reads and writes.
 
-use super::eval::{BatchFailure, Batched, Eval};
+use super::batched::{BatchFailure, Batched};
+use super::eval::Eval;
+use super::family::Family;
 use super::grouping::Grouping;
-use super::scripts::{Family, Plan};
+use super::plan::Plan;
 use crate::backend::{Call, Outcome};
 use crate::error::Failure;
 use crate::Error;

@@ -3,7 +3,8 @@
 use super::batch::Batcher;
 use super::eval::{bounded, Eval};
 use super::failure::from_redis;
-use super::scripts::{Family, Plan};
+use super::family::Family;
+use super::plan::Plan;
 use crate::backend::{Answer, Bound, BoxFuture, Call, CallKind};
 use crate::{AlgorithmKind, Error};
 use std::sync::Arc;

@@ -71,8 +71,8 @@ impl Grouping {
 #[cfg(feature = "cluster")]
 mod cluster {
     use super::super::connection::Connection;
+    use super::super::fragments::CROSS_SLOT;
     use super::super::idle::SLOTS;
-    use super::super::scripts::CROSS_SLOT;
     use redis::{RedisResult, Value};
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
     use std::sync::{Arc, Mutex, PoisonError};

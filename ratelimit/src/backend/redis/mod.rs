@@ -1,7 +1,10 @@
 //! [`RedisBackend`]: one multiplexed, auto-reconnecting connection, the
 //! scripts bound on it, and the limiters bound to it ([`RedisBound`]).
 
+mod arguments;
 mod batch;
+mod batch_reply;
+mod batched;
 mod bound;
 mod breaker;
 mod connection;
@@ -9,9 +12,13 @@ pub(crate) mod counter;
 mod endpoint;
 mod eval;
 mod failure;
+mod family;
+mod fragments;
 mod grouping;
 mod idle;
 pub(crate) mod options;
+mod plan;
+mod registry;
 mod reply;
 pub(crate) mod scripts;
 
@@ -23,7 +30,7 @@ pub(crate) use self::endpoint::{check_url, redact};
 use self::eval::Eval;
 use self::grouping::Grouping;
 use self::options::RedisOptions;
-use self::scripts::Registry;
+use self::registry::Registry;
 use super::{Backend, Binding, Bound};
 use crate::Error;
 use std::fmt;
@@ -135,9 +142,9 @@ impl Backend for RedisBackend {
     /// Nothing is kept per policy on the backend or on Redis.
     fn bind(&self, limiter: Binding<'_>) -> Arc<dyn Bound> {
         let Binding { prefix, name, policy, server_clock } = limiter;
-        let plan = scripts::plan(policy, server_clock);
+        let plan = plan::plan(policy, server_clock);
         // The key's layout follows the script: a counter's state is not a window's.
-        let counter = plan.family == scripts::Family::Counter;
+        let counter = plan.family == family::Family::Counter;
         Arc::new(RedisBound {
             eval: self.eval.clone(),
             batcher: self.batcher.clone(),

@@ -1,0 +1,165 @@
+//! What a script call sends after its key: a single call's ARGV, or a
+//! batch's words (`lua/batch.lua`).
+
+use super::batched::Batched;
+use crate::backend::{Call, CallKind, PermitId, CLIENT_CLOCK_SLACK_US};
+use redis::Cmd;
+
+/// The call's kind as the scripts read it (`lua/prelude.lua`), and the
+/// permit a concurrency call is about (`lua/concurrency.lua`).
+fn kind_number(kind: CallKind) -> (u8, Option<PermitId>) {
+    match kind {
+        CallKind::Check => (0, None),
+        CallKind::Peek => (1, None),
+        CallKind::Refund => (2, None),
+        CallKind::Acquire(id) => (3, Some(id)),
+        CallKind::Release(id) => (4, Some(id)),
+        CallKind::Renew(id) => (5, Some(id)),
+    }
+}
+
+/// A single call's kind as text: its digit, then its permit's id, if any.
+struct KindText {
+    bytes: [u8; 17],
+    len: usize,
+}
+
+impl KindText {
+    fn of(kind: CallKind) -> KindText {
+        let (number, permit) = kind_number(kind);
+        let mut bytes = [b'0' + number; 17];
+        let len = match permit {
+            Some(PermitId(id)) => {
+                bytes[1..].copy_from_slice(&id);
+                17
+            }
+            None => 1,
+        };
+        KindText { bytes, len }
+    }
+}
+
+impl redis::ToRedisArgs for KindText {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        out.write_arg(&self.bytes[..self.len]);
+    }
+}
+
+/// A single call's ARGV (`lua/batch.lua`): the policy, cost, kind, now
+/// and slack as text, leaving out the trailing ones that are the common
+/// call's (cost 1, a check, Redis's clock).
+pub(super) fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
+    cmd.arg(policy);
+    if let Some(now) = call.now_us {
+        cmd.arg(call.cost)
+            .arg(KindText::of(call.kind))
+            .arg(crate::clock::bounded(now))
+            .arg(CLIENT_CLOCK_SLACK_US / 1000);
+    } else if call.kind != CallKind::Check {
+        cmd.arg(call.cost).arg(KindText::of(call.kind));
+    } else if call.cost != 1 {
+        cmd.arg(call.cost);
+    }
+}
+
+/// A batched call's word (`lua/batch.lua`): cost, kind, now (-1: Redis's
+/// clock) and slack as four little-endian doubles, then, in a batch with a
+/// permit call, 16 bytes: its permit's id, or zeros.
+const WORD: usize = 32;
+const PERMIT_WORD: usize = WORD + 16;
+
+/// A batch's words (`lua/batch.lua`): none when every call is the common
+/// call (cost 1, a check, Redis's clock), which the script then decides
+/// without unpacking anything; else one word per call, all of one width.
+pub(super) fn words(calls: &[Batched]) -> Vec<u8> {
+    let common = |c: &Call| c.cost == 1 && c.kind == CallKind::Check && c.now_us.is_none();
+    if calls.iter().all(|b| common(&b.call)) {
+        return Vec::new();
+    }
+    let width = if calls.iter().any(|b| kind_number(b.call.kind).1.is_some()) { PERMIT_WORD } else { WORD };
+    let mut words = vec![0u8; width * calls.len()];
+    for (word, Batched { call, .. }) in words.chunks_exact_mut(width).zip(calls) {
+        let (now, slack) = match call.now_us {
+            Some(now) => (crate::clock::bounded(now) as f64, (CLIENT_CLOCK_SLACK_US / 1000) as f64),
+            None => (-1.0, 0.0),
+        };
+        let (kind, permit) = kind_number(call.kind);
+        // A cost past 2^53 rounds as the script's own parsing of its text would.
+        for (slot, v) in word.chunks_exact_mut(8).zip([call.cost as f64, f64::from(kind), now, slack]) {
+            slot.copy_from_slice(&v.to_le_bytes());
+        }
+        if let Some(PermitId(id)) = permit {
+            word[WORD..].copy_from_slice(&id);
+        }
+    }
+    words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::plan::plan;
+    use super::*;
+    use std::sync::Arc;
+
+    fn sent(write: fn(&mut Cmd, &[u8], Call), cost: u64, kind: CallKind, now_us: Option<u64>) -> Vec<Vec<u8>> {
+        let mut cmd = Cmd::new();
+        write(&mut cmd, b"P", Call { cost, kind, now_us });
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                _ => unreachable!("no cursor"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_call_sends_only_the_argv_that_differ_from_the_common_call() {
+        use CallKind::*;
+        assert_eq!(sent(arguments, 1, Check, None), [b"P".to_vec()], "the policy always");
+        assert_eq!(sent(arguments, 3, Check, None), [b"P".to_vec(), b"3".to_vec()]);
+        assert_eq!(sent(arguments, 1, Peek, None), [&b"P"[..], b"1", b"1"].map(<[u8]>::to_vec));
+        assert_eq!(sent(arguments, 1, Refund, None), [&b"P"[..], b"1", b"2"].map(<[u8]>::to_vec));
+        assert_eq!(sent(arguments, 2, Check, Some(7)), [&b"P"[..], b"2", b"0", b"7", b"60000"].map(<[u8]>::to_vec));
+    }
+
+    fn batched(calls: &[(u64, CallKind, Option<u64>)]) -> Vec<Batched> {
+        let plan = Arc::new(plan(&crate::Policy::gcra("1/1s", 1).unwrap(), true));
+        calls
+            .iter()
+            .map(|&(cost, kind, now_us)| Batched {
+                key: b"k".to_vec(),
+                call: Call { cost, kind, now_us },
+                plan: plan.clone(),
+            })
+            .collect()
+    }
+
+    fn word(values: [f64; 4]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn a_batch_of_common_calls_sends_no_words_else_one_per_call() {
+        use CallKind::*;
+        assert_eq!(words(&batched(&[(1, Check, None), (1, Check, None)])), Vec::<u8>::new());
+        let mixed = batched(&[(1, Check, None), (5, Peek, Some(9)), (3, Refund, None), (2, Check, None)]);
+        let expected = [
+            word([1.0, 0.0, -1.0, 0.0]),
+            word([5.0, 1.0, 9.0, 60.0 * 1000.0]),
+            word([3.0, 2.0, -1.0, 0.0]),
+            word([2.0, 0.0, -1.0, 0.0]),
+        ];
+        assert_eq!(words(&mixed), expected.concat());
+    }
+
+    #[test]
+    fn a_permit_call_carries_its_id_after_its_kind() {
+        let id = PermitId([7; 16]);
+        let text = |digit: u8| [&[digit][..], &id.0].concat();
+        assert_eq!(sent(arguments, 1, CallKind::Acquire(id), None), [b"P".to_vec(), b"1".to_vec(), text(b'3')]);
+        assert_eq!(sent(arguments, 2, CallKind::Release(id), None), [b"P".to_vec(), b"2".to_vec(), text(b'4')]);
+        let calls = batched(&[(1, CallKind::Renew(id), None), (1, CallKind::Peek, None)]);
+        let expected = [word([1.0, 5.0, -1.0, 0.0]), id.0.to_vec(), word([1.0, 1.0, -1.0, 0.0]), vec![0; 16]];
+        assert_eq!(words(&calls), expected.concat(), "every word as wide as a permit's");
+    }
+}

@@ -1,0 +1,23 @@
+//! A call of a batch, and how a batch fails as a whole.
+
+use super::plan::Plan;
+use crate::backend::Call;
+use crate::Error;
+use std::sync::Arc;
+
+/// One call of a batch: its storage key, the call, and its policy's plan.
+pub(crate) struct Batched {
+    pub(crate) key: Vec<u8>,
+    pub(crate) call: Call,
+    pub(crate) plan: Arc<Plan>,
+}
+
+/// How a batch failed as a whole.
+pub(crate) enum BatchFailure {
+    /// As each of its calls would have failed alone.
+    Failed(Error),
+    /// A cluster refused it before running it: its keys are not all served
+    /// by the node it reached (the slots moved). Sent one by one, each call
+    /// finds its own node.
+    Misrouted,
+}

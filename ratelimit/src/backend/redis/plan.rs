@@ -1,0 +1,119 @@
+//! [`Plan`]: what one policy sends with each call (its numbers, as the
+//! scripts read them) and how its reply reads.
+
+use super::counter::Counter;
+use super::family::Family;
+use super::reply::Reply;
+use crate::policy::{Params, Policy, Strategy};
+use redlimit_grammar::AlgorithmKind;
+
+/// From this many sub-windows in the widest window on, a sliding window is
+/// decided by the totals layout, whose cost does not grow with them; below,
+/// the hash layout reads fewer fields. BENCHMARKS.md has the measurements.
+pub(crate) const TOTALS_FROM_SUB_WINDOWS: u64 = 16;
+
+/// How one policy is decided on Redis: its family's script, the policy's
+/// numbers as the script reads them (ARGV, `lua/prelude.lua`), and how to
+/// read the reply. Made once per bound policy, by a few small writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub(crate) family: Family,
+    pub(crate) policy: Vec<u8>,
+    pub(crate) reply: Reply,
+}
+
+/// The plan for `policy`; `server_clock`: decided on Redis's own clock,
+/// where a fixed window of one strategy is a counter ([`Counter`]).
+pub(crate) fn plan(policy: &Policy, server_clock: bool) -> Plan {
+    if let Some(counter) = Counter::of(policy).filter(|_| server_clock) {
+        let mut numbers = number(counter.limit).to_vec();
+        numbers.extend_from_slice(counter.window_ms.to_string().as_bytes());
+        return Plan { family: Family::Counter, policy: numbers, reply: Reply::Counter(counter) };
+    }
+    let window = |family, precision_us, strategies: &[Strategy]| Plan {
+        family,
+        policy: windows(precision_us, strategies),
+        reply: Reply::Window { quotas: if strategies.len() > 1 { strategies.len() } else { 0 } },
+    };
+    let (n, p) = policy.reduced_rate;
+    let bucket = |family, kind, first: u64| Plan {
+        family,
+        policy: [first, n, p].iter().flat_map(|&v| number(v)).collect(),
+        reply: Reply::Bucket { kind, constants: [first, n, p] },
+    };
+    match &policy.params {
+        Params::FixedWindow { strategies } => window(Family::FixedWindow, 0, strategies),
+        Params::SlidingWindow { strategies, precision_us } => {
+            let widest = strategies.iter().map(|s| s.window_us / precision_us).max().unwrap_or(0);
+            let family =
+                if widest >= TOTALS_FROM_SUB_WINDOWS { Family::SlidingWindowTotals } else { Family::SlidingWindow };
+            window(family, *precision_us, strategies)
+        }
+        Params::SlidingLog { strategies } => window(Family::SlidingLog, 0, strategies),
+        Params::TokenBucket { capacity, .. } => bucket(Family::TokenBucket, AlgorithmKind::TokenBucket, *capacity),
+        Params::LeakyBucket { capacity, .. } => bucket(Family::LeakyBucket, AlgorithmKind::LeakyBucket, *capacity),
+        Params::Gcra { burst, .. } => bucket(Family::Gcra, AlgorithmKind::Gcra, *burst),
+        Params::Concurrency { limit, lease_us } => Plan {
+            family: Family::Concurrency,
+            policy: [*limit, *lease_us].iter().flat_map(|&v| number(v)).collect(),
+            reply: Reply::Window { quotas: 0 },
+        },
+    }
+}
+
+/// One number as the scripts read it: a little-endian double (every
+/// policy number below 2^53 is held exactly; larger ones round as Lua's
+/// own parsing of them would).
+fn number(v: u64) -> [u8; 8] {
+    (v as f64).to_le_bytes()
+}
+
+/// A window policy's numbers: the precision, then each strategy's limit and window.
+pub(super) fn windows(precision_us: u64, strategies: &[Strategy]) -> Vec<u8> {
+    let mut numbers = Vec::with_capacity(8 + 16 * strategies.len());
+    numbers.extend_from_slice(&number(precision_us));
+    for strategy in strategies {
+        numbers.extend_from_slice(&number(strategy.limit));
+        numbers.extend_from_slice(&number(strategy.window_us));
+    }
+    numbers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(numbers: &[u8]) -> Vec<f64> {
+        numbers.chunks(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn each_family_has_its_reply_and_its_numbers_travel_with_the_call() {
+        let gcra = plan(&Policy::gcra("1000/1s", 999).unwrap(), true);
+        assert_eq!((gcra.family, read(&gcra.policy)), (Family::Gcra, vec![999.0, 1.0, 1000.0]));
+        assert_eq!(gcra.reply, Reply::Bucket { kind: AlgorithmKind::Gcra, constants: [999, 1, 1000] });
+        let leaky = plan(&Policy::leaky_bucket(5, "7/3s").unwrap(), false);
+        assert_eq!(leaky.reply, Reply::Bucket { kind: AlgorithmKind::LeakyBucket, constants: [5, 7, 3_000_000] });
+
+        let one = Policy::fixed_window("10/1s").unwrap();
+        let counter = plan(&one, true);
+        assert_eq!(
+            (counter.family, counter.reply),
+            (Family::Counter, Reply::Counter(Counter { limit: 10, window_ms: 1000 }))
+        );
+        assert_eq!((read(&counter.policy[..8]), &counter.policy[8..]), (vec![10.0], &b"1000"[..]));
+        assert_eq!(plan(&one, false).reply, Reply::Window { quotas: 0 }, "a client clock: the hash layout");
+        let two = plan(&Policy::fixed_window("10/1s,100/1m").unwrap(), true);
+        assert_eq!(read(&two.policy), [0.0, 10.0, 1e6, 100.0, 6e7]);
+        assert_eq!(two.reply, Reply::Window { quotas: 2 });
+    }
+
+    #[test]
+    fn many_sub_windows_take_the_totals_layout() {
+        let family = |s: &str| plan(&Policy::sliding_window(s, "100ms").unwrap(), true).family;
+        assert_eq!(family("12/1600ms"), Family::SlidingWindowTotals);
+        assert_eq!(family("12/1500ms"), Family::SlidingWindow);
+        let hash = plan(&Policy::sliding_window("12/1500ms", "100ms").unwrap(), true);
+        assert_eq!(read(&hash.policy), [100_000.0, 12.0, 1_500_000.0]);
+    }
+}
