@@ -385,5 +385,8 @@ mod tests {
         static CLOSED: Site = Site::per_call("site.closed", OnLimit::Error, OnError::Deny);
         assert!(OPEN.check(b"k", 1).await.is_ok());
         assert_eq!(CLOSED.check(b"k", 1).await.unwrap_err().reason(), DenialReason::PolicyNotConfigured);
+        // Built by a call that gave a policy, the limiter still decides no call without one.
+        CLOSED.check_with(&Policy::fixed_window("9/1m").unwrap(), b"k", 1).await.unwrap();
+        assert_eq!(CLOSED.check(b"k", 1).await.unwrap_err().reason(), DenialReason::PolicyNotConfigured);
     }
 }
