@@ -160,8 +160,11 @@ pub(crate) struct SiteCall<'a> {
     site: &'static Site,
     key: &'a [u8],
     cost: u64,
-    general: Option<BoxFuture<'a, Result<(Holding, bool), Box<RateLimited>>>>,
+    general: Option<BoxFuture<'a, Taking>>,
 }
+
+/// A site's whole path's answer: the body's holding and whether the store took the permits.
+type Taking = Result<(Holding, bool), Box<RateLimited>>;
 
 impl Future for SiteCall<'_> {
     type Output = Result<Holding, Box<RateLimited>>;
