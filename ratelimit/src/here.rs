@@ -8,7 +8,7 @@
 //! (the store answers as fast, and the same), and no future or `Outcome`
 //! stands between the store and the caller.
 
-use crate::backend::{BoxFuture, CallKind};
+use crate::backend::CallKind;
 use crate::observe;
 use crate::permit::Holding;
 use crate::site::Site;
@@ -116,9 +116,9 @@ impl<K: AsRef<[u8]>, F: Future<Output = Result<Decision, Error>>> Future for Ask
 }
 
 impl Site {
-    /// [`Site::check`]'s future.
-    pub(crate) fn call<'a>(&'static self, key: &'a [u8], cost: u64) -> SiteCall<'a> {
-        SiteCall { site: self, key, cost, general: None }
+    /// [`Site::check`]'s call when [`Site::limiter_here`] gives its limiter.
+    pub(crate) fn call<'a>(&'static self, limiter: &'static Limiter, key: &'a [u8], cost: u64) -> SiteCall<'a> {
+        SiteCall { site: self, limiter, key, cost }
     }
 
     /// What a call decided in one poll gives the body: `acquire_holding`'s
@@ -154,36 +154,24 @@ impl Site {
     }
 }
 
-/// An annotated function's call: decided in its first poll, as [`Here`],
-/// when the site allows it (`Site::limiter_here`), else by the site's whole
-/// path, boxed: only a call that may wait pays for that future's state.
+/// An annotated function's call decided in its first poll, as [`Here`]:
+/// the site's limiter is built, no scope is live, and the site adds
+/// nothing to a rate policy's call on a store in this process.
 pub(crate) struct SiteCall<'a> {
     site: &'static Site,
+    limiter: &'static Limiter,
     key: &'a [u8],
     cost: u64,
-    general: Option<BoxFuture<'a, Taking>>,
 }
-
-/// A site's whole path's answer: the body's holding and whether the store took the permits.
-type Taking = Result<(Holding, bool), Box<RateLimited>>;
 
 impl Future for SiteCall<'_> {
     type Output = Result<Holding, Box<RateLimited>>;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let call = self.get_mut();
-        let general = match &mut call.general {
-            Some(general) => general,
-            None => match call.site.limiter_here() {
-                Some(limiter) => {
-                    ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
-                    let decided = limiter.decide_now(call.key, call.cost, CallKind::Check);
-                    return Poll::Ready(call.site.spent_here(limiter, call.key, call.cost, decided));
-                }
-                None => call.general.insert(Box::pin(call.site.decide_by(None, call.key, call.cost))),
-            },
-        };
-        general.as_mut().poll(cx).map(|decided| decided.map(|(holding, _)| holding))
+        ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
+        let SiteCall { site, limiter, key, cost } = *self;
+        let decided = limiter.decide_now(key, cost, CallKind::Check);
+        Poll::Ready(site.spent_here(limiter, key, cost, decided))
     }
 }

@@ -8,7 +8,6 @@ use crate::prefetch::SitePrefetch;
 use crate::refund::SiteRefunds;
 use crate::{Limiter, OnError, Policy, RateLimited};
 use std::borrow::Cow;
-use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -101,12 +100,11 @@ impl Site {
     /// configured, the site's `on_error` decides (never a panic).
     ///
     /// The denial is boxed: every call moves this `Result`, and a box is one word.
-    pub fn check<'a>(
-        &'static self,
-        key: &'a [u8],
-        cost: u64,
-    ) -> impl Future<Output = Result<Holding, Box<RateLimited>>> + Send + 'a {
-        self.call(key, cost)
+    pub async fn check(&'static self, key: &[u8], cost: u64) -> Result<Holding, Box<RateLimited>> {
+        match self.limiter_here() {
+            Some(limiter) => self.call(limiter, key, cost).await,
+            None => self.decide(None, key, cost).await,
+        }
     }
 
     /// The built limiter, when this site's call is decided in one poll
