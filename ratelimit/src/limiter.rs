@@ -10,6 +10,7 @@ use crate::outage_log::OutageLog;
 use crate::{AlgorithmKind, Decision, Error, OnError, Policy, Store};
 use once_cell::sync::OnceCell;
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -269,13 +270,23 @@ impl Limiter {
     /// A concurrency policy's permits are held, not spent: there `check`
     /// (and `limit`, `wait`) only reports whether `cost` permits are free,
     /// holding none; [`acquire`](Self::acquire) holds them.
-    pub async fn check(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.decide(key.as_ref(), cost, CallKind::Check).await
+    ///
+    /// Like an `async fn`, the future does nothing until it is polled.
+    pub fn check<'a>(
+        &'a self,
+        key: impl AsRef<[u8]> + 'a,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + 'a {
+        self.asking(key, cost, CallKind::Check)
     }
 
     /// The answer [`check`](Self::check) would give, without taking anything.
-    pub async fn peek(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, Error> {
-        self.decide(key.as_ref(), cost, CallKind::Peek).await
+    pub fn peek<'a>(
+        &'a self,
+        key: impl AsRef<[u8]> + 'a,
+        cost: u64,
+    ) -> impl Future<Output = Result<Decision, Error>> + 'a {
+        self.asking(key, cost, CallKind::Peek)
     }
 
     /// Forgets `key`: its next call sees a fresh state (and, under

@@ -2,8 +2,8 @@
 //! `limit`, `wait`, annotated functions, the HTTP layer) is decided here.
 //!
 //! ```text
-//! decide ─ a store in this process, no prefetch, no span: Here (here.rs) ─────────┐
-//!        │   one poll: budget → the store writes the Decision → count             │
+//! decide ─ a store in this process, no prefetch: Here (here.rs) ──────────────────┐
+//!        │   one poll: budget → the store writes the Decision → count (span?)     │
 //!        └ prefetch? span? ─ run ─ a store in this process: budget → store ──┐    │
 //!                               └ begin (sync): clock → deny cache → store   │    │
 //!                                   ├─ answered in this process ──────┐      │    │
@@ -47,9 +47,9 @@ struct Remembering<'a> {
 impl Limiter {
     /// One decision, counted in the metrics and, when some subscriber takes
     /// DEBUG events, run in its tracing span. A call to a store in this
-    /// process, with no prefetch and no span, is decided in one poll ([`Here`]).
+    /// process, with no prefetch, is decided in one poll ([`Here`]).
     pub(crate) async fn decide(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
-        if self.prefetch.is_none() && !self.rule.remote && !observe::decision_span_wanted() {
+        if self.decides_here() {
             return Here { limiter: self, key, cost, kind }.await;
         }
         if let Some(prefetch) = self.prefetch_for(kind, cost) {

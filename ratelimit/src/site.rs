@@ -6,7 +6,7 @@ use crate::lazy::LazyLimiter;
 use crate::permit::Holding;
 use crate::prefetch::SitePrefetch;
 use crate::refund::SiteRefunds;
-use crate::{OnError, Policy, RateLimited};
+use crate::{Limiter, OnError, Policy, RateLimited};
 use std::borrow::Cow;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -101,7 +101,21 @@ impl Site {
     ///
     /// The denial is boxed: every call moves this `Result`, and a box is one word.
     pub async fn check(&'static self, key: &[u8], cost: u64) -> Result<Holding, Box<RateLimited>> {
-        self.decide(None, key, cost).await
+        match self.limiter_here() {
+            Some(limiter) => self.call(limiter, key, cost).await,
+            None => self.decide(None, key, cost).await,
+        }
+    }
+
+    /// The built limiter, when this site's call is decided in one poll
+    /// (`SiteCall`): no scope, a policy written in code, no change of the
+    /// site's own to the limiter, and a rate policy on a store in this process.
+    #[inline]
+    pub(crate) fn limiter_here(&self) -> Option<&Limiter> {
+        if self.dry_run || self.prefetch.is_on() || !matches!(self.on_limit, OnLimit::Error) {
+            return None;
+        }
+        self.limiter.built().filter(|limiter| limiter.spends_here())
     }
 
     /// [`check`](Self::check) deciding by `policy`, the one this call gives
@@ -128,7 +142,7 @@ impl Site {
     }
 
     /// [`decide`](Self::decide), and whether the store took the permits.
-    async fn decide_by(
+    pub(crate) async fn decide_by(
         &'static self,
         policy: Option<&Policy>,
         key: &[u8],
@@ -175,7 +189,7 @@ impl Site {
 
     /// A denial of this site's, boxed; a name the macro made up is marked,
     /// so a client is not shown the module path.
-    fn denial(&self, denied: RateLimited) -> Box<RateLimited> {
+    pub(crate) fn denial(&self, denied: RateLimited) -> Box<RateLimited> {
         Box::new(if self.named_by_default { denied.named_by_default() } else { denied })
     }
 
