@@ -97,9 +97,8 @@ pub(super) fn words(calls: &[Batched]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::plan::plan;
+    use super::super::batched::gcra_calls as batched;
     use super::*;
-    use std::sync::Arc;
 
     fn sent(write: fn(&mut Cmd, &[u8], Call), cost: u64, kind: CallKind, now_us: Option<u64>) -> Vec<Vec<u8>> {
         let mut cmd = Cmd::new();
@@ -120,18 +119,6 @@ mod tests {
         assert_eq!(sent(arguments, 1, Peek, None), [&b"P"[..], b"1", b"1"].map(<[u8]>::to_vec));
         assert_eq!(sent(arguments, 1, Refund, None), [&b"P"[..], b"1", b"2"].map(<[u8]>::to_vec));
         assert_eq!(sent(arguments, 2, Check, Some(7)), [&b"P"[..], b"2", b"0", b"7", b"60000"].map(<[u8]>::to_vec));
-    }
-
-    fn batched(calls: &[(u64, CallKind, Option<u64>)]) -> Vec<Batched> {
-        let plan = Arc::new(plan(&crate::Policy::gcra("1/1s", 1).unwrap(), true));
-        calls
-            .iter()
-            .map(|&(cost, kind, now_us)| Batched {
-                key: b"k".to_vec(),
-                call: Call { cost, kind, now_us },
-                plan: plan.clone(),
-            })
-            .collect()
     }
 
     fn word(values: [f64; 4]) -> Vec<u8> {

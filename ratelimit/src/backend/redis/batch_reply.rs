@@ -71,21 +71,8 @@ pub(super) fn replied_cost(call: Call) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::plan::plan;
+    use super::super::batched::gcra_calls as batched;
     use super::*;
-    use std::sync::Arc;
-
-    fn batched(calls: &[(u64, CallKind, Option<u64>)]) -> Vec<Batched> {
-        let plan = Arc::new(plan(&crate::Policy::gcra("1/1s", 1).unwrap(), true));
-        calls
-            .iter()
-            .map(|&(cost, kind, now_us)| Batched {
-                key: b"k".to_vec(),
-                call: Call { cost, kind, now_us },
-                plan: plan.clone(),
-            })
-            .collect()
-    }
 
     #[test]
     fn joined_replies_are_split_by_each_calls_width() {

@@ -21,3 +21,18 @@ pub(crate) enum BatchFailure {
     /// finds its own node.
     Misrouted,
 }
+
+/// A gcra batch of `calls` (cost, kind, client clock) on one key, for the
+/// batch's unit tests.
+#[cfg(test)]
+pub(super) fn gcra_calls(calls: &[(u64, crate::backend::CallKind, Option<u64>)]) -> Vec<Batched> {
+    let plan = Arc::new(super::plan::plan(&crate::Policy::gcra("1/1s", 1).unwrap(), true));
+    calls
+        .iter()
+        .map(|&(cost, kind, now_us)| Batched {
+            key: b"k".to_vec(),
+            call: Call { cost, kind, now_us },
+            plan: plan.clone(),
+        })
+        .collect()
+}
