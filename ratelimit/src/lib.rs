@@ -44,6 +44,7 @@ mod here;
 pub mod http;
 mod key;
 mod key_buf;
+mod key_hash;
 mod lazy;
 mod lease;
 mod limiter;
