@@ -123,7 +123,6 @@ impl Site {
 
     /// What a call decided in one poll gives the body: `acquire_holding`'s
     /// answer, with no future around it.
-    #[inline]
     pub(crate) fn spent_here(
         &'static self,
         limiter: &Limiter,

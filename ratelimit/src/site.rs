@@ -110,7 +110,6 @@ impl Site {
     /// The built limiter, when this site's call is decided in one poll
     /// (`SiteCall`): no scope, a policy written in code, no change of the
     /// site's own to the limiter, and a rate policy on a store in this process.
-    #[inline]
     pub(crate) fn limiter_here(&self) -> Option<&Limiter> {
         if self.dry_run || self.prefetch.is_on() || !matches!(self.on_limit, OnLimit::Error) {
             return None;
@@ -142,7 +141,7 @@ impl Site {
     }
 
     /// [`decide`](Self::decide), and whether the store took the permits.
-    pub(crate) async fn decide_by(
+    async fn decide_by(
         &'static self,
         policy: Option<&Policy>,
         key: &[u8],
