@@ -24,8 +24,9 @@
 -- moves it back by cost emission intervals, never before now. With the
 -- server clock a TTL runs to the end of the second holding
 -- ceil(TAT), and a write whose ceil(TAT) falls in the second of the TAT it
--- replaces, in a state of the same length, keeps it (set_state.lua). Under another rate, the debt it left
--- is the same permits owed, counted in this rate's units and rounded up
+-- replaces, in a state of the same length, keeps it (set_state.lua). Under
+-- another rate, the debt it left is the same permits owed, counted in this
+-- rate's units and rounded up
 -- (never more room), so a key keeps what it used across a change of its
 -- policy's numbers.
 --

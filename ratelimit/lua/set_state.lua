@@ -14,8 +14,9 @@
 --   with the server clock, the TTL runs to the end of e's whole second;
 --   when `kept` (a write in the same second), SETRANGE key 0 value
 --   overwrites the whole state and leaves the TTL (its integer reply costs
---   Lua less than the table SET's OK becomes), else SET ... PX sets it. Redis expires keys by the clock TIME reads,
---   so a kept TTL still covers e, and a key lives at most 1 s past its reset;
+--   Lua less than the table SET's OK becomes), else SET ... PX sets it.
+--   Redis expires keys by the clock TIME reads, so a kept TTL still covers
+--   e, and a key lives at most 1 s past its reset;
 --   with a client clock, always PX = ceil((e - read_at) / 1000) + slack.
 --
 -- Returns  the bucket reply as two numbers, `reply, now`, which batch.lua
