@@ -136,14 +136,11 @@ fn return_span(sig: &syn::Signature) -> Span {
 ///         OnLimit::Error,
 ///         OnError::Allow,
 ///     );
-///     let key = {
-///         // On the stack: no allocation for a key of typical length.
-///         let mut key = KeyBuf::new();
-///         key.push_str("user:");
-///         // `push_key_value(&mut key, &user_id)` for a type that is not an integer
-///         push_key_integer(&mut key, &user_id);
-///         key
-///     };
+///     // On the stack, written in place: no allocation for a key of typical length.
+///     let mut key = KeyBuf::new();
+///     KeyBuf::push_str(&mut key, "user:");
+///     // `push_key_value(&mut key, &user_id)` for a type that is not an integer
+///     push_key_integer(&mut key, &user_id);
 ///     let cost = 1u64;
 ///     // A key without placeholders is a `&str`: `str::as_bytes(key)`.
 ///     match __RATELIMIT_SITE.check(KeyBuf::as_bytes(&key), cost).await {
@@ -191,7 +188,6 @@ fn site(
     let p = quote!(#krate::__private);
     let site = Ident::new("__RATELIMIT_SITE", Span::call_site());
     let key = Ident::new("__redlimit_key", Span::mixed_site());
-    let buf = Ident::new("__redlimit_buf", Span::mixed_site());
     let denied = Ident::new("__redlimit_denied", Span::mixed_site());
     let cost_value = Ident::new("__redlimit_cost", Span::mixed_site());
 
@@ -230,32 +226,33 @@ fn site(
     };
 
     // The key, and its bytes as the site reads them (by path: no user trait can answer).
+    // A key with values is written in place, in the variable the call reads:
+    // not built in a block and moved, which costs a copy of the buffer.
     let text_bytes = quote!(::core::primitive::str::as_bytes(#key));
-    let (key_value, key_bytes) = match &config.key {
-        None => (quote!(""), text_bytes),
+    let (key_init, key_bytes) = match &config.key {
+        None => (quote!(let #key = "";), text_bytes),
         Some(parts) if parts.iter().all(|part| matches!(part, Part::Literal(_))) => {
             let text: String =
                 parts.iter().map(|part| if let Part::Literal(l) = part { l.as_str() } else { "" }).collect();
-            (quote!(#text), text_bytes)
+            (quote!(let #key = #text;), text_bytes)
         }
         Some(parts) => {
             let pushes = parts.iter().map(|part| match part {
-                Part::Literal(text) => quote!(#p::KeyBuf::push_str(&mut #buf, #text);),
+                Part::Literal(text) => quote!(#p::KeyBuf::push_str(&mut #key, #text);),
                 Part::Value(access) if access.is_integer_argument(args) => {
                     let value = access.to_expr();
-                    quote_spanned!(value.span()=> #p::push_key_integer(&mut #buf, &#value);)
+                    quote_spanned!(value.span()=> #p::push_key_integer(&mut #key, &#value);)
                 }
                 Part::Value(access) => {
                     let value = access.to_expr();
-                    quote_spanned!(value.span()=> #p::push_key_value(&mut #buf, &#value);)
+                    quote_spanned!(value.span()=> #p::push_key_value(&mut #key, &#value);)
                 }
             });
-            let block = quote!({
-                let mut #buf = #p::KeyBuf::new();
+            let init = quote! {
+                let mut #key = #p::KeyBuf::new();
                 #(#pushes)*
-                #buf
-            });
-            (block, quote!(#p::KeyBuf::as_bytes(&#key)))
+            };
+            (init, quote!(#p::KeyBuf::as_bytes(&#key)))
         }
     };
     let cost = match &config.cost {
@@ -340,7 +337,7 @@ fn site(
     let block = quote! {
         {
             static #site: #p::Site = #constructor #named_by_default #dry_run #prefetch;
-            let #key = #key_value;
+            #key_init
             let #cost_value: u64 = #cost;
             #decide
         }

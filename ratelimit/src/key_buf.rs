@@ -4,8 +4,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-/// Bytes kept in place: a prefix and a number or an id fit.
-const INLINE: usize = 64;
+/// Bytes kept in place: a prefix and a number or an id fit, and the whole
+/// buffer is 64 bytes (two more hold which form it takes and the length).
+const INLINE: usize = 62;
 
 /// A key written piece by piece: in place while it is short, on the heap
 /// once it outgrows that, so a key of any length can be written.
@@ -18,43 +19,64 @@ const INLINE: usize = 64;
 /// push_key_integer(&mut key, &42u64);
 /// assert_eq!(key.as_bytes(), b"user:42");
 /// ```
-pub struct KeyBuf {
-    len: usize,
-    inline: [u8; INLINE],
-    /// The whole key, once it outgrew `inline`.
-    spilled: Option<Vec<u8>>,
+pub struct KeyBuf(Bytes);
+
+/// Small, since a generated function's future holds it and every call moves that future.
+enum Bytes {
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE],
+    },
+    /// The whole key, once it outgrew the inline bytes.
+    Spilled(Vec<u8>),
 }
 
 impl KeyBuf {
     /// An empty key.
     #[inline]
     pub const fn new() -> KeyBuf {
-        KeyBuf { len: 0, inline: [0; INLINE], spilled: None }
+        KeyBuf(Bytes::Inline { len: 0, bytes: [0; INLINE] })
     }
 
     /// Appends `text`.
     #[inline]
     pub fn push_str(&mut self, text: &str) {
-        let end = self.len + text.len();
-        match &mut self.spilled {
-            None if end <= INLINE => self.inline[self.len..end].copy_from_slice(text.as_bytes()),
-            None => {
-                let mut heap = Vec::with_capacity(end * 2);
-                heap.extend_from_slice(&self.inline[..self.len]);
-                heap.extend_from_slice(text.as_bytes());
-                self.spilled = Some(heap);
+        match &mut self.0 {
+            Bytes::Inline { len, bytes } => {
+                let start = usize::from(*len);
+                let end = start + text.len();
+                match bytes.get_mut(start..end) {
+                    Some(room) => {
+                        room.copy_from_slice(text.as_bytes());
+                        // `end` fits: it is at most `INLINE`.
+                        *len = end as u8;
+                    }
+                    None => {
+                        let mut heap = Vec::with_capacity(end * 2);
+                        heap.extend_from_slice(&bytes[..start]);
+                        heap.extend_from_slice(text.as_bytes());
+                        self.0 = Bytes::Spilled(heap);
+                    }
+                }
             }
-            Some(heap) => heap.extend_from_slice(text.as_bytes()),
+            Bytes::Spilled(heap) => heap.extend_from_slice(text.as_bytes()),
         }
-        self.len = end;
     }
 
     /// The key written so far.
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
-        match &self.spilled {
-            None => &self.inline[..self.len],
-            Some(heap) => heap,
+        match &self.0 {
+            Bytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Bytes::Spilled(heap) => heap,
+        }
+    }
+
+    /// Keeps the first `to` bytes written (all of them, when fewer were).
+    fn truncate(&mut self, to: usize) {
+        match &mut self.0 {
+            Bytes::Inline { len, .. } => *len = (*len).min(u8::try_from(to).unwrap_or(u8::MAX)),
+            Bytes::Spilled(heap) => heap.truncate(to),
         }
     }
 }
@@ -120,10 +142,7 @@ impl KeyWriter for KeyBuf {
     }
     fn take_from(&mut self, start: usize) -> String {
         let taken = String::from_utf8_lossy(&self.as_bytes()[start..]).into_owned();
-        if let Some(heap) = &mut self.spilled {
-            heap.truncate(start);
-        }
-        self.len = start;
+        self.truncate(start);
         taken
     }
 }
@@ -147,6 +166,19 @@ mod tests {
         assert_eq!((key.as_bytes(), taken.as_str()), (&expected.as_bytes()[..5], &expected[5..]));
         key.push_str("z");
         assert_eq!(Cow::from(key), "abcdez");
+    }
+
+    #[test]
+    fn a_key_that_fills_the_inline_bytes_exactly_and_one_past_it_are_kept_whole() {
+        for len in [INLINE - 1, INLINE, INLINE + 1] {
+            let mut key = KeyBuf::new();
+            let text = "k".repeat(len - 3);
+            key.push_str(&text);
+            key.push_str("end");
+            assert_eq!(key.as_bytes(), format!("{text}end").as_bytes(), "{len} bytes");
+            assert_eq!(key.take_from(len - 3), "end");
+            assert_eq!(key.as_bytes(), text.as_bytes());
+        }
     }
 
     #[test]
