@@ -10,7 +10,7 @@
 //! counts. Only [`counted_calls`] is counted; the set-up and a warm-up of
 //! 20 calls per task are not.
 //!
-//! `memory/<governor|backend|limiter|macro>` counts the memory
+//! `memory/<governor|backend|limiter|instant|macro>` counts the memory
 //! section's gcra workload instead (`local.rs`: 10 000 keys, one call at a
 //! time, no Redis): governor's keyed check, the memory store's bound
 //! `decide` on governor's keys, `Limiter::check` on `Store::memory()`, and a
@@ -118,6 +118,16 @@ fn memory(path: &str, calls: u64) {
                 let (limiter, key) = (&limiter, key(i));
                 async move {
                     black_box(limiter.check(key, 1).await.expect("the memory store always answers"));
+                }
+            });
+        }
+        "instant" => {
+            let store = Store::from_backend(std::sync::Arc::new(crate::local::AnswersAtOnce));
+            let limiter = Limiter::new("bench.memory", gcra.clone(), &store);
+            one_at_a_time(&runtime, calls, |i| {
+                let (limiter, key) = (&limiter, key(i));
+                async move {
+                    black_box(limiter.check(key, 1).await.expect("answers at once"));
                 }
             });
         }

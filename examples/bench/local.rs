@@ -272,7 +272,7 @@ fn median(values: &mut [f64]) -> f64 {
 
 /// A backend that admits everything at once, to measure what the limiter
 /// itself costs per call.
-struct AnswersAtOnce;
+pub(crate) struct AnswersAtOnce;
 
 impl Backend for AnswersAtOnce {
     fn bind(&self, _: Binding<'_>) -> Arc<dyn Bound> {
