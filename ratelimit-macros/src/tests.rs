@@ -3,25 +3,33 @@
 use proc_macro2::TokenStream as TokenStream2;
 use quote::quote;
 
+/// The attribute's expansion as text (printed when `SHOW_EXPANSION` is set).
+fn expand(attr: TokenStream2, item: TokenStream2) -> String {
+    let out = super::rate_limit_impl(attr, item).to_string();
+    if std::env::var_os("SHOW_EXPANSION").is_some() {
+        println!("{out}");
+    }
+    out
+}
+
 /// The expansion stays small: one static site with a constant policy,
 /// the key, the call that decides at once and the future for the rest
 /// (one each), a branch, then the body.
 #[test]
 fn expansion_is_one_site_one_call_one_branch() {
-    let out = super::rate_limit_impl(
+    let out = expand(
         quote!(algo = "sliding_window", strategies = "10/1s,100/1m", key = "user:<id>"),
         quote!(
             async fn get(id: u64) -> Result<u64, E> {
                 Ok(id)
             }
         ),
-    )
-    .to_string();
-    if std::env::var_os("SHOW_EXPANSION").is_some() {
-        println!("{out}");
-    }
+    );
     assert_eq!(out.matches("Site :: new").count(), 1, "{out}");
     assert_eq!(out.matches(". check (").count(), 1, "{out}");
+    // Written in the variable the call reads, not built in a block and moved.
+    assert!(out.contains("let mut __redlimit_key = :: redlimit :: __private :: KeyBuf :: new () ;"), "{out}");
+    assert!(out.contains("KeyBuf :: as_bytes (& __redlimit_key)"), "{out}");
     assert!(out.contains("Policy :: __sliding_window (& [:: redlimit :: __private :: Strategy { limit : 10u64 , window_us : 1000000u64 } , :: redlimit :: __private :: Strategy { limit : 100u64 , window_us : 60000000u64 }] , 100000u64)"), "{out}");
     assert!(!out.contains("compile_error"), "{out}");
 }
@@ -30,35 +38,33 @@ fn expansion_is_one_site_one_call_one_branch() {
 /// (no `fmt`); fields and other types by `push_key_value` (`Display`).
 #[test]
 fn integer_arguments_skip_fmt() {
-    let expand = |signature: TokenStream2| {
-        super::rate_limit_impl(
+    let with_signature = |signature: TokenStream2| {
+        expand(
             quote!(algo = "gcra", rate = "1/1s", key = "<id>:<user.id>"),
             quote!(async #signature -> Result<(), E> { Ok(()) }),
         )
-        .to_string()
     };
-    let integer = expand(quote!(fn get(id: &i32, user: User)));
+    let integer = with_signature(quote!(fn get(id: &i32, user: User)));
     assert_eq!(
         (integer.matches("push_key_integer").count(), integer.matches("push_key_value").count()),
         (1, 1),
         "{integer}"
     );
-    let text = expand(quote!(fn get(id: &str, user: User)));
+    let text = with_signature(quote!(fn get(id: &str, user: User)));
     assert_eq!((text.matches("push_key_integer").count(), text.matches("push_key_value").count()), (0, 2), "{text}");
 }
 
 /// A named policy is a name in the site, looked up at run time: no constant policy.
 #[test]
 fn a_named_policy_expands_to_a_configured_site() {
-    let out = super::rate_limit_impl(
+    let out = expand(
         quote!(policy = "search", key = "user:<id>"),
         quote!(
             async fn get(id: u64) -> Result<u64, E> {
                 Ok(id)
             }
         ),
-    )
-    .to_string();
+    );
     assert!(
         out.contains(
             "Site :: configured (:: core :: concat ! (:: core :: module_path ! () , \"::\" , \"get\") , \"search\" ,"
@@ -73,15 +79,14 @@ fn a_named_policy_expands_to_a_configured_site() {
 /// a site without a policy, no constant policy.
 #[test]
 fn a_policy_expression_expands_to_a_per_call_site() {
-    let out = super::rate_limit_impl(
+    let out = expand(
         quote!(policy = plan_policy(&user), key = "user:<user.id>"),
         quote!(
             async fn get(user: User) -> Result<u64, E> {
                 Ok(user.id)
             }
         ),
-    )
-    .to_string();
+    );
     assert!(
         out.contains("Site :: per_call (:: core :: concat ! (:: core :: module_path ! () , \"::\" , \"get\") ,"),
         "{out}"
@@ -96,7 +101,7 @@ fn a_policy_expression_expands_to_a_per_call_site() {
 /// given to what it took; a later site's denial gives back the earlier's.
 #[test]
 fn refund_on_takes_then_looks_at_the_result() {
-    let out = super::rate_limit_impl(
+    let out = expand(
         quote!(algo = "gcra", rate = "1/1s", key = "<id>", refund_on = "err"),
         quote!(
             #[rate_limit(algo = "gcra", rate = "5/1s", name = "global")]
@@ -104,11 +109,7 @@ fn refund_on_takes_then_looks_at_the_result() {
                 Ok(id)
             }
         ),
-    )
-    .to_string();
-    if std::env::var_os("SHOW_EXPANSION").is_some() {
-        println!("{out}");
-    }
+    );
     assert_eq!(out.matches(". take (__redlimit_key , __redlimit_cost)").count(), 1, "{out}");
     assert_eq!(out.matches("str :: as_bytes (__redlimit_key) , __redlimit_cost").count(), 1, "{out}");
     assert_eq!(out.matches("__redlimit_taken_0 . refund () . await").count(), 1, "{out}");
@@ -118,15 +119,14 @@ fn refund_on_takes_then_looks_at_the_result() {
 /// On any error the function is emitted unchanged, followed by the errors.
 #[test]
 fn errors_keep_the_original_function() {
-    let out = super::rate_limit_impl(
+    let out = expand(
         quote!(algo = "nope", colour = 1),
         quote!(
             async fn get(id: u64) -> u64 {
                 id
             }
         ),
-    )
-    .to_string();
+    );
     assert!(out.starts_with("async fn get (id : u64) -> u64 { id }"), "{out}");
     assert_eq!(out.matches("compile_error").count(), 2, "{out}");
 }

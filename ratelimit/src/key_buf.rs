@@ -4,8 +4,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-/// Bytes kept in place: a prefix and a number or an id fit, and the whole
-/// buffer is 64 bytes (two more hold which form it takes and the length).
+/// Bytes kept in place: a prefix and a number or an id fit, and with the
+/// two bytes that say which form it takes and its length, the whole buffer
+/// fills one cache line.
 const INLINE: usize = 62;
 
 /// A key written piece by piece: in place while it is short, on the heap
@@ -179,6 +180,12 @@ mod tests {
             assert_eq!(key.take_from(len - 3), "end");
             assert_eq!(key.as_bytes(), text.as_bytes());
         }
+    }
+
+    #[test]
+    fn the_buffer_fills_one_cache_line() {
+        // A generated function's future holds it, and every call moves that future.
+        assert_eq!(std::mem::size_of::<KeyBuf>(), 64);
     }
 
     #[test]
