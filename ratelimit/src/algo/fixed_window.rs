@@ -11,7 +11,9 @@ pub(crate) struct Windows {
     slots: Vec<Option<(u64, u64)>>,
 }
 
-/// Decides one call; also whether it wrote `state`.
+/// Decides one call; also whether it wrote `state`. Allocates only for a
+/// new key's windows and for the per-strategy figures a policy of several
+/// strategies or a denial reports: a call on a known key updates its windows in place.
 // Kept out of line: a window's code would otherwise weigh on the integer
 // algorithms decided beside it (`algo::decide` inlines those).
 #[inline(never)]
@@ -22,53 +24,40 @@ pub(crate) fn decide(
     cost: u64,
     kind: CallKind,
 ) -> (Outcome, bool) {
-    let stored = |i: usize| state.as_ref().and_then(|w| w.slots.get(i).copied().flatten());
+    let stored: &[Option<(u64, u64)>] = state.as_ref().map_or(&[], |w| &w.slots);
     // Judged at the latest start if now is earlier: no call goes back before
     // a recorded one. Inside live windows, any time from there on finds the
     // same windows, so a write that starts none needs no time recorded.
-    let now = (0..strategies.len()).filter_map(|i| stored(i).map(|(start, _)| start)).fold(now, u64::max);
-    let mut slots: Vec<Option<(u64, u64)>> =
-        (0..strategies.len()).map(|i| stored(i).filter(|&(start, _)| now - start < strategies[i].window_us)).collect();
+    let now = stored.iter().take(strategies.len()).flatten().map(|&(start, _)| start).fold(now, u64::max);
+    let current = |i: usize| live(stored.get(i).copied().flatten(), &strategies[i], now);
     if kind == CallKind::Refund {
-        return refund(strategies, state, slots.as_mut_slice(), now, cost);
+        let mut slots: Vec<Option<(u64, u64)>> = (0..strategies.len()).map(current).collect();
+        return refund(strategies, state, &mut slots, now, cost);
     }
-    let counts: Vec<u64> = slots.iter().map(|s| s.map_or(0, |(_, c)| c)).collect();
-    let verdict = judge(strategies, &counts, cost);
-
+    let verdict = judge(strategies, (0..strategies.len()).map(|i| count(current(i))), cost);
+    let take = verdict.allowed && cost > 0;
     // The windows as they stand after this call (as if taken, for a peek).
-    let after: Vec<Option<(u64, u64)>> = slots
-        .iter()
-        .map(|slot| match (*slot, verdict.allowed && cost > 0) {
-            (Some((start, count)), true) => Some((start, count + cost)),
-            (None, true) => Some((now, cost)),
-            (slot, false) => slot,
-        })
-        .collect();
-    let counts_after: Vec<u64> = after.iter().map(|s| s.map_or(0, |(_, c)| c)).collect();
-    let (limit, remaining) = least_room(strategies, &counts_after);
-    let ends = |slots: &[Option<(u64, u64)>], mask: u32| {
-        slots
-            .iter()
-            .zip(strategies)
-            .enumerate()
-            .filter(|(i, _)| mask >> i & 1 == 1)
-            .filter_map(|(_, (slot, s))| slot.map(|(start, _)| (start + s.window_us).saturating_sub(now)))
+    let after = |i: usize| taken(current(i), take, now, cost);
+    let (limit, remaining) = least_room(strategies, (0..strategies.len()).map(|i| count(after(i))));
+    let ends = |slot: &dyn Fn(usize) -> Option<(u64, u64)>, mask: u32| {
+        (0..strategies.len())
+            .filter(|i| mask >> i & 1 == 1)
+            .filter_map(|i| slot(i).map(|(start, _)| (start + strategies[i].window_us).saturating_sub(now)))
             .max()
             .unwrap_or(0)
     };
     let reset_after_us = ends(&after, u32::MAX);
     // A violated strategy lets the call pass when its window ends.
-    let (retry_after_us, retries) = retry_times(strategies, &verdict, |i, _| ends(&slots, 1 << i));
+    let (retry_after_us, retries) = retry_times(strategies, &verdict, |i, _| ends(&current, 1 << i));
 
     // Per strategy, only when there are several (the single rule is above).
     let quotas = match strategies.len() {
         1 => Vec::new(),
         _ => strategies
             .iter()
-            .zip(&after)
             .enumerate()
-            .map(|(i, (s, slot))| {
-                let (remaining, reset_after_us) = match *slot {
+            .map(|(i, s)| {
+                let (remaining, reset_after_us) = match after(i) {
                     Some((start, count)) => (s.limit.saturating_sub(count), (start + s.window_us).saturating_sub(now)),
                     None => (s.limit, 0),
                 };
@@ -77,9 +66,19 @@ pub(crate) fn decide(
             .collect(),
     };
 
-    let write = verdict.allowed && cost > 0 && kind == CallKind::Check;
+    let write = take && kind == CallKind::Check;
     if write {
-        *state = Some(Windows { slots: after });
+        let known = state.as_ref().is_some_and(|w| w.slots.len() == strategies.len());
+        if known {
+            // Each window follows from its own stored value: written in place.
+            for (slot, s) in state.iter_mut().flat_map(|w| w.slots.iter_mut()).zip(strategies) {
+                *slot = taken(live(*slot, s, now), take, now, cost);
+            }
+        } else {
+            // A new key, or one stored under another number of strategies.
+            let slots = (0..strategies.len()).map(after).collect();
+            *state = Some(Windows { slots });
+        }
     }
     let outcome = Outcome {
         allowed: verdict.allowed,
@@ -92,6 +91,25 @@ pub(crate) fn decide(
         quotas,
     };
     (outcome, write)
+}
+
+/// A stored window, if it still runs at `now`.
+fn live(slot: Option<(u64, u64)>, strategy: &Strategy, now: u64) -> Option<(u64, u64)> {
+    slot.filter(|&(start, _)| now - start < strategy.window_us)
+}
+
+/// A live window after a call that took `cost` (`take`) or nothing.
+fn taken(slot: Option<(u64, u64)>, take: bool, now: u64, cost: u64) -> Option<(u64, u64)> {
+    match (slot, take) {
+        (Some((start, count)), true) => Some((start, count + cost)),
+        (None, true) => Some((now, cost)),
+        (slot, false) => slot,
+    }
+}
+
+/// Permits a window holds.
+fn count(slot: Option<(u64, u64)>) -> u64 {
+    slot.map_or(0, |(_, c)| c)
 }
 
 /// Gives `cost` back to every window still running at `now` (`live`),

@@ -199,10 +199,10 @@ pub(crate) struct WindowVerdict {
 
 /// Shared admission rule of the window algorithms: every strategy must fit
 /// `count + cost <= limit`; a cost above any limit can never pass.
-pub(crate) fn judge(strategies: &[Strategy], counts: &[u64], cost: u64) -> WindowVerdict {
+pub(crate) fn judge(strategies: &[Strategy], counts: impl IntoIterator<Item = u64>, cost: u64) -> WindowVerdict {
     let mut violated = 0u32;
     let mut never = false;
-    for (i, (s, &c)) in strategies.iter().zip(counts).enumerate() {
+    for (i, (s, c)) in strategies.iter().zip(counts).enumerate() {
         if cost > s.limit {
             never = true;
         }
@@ -230,9 +230,9 @@ pub(crate) fn retry_times(
 }
 
 /// `(limit, remaining)` of the strategy with the least room after the call.
-pub(crate) fn least_room(strategies: &[Strategy], counts_after: &[u64]) -> (u64, u64) {
+pub(crate) fn least_room(strategies: &[Strategy], counts_after: impl IntoIterator<Item = u64>) -> (u64, u64) {
     let mut best: Option<(u64, u64)> = None;
-    for (s, &c) in strategies.iter().zip(counts_after) {
+    for (s, c) in strategies.iter().zip(counts_after) {
         let remaining = s.limit.saturating_sub(c);
         if best.is_none_or(|(_, r)| remaining < r) {
             best = Some((s.limit, remaining));

@@ -64,12 +64,10 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Log>, now: u64,
     // Half-open windows: an entry at s counts for W while now - s < W. The
     // entries a window counts are a suffix of the log.
     let first_in = |w: u64| entries.partition_point(|e| e.at + w <= now);
-    let counts: Vec<u64> =
-        strategies.iter().map(|s| entries.get(first_in(s.window_us)).map_or(0, |e| total - e.before)).collect();
-    let verdict = judge(strategies, &counts, cost);
+    let count = |s: &Strategy| entries.get(first_in(s.window_us)).map_or(0, |e| total - e.before);
+    let verdict = judge(strategies, strategies.iter().map(count), cost);
     let taken = if verdict.allowed { cost } else { 0 };
-    let counts_after: Vec<u64> = counts.iter().map(|c| c + taken).collect();
-    let (limit, remaining) = least_room(strategies, &counts_after);
+    let (limit, remaining) = least_room(strategies, strategies.iter().map(|s| count(s) + taken));
 
     let newest_at = newest.map(|e| e.at).filter(|&at| at + widest > now);
     let newest_at = if taken > 0 { Some(now) } else { newest_at };
@@ -87,10 +85,9 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Log>, now: u64,
         1 => Vec::new(),
         _ => strategies
             .iter()
-            .zip(&counts_after)
             .enumerate()
-            .map(|(i, (s, &c))| QuotaOutcome {
-                remaining: s.limit.saturating_sub(c),
+            .map(|(i, s)| QuotaOutcome {
+                remaining: s.limit.saturating_sub(count(s) + taken),
                 reset_after_us: newest_at.map_or(0, |at| (at + s.window_us).saturating_sub(now)),
                 retry_after_us: retries.get(i).copied().flatten(),
             })

@@ -40,18 +40,17 @@ pub(crate) fn decide(
     let live_from = (current + 1).saturating_sub(widest);
     // Strategy s counts the sub-windows k with k + span > current.
     let counted = |s: &Strategy| stored.range((current + 1).saturating_sub(span(s))..);
-    let counts: Vec<u64> = strategies.iter().map(|s| counted(s).map(|(_, c)| c).sum()).collect();
-    let verdict = judge(strategies, &counts, cost);
+    let count = |s: &Strategy| counted(s).map(|(_, c)| c).sum::<u64>();
+    let verdict = judge(strategies, strategies.iter().map(count), cost);
     let taken = if verdict.allowed { cost } else { 0 };
-    let counts_after: Vec<u64> = counts.iter().map(|c| c + taken).collect();
-    let (limit, remaining) = least_room(strategies, &counts_after);
+    let (limit, remaining) = least_room(strategies, strategies.iter().map(|s| count(s) + taken));
 
     let newest = stored.range(live_from..).next_back().map(|(&k, _)| k);
     let newest = if taken > 0 { Some(newest.map_or(current, |k| k.max(current))) } else { newest };
     let reset_after_us = newest.map_or(0, |k| ((k + widest) * precision).saturating_sub(now));
-    let (retry_after_us, retries) = retry_times(strategies, &verdict, |i, s| {
+    let (retry_after_us, retries) = retry_times(strategies, &verdict, |_, s| {
         // Drop sub-windows oldest first until the cost fits.
-        let mut left = counts[i];
+        let mut left = count(s);
         let mut passes_at = (current + 1) * precision;
         for (&k, &n) in counted(s) {
             left -= n;
@@ -69,10 +68,9 @@ pub(crate) fn decide(
         1 => Vec::new(),
         _ => strategies
             .iter()
-            .zip(&counts_after)
             .enumerate()
-            .map(|(i, (s, &c))| QuotaOutcome {
-                remaining: s.limit.saturating_sub(c),
+            .map(|(i, s)| QuotaOutcome {
+                remaining: s.limit.saturating_sub(count(s) + taken),
                 reset_after_us: newest.map_or(0, |k| ((k + span(s)) * precision).saturating_sub(now)),
                 retry_after_us: retries.get(i).copied().flatten(),
             })
@@ -80,11 +78,13 @@ pub(crate) fn decide(
     };
 
     if taken > 0 && !peek {
-        // Only a write changes the state: drop dead sub-windows, count this one.
-        let mut subs = state.take().unwrap_or(SubWindows { counts: BTreeMap::new() });
-        subs.counts = subs.counts.split_off(&live_from);
+        // Only a write changes the state: drop dead sub-windows (oldest
+        // first, in place), count this one.
+        let subs = state.get_or_insert_with(|| SubWindows { counts: BTreeMap::new() });
+        while let Some(oldest) = subs.counts.first_entry().filter(|oldest| *oldest.key() < live_from) {
+            oldest.remove();
+        }
         *subs.counts.entry(current).or_insert(0) += taken;
-        *state = Some(subs);
     }
     Outcome {
         allowed: verdict.allowed,
