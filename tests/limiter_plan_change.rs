@@ -83,3 +83,21 @@ async fn another_algorithm_starts_afresh_and_leaves_the_old_state() {
         assert!(!limiter.check("k", 1).await.unwrap().allowed, "{backend}: the window kept its count");
     }
 }
+
+#[tokio::test]
+async fn a_window_policy_gaining_strategies_keeps_each_kept_strategys_count() {
+    let both = BothStores::start().await;
+    for (backend, store) in both.each() {
+        let one = Limiter::new("strategies", Policy::fixed_window("3/1h").unwrap(), store);
+        let two = one.with_policy(&Policy::fixed_window("3/1h,5/1d").unwrap());
+        let remaining =
+            |d: redlimit::Decision| (d.allowed, d.remaining, d.quotas.iter().map(|q| q.remaining).collect());
+        assert_eq!(remaining(one.check("k", 1).await.unwrap()), (true, 2, vec![]), "{backend}");
+        // The first strategy's window carries its count; the new one starts with this call.
+        assert_eq!(remaining(two.check("k", 1).await.unwrap()), (true, 1, vec![1, 4]), "{backend}");
+        // Back to one strategy: its window still holds both calls, and the
+        // write keeps only the strategies of the policy it was made under.
+        assert_eq!(remaining(one.check("k", 1).await.unwrap()), (true, 0, vec![]), "{backend}");
+        assert_eq!(remaining(two.check("k", 1).await.unwrap()), (false, 0, vec![0, 5]), "{backend}");
+    }
+}
