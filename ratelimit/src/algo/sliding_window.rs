@@ -5,12 +5,14 @@
 use super::{judge, least_room, retry_times};
 use crate::backend::{Outcome, QuotaOutcome};
 use crate::Strategy;
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
-/// Sub-window index (`start / precision`) to its count.
+/// Sub-window index (`start / precision`) and its count, oldest first: a
+/// write is never before the newest (see `now` below), so it joins the
+/// back, and dead sub-windows leave from the front.
 #[derive(Debug, Clone)]
 pub(crate) struct SubWindows {
-    counts: BTreeMap<u64, u64>,
+    counts: VecDeque<(u64, u64)>,
 }
 
 // Kept out of line: a window's code would otherwise weigh on the integer
@@ -24,13 +26,13 @@ pub(crate) fn decide(
     cost: u64,
     peek: bool,
 ) -> Outcome {
-    let empty = BTreeMap::new();
+    let empty = VecDeque::new();
     let stored = state.as_ref().map_or(&empty, |subs| &subs.counts);
     // A write records its time as its sub-window: judged at the start of the
     // newest one written when now is earlier, no call goes back before a
     // recorded one (within a sub-window, any time finds the same counts).
-    let now = match stored.keys().next_back() {
-        Some(&newest) if newest > now / precision => newest * precision,
+    let now = match stored.back() {
+        Some(&(newest, _)) if newest > now / precision => newest * precision,
         _ => now,
     };
     let current = now / precision;
@@ -39,20 +41,23 @@ pub(crate) fn decide(
     // Sub-windows at or before `current - widest` never count again.
     let live_from = (current + 1).saturating_sub(widest);
     // Strategy s counts the sub-windows k with k + span > current.
-    let counted = |s: &Strategy| stored.range((current + 1).saturating_sub(span(s))..);
+    let counted = |s: &Strategy| {
+        let from = (current + 1).saturating_sub(span(s));
+        stored.range(stored.partition_point(|&(k, _)| k < from)..)
+    };
     let count = |s: &Strategy| counted(s).map(|(_, c)| c).sum::<u64>();
     let verdict = judge(strategies, strategies.iter().map(count), cost);
     let taken = if verdict.allowed { cost } else { 0 };
     let (limit, remaining) = least_room(strategies, strategies.iter().map(|s| count(s) + taken));
 
-    let newest = stored.range(live_from..).next_back().map(|(&k, _)| k);
+    let newest = stored.back().map(|&(k, _)| k).filter(|&k| k >= live_from);
     let newest = if taken > 0 { Some(newest.map_or(current, |k| k.max(current))) } else { newest };
     let reset_after_us = newest.map_or(0, |k| ((k + widest) * precision).saturating_sub(now));
     let (retry_after_us, retries) = retry_times(strategies, &verdict, |_, s| {
         // Drop sub-windows oldest first until the cost fits.
         let mut left = count(s);
         let mut passes_at = (current + 1) * precision;
-        for (&k, &n) in counted(s) {
+        for &(k, n) in counted(s) {
             left -= n;
             passes_at = (k + span(s)) * precision;
             if left + cost <= s.limit {
@@ -80,11 +85,14 @@ pub(crate) fn decide(
     if taken > 0 && !peek {
         // Only a write changes the state: drop dead sub-windows (oldest
         // first, in place), count this one.
-        let subs = state.get_or_insert_with(|| SubWindows { counts: BTreeMap::new() });
-        while let Some(oldest) = subs.counts.first_entry().filter(|oldest| *oldest.key() < live_from) {
-            oldest.remove();
+        let counts = &mut state.get_or_insert_with(|| SubWindows { counts: VecDeque::new() }).counts;
+        while counts.front().is_some_and(|&(k, _)| k < live_from) {
+            counts.pop_front();
         }
-        *subs.counts.entry(current).or_insert(0) += taken;
+        match counts.back_mut() {
+            Some((k, n)) if *k == current => *n += taken,
+            _ => counts.push_back((current, taken)),
+        }
     }
     Outcome {
         allowed: verdict.allowed,
