@@ -2,8 +2,9 @@
 //! Dry run (shadow mode): a limiter or a policy in dry run decides and
 //! records as usual on both stores, and never denies: a call it would deny
 //! passes, is counted in `redlimit_dry_run_denials_total` (and as `denied`
-//! in `redlimit_decisions_total`, as the store decided), and the state
-//! counts what passed, so switching the dry run off enforces at once.
+//! in `redlimit_decisions_total`, as the store decided). A trial counts what
+//! it admitted in a state of its own (dry_run_trial_count.rs): switched
+//! off, the limiter enforces the enforced state, which the trial left alone.
 
 use redlimit::policies::PolicySet;
 use redlimit::{DenialReason, Limiter, OnError, Policy, RedisOptions, Store};
@@ -31,10 +32,12 @@ async fn a_limiter_in_dry_run_never_denies_and_counts_what_it_would_have() {
         assert_eq!(counter("redlimit_dry_run_denials_total", &labels), 4, "{backend}");
         let denied = [("limiter", name.as_str()), ("outcome", "denied")];
         assert_eq!(counter("redlimit_decisions_total", &denied), 4, "{backend}: the store's decisions");
-        // Enforced: the same limiter out of dry run sees the two that counted.
+        // Enforced: the same limiter out of dry run, on counts the trial never spent.
         let enforced = trial.clone().with_dry_run(false);
+        assert_eq!(enforced.limit("ann", 1).await.unwrap().remaining, 1, "{backend}");
+        assert!(enforced.limit("ann", 1).await.is_ok(), "{backend}");
         assert!(enforced.limit("ann", 1).await.is_err(), "{backend}");
-        assert!(enforced.check("bob", 1).await.unwrap().allowed, "{backend}: other keys untouched");
+        assert!(!trial.check("ann", 1).await.unwrap().allowed, "{backend}: the trial's own count stays");
     }
 }
 
@@ -53,7 +56,8 @@ async fn a_policy_in_dry_run_passes_through_any_limiter_that_decides_by_it() {
         let limiter = Limiter::new(format!("by-policy-{backend}"), real.clone(), store);
         assert!(limiter.with_policy(&trial).limit("ann", 1).await.is_ok());
         assert!(limiter.with_policy(&trial).limit("ann", 1).await.is_ok(), "{backend}: would deny, passes");
-        assert!(limiter.with_policy(&real).limit("ann", 1).await.is_err(), "{backend}: the same state, enforced");
+        assert!(limiter.with_policy(&real).limit("ann", 1).await.is_ok(), "{backend}: the trial spent none of it");
+        assert!(limiter.with_policy(&real).limit("ann", 1).await.is_err(), "{backend}: enforced on its own count");
     }
     let error =
         PolicySet::parse("p.toml", "[policies.p]\nalgo = \"gcra\"\nrate = \"1/1m\"\ndry_run = \"yes\"\n").unwrap_err();

@@ -3,6 +3,10 @@
 //! ([`Limiter::with_dry_run`](crate::Limiter::with_dry_run)), and so an
 //! attribute or a layer, or the whole process ([`set_dry_run`], or
 //! `REDLIMIT_DRY_RUN=1`) can be in dry run.
+//!
+//! A policy or limiter in dry run is a trial, bound to keys of its own
+//! (`key.rs`), so it never spends an enforced policy's count. The process's
+//! switch trials the enforced policies themselves, on their own state.
 
 use crate::Limiter;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -21,6 +25,10 @@ static PROCESS: AtomicU8 = AtomicU8::new(UNREAD);
 /// recorded as usual, and a call that would be denied passes, counted in
 /// `redlimit_dry_run_denials_total` and logged. Overrides `REDLIMIT_DRY_RUN`.
 ///
+/// Unlike a limiter's or policy's dry run, it keeps no state of its own:
+/// the enforced policies count what passes, so switching it off enforces
+/// at once, from those counts.
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
 /// use redlimit::{Limiter, ManualClock, Policy, Store};
@@ -30,7 +38,7 @@ static PROCESS: AtomicU8 = AtomicU8::new(UNREAD);
 /// limiter.limit("ann", 1).await.unwrap();
 /// assert!(limiter.limit("ann", 1).await.is_ok(), "would have denied, passed");
 /// redlimit::set_dry_run(false);
-/// assert!(limiter.limit("ann", 1).await.is_err(), "enforced again");
+/// assert!(limiter.limit("ann", 1).await.is_err(), "enforced again, on the same count");
 /// # Ok(()) }
 /// ```
 pub fn set_dry_run(on: bool) {

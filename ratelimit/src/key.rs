@@ -69,6 +69,11 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 /// - `sliding_window`: counts are filed by sub-window index `t / precision`,
 ///   which another precision reads as other times: the precision.
 ///
+/// A trial (a policy bound in dry run: [`Policy::with_dry_run`], or a
+/// limiter's `with_dry_run`) ends its layout with `/trial`: it counts what
+/// it would have admitted in keys of its own, so it never spends the count
+/// of the enforced policy of the same name and key.
+///
 /// ```text
 /// redlimit:fixed_window/v1:6:search:user:7          (several strategies, or a client clock)
 /// redlimit:fixed_window/v1/counter:6:search:user:7  (one strategy, Redis's clock)
@@ -76,6 +81,7 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 /// redlimit:token_bucket/v2:6:upload:user:7
 /// redlimit:gcra/v2:6:search:user:7
 /// redlimit:concurrency/v1:7:exports:tenant:3
+/// redlimit:fixed_window/v1/trial:6:search:user:7    (the same policy in dry run)
 /// ```
 fn write_layout(key: &mut String, policy: &Policy, counter: bool) {
     key.push_str(policy.algorithm().name());
@@ -98,7 +104,13 @@ fn write_layout(key: &mut String, policy: &Policy, counter: bool) {
         }
         _ => {}
     }
+    if policy.is_dry_run() {
+        key.push_str(TRIAL);
+    }
 }
+
+/// The last part of a trial's layout: no layout's own detail is this word.
+const TRIAL: &str = "/trial";
 
 /// [`write_layout`]'s text, for the tests.
 #[cfg(all(test, feature = "redis"))]
@@ -256,6 +268,17 @@ mod tests {
         assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), false).unwrap(), "rl:token_bucket/v2:3:api");
         assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), false).unwrap(), "rl:leaky_bucket/v2:3:api");
         assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap(), false).unwrap(), "rl:gcra/v2:3:api");
+    }
+
+    #[test]
+    fn a_trial_keeps_its_state_apart_from_the_enforced_policy() {
+        let prefix = |policy: Policy, counter| String::from_utf8(key_prefix("rl", &policy, "api", counter)).unwrap();
+        let window = Policy::fixed_window("5/1s").unwrap().with_dry_run(true);
+        assert_eq!(prefix(window.clone(), true), "rl:fixed_window/v1/counter/trial:3:api");
+        assert_eq!(prefix(window, false), "rl:fixed_window/v1/trial:3:api");
+        let sliding = Policy::sliding_window("5/1s", "100ms").unwrap().with_dry_run(true);
+        assert_eq!(prefix(sliding, false), "rl:sliding_window/v1/100ms/trial:3:api");
+        assert_eq!(prefix(Policy::concurrency(2, "30s").unwrap().with_dry_run(true), false), "rl:concurrency/v1/trial:3:api");
     }
 
     /// An operator's prefix holding a limiter's layout could spell the key of

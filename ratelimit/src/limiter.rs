@@ -74,25 +74,56 @@ pub(crate) struct Rule {
     pub(crate) bound: Arc<dyn Bound>,
     /// The store is in another process ([`Bound::remote`]), asked once.
     pub(crate) remote: bool,
+    /// Bound in dry run (the policy's or the limiter's): a trial keeps its
+    /// own state, so it never spends the enforced policy's count.
+    pub(crate) trial: bool,
     /// Tells the deny cache's denials under this policy from those under
-    /// another; worked out when first needed (a cache that holds a denial).
+    /// another (and a trial's from the enforced policy's); worked out when
+    /// first needed (a cache that holds a denial).
     fingerprint: OnceCell<u64>,
+    /// This policy bound as a trial, for the limiter put in dry run; made
+    /// once, since a site or layer in dry run asks for it on every call.
+    as_trial: OnceCell<Arc<Rule>>,
 }
 
 impl Rule {
-    fn new(inner: &Inner, policy: Policy) -> Rule {
+    /// `policy` bound on `inner`'s store; a trial when `trial` or the policy is in dry run.
+    fn new(inner: &Inner, policy: Policy, trial: bool) -> Rule {
         let store = &inner.store;
+        let trial = trial || policy.is_dry_run();
         let bound = store.backend.bind(Binding {
             prefix: &store.prefix,
             name: &inner.name,
-            policy: &policy,
+            policy: &bound_as(&policy, trial),
             server_clock: store.clock.now_us().is_none(),
         });
-        Rule { fingerprint: OnceCell::new(), policy, remote: bound.remote(), bound }
+        Rule { fingerprint: OnceCell::new(), policy, remote: bound.remote(), trial, bound, as_trial: OnceCell::new() }
     }
 
     pub(crate) fn fingerprint(&self) -> u64 {
-        *self.fingerprint.get_or_init(|| self.policy.fingerprint())
+        *self.fingerprint.get_or_init(|| {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            (self.policy.fingerprint(), self.trial).hash(&mut hasher);
+            hasher.finish()
+        })
+    }
+
+    /// This rule's policy as a trial: itself when it is one.
+    fn trial(self: &Arc<Rule>, inner: &Inner) -> Arc<Rule> {
+        match self.trial {
+            true => self.clone(),
+            false => self.as_trial.get_or_init(|| Arc::new(Rule::new(inner, self.policy.clone(), true))).clone(),
+        }
+    }
+}
+
+/// The policy a store binds: marked dry run for a trial, which the key
+/// layout reads (`key.rs`), so a trial's keys are its own on every store.
+fn bound_as(policy: &Policy, trial: bool) -> std::borrow::Cow<'_, Policy> {
+    match trial && !policy.is_dry_run() {
+        true => std::borrow::Cow::Owned(policy.clone().with_dry_run(true)),
+        false => std::borrow::Cow::Borrowed(policy),
     }
 }
 
@@ -110,7 +141,7 @@ impl Limiter {
             released: tokio::sync::Notify::new(),
             permit_metrics: OnceCell::new(),
         };
-        let rule = Arc::new(Rule::new(&inner, policy));
+        let rule = Arc::new(Rule::new(&inner, policy, false));
         Limiter {
             inner: Arc::new(inner),
             rule,
@@ -147,12 +178,14 @@ impl Limiter {
     /// # Ok(()) }
     /// ```
     pub fn with_policy(&self, policy: &Policy) -> Limiter {
+        let trial = self.dry_run || policy.is_dry_run();
         let same = *policy == self.rule.policy
             && policy.name() == self.rule.policy.name()
-            && policy.is_dry_run() == self.rule.policy.is_dry_run();
+            && policy.is_dry_run() == self.rule.policy.is_dry_run()
+            && trial == self.rule.trial;
         let rule = match same {
             true => self.rule.clone(),
-            false => Arc::new(Rule::new(&self.inner, policy.clone())),
+            false => Arc::new(Rule::new(&self.inner, policy.clone(), trial)),
         };
         Limiter { rule, ..self.clone() }
     }
@@ -218,26 +251,45 @@ impl Limiter {
     /// process can be in dry run too ([`Policy::with_dry_run`],
     /// [`set_dry_run`](crate::set_dry_run)).
     ///
+    /// A limiter or policy in dry run is a trial: it counts what it would
+    /// have admitted in a state of its own (keys of its own, on every
+    /// store), so beside the enforced limiter of the same name and key it
+    /// spends none of that limiter's count, and its reports say what it
+    /// alone would have done. Taken out of dry run, the limiter enforces
+    /// the enforced state, which the trial never touched. (The process's
+    /// switch is not a trial: it lets the enforced policies' denials
+    /// through on their own counts.)
+    ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
     /// use redlimit::{Limiter, ManualClock, Policy, Store};
     ///
     /// let store = Store::memory().with_clock(ManualClock::new());
-    /// let trial = Limiter::new("trial", Policy::gcra("1/1m", 0)?, &store).with_dry_run(true);
+    /// let enforced = Limiter::new("api", Policy::gcra("2/1m", 1)?, &store);
+    /// let trial = Limiter::new("api", Policy::gcra("1/1m", 0)?, &store).with_dry_run(true);
     /// assert!(trial.limit("ann", 1).await.unwrap().allowed);
     /// let passed = trial.limit("ann", 1).await.expect("never denied");
     /// assert_eq!((passed.allowed, passed.retry_after), (false, Some(std::time::Duration::from_secs(60))));
+    /// assert_eq!(enforced.check("ann", 1).await?.remaining, 1, "the trial took none of its permits");
     /// # Ok(()) }
     /// ```
     pub fn with_dry_run(mut self, on: bool) -> Limiter {
         self.dry_run = on;
+        self.rule = match (on, self.rule.trial) {
+            (true, false) => self.rule.trial(&self.inner),
+            // Out of dry run: enforced again, unless its policy is a trial itself.
+            (false, true) if !self.rule.policy.is_dry_run() => {
+                Arc::new(Rule::new(&self.inner, self.rule.policy.clone(), false))
+            }
+            _ => self.rule,
+        };
         self
     }
 
     /// Whether a call this limiter would deny passes: it, its policy or the
     /// process is in dry run.
     pub fn is_dry_run(&self) -> bool {
-        self.dry_run || self.rule.policy.is_dry_run() || crate::dry_run::is_dry_run()
+        self.rule.trial || crate::dry_run::is_dry_run()
     }
 
     /// Sets what [`limit`](Self::limit) does when the store cannot answer.
@@ -306,8 +358,8 @@ impl Limiter {
     /// This limiter's policy on an in-process store of its own, for `OnError::Local`.
     pub(crate) fn local(&self) -> MemoryBound {
         let inner = &self.inner;
-        let binding =
-            Binding { prefix: &inner.store.prefix, name: &inner.name, policy: &self.rule.policy, server_clock: true };
+        let policy = bound_as(&self.rule.policy, self.rule.trial);
+        let binding = Binding { prefix: &inner.store.prefix, name: &inner.name, policy: &policy, server_clock: true };
         inner.local.get_or_init(MemoryBackend::new).bind_memory(binding)
     }
 }
