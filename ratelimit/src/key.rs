@@ -278,7 +278,10 @@ mod tests {
         assert_eq!(prefix(window, false), "rl:fixed_window/v1/trial:3:api");
         let sliding = Policy::sliding_window("5/1s", "100ms").unwrap().with_dry_run(true);
         assert_eq!(prefix(sliding, false), "rl:sliding_window/v1/100ms/trial:3:api");
-        assert_eq!(prefix(Policy::concurrency(2, "30s").unwrap().with_dry_run(true), false), "rl:concurrency/v1/trial:3:api");
+        assert_eq!(
+            prefix(Policy::concurrency(2, "30s").unwrap().with_dry_run(true), false),
+            "rl:concurrency/v1/trial:3:api"
+        );
     }
 
     /// An operator's prefix holding a limiter's layout could spell the key of

@@ -1,6 +1,7 @@
 //! [`Eval`]: a bound limiter's script calls. One `EVALSHA` decides one call
 //! or a batch of them, bounded by the response timeout, behind the breaker,
-//! the script loaded again after `NOSCRIPT`.
+//! the script loaded again after `NOSCRIPT`. A family's first call loads
+//! its script within that same bound: the load and the call share one deadline.
 
 use super::arguments::{arguments, words};
 use super::batch_reply::{outcomes, replied_cost};
@@ -18,6 +19,7 @@ use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// A backend's script calls: its connection, breaker and scripts.
 pub(crate) struct Eval {
@@ -34,13 +36,15 @@ impl Eval {
     /// `None`, on Redis's own clock. A limiter bound for Redis's clock
     /// always sends `None`.
     pub(crate) async fn one(&self, plan: &Plan, storage_key: &[u8], call: Call) -> Result<Outcome, Error> {
-        self.load_once(plan.family).await;
+        let deadline = Instant::now() + self.response_timeout;
+        self.load_once(plan.family, deadline).await;
         let mut cmd = Cmd::with_capacity(9, 96 + storage_key.len() + plan.policy.len());
         cmd.arg("EVALSHA").arg(self.registry.script(plan.family).get_hash()).arg(1).arg(storage_key);
         arguments(&mut cmd, &plan.policy, call);
         // A peek writes nothing, so sending it twice cannot count it twice;
         // a refund sent twice would give back twice.
-        let reply = self.send(&cmd, storage_key, call.kind == CallKind::Peek).await.map_err(|(error, _)| error)?;
+        let peek = call.kind == CallKind::Peek;
+        let reply = self.send(&cmd, storage_key, peek, deadline).await.map_err(|(error, _)| error)?;
         plan.reply.outcome(reply, replied_cost(call))
     }
 
@@ -56,7 +60,8 @@ impl Eval {
         declare_all: bool,
     ) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
         let Some((first, _)) = calls.split_first() else { return Ok(Vec::new()) };
-        self.load_once(family).await;
+        let deadline = Instant::now() + self.response_timeout;
+        self.load_once(family, deadline).await;
         // The policy goes once when every call shares it (the common batch).
         let shared = calls.iter().all(|c| c.plan.policy == first.plan.policy);
         let policies = if shared { &calls[..1] } else { calls };
@@ -83,7 +88,7 @@ impl Eval {
             cmd.arg(&plan.policy);
         }
         let replayable = calls.iter().all(|c| c.call.kind == CallKind::Peek);
-        let reply = match self.send(&cmd, &first.key, replayable).await {
+        let reply = match self.send(&cmd, &first.key, replayable, deadline).await {
             Ok(reply) => reply,
             Err((_, true)) => return Err(BatchFailure::Misrouted),
             Err((error, false)) => return Err(BatchFailure::Failed(error)),
@@ -91,31 +96,34 @@ impl Eval {
         outcomes(calls, reply)
     }
 
-    async fn load_once(&self, family: Family) {
+    async fn load_once(&self, family: Family, deadline: Instant) {
         if !self.registry.loaded(family).load(Ordering::Acquire) {
             // Boxed: only a first call waits for it.
-            Box::pin(self.load_first(family)).await;
+            Box::pin(self.load_first(family, deadline)).await;
         }
     }
 
     /// Loads `family`'s script ahead of its first `EVALSHA` (on every master
     /// of a cluster), so that call does not reload every script of the
-    /// backend. While the breaker is open the call fails at once instead, as
-    /// every other does; should the load fail, the `EVALSHA`'s NOSCRIPT reloads.
-    async fn load_first(&self, family: Family) {
+    /// backend; by the call's own `deadline`, which the call then has what
+    /// is left of. While the breaker is open the call fails at once instead,
+    /// as every other does; should the load fail, the `EVALSHA`'s NOSCRIPT reloads.
+    async fn load_first(&self, family: Family, deadline: Instant) {
         if self.breaker.open().is_some() {
             return;
         }
         let mut connection = self.connection.clone();
         let invocation = self.registry.script(family).prepare_invoke();
-        match tokio::time::timeout(self.response_timeout, invocation.load_async(&mut connection)).await {
+        match tokio::time::timeout_at(deadline, invocation.load_async(&mut connection)).await {
             Ok(Ok(_)) => self.registry.loaded(family).store(true, Ordering::Release),
             _ => tracing::debug!(target: "redlimit", "could not load a limiter's script ahead of its first call"),
         }
     }
 
-    /// Sends one `EVALSHA`, bounded by the response timeout (a wait for a
-    /// reconnect or a script reload included), unless the breaker is open.
+    /// Sends one `EVALSHA` by `deadline` (the response timeout from the
+    /// call's start: a wait for a reconnect, the script's first load or a
+    /// reload included), unless the breaker is open. A deadline already
+    /// passed (the first load took it all) sends nothing: a timeout.
     /// The error says too whether a cluster refused the call for its keys'
     /// slots (which opens no breaker: Redis is up).
     ///
@@ -124,11 +132,18 @@ impl Eval {
     /// was lost (closed while idle, reset), and the manager is already
     /// replacing it. Such a call fails alone when it may have run on Redis
     /// (see `connection.rs`: it is never resent unless `replayable`).
-    async fn send(&self, cmd: &Cmd, key: &[u8], replayable: bool) -> Result<Value, (Error, bool)> {
+    async fn send(&self, cmd: &Cmd, key: &[u8], replayable: bool, deadline: Instant) -> Result<Value, (Error, bool)> {
         if let Some(failing_fast) = self.breaker.open() {
             return Err((failing_fast, false));
         }
-        let result = match bounded(self.response_timeout, self.eval_reloading(cmd, key, replayable)).await {
+        let timed_out = || Error::Timeout(self.response_timeout);
+        let sent = match Instant::now() < deadline {
+            true => tokio::time::timeout_at(deadline, self.eval_reloading(cmd, key, replayable))
+                .await
+                .map_err(|_| timed_out()),
+            false => Err(timed_out()),
+        };
+        let result = match sent {
             Ok(Ok(reply)) => return Ok(reply),
             Ok(Err(e)) if is_misrouted(&e) => return Err((from_redis(e), true)),
             Ok(Err(e)) if e.is_timeout() => (Error::Timeout(self.response_timeout), false),
