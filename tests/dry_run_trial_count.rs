@@ -121,3 +121,23 @@ async fn a_concurrency_trial_holds_none_of_the_enforced_permits() {
         drop((tried, held, second));
     }
 }
+
+/// A reset forgets the state of the policy it is called through: the
+/// enforced count's reset leaves the trial's, and the trial's the enforced one.
+#[tokio::test]
+async fn a_reset_forgets_only_its_own_policys_state() {
+    let both = BothStores::start().await;
+    for (at, store) in both.each() {
+        let enforced = Limiter::new("resets", window(2), store);
+        let trial = enforced.clone().with_dry_run(true);
+        for _ in 0..2 {
+            enforced.limit("ann", 1).await.unwrap();
+            trial.limit("ann", 1).await.unwrap();
+        }
+        enforced.reset("ann").await.unwrap();
+        assert!(!trial.check("ann", 1).await.unwrap().allowed, "{at}: the trial's count stays");
+        trial.reset("ann").await.unwrap();
+        assert_eq!(trial.check("ann", 1).await.unwrap().remaining, 1, "{at}");
+        assert_eq!(enforced.check("ann", 1).await.unwrap().remaining, 1, "{at}: reset once, by its own");
+    }
+}

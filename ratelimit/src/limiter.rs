@@ -161,7 +161,9 @@ impl Limiter {
     /// A key keeps its state across policies of the same algorithm: a user
     /// moved from 2 to 5 calls a minute keeps what they used in the current
     /// window. A policy of another algorithm keeps its own state under the
-    /// same key (README, "Limits as data", says what carries over).
+    /// same key (README, "Limits as data", says what carries over), and so
+    /// does a policy in dry run, or any policy of a limiter in dry run: a
+    /// trial never spends the enforced count ([`with_dry_run`](Self::with_dry_run)).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -342,7 +344,9 @@ impl Limiter {
     }
 
     /// Forgets `key`: its next call sees a fresh state (and, under
-    /// prefetch, takes nothing this process held of it before).
+    /// prefetch, takes nothing this process held of it before). Only the
+    /// state this limiter's policy decides by: an enforced limiter's reset
+    /// leaves a trial's count of the key alone, and a trial's the enforced one.
     pub async fn reset(&self, key: impl AsRef<[u8]>) -> Result<(), Error> {
         let key = key.as_ref();
         if let Some(prefetch) = &self.prefetch {
