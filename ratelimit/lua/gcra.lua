@@ -19,9 +19,12 @@
 -- rem / n µs with 0 <= rem < n, and the rate it was written under, as
 -- struct.pack('<ddd', tat_us, n, p) (24 bytes) when rem = 0, else
 -- struct.pack('<dddd', tat_us, rem, n, p) (32 bytes): binary, so it parses
--- and formats no number. Written only when allowed, cost > 0 and not a
--- peek; and by a refund of cost > 0 while the TAT is ahead of now, which
--- moves it back by cost emission intervals, never before now. With the
+-- and formats no number. Written when allowed, cost > 0 and not a peek;
+-- by a refund of cost > 0 while the TAT is ahead of now, which moves it
+-- back by cost emission intervals, never before now; and by a check or
+-- refund that found a TAT ahead of now written under another rate
+-- (converted to this one, taking nothing, so the retry it names is paid
+-- off at this rate). With the
 -- server clock a TTL runs to the end of the second holding
 -- ceil(TAT), and a write whose ceil(TAT) falls in the second of the TAT it
 -- replaces, in a state of the same length, keeps it (set_state.lua). Under
@@ -42,7 +45,7 @@ local tolerance = limit * p
 -- How far the TAT is ahead of now, in units (redis-cell's ttl); covered =
 -- ceil(TAT) of a binary state, whose TTL lasts to the end of its second.
 local debt = 0
-local covered = false
+local covered, converted = false, false
 local v = call('GET', key)
 if v then
   local us, rem, was_n, was_p = false, 0
@@ -56,6 +59,7 @@ if v then
   if us and us >= now then
     debt = (us - now) * was_n + rem
     if was_p ~= p then debt = math.ceil(debt / was_p * p) end
+    converted = was_n ~= n or was_p ~= p
   end
 end
 
@@ -75,6 +79,7 @@ elseif cost <= limit and debt + cost * p <= tolerance then
   reply = debt + cost * p
   if cost > 0 and not peek then ahead = reply end
 end
+if converted and not ahead and debt > 0 and not peek then ahead = debt end
 if ahead then
   -- The new TAT is now + ahead / n µs; reset = ceil(ahead / n).
   if n == 1 then

@@ -40,6 +40,8 @@ pub(crate) fn decide(
         Some(t) if t.us >= now => owed_under((t.us - now).saturating_mul(t.n).saturating_add(t.rem), t.p, p),
         _ => 0,
     };
+    // The TAT was written under another rate: its debt, now in this one's units.
+    let converted = state.is_some_and(|t| (t.n, t.p) != (n, p));
     // A refund moves the TAT back by its emission intervals, never before
     // now, then reports as a check of cost 0 would. A TAT already past
     // owes nothing: nothing to give back, nothing written.
@@ -59,9 +61,12 @@ pub(crate) fn decide(
         (!allowed && !never).then(|| ceil_div((debt.saturating_add(increment) - tolerance) as u128, n as u128) as u64);
     // One division gives both the new TAT and `reset_after` (ttl / n, rounded up).
     let (whole_us, rem) = (ttl / n, ttl % n);
+    // A debt left under another rate is written at this one, even by a
+    // denial: the retry it names is paid off at this rate.
+    let converts = converted && ttl > 0;
     let write = match kind {
-        CallKind::Check => allowed && cost > 0,
-        CallKind::Refund => given.is_some_and(|given| given > 0),
+        CallKind::Check => (allowed && cost > 0) || converts,
+        CallKind::Refund => given.is_some_and(|given| given > 0) || converts,
         // A peek; a permit's calls never reach this algorithm (`refused`).
         _ => false,
     };
