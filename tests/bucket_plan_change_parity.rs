@@ -26,8 +26,7 @@ fn plans(algo: &str) -> Vec<Policy> {
 
 /// Gives back `n` permits of the call `of` answered.
 async fn refund(limiter: &Limiter, n: u64, of: &Decision) -> Decision {
-    let _ = of;
-    limiter.refund("k", n).await.unwrap()
+    limiter.refund("k", n, of).await.unwrap()
 }
 
 #[tokio::test]

@@ -26,8 +26,7 @@ fn policy(algo: &str, capacity: u64, rate: &str) -> Policy {
 
 /// Gives back `n` permits of the call `of` answered.
 async fn refund(limiter: &Limiter, key: &str, n: u64, of: &Decision) -> Decision {
-    let _ = of;
-    limiter.refund(key, n).await.unwrap()
+    limiter.refund(key, n, of).await.unwrap()
 }
 
 #[tokio::test]

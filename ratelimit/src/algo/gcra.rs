@@ -47,7 +47,7 @@ pub(crate) fn decide(
     // owes nothing: nothing to give back, nothing written.
     let given = (debt > 0).then_some(cost);
     let cost = match kind {
-        CallKind::Refund => {
+        CallKind::Refund(_) => {
             debt = debt.saturating_sub(cost.saturating_mul(p));
             0
         }
@@ -66,7 +66,7 @@ pub(crate) fn decide(
     let converts = converted && ttl > 0;
     let write = match kind {
         CallKind::Check => (allowed && cost > 0) || converts,
-        CallKind::Refund => given.is_some_and(|given| given > 0) || converts,
+        CallKind::Refund(_) => given.is_some_and(|given| given > 0) || converts,
         // A peek; a permit's calls never reach this algorithm (`refused`).
         _ => false,
     };

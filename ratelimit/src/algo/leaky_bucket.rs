@@ -46,7 +46,7 @@ pub(crate) fn decide(
     // bucket as a check of cost 0 would.
     let before = level;
     let cost = match kind {
-        CallKind::Refund => {
+        CallKind::Refund(_) => {
             level -= cost.saturating_mul(p).min(level);
             0
         }
@@ -63,7 +63,7 @@ pub(crate) fn decide(
     let converts = converted && after > 0;
     let write = match kind {
         CallKind::Check => (allowed && cost > 0) || converts,
-        CallKind::Refund => after < before || converts,
+        CallKind::Refund(_) => after < before || converts,
         // A peek; a permit's calls never reach this algorithm (`refused`).
         _ => false,
     };
