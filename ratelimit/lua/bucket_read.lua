@@ -36,6 +36,8 @@ if v and #v == 33 then
       if paid >= owed then owed = 0 else owed = owed - paid end
       last = now
     end
-    owed = math.ceil(owed / was_p * p)
+    -- The same period counts the same units (algo::owed_under): dividing
+    -- and multiplying back could round up a unit.
+    if was_p ~= p then owed = math.ceil(owed / was_p * p) end
   end
 end
