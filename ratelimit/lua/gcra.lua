@@ -20,8 +20,9 @@
 -- struct.pack('<ddd', tat_us, n, p) (24 bytes) when rem = 0, else
 -- struct.pack('<dddd', tat_us, rem, n, p) (32 bytes): binary, so it parses
 -- and formats no number. Written when allowed, cost > 0 and not a peek;
--- by a refund of cost > 0 while the TAT is ahead of now, which moves it
--- back by cost emission intervals, never before now; and by a check or
+-- by a refund while the TAT is ahead of now, which moves it back by cost
+-- emission intervals less the time since the refunded call was taken
+-- (what it may still owe), never before now; and by a check or
 -- refund that found a TAT ahead of now written under another rate
 -- (converted to this one, taking nothing, so the retry it names is paid
 -- off at this rate). With the
@@ -68,9 +69,17 @@ end
 local reply, value, e, reset, kept = -1 - debt, false
 local ahead = false
 if refund then
-  -- A product past 2^53 rounds, but stays above the debt: none is left.
+  -- What the refunded call may still owe (algo::refunded_units): its
+  -- cost * p less what the rate paid off since it was taken (permit's
+  -- first double), never below zero. A product past 2^53 rounds, but
+  -- stays above the debt: none is left.
   local back = cost * p
-  if debt > 0 and cost > 0 then
+  local taken = struct_unpack('<d', permit)
+  if now > taken then
+    local paid = (now - taken) * n
+    if paid >= back then back = 0 else back = back - paid end
+  end
+  if debt > 0 and back > 0 then
     if back >= debt then debt = 0 else debt = debt - back end
     ahead = debt
   end

@@ -15,9 +15,10 @@
 --
 -- State: bucket_read.lua's, owing the level, whole even above this
 -- capacity's full. An absent key is an empty bucket. Written when allowed,
--- cost > 0 and not a peek; by a refund of cost > 0 that lowers the level,
--- never below empty; and by a check or refund that found the level at
--- another rate and not empty (converted, taking nothing).
+-- cost > 0 and not a peek; by a refund that lowers the level: by at most
+-- what its call may still hold, never below empty; and by a check or
+-- refund that found the level at another rate and not empty (converted,
+-- taking nothing).
 
 local level = owed or 0
 -- Judged at t if now is earlier (clock.lua): a late call finds the
@@ -33,8 +34,16 @@ end
 -- until the bucket is empty again after the call.
 local reply, write, missing = -1 - level, false
 if refund then
-  -- A product past 2^53 rounds, but stays above the level: empty.
+  -- What the refunded call may still owe (algo::refunded_units): its
+  -- cost * p less what the rate paid off since it was taken (permit's
+  -- first double), never below zero. A product past 2^53 rounds, but
+  -- stays above the level: empty.
   local back = cost * p
+  local taken = struct_unpack('<d', permit)
+  if now > taken then
+    local paid = (now - taken) * n
+    if paid >= back then back = 0 else back = back - paid end
+  end
   local before = level
   if back >= level then level = 0 else level = level - back end
   -- Reported as a check of cost 0: denied while a larger plan's debt

@@ -16,9 +16,10 @@
 -- State: bucket_read.lua's, owing the units missing to be full, whole even
 -- above this capacity's full (a larger plan's debt): a call passes iff
 -- owed + cost * p <= full. An absent key is a full bucket. Written when
--- allowed, cost > 0 and not a peek; by a refund of cost > 0 that gives
--- something back, never above full; and by a check or refund that found
--- the state at another rate and still owing (converted, taking nothing).
+-- allowed, cost > 0 and not a peek; by a refund that gives something
+-- back: at most what its call may still owe, never above full; and by a
+-- check or refund that found the state at another rate and still owing
+-- (converted, taking nothing).
 -- The arithmetic is leaky_bucket.lua's, its level being the debt.
 
 local missing = owed or 0
@@ -35,8 +36,16 @@ end
 -- to be full again after the call.
 local reply, write = -1 - missing, false
 if refund then
-  -- A product past 2^53 rounds, but stays above the debt: a full bucket.
+  -- What the refunded call may still owe (algo::refunded_units): its
+  -- cost * p less what the rate paid off since it was taken (permit's
+  -- first double), never below zero. A product past 2^53 rounds, but
+  -- stays above the debt: a full bucket.
   local back = cost * p
+  local taken = struct_unpack('<d', permit)
+  if now > taken then
+    local paid = (now - taken) * n
+    if paid >= back then back = 0 else back = back - paid end
+  end
   local before = missing
   if back >= missing then missing = 0 else missing = missing - back end
   -- Reported as a check of cost 0: denied while a larger plan's debt

@@ -9,7 +9,7 @@
 //! write leaves the TAT after its own time, so a late call finds more debt,
 //! never more room, and the admitted calls sorted by time still conform.
 
-use super::{ceil_div, owed_under};
+use super::{ceil_div, owed_under, refunded_units};
 use crate::backend::{CallKind, Outcome};
 
 /// Theoretical arrival time: `us + rem / n` microseconds since the epoch,
@@ -42,13 +42,14 @@ pub(crate) fn decide(
     };
     // The TAT was written under another rate: its debt, now in this one's units.
     let converted = state.is_some_and(|t| (t.n, t.p) != (n, p));
-    // A refund moves the TAT back by its emission intervals, never before
-    // now, then reports as a check of cost 0 would. A TAT already past
-    // owes nothing: nothing to give back, nothing written.
-    let given = (debt > 0).then_some(cost);
+    // A refund moves the TAT back by its call's emission intervals less the
+    // time since it was taken (`refunded_units`), never before now, then
+    // reports as a check of cost 0 would. A TAT already past owes nothing:
+    // nothing to give back, nothing written.
+    let before = debt;
     let cost = match kind {
-        CallKind::Refund(_) => {
-            debt = debt.saturating_sub(cost.saturating_mul(p));
+        CallKind::Refund(refunded) => {
+            debt -= refunded_units(cost, refunded.taken_us, (n, p), now).min(debt);
             0
         }
         _ => cost,
@@ -66,7 +67,7 @@ pub(crate) fn decide(
     let converts = converted && ttl > 0;
     let write = match kind {
         CallKind::Check => (allowed && cost > 0) || converts,
-        CallKind::Refund(_) => given.is_some_and(|given| given > 0) || converts,
+        CallKind::Refund(_) => debt < before || converts,
         // A peek; a permit's calls never reach this algorithm (`refused`).
         _ => false,
     };

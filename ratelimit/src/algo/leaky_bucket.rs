@@ -8,7 +8,7 @@
 //! smaller capacity than the one that raised it is judged against the
 //! whole level and a write keeps it, so a plan change never forgets it.
 
-use super::{ceil_div, owed_at};
+use super::{ceil_div, owed_at, refunded_units};
 use crate::backend::{CallKind, Outcome};
 
 /// Water level in units, when it was last drained, and the rate `(n, p)`
@@ -42,12 +42,13 @@ pub(crate) fn decide(
     let drained = ((now - last) as u128) * n as u128;
     level = if drained >= level as u128 { 0 } else { level - drained as u64 };
 
-    // A refund lowers the level, never below empty, then reports the
-    // bucket as a check of cost 0 would.
+    // A refund lowers the level by what its call may still hold
+    // (`refunded_units`), never below empty, then reports the bucket as a
+    // check of cost 0 would.
     let before = level;
     let cost = match kind {
-        CallKind::Refund(_) => {
-            level -= cost.saturating_mul(p).min(level);
+        CallKind::Refund(refunded) => {
+            level -= refunded_units(cost, refunded.taken_us, (n, p), now).min(level);
             0
         }
         _ => cost,

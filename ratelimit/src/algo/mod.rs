@@ -176,6 +176,19 @@ pub(crate) fn owed_at(owed: u64, last: u64, was: (u64, u64), (n, p): (u64, u64),
     (owed_under(owed, was_p, p), now)
 }
 
+/// The units a refund of `cost` permits, taken at `taken_us`, may give back
+/// at `now` under the rate `(n, p)`: what the call added (`cost * p`) less
+/// what could have been paid off since (`n` per µs), never below zero.
+/// What a bucket owes falls at most at its rate, so removing the call would
+/// have lowered today's debt by at least this: a late refund never gives
+/// more than the state would have had without the call. gcra's TAT moves
+/// back by as much (`cost` emission intervals less the time since).
+pub(crate) fn refunded_units(cost: u64, taken_us: u64, (n, p): (u64, u64), now: u64) -> u64 {
+    let added = cost as u128 * p as u128;
+    let paid = now.saturating_sub(taken_us) as u128 * n as u128;
+    u64::try_from(added.saturating_sub(paid)).unwrap_or(u64::MAX)
+}
+
 /// `ceil(a / b)` on integers.
 pub(crate) fn ceil_div(a: u128, b: u128) -> u128 {
     // Nearly always both fit in 64 bits, where division is a single

@@ -10,7 +10,7 @@
 //! write keeps it, so a plan change never forgets what a larger plan took.
 //! The arithmetic is the leaky bucket's, its level being the debt.
 
-use super::{ceil_div, owed_at};
+use super::{ceil_div, owed_at, refunded_units};
 use crate::backend::{CallKind, Outcome};
 
 /// The units missing to be full, when they were last counted, and the
@@ -44,12 +44,12 @@ pub(crate) fn decide(
     let gained = ((now - last) as u128) * n as u128;
     owed = if gained >= owed as u128 { 0 } else { owed - gained as u64 };
 
-    // A refund puts its tokens back, never above full, then reports the
-    // bucket as a check of cost 0 would.
+    // A refund gives back what its call may still owe (`refunded_units`),
+    // never above full, then reports the bucket as a check of cost 0 would.
     let before = owed;
     let cost = match kind {
-        CallKind::Refund(_) => {
-            owed -= cost.saturating_mul(p).min(owed);
+        CallKind::Refund(refunded) => {
+            owed -= refunded_units(cost, refunded.taken_us, (n, p), now).min(owed);
             0
         }
         _ => cost,
