@@ -72,6 +72,28 @@ async fn a_refund_after_the_bucket_refilled_gives_nothing_and_one_midway_gives_w
     }
 }
 
+#[tokio::test]
+async fn a_refund_after_a_faster_rate_took_over_counts_what_the_faster_rate_paid() {
+    let both = BothStores::start().await;
+    for (backend, store) in both.each() {
+        for algo in ALGORITHMS {
+            let slow = Limiter::new(format!("pace-{algo}"), policy(algo, 10, "1/1s"), store).with_deny_cache(false);
+            let fast = slow.with_policy(&policy(algo, 10, "10/1s"));
+            let call = slow.check("k", 5).await.unwrap();
+            // A check under the faster rate converts the key's state to it.
+            assert_eq!(fast.check("k", 0).await.unwrap().remaining, 5, "{backend} {algo}");
+            // 400 ms at 10/s pay off 4 of the 5; another call takes 4.
+            both.clock.advance(Duration::from_millis(400));
+            assert_eq!(fast.check("k", 4).await.unwrap().remaining, 5, "{backend} {algo}");
+            // Without the refunded call only the last 4 would be owed: 1 of its
+            // 5 comes back, not the 4.6 the slow rate alone would have left it.
+            let after = refund(&slow, "k", 5, &call).await;
+            assert_eq!(after.remaining, 6, "{backend} {algo}: {after:?}");
+            assert_eq!(fast.peek("k", 0).await.unwrap().remaining, 6, "{backend} {algo}");
+        }
+    }
+}
+
 /// One token per 1 000 µs: 1 000 per second, capacity 100.
 const COUNT: u128 = 1_000;
 const PERIOD_US: u128 = 1_000_000;

@@ -18,15 +18,18 @@
 -- units, rounded up (never more room).
 --
 -- Sets `full` (capacity * p), `owed` (false for an absent key: an
--- untouched bucket), `last` (now for an absent key), `converted` (the
+-- untouched bucket), `last` (now for an absent key), `was_n`, `was_p`
+-- (the rate the state was written at; this one's for an absent key),
+-- `converted` (the
 -- state was counted at another rate: a check or refund writes it at this
 -- one, so the retry it names is paid off at this rate) and `covered` (the
 -- start, µs, of the second to whose end the TTL runs, if known).
 local full = capacity * p
 local owed, last, converted, covered = false, now, false, false
+local was_n, was_p = n, p
 local v = call('GET', key)
 if v and #v == 33 then
-  local d, was_p, was_n
+  local d
   owed, last, d, was_p, was_n = struct_unpack('<ddBdd', v)
   if d < 255 then covered = last - last % 1000000 + d * 1000000 end
   if was_p ~= p or was_n ~= n then

@@ -47,9 +47,11 @@ local tolerance = limit * p
 -- ceil(TAT) of a binary state, whose TTL lasts to the end of its second.
 local debt = 0
 local covered, converted = false, false
+-- The rate the TAT was written under (this one's for an absent key).
+local was_n, was_p = n, p
 local v = call('GET', key)
 if v then
-  local us, rem, was_n, was_p = false, 0
+  local us, rem = false, 0
   if #v == 24 then
     us, was_n, was_p = struct_unpack('<ddd', v)
     covered = us
@@ -77,6 +79,11 @@ if refund then
   local taken = struct_unpack('<d', permit)
   if now > taken then
     local paid = (now - taken) * n
+    -- Under another rate than the state's, the faster of the two.
+    if was_n ~= n or was_p ~= p then
+      local at_was = math.ceil((now - taken) * was_n / was_p * p)
+      if at_was > paid then paid = at_was end
+    end
     if paid >= back then back = 0 else back = back - paid end
   end
   if debt > 0 and back > 0 then

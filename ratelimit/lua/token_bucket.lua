@@ -44,6 +44,11 @@ if refund then
   local taken = struct_unpack('<d', permit)
   if now > taken then
     local paid = (now - taken) * n
+    -- Under another rate than the state's, the faster of the two.
+    if was_n ~= n or was_p ~= p then
+      local at_was = math.ceil((now - taken) * was_n / was_p * p)
+      if at_was > paid then paid = at_was end
+    end
     if paid >= back then back = 0 else back = back - paid end
   end
   local before = missing

@@ -41,7 +41,8 @@ pub(crate) fn decide(
         _ => 0,
     };
     // The TAT was written under another rate: its debt, now in this one's units.
-    let converted = state.is_some_and(|t| (t.n, t.p) != (n, p));
+    let was = state.map_or((n, p), |t| (t.n, t.p));
+    let converted = was != (n, p);
     // A refund moves the TAT back by its call's emission intervals less the
     // time since it was taken (`refunded_units`), never before now, then
     // reports as a check of cost 0 would. A TAT already past owes nothing:
@@ -49,7 +50,7 @@ pub(crate) fn decide(
     let before = debt;
     let cost = match kind {
         CallKind::Refund(refunded) => {
-            debt -= refunded_units(cost, refunded.taken_us, (n, p), now).min(debt);
+            debt -= refunded_units(cost, refunded.taken_us, (n, p), was, now).min(debt);
             0
         }
         _ => cost,

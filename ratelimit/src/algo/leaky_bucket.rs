@@ -31,7 +31,9 @@ pub(crate) fn decide(
     kind: CallKind,
 ) -> (Outcome, bool) {
     let full = capacity * p;
-    // `converted`: the level was counted at another rate, now this one's.
+    // The rate the level was written at (a refund's pace), and `converted`:
+    // the level was counted at another rate, now this one's.
+    let was = state.as_ref().map_or((n, p), |b| b.rate);
     let (mut level, last, converted) = state.as_ref().map_or((0, now, false), |b| {
         let (level, last) = owed_at(b.level, b.last, b.rate, (n, p), now);
         (level, last, b.rate != (n, p))
@@ -48,7 +50,7 @@ pub(crate) fn decide(
     let before = level;
     let cost = match kind {
         CallKind::Refund(refunded) => {
-            level -= refunded_units(cost, refunded.taken_us, (n, p), now).min(level);
+            level -= refunded_units(cost, refunded.taken_us, (n, p), was, now).min(level);
             0
         }
         _ => cost,

@@ -178,14 +178,24 @@ pub(crate) fn owed_at(owed: u64, last: u64, was: (u64, u64), (n, p): (u64, u64),
 
 /// The units a refund of `cost` permits, taken at `taken_us`, may give back
 /// at `now` under the rate `(n, p)`: what the call added (`cost * p`) less
-/// what could have been paid off since (`n` per µs), never below zero.
-/// What a bucket owes falls at most at its rate, so removing the call would
-/// have lowered today's debt by at least this: a late refund never gives
-/// more than the state would have had without the call. gcra's TAT moves
-/// back by as much (`cost` emission intervals less the time since).
-pub(crate) fn refunded_units(cost: u64, taken_us: u64, (n, p): (u64, u64), now: u64) -> u64 {
+/// what could have been paid off since, never below zero. What a bucket
+/// owes falls at most at its rate, so removing the call would have lowered
+/// today's debt by at least this: a late refund never gives more than the
+/// state would have had without the call. gcra's TAT moves back by as much
+/// (`cost` emission intervals less the time since).
+///
+/// `was` is the rate the state was last written at: when it is another,
+/// the debt is taken to have fallen at the faster of the two, the other's
+/// pace counted in this rate's units rounded up (less back), in doubles in
+/// the scripts' order so both stores get the same number.
+pub(crate) fn refunded_units(cost: u64, taken_us: u64, (n, p): (u64, u64), was: (u64, u64), now: u64) -> u64 {
     let added = cost as u128 * p as u128;
-    let paid = now.saturating_sub(taken_us) as u128 * n as u128;
+    let elapsed = now.saturating_sub(taken_us);
+    let mut paid = elapsed as u128 * n as u128;
+    if was != (n, p) {
+        let (was_n, was_p) = was;
+        paid = paid.max((elapsed as f64 * was_n as f64 / was_p as f64 * p as f64).ceil() as u128);
+    }
     u64::try_from(added.saturating_sub(paid)).unwrap_or(u64::MAX)
 }
 

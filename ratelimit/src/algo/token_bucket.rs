@@ -33,7 +33,9 @@ pub(crate) fn decide(
     kind: CallKind,
 ) -> (Outcome, bool) {
     let full = capacity * p;
-    // `converted`: the state was counted at another rate, now this one's.
+    // The rate the state was written at (a refund's pace), and `converted`:
+    // the state was counted at another rate, now this one's.
+    let was = state.as_ref().map_or((n, p), |b| b.rate);
     let (mut owed, last, converted) = state.as_ref().map_or((0, now, false), |b| {
         let (missing, last) = owed_at(b.missing, b.last, b.rate, (n, p), now);
         (missing, last, b.rate != (n, p))
@@ -49,7 +51,7 @@ pub(crate) fn decide(
     let before = owed;
     let cost = match kind {
         CallKind::Refund(refunded) => {
-            owed -= refunded_units(cost, refunded.taken_us, (n, p), now).min(owed);
+            owed -= refunded_units(cost, refunded.taken_us, (n, p), was, now).min(owed);
             0
         }
         _ => cost,
