@@ -89,7 +89,10 @@ fn drawn(i: usize) -> u64 {
     [20, 50, 100][(x % 3) as usize]
 }
 
-const PATTERNS: [(&str, fn(usize) -> u64); 3] = [
+/// A name, and the capacity call `i` is decided under.
+type Pattern = (&'static str, fn(usize) -> u64);
+
+const PATTERNS: [Pattern; 3] = [
     ("99/100", |i| if i % 2 == 0 { 99 } else { 100 }),
     ("20/100", |i| if i % 2 == 0 { 20 } else { 100 }),
     ("20/50/100", drawn),
