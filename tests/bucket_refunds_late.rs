@@ -129,12 +129,12 @@ async fn an_outage_refunding_every_call_of_its_second_late_never_passes_more_tha
             let limiter =
                 Limiter::new(format!("outage-{algo}"), policy(algo, 100, "1000/1s"), store).with_deny_cache(false);
             let start = redlimit::Clock::now_us(&both.clock).unwrap();
-            // A call every 250 µs for 2 s; those admitted in the first second
+            // A call every 500 µs for 2 s (twice the rate); those admitted in the first second
             // fail upstream and are refunded 200 to 400 ms after they were taken.
             let mut pending: VecDeque<(u64, Decision)> = VecDeque::new();
             let (mut kept, mut admitted, mut refunded) = (Vec::new(), 0, 0);
-            for i in 0..8_000u64 {
-                let now = start + i * 250;
+            for i in 0..4_000u64 {
+                let now = start + i * 500;
                 while pending.front().is_some_and(|(due, _)| *due <= now) {
                     let (due, call) = pending.pop_front().unwrap();
                     both.clock.set_us(due);
@@ -147,7 +147,7 @@ async fn an_outage_refunding_every_call_of_its_second_late_never_passes_more_tha
                     continue;
                 }
                 admitted += 1;
-                if i < 4_000 {
+                if i < 2_000 {
                     // 200 to 400 ms, drawn from a fixed sequence; due times stay in order
                     // enough for a queue kept sorted by insertion.
                     let delay = 200_000 + (i * 7_919) % 200_001;
