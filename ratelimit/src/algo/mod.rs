@@ -263,3 +263,24 @@ pub(crate) fn least_room(strategies: &[Strategy], counts_after: impl IntoIterato
     }
     best.unwrap_or((0, 0))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::refunded_units;
+
+    #[test]
+    fn a_refund_gives_back_what_its_call_added_less_what_was_paid_since() {
+        // 1 per second: a token is 1 000 000 units, 1 paid per µs.
+        let rate = (1, 1_000_000);
+        assert_eq!(refunded_units(3, 5, rate, rate, 5), 3_000_000, "right away: all of it");
+        assert_eq!(refunded_units(3, 5, rate, rate, 1_000_005), 2_000_000, "a second later: two");
+        assert_eq!(refunded_units(3, 5, rate, rate, 3_000_005), 0, "paid off: nothing");
+        assert_eq!(refunded_units(3, 5, rate, rate, 0), 3_000_000, "a clock behind the call: no time passed");
+        // The state was written at 10 per second, the faster: it paid 10 tokens per second.
+        assert_eq!(refunded_units(3, 0, rate, (1, 100_000), 200_000), 1_000_000);
+        // Written at a slower rate: this one's pace still bounds it.
+        assert_eq!(refunded_units(3, 0, rate, (1, 10_000_000), 1_000_000), 2_000_000);
+        assert_eq!(refunded_units(u64::MAX, 0, (u64::MAX, u64::MAX), rate, u64::MAX), 0, "no overflow");
+        assert_eq!(refunded_units(u64::MAX, 0, (1, u64::MAX), (1, u64::MAX), 0), u64::MAX, "saturates");
+    }
+}
