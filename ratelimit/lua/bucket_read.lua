@@ -10,28 +10,37 @@
 -- and one SET.
 --
 -- What is kept is what is owed, so a key keeps it across a change of its
--- policy's numbers: a new capacity owes as much; under a new rate, the
--- debt is first paid off at the old rate up to this call (the old policy
--- holds until a call sees the new one, as gcra's TAT does), then counted
--- as the same permits in the new rate's units, rounded up (never more room).
+-- policy's numbers: a new capacity owes as much, all of it, even above
+-- its own full (never clipped: a smaller plan is judged against the whole
+-- debt); under a new rate, the debt is first paid off at the old rate up
+-- to this call (the old policy holds until a call sees the new one, as
+-- gcra's TAT does), then counted as the same permits in the new rate's
+-- units, rounded up (never more room).
 --
 -- Sets `full` (capacity * p), `owed` (false for an absent key: an
--- untouched bucket), `last` (now for an absent key) and `covered` (the
+-- untouched bucket), `last` (now for an absent key), `was_n`, `was_p`
+-- (the rate the state was written at; this one's for an absent key),
+-- `converted` (the
+-- state was counted at another rate: a check or refund writes it at this
+-- one, so the retry it names is paid off at this rate) and `covered` (the
 -- start, µs, of the second to whose end the TTL runs, if known).
 local full = capacity * p
-local owed, last, covered = false, now, false
+local owed, last, converted, covered = false, now, false, false
+local was_n, was_p = n, p
 local v = call('GET', key)
 if v and #v == 33 then
-  local d, was_p, was_n
+  local d
   owed, last, d, was_p, was_n = struct_unpack('<ddBdd', v)
   if d < 255 then covered = last - last % 1000000 + d * 1000000 end
   if was_p ~= p or was_n ~= n then
+    converted = true
     if now > last then
       local paid = (now - last) * was_n
       if paid >= owed then owed = 0 else owed = owed - paid end
       last = now
     end
-    owed = math.ceil(owed / was_p * p)
+    -- The same period counts the same units (algo::owed_under): dividing
+    -- and multiplying back could round up a unit.
+    if was_p ~= p then owed = math.ceil(owed / was_p * p) end
   end
-  if owed > full then owed = full end
 end

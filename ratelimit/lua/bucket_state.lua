@@ -4,8 +4,9 @@
 --
 -- The bucket leaves:
 --   reply    the units held (token) or the level (leaky) after the call;
---   write    the call is admitted, costs something and is not a peek, or
---            it is a refund of something to a bucket the key holds;
+--   write    the call is admitted, costs something and is not a peek; or
+--            it is a refund that gave something back; or a check or refund
+--            found the state at another rate, still owing (converted);
 --   missing  the units until the bucket is untouched again (full, or
 --            empty): what it owes, the state's m;
 --   last     when its units were last counted (µs), at most now (the

@@ -19,9 +19,13 @@
 -- rem / n µs with 0 <= rem < n, and the rate it was written under, as
 -- struct.pack('<ddd', tat_us, n, p) (24 bytes) when rem = 0, else
 -- struct.pack('<dddd', tat_us, rem, n, p) (32 bytes): binary, so it parses
--- and formats no number. Written only when allowed, cost > 0 and not a
--- peek; and by a refund of cost > 0 while the TAT is ahead of now, which
--- moves it back by cost emission intervals, never before now. With the
+-- and formats no number. Written when allowed, cost > 0 and not a peek;
+-- by a refund while the TAT is ahead of now, which moves it back by cost
+-- emission intervals less the time since the refunded call was taken
+-- (what it may still owe), never before now; and by a check or
+-- refund that found a TAT ahead of now written under another rate
+-- (converted to this one, taking nothing, so the retry it names is paid
+-- off at this rate). With the
 -- server clock a TTL runs to the end of the second holding
 -- ceil(TAT), and a write whose ceil(TAT) falls in the second of the TAT it
 -- replaces, in a state of the same length, keeps it (set_state.lua). Under
@@ -42,10 +46,12 @@ local tolerance = limit * p
 -- How far the TAT is ahead of now, in units (redis-cell's ttl); covered =
 -- ceil(TAT) of a binary state, whose TTL lasts to the end of its second.
 local debt = 0
-local covered = false
+local covered, converted = false, false
+-- The rate the TAT was written under (this one's for an absent key).
+local was_n, was_p = n, p
 local v = call('GET', key)
 if v then
-  local us, rem, was_n, was_p = false, 0
+  local us, rem = false, 0
   if #v == 24 then
     us, was_n, was_p = struct_unpack('<ddd', v)
     covered = us
@@ -56,6 +62,7 @@ if v then
   if us and us >= now then
     debt = (us - now) * was_n + rem
     if was_p ~= p then debt = math.ceil(debt / was_p * p) end
+    converted = was_n ~= n or was_p ~= p
   end
 end
 
@@ -64,9 +71,22 @@ end
 local reply, value, e, reset, kept = -1 - debt, false
 local ahead = false
 if refund then
-  -- A product past 2^53 rounds, but stays above the debt: none is left.
+  -- What the refunded call may still owe (algo::refunded_units): its
+  -- cost * p less what the rate paid off since it was taken (permit's
+  -- first double), never below zero. A product past 2^53 rounds, but
+  -- stays above the debt: none is left.
   local back = cost * p
-  if debt > 0 and cost > 0 then
+  local taken = struct_unpack('<d', permit)
+  if now > taken then
+    local paid = (now - taken) * n
+    -- Under another rate than the state's, the faster of the two.
+    if was_n ~= n or was_p ~= p then
+      local at_was = math.ceil((now - taken) * was_n / was_p * p)
+      if at_was > paid then paid = at_was end
+    end
+    if paid >= back then back = 0 else back = back - paid end
+  end
+  if debt > 0 and back > 0 then
     if back >= debt then debt = 0 else debt = debt - back end
     ahead = debt
   end
@@ -75,6 +95,7 @@ elseif cost <= limit and debt + cost * p <= tolerance then
   reply = debt + cost * p
   if cost > 0 and not peek then ahead = reply end
 end
+if converted and not ahead and debt > 0 and not peek then ahead = debt end
 if ahead then
   -- The new TAT is now + ahead / n µs; reset = ceil(ahead / n).
   if n == 1 then

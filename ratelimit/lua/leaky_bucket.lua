@@ -10,12 +10,15 @@
 -- Returns    the bucket reply (set_state.lua), v for the level in units:
 --              allowed  v = the level after the call (as if taken, for a
 --                       peek or cost 0; after it was lowered, for a refund);
---              denied   v = -1 - the level as it stands.
+--              denied   v = -1 - the level as it stands (above full when a
+--                       larger plan raised it).
 --
--- State: bucket_read.lua's, owing the level. An absent key is an empty
--- bucket. Written only when allowed, cost > 0 and not a peek; and by a
--- refund of cost > 0 to a bucket the key holds, which lowers the level,
--- never below empty.
+-- State: bucket_read.lua's, owing the level, whole even above this
+-- capacity's full. An absent key is an empty bucket. Written when allowed,
+-- cost > 0 and not a peek; by a refund that lowers the level: by at most
+-- what its call may still hold, never below empty; and by a check or
+-- refund that found the level at another rate and not empty (converted,
+-- taking nothing).
 
 local level = owed or 0
 -- Judged at t if now is earlier (clock.lua): a late call finds the
@@ -31,14 +34,31 @@ end
 -- until the bucket is empty again after the call.
 local reply, write, missing = -1 - level, false
 if refund then
-  -- A product past 2^53 rounds, but stays above the level: empty.
+  -- What the refunded call may still owe (algo::refunded_units): its
+  -- cost * p less what the rate paid off since it was taken (permit's
+  -- first double), never below zero. A product past 2^53 rounds, but
+  -- stays above the level: empty.
   local back = cost * p
+  local taken = struct_unpack('<d', permit)
+  if now > taken then
+    local paid = (now - taken) * n
+    -- Under another rate than the state's, the faster of the two.
+    if was_n ~= n or was_p ~= p then
+      local at_was = math.ceil((now - taken) * was_n / was_p * p)
+      if at_was > paid then paid = at_was end
+    end
+    if paid >= back then back = 0 else back = back - paid end
+  end
+  local before = level
   if back >= level then level = 0 else level = level - back end
-  reply = level
-  write = owed and cost > 0
-  missing = level
+  -- Reported as a check of cost 0: denied while a larger plan's debt
+  -- is still above this full.
+  if level <= full then reply = level else reply = -1 - level end
+  write = level < before
 elseif cost <= capacity and level + cost * p <= full then
-  reply = level + cost * p
+  level = level + cost * p
+  reply = level
   write = cost > 0 and not peek
-  missing = reply
 end
+missing = level
+if converted and level > 0 and not peek then write = true end

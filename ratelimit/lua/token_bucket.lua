@@ -6,41 +6,60 @@
 --            p µs: one token is p units, the bucket gains n units per µs;
 --            full = capacity * p)
 -- Values     prelude.lua's (KEYS and ARGV: batch.lua). Between bucket_read.lua and bucket_state.lua, set_state.lua.
--- Returns    the bucket reply (set_state.lua), v for the units held:
---              allowed  v = the units after the call (as if taken, for a
---                       peek or cost 0; after the tokens came back, for a
+-- Returns    the bucket reply (set_state.lua), v for the units owed (missing
+--            to be full; the tokens held are full - v, none when v > full):
+--              allowed  v = the units owed after the call (as if taken, for
+--                       a peek or cost 0; after the tokens came back, for a
 --                       refund);
---              denied   v = -1 - the units as they stand.
+--              denied   v = -1 - the units owed as they stand.
 --
--- State: bucket_read.lua's, owing the units missing to be full. An absent
--- key is a full bucket. Written only when allowed, cost > 0 and not a peek;
--- and by a refund of cost > 0 to a bucket the key holds, which puts the
--- tokens back, never above full.
+-- State: bucket_read.lua's, owing the units missing to be full, whole even
+-- above this capacity's full (a larger plan's debt): a call passes iff
+-- owed + cost * p <= full. An absent key is a full bucket. Written when
+-- allowed, cost > 0 and not a peek; by a refund that gives something
+-- back: at most what its call may still owe, never above full; and by a
+-- check or refund that found the state at another rate and still owing
+-- (converted, taking nothing).
+-- The arithmetic is leaky_bucket.lua's, its level being the debt.
 
--- The units held.
-local units = full
-if owed then units = full - owed end
+local missing = owed or 0
 -- Judged at t if now is earlier (clock.lua): a late call finds no more
 -- than the bucket held then.
 if last > now then now = last end
 if now > last then
   local gained = (now - last) * n
-  if gained >= full - units then units = full else units = units + gained end
+  if gained >= missing then missing = 0 else missing = missing - gained end
 end
 
 -- A cost above capacity never passes (checked first: it may exceed 2^53).
 -- For bucket_state.lua: `write`, and `missing`, the units the bucket lacks
 -- to be full again after the call.
-local reply, write, missing = -1 - units, false
+local reply, write = -1 - missing, false
 if refund then
-  -- A product past 2^53 rounds, but stays above full - units: a full bucket.
+  -- What the refunded call may still owe (algo::refunded_units): its
+  -- cost * p less what the rate paid off since it was taken (permit's
+  -- first double), never below zero. A product past 2^53 rounds, but
+  -- stays above the debt: a full bucket.
   local back = cost * p
-  if back >= full - units then units = full else units = units + back end
-  reply = units
-  write = owed and cost > 0
-  missing = full - units
-elseif cost <= capacity and units >= cost * p then
-  reply = units - cost * p
+  local taken = struct_unpack('<d', permit)
+  if now > taken then
+    local paid = (now - taken) * n
+    -- Under another rate than the state's, the faster of the two.
+    if was_n ~= n or was_p ~= p then
+      local at_was = math.ceil((now - taken) * was_n / was_p * p)
+      if at_was > paid then paid = at_was end
+    end
+    if paid >= back then back = 0 else back = back - paid end
+  end
+  local before = missing
+  if back >= missing then missing = 0 else missing = missing - back end
+  -- Reported as a check of cost 0: denied while a larger plan's debt
+  -- is still above this full.
+  if missing <= full then reply = missing else reply = -1 - missing end
+  write = missing < before
+elseif cost <= capacity and missing + cost * p <= full then
+  missing = missing + cost * p
+  reply = missing
   write = cost > 0 and not peek
-  missing = full - reply
 end
+if converted and missing > 0 and not peek then write = true end

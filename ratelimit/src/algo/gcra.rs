@@ -9,7 +9,7 @@
 //! write leaves the TAT after its own time, so a late call finds more debt,
 //! never more room, and the admitted calls sorted by time still conform.
 
-use super::{ceil_div, owed_under};
+use super::{ceil_div, owed_under, refunded_units};
 use crate::backend::{CallKind, Outcome};
 
 /// Theoretical arrival time: `us + rem / n` microseconds since the epoch,
@@ -40,13 +40,17 @@ pub(crate) fn decide(
         Some(t) if t.us >= now => owed_under((t.us - now).saturating_mul(t.n).saturating_add(t.rem), t.p, p),
         _ => 0,
     };
-    // A refund moves the TAT back by its emission intervals, never before
-    // now, then reports as a check of cost 0 would. A TAT already past
-    // owes nothing: nothing to give back, nothing written.
-    let given = (debt > 0).then_some(cost);
+    // The TAT was written under another rate: its debt, now in this one's units.
+    let was = state.map_or((n, p), |t| (t.n, t.p));
+    let converted = was != (n, p);
+    // A refund moves the TAT back by its call's emission intervals less the
+    // time since it was taken (`refunded_units`), never before now, then
+    // reports as a check of cost 0 would. A TAT already past owes nothing:
+    // nothing to give back, nothing written.
+    let before = debt;
     let cost = match kind {
-        CallKind::Refund => {
-            debt = debt.saturating_sub(cost.saturating_mul(p));
+        CallKind::Refund(refunded) => {
+            debt -= refunded_units(cost, refunded.taken_us, (n, p), was, now).min(debt);
             0
         }
         _ => cost,
@@ -59,9 +63,12 @@ pub(crate) fn decide(
         (!allowed && !never).then(|| ceil_div((debt.saturating_add(increment) - tolerance) as u128, n as u128) as u64);
     // One division gives both the new TAT and `reset_after` (ttl / n, rounded up).
     let (whole_us, rem) = (ttl / n, ttl % n);
+    // A debt left under another rate is written at this one, even by a
+    // denial: the retry it names is paid off at this rate.
+    let converts = converted && ttl > 0;
     let write = match kind {
-        CallKind::Check => allowed && cost > 0,
-        CallKind::Refund => given.is_some_and(|given| given > 0),
+        CallKind::Check => (allowed && cost > 0) || converts,
+        CallKind::Refund(_) => debt < before || converts,
         // A peek; a permit's calls never reach this algorithm (`refused`).
         _ => false,
     };

@@ -3,8 +3,12 @@
 //!
 //! Units as in the token bucket: one request is `p` units, the bucket drains
 //! `n` units per µs (rate reduced to `n` per `p` µs).
+//!
+//! The level is what the key owes, whatever the capacity: a call under a
+//! smaller capacity than the one that raised it is judged against the
+//! whole level and a write keeps it, so a plan change never forgets it.
 
-use super::{ceil_div, owed_at};
+use super::{ceil_div, owed_at, refunded_units};
 use crate::backend::{CallKind, Outcome};
 
 /// Water level in units, when it was last drained, and the rate `(n, p)`
@@ -27,9 +31,12 @@ pub(crate) fn decide(
     kind: CallKind,
 ) -> (Outcome, bool) {
     let full = capacity * p;
-    let (mut level, last) = state.as_ref().map_or((0, now), |b| {
+    // The rate the level was written at (a refund's pace), and `converted`:
+    // the level was counted at another rate, now this one's.
+    let was = state.as_ref().map_or((n, p), |b| b.rate);
+    let (mut level, last, converted) = state.as_ref().map_or((0, now, false), |b| {
         let (level, last) = owed_at(b.level, b.last, b.rate, (n, p), now);
-        (level.min(full), last)
+        (level, last, b.rate != (n, p))
     });
     // Judged at the last drain if now is earlier: a late call finds the
     // bucket no emptier than it was then.
@@ -37,13 +44,13 @@ pub(crate) fn decide(
     let drained = ((now - last) as u128) * n as u128;
     level = if drained >= level as u128 { 0 } else { level - drained as u64 };
 
-    // A refund lowers the level, never below empty, then reports the
-    // bucket as a check of cost 0 would.
-    let given = cost;
+    // A refund lowers the level by what its call may still hold
+    // (`refunded_units`), never below empty, then reports the bucket as a
+    // check of cost 0 would.
+    let before = level;
     let cost = match kind {
-        CallKind::Refund => {
-            let back = cost.saturating_mul(p);
-            level = level.saturating_sub(back);
+        CallKind::Refund(refunded) => {
+            level -= refunded_units(cost, refunded.taken_us, (n, p), was, now).min(level);
             0
         }
         _ => cost,
@@ -54,10 +61,12 @@ pub(crate) fn decide(
     let allowed = !never && level + need <= full;
     let after = if allowed { level + need } else { level };
     let retry_after_us = (!allowed && !never).then(|| ceil_div((level + need - full) as u128, n as u128) as u64);
+    // A level counted at another rate is written in this one's, even by a
+    // denial: the retry it names drains at this rate.
+    let converts = converted && after > 0;
     let write = match kind {
-        CallKind::Check => allowed && cost > 0,
-        // Nothing to give back to an untouched bucket.
-        CallKind::Refund => state.is_some() && given > 0,
+        CallKind::Check => (allowed && cost > 0) || converts,
+        CallKind::Refund(_) => after < before || converts,
         // A peek; a permit's calls never reach this algorithm (`refused`).
         _ => false,
     };

@@ -63,7 +63,7 @@ pub(crate) fn refund_refused(algorithm: AlgorithmKind) -> Error {
 #[inline]
 pub(crate) fn refused(algorithm: AlgorithmKind, kind: CallKind) -> Option<Error> {
     match kind {
-        CallKind::Refund if !refunds(algorithm) => Some(refund_refused(algorithm)),
+        CallKind::Refund(_) if !refunds(algorithm) => Some(refund_refused(algorithm)),
         CallKind::Acquire(_) | CallKind::Release(_) | CallKind::Renew(_) if algorithm != AlgorithmKind::Concurrency => {
             Some(Error::InvalidConfig(format!(
                 "a {algorithm} limiter holds no permits: acquire them from a concurrency limiter"
@@ -176,6 +176,29 @@ pub(crate) fn owed_at(owed: u64, last: u64, was: (u64, u64), (n, p): (u64, u64),
     (owed_under(owed, was_p, p), now)
 }
 
+/// The units a refund of `cost` permits, taken at `taken_us`, may give back
+/// at `now` under the rate `(n, p)`: what the call added (`cost * p`) less
+/// what could have been paid off since, never below zero. What a bucket
+/// owes falls at most at its rate, so removing the call would have lowered
+/// today's debt by at least this: a late refund never gives more than the
+/// state would have had without the call. gcra's TAT moves back by as much
+/// (`cost` emission intervals less the time since).
+///
+/// `was` is the rate the state was last written at: when it is another,
+/// the debt is taken to have fallen at the faster of the two, the other's
+/// pace counted in this rate's units rounded up (less back), in doubles in
+/// the scripts' order so both stores get the same number.
+pub(crate) fn refunded_units(cost: u64, taken_us: u64, (n, p): (u64, u64), was: (u64, u64), now: u64) -> u64 {
+    let added = cost as u128 * p as u128;
+    let elapsed = now.saturating_sub(taken_us);
+    let mut paid = elapsed as u128 * n as u128;
+    if was != (n, p) {
+        let (was_n, was_p) = was;
+        paid = paid.max((elapsed as f64 * was_n as f64 / was_p as f64 * p as f64).ceil() as u128);
+    }
+    u64::try_from(added.saturating_sub(paid)).unwrap_or(u64::MAX)
+}
+
 /// `ceil(a / b)` on integers.
 pub(crate) fn ceil_div(a: u128, b: u128) -> u128 {
     // Nearly always both fit in 64 bits, where division is a single
@@ -239,4 +262,25 @@ pub(crate) fn least_room(strategies: &[Strategy], counts_after: impl IntoIterato
         }
     }
     best.unwrap_or((0, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refunded_units;
+
+    #[test]
+    fn a_refund_gives_back_what_its_call_added_less_what_was_paid_since() {
+        // 1 per second: a token is 1 000 000 units, 1 paid per µs.
+        let rate = (1, 1_000_000);
+        assert_eq!(refunded_units(3, 5, rate, rate, 5), 3_000_000, "right away: all of it");
+        assert_eq!(refunded_units(3, 5, rate, rate, 1_000_005), 2_000_000, "a second later: two");
+        assert_eq!(refunded_units(3, 5, rate, rate, 3_000_005), 0, "paid off: nothing");
+        assert_eq!(refunded_units(3, 5, rate, rate, 0), 3_000_000, "a clock behind the call: no time passed");
+        // The state was written at 10 per second, the faster: it paid 10 tokens per second.
+        assert_eq!(refunded_units(3, 0, rate, (1, 100_000), 200_000), 1_000_000);
+        // Written at a slower rate: this one's pace still bounds it.
+        assert_eq!(refunded_units(3, 0, rate, (1, 10_000_000), 1_000_000), 2_000_000);
+        assert_eq!(refunded_units(u64::MAX, 0, (u64::MAX, u64::MAX), rate, u64::MAX), 0, "no overflow");
+        assert_eq!(refunded_units(u64::MAX, 0, (1, u64::MAX), (1, u64::MAX), 0), u64::MAX, "saturates");
+    }
 }

@@ -3,8 +3,14 @@
 //! With the rate reduced to `n` per `p` µs, one token is `p` units and the
 //! bucket gains `n` units per µs, so every refill is exact on integers
 //! (1 token per 3 s arrives at exactly 3 s).
+//!
+//! The state is what the key owes, the units missing to be full, whatever
+//! the capacity: a call under a smaller capacity than the one that took
+//! them is judged against the whole debt (`owed + cost * p <= full`) and a
+//! write keeps it, so a plan change never forgets what a larger plan took.
+//! The arithmetic is the leaky bucket's, its level being the debt.
 
-use super::{ceil_div, owed_at};
+use super::{ceil_div, owed_at, refunded_units};
 use crate::backend::{CallKind, Outcome};
 
 /// The units missing to be full, when they were last counted, and the
@@ -27,47 +33,51 @@ pub(crate) fn decide(
     kind: CallKind,
 ) -> (Outcome, bool) {
     let full = capacity * p;
-    let (mut units, last) = state.as_ref().map_or((full, now), |b| {
+    // The rate the state was written at (a refund's pace), and `converted`:
+    // the state was counted at another rate, now this one's.
+    let was = state.as_ref().map_or((n, p), |b| b.rate);
+    let (mut owed, last, converted) = state.as_ref().map_or((0, now, false), |b| {
         let (missing, last) = owed_at(b.missing, b.last, b.rate, (n, p), now);
-        (full - missing.min(full), last)
+        (missing, last, b.rate != (n, p))
     });
     // Judged at the last count if now is earlier: a late call finds no
     // more than the bucket held then.
     let now = now.max(last);
     let gained = ((now - last) as u128) * n as u128;
-    units = if gained >= (full - units) as u128 { full } else { units + gained as u64 };
+    owed = if gained >= owed as u128 { 0 } else { owed - gained as u64 };
 
-    // A refund puts its tokens back, never above full, then reports the
-    // bucket as a check of cost 0 would.
-    let given = cost;
+    // A refund gives back what its call may still owe (`refunded_units`),
+    // never above full, then reports the bucket as a check of cost 0 would.
+    let before = owed;
     let cost = match kind {
-        CallKind::Refund => {
-            let back = cost.saturating_mul(p);
-            units = if back >= full - units { full } else { units + back };
+        CallKind::Refund(refunded) => {
+            owed -= refunded_units(cost, refunded.taken_us, (n, p), was, now).min(owed);
             0
         }
         _ => cost,
     };
     let never = cost > capacity;
     let need = if never { 0 } else { cost * p };
-    let allowed = !never && units >= need;
-    let after = if allowed { units - need } else { units };
-    let retry_after_us = (!allowed && !never).then(|| ceil_div((need - units) as u128, n as u128) as u64);
+    let allowed = !never && owed + need <= full;
+    let after = if allowed { owed + need } else { owed };
+    let retry_after_us = (!allowed && !never).then(|| ceil_div((owed + need - full) as u128, n as u128) as u64);
+    // A debt counted at another rate is written in this one's, even by a
+    // denial: the retry it names is paid off at this rate.
+    let converts = converted && after > 0;
     let write = match kind {
-        CallKind::Check => allowed && cost > 0,
-        // Nothing to give back to an untouched bucket.
-        CallKind::Refund => state.is_some() && given > 0,
+        CallKind::Check => (allowed && cost > 0) || converts,
+        CallKind::Refund(_) => after < before || converts,
         // A peek; a permit's calls never reach this algorithm (`refused`).
         _ => false,
     };
     if write {
-        *state = Some(Bucket { missing: full - after, last: now, rate: (n, p) });
+        *state = Some(Bucket { missing: after, last: now, rate: (n, p) });
     }
     let outcome = Outcome {
         allowed,
         limit: capacity,
-        remaining: after / p,
-        reset_after_us: ceil_div((full - after) as u128, n as u128) as u64,
+        remaining: full.saturating_sub(after) / p,
+        reset_after_us: ceil_div(after as u128, n as u128) as u64,
         retry_after_us,
         violated: 0,
         now_us: now,

@@ -5,8 +5,9 @@
 //! - The buckets and gcra (`lua/set_state.lua`) return 16 bytes, two
 //!   little-endian doubles: a number `v` (`v >= 0` allowed, `v < 0` denied,
 //!   and `v` or `-1 - v` counts in units the state the decision turned on:
-//!   how far gcra's TAT is ahead of now, the units a token bucket holds, a
-//!   leaky bucket's level) and the time it decided at. With the policy's
+//!   what the key owes: how far gcra's TAT is ahead of now, the units a
+//!   token bucket lacks to be full, a leaky bucket's level) and the time it
+//!   decided at. With the policy's
 //!   numbers and the call's cost, that one number gives every field, by
 //!   the same formulas as the in-process twins (`algo/*.rs`). A batch of
 //!   them, every call answered, returns its replies joined into one string.
@@ -145,38 +146,24 @@ fn bucket(kind: AlgorithmKind, [first, n, p]: [u64; 3], reply: &[u8], cost: u64)
     // script's own arithmetic is no longer exact either).
     let x = if allowed { v } else { -1.0 - v } as u64;
     let (x, n, p) = (x as u128, n as u128, p as u128);
-    let (limit, remaining, reset_after, retry_after) = match kind {
-        AlgorithmKind::Gcra | AlgorithmKind::LeakyBucket => {
-            // x: how full the policy is, after the call if allowed, as it
-            // stands if denied: gcra's debt (its tolerance holds burst + 1
-            // permits), a leaky bucket's level (it holds its capacity).
-            let limit = if kind == AlgorithmKind::Gcra { first + 1 } else { first };
-            let full = limit as u128 * p;
-            let retry = match (allowed, cost > limit) {
-                (true, _) if x > full => return Err(malformed("more than the policy holds")),
-                (false, false) if x + cost as u128 * p <= full => {
-                    return Err(malformed("a denial of a cost that fits"))
-                }
-                (false, false) => Some(ceil_div(x + cost as u128 * p - full, n)),
-                _ => None,
-            };
-            (limit, full.saturating_sub(x) / p, ceil_div(x, n), retry)
-        }
-        AlgorithmKind::TokenBucket => {
-            // x: the units held, after the call if allowed.
-            let full = first as u128 * p;
-            if x > full {
-                return Err(malformed("more units than the bucket holds"));
-            }
-            let retry = match (allowed, cost > first) {
-                (false, false) if x >= cost as u128 * p => return Err(malformed("a denial of a cost that fits")),
-                (false, false) => Some(ceil_div(cost as u128 * p - x, n)),
-                _ => None,
-            };
-            (first, x / p, ceil_div(full - x, n), retry)
-        }
+    let limit = match kind {
+        AlgorithmKind::Gcra => first + 1,
+        AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket => first,
         _ => return Err(malformed("not a bucket's script")),
     };
+    // x: what the key owes, after the call if allowed, as it stands if
+    // denied: gcra's debt (its tolerance holds burst + 1 permits), a token
+    // bucket's units missing to be full, a leaky bucket's level (each
+    // holds its capacity). A denial may find more owed than this policy
+    // holds: a larger plan's debt, kept whole.
+    let full = limit as u128 * p;
+    let retry = match (allowed, cost > limit) {
+        (true, _) if x > full => return Err(malformed("more than the policy holds")),
+        (false, false) if x + cost as u128 * p <= full => return Err(malformed("a denial of a cost that fits")),
+        (false, false) => Some(ceil_div(x + cost as u128 * p - full, n)),
+        _ => None,
+    };
+    let (remaining, reset_after, retry_after) = (full.saturating_sub(x) / p, ceil_div(x, n), retry);
     Ok(Outcome {
         allowed,
         limit,
@@ -233,22 +220,26 @@ mod tests {
     }
 
     #[test]
-    fn token_bucket_fields_come_from_the_units_held() {
+    fn token_bucket_fields_come_from_the_units_missing() {
         // Capacity 10, 2 per 6 s: n = 1, p = 3 000 000 units per token.
         let key = (AlgorithmKind::TokenBucket, [10, 1, 3_000_000]);
-        let allowed = outcome(key, &reply(27_000_000, 5), 1).unwrap();
+        let allowed = outcome(key, &reply(3_000_000, 5), 1).unwrap();
         assert_eq!(
             (allowed.allowed, allowed.limit, allowed.remaining, allowed.reset_after_us),
             (true, 10, 9, 3_000_000)
         );
-        let denied = outcome(key, &reply(-1 - 4_000_000, 5), 2).unwrap();
+        // 26 of 30 units missing: 4 held, 1 token and a third.
+        let denied = outcome(key, &reply(-1 - 26_000_000, 5), 2).unwrap();
         assert_eq!(
             (denied.allowed, denied.remaining, denied.retry_after_us, denied.reset_after_us),
             (false, 1, Some(2_000_000), 26_000_000)
         );
-        assert_eq!(outcome(key, &reply(-1 - 4_000_000, 5), 11).unwrap().retry_after_us, None);
+        assert_eq!(outcome(key, &reply(-1 - 26_000_000, 5), 11).unwrap().retry_after_us, None);
+        // A larger plan's debt, above this capacity: nothing left, and the retry pays it off.
+        let owing = outcome(key, &reply(-1 - 60_000_000, 5), 1).unwrap();
+        assert_eq!((owing.remaining, owing.retry_after_us, owing.reset_after_us), (0, Some(33_000_000), 60_000_000));
         assert!(outcome(key, &reply(30_000_001, 5), 0).is_err(), "more than full");
-        assert!(outcome(key, &reply(-1 - 4_000_000, 5), 1).is_err(), "a denial of what fits");
+        assert!(outcome(key, &reply(-1 - 26_000_000, 5), 1).is_err(), "a denial of what fits");
     }
 
     #[test]
