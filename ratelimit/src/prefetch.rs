@@ -5,7 +5,7 @@
 //! the policy admitted at those times; `prefetch_quota.rs` decides one call.
 
 use crate::backend::CallKind;
-use crate::prefetch_quota::{let_go, now_us, LetGo, Moved, Quota};
+use crate::prefetch_quota::{alone, now_us, Held, LetGo, Moved, Quota};
 use crate::{algo, observe, AlgorithmKind, Decision, Error, Limiter};
 use metrics::Counter;
 use std::collections::HashMap;
@@ -19,8 +19,13 @@ use tracing::Instrument;
 /// [`Limiter::with_prefetch_ttl`].
 pub const DEFAULT_PREFETCH_TTL: Duration = Duration::from_millis(50);
 
-/// Past this many keys with a local quota, a new one first drops the idle ones.
+/// Past this many records, a new key first drops the idle ones.
 const SWEEP_ABOVE: usize = 1024;
+
+/// At most this many records (keys with a local quota) per prefetch, its
+/// limiters and policies together: at it, a new key is decided without
+/// prefetch until records go idle and a sweep (at most one per TTL) drops them.
+pub(crate) const MAX_RECORDS: usize = 4096;
 
 /// A limiter's local quotas, shared by its clones (and, for an annotated
 /// function, by every call of its site).
@@ -28,22 +33,46 @@ const SWEEP_ABOVE: usize = 1024;
 pub(crate) struct Prefetch {
     max: u64,
     ttl_us: u64,
-    /// By limiter (a site's calls in two `redlimit::scope`s are two
-    /// limiters, on two stores) and policy (a limiter deciding by several
-    /// policies keeps a quota per policy), then key.
-    quotas: Mutex<Option<Quotas>>,
-    counts: [AtomicU64; 4],
-    metrics: once_cell::sync::OnceCell<[Counter; 4]>,
+    quotas: Mutex<Option<Records>>,
+    /// Made at the first count, shared with the tasks that give permits back.
+    tally: once_cell::sync::OnceCell<Arc<Tally>>,
 }
 
-/// By [`owner`], then key.
-type Quotas = HashMap<(usize, u64), HashMap<Box<[u8]>, Arc<Quota>>>;
+/// One record per key, whatever policy decides it, so the burst bound
+/// holds per key; by limiter (a site's calls in two `redlimit::scope`s are
+/// two limiters, on two stores: the address of what the limiter's clones
+/// share, kept alive by a record holding permits), then key.
+#[derive(Debug)]
+struct Records {
+    by_limiter: HashMap<usize, HashMap<Box<[u8]>, Arc<Quota>>>,
+    len: usize,
+    /// Twice what the last sweep kept: a new key sweeps again on reaching it.
+    sweep_at: usize,
+    /// When the last sweep ran (µs).
+    swept_us: Option<u64>,
+}
 
-/// Which limiter and policy a quota belongs to: the address of what the
-/// limiter's clones share (a quota keeps it alive, so no other limiter can
-/// take its address while the quota exists) and the policy's fingerprint.
-fn owner(limiter: &Limiter) -> (usize, u64) {
-    (Arc::as_ptr(&limiter.inner) as usize, limiter.rule.fingerprint())
+/// Permits counted: prefetched, spent, returned, wasted; and their metrics.
+#[derive(Debug)]
+struct Tally {
+    counts: [AtomicU64; 4],
+    metrics: [Counter; 4],
+}
+
+impl Tally {
+    fn add(&self, moved: Moved) {
+        let Moved { prefetched, spent, let_go: LetGo { returned, wasted } } = moved;
+        for (i, n) in [(PREFETCHED, prefetched), (SPENT, spent), (RETURNED, returned), (WASTED, wasted)] {
+            if n > 0 {
+                self.counts[i].fetch_add(n, Ordering::Relaxed);
+                self.metrics[i].increment(n);
+            }
+        }
+    }
+}
+
+fn owner(limiter: &Limiter) -> usize {
+    Arc::as_ptr(&limiter.inner) as usize
 }
 
 /// A limiter's prefetch: its own, or a site's, which lives as long as the program.
@@ -128,59 +157,110 @@ impl Prefetch {
     pub(crate) const fn new(max: u64, ttl: Duration) -> Prefetch {
         let ttl_us = ttl.as_micros();
         let ttl_us = if ttl_us > u64::MAX as u128 { u64::MAX } else { ttl_us as u64 };
-        Prefetch {
-            max,
-            ttl_us,
-            quotas: Mutex::new(None),
-            counts: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
-            metrics: once_cell::sync::OnceCell::new(),
-        }
+        Prefetch { max, ttl_us, quotas: Mutex::new(None), tally: once_cell::sync::OnceCell::new() }
     }
 
-    fn add(&self, limiter: &Limiter, moved: Moved) {
-        let Moved { prefetched, spent, let_go: LetGo { returned, wasted } } = moved;
-        let metrics = self.metrics.get_or_init(|| observe::prefetch_counters(&limiter.inner.name));
-        for (i, n) in [(PREFETCHED, prefetched), (SPENT, spent), (RETURNED, returned), (WASTED, wasted)] {
-            if n > 0 {
-                self.counts[i].fetch_add(n, Ordering::Relaxed);
-                metrics[i].increment(n);
+    fn tally(&self, limiter: &Limiter) -> &Arc<Tally> {
+        self.tally.get_or_init(|| {
+            let counts = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
+            Arc::new(Tally { counts, metrics: observe::prefetch_counters(&limiter.inner.name) })
+        })
+    }
+
+    /// The quota of `key` under `limiter`, made if new; `None` when every
+    /// record is taken and none is idle (the call goes without prefetch).
+    fn quota(&self, limiter: &Limiter, key: &[u8]) -> Option<Arc<Quota>> {
+        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
+        let records = quotas.get_or_insert_with(|| Records {
+            by_limiter: HashMap::new(),
+            len: 0,
+            sweep_at: SWEEP_ABOVE,
+            swept_us: None,
+        });
+        let owner = owner(limiter);
+        if let Some(quota) = records.by_limiter.get(&owner).and_then(|by_key| by_key.get(key)) {
+            return Some(quota.clone());
+        }
+        if records.len >= SWEEP_ABOVE {
+            // Past a TTL since the last sweep, or twice what it kept (below
+            // the bound): at most one scan per TTL and O(1) per new key.
+            let now = now_us(limiter);
+            let stale = records.swept_us.is_none_or(|swept| now.saturating_sub(swept) > self.ttl_us);
+            let full = records.len >= MAX_RECORDS;
+            if stale || (!full && records.len >= records.sweep_at) {
+                self.sweep(limiter, records, now, full);
+            }
+            if records.len >= MAX_RECORDS {
+                return None;
             }
         }
+        let quota = Arc::new(Quota::default());
+        records.by_limiter.entry(owner).or_default().insert(key.into(), quota.clone());
+        records.len += 1;
+        Some(quota)
     }
 
-    /// The quota of `key` under `limiter`'s policy, made if new.
-    fn quota(&self, limiter: &Limiter, key: &[u8]) -> Arc<Quota> {
-        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
-        let by_key = quotas.get_or_insert_with(HashMap::new).entry(owner(limiter)).or_default();
-        if let Some(quota) = by_key.get(key) {
-            return quota.clone();
+    /// Drops the idle records (all that hold nothing spendable when `full`),
+    /// giving back the expired permits they hold on a task of their own.
+    fn sweep(&self, limiter: &Limiter, records: &mut Records, now: u64, full: bool) {
+        let ttl_us = self.ttl_us;
+        let tally = self.tally(limiter);
+        for by_key in records.by_limiter.values_mut() {
+            by_key.retain(|key, quota| {
+                // Another handle is a call under way: the record is in use.
+                if Arc::strong_count(quota) > 1 {
+                    return true;
+                }
+                let mut state = quota.state();
+                if !state.idle(now, ttl_us, full) {
+                    return true;
+                }
+                if let Some(held) = state.take_held() {
+                    give_back_later(key.clone(), held, now, tally.clone());
+                }
+                false
+            });
         }
-        if by_key.len() >= SWEEP_ABOVE {
-            let now = now_us(limiter);
-            by_key.retain(|_, quota| !quota.state().idle(now, self.ttl_us));
-        }
-        let quota = Arc::new(Quota::new(Limiter { prefetch: None, ..limiter.clone() }));
-        by_key.insert(key.into(), quota.clone());
-        quota
+        records.by_limiter.retain(|_, by_key| !by_key.is_empty());
+        records.len = records.by_limiter.values().map(HashMap::len).sum();
+        records.sweep_at = records.len.saturating_mul(2).clamp(SWEEP_ABOVE, MAX_RECORDS);
+        records.swept_us = Some(now);
     }
 
-    /// Forgets `key`'s local permits under every policy of `limiter` (it was reset in the store).
+    /// Forgets `key`'s local permits under `limiter` (it was reset in the store).
     pub(crate) fn forget(&self, limiter: &Limiter, key: &[u8]) {
         let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
-        let inner = owner(limiter).0;
-        let of_limiter = quotas.iter_mut().flatten().filter(|((of, _), _)| *of == inner);
-        for (_, by_key) in of_limiter {
-            if let Some(quota) = by_key.remove(key) {
-                // A refill under way completes into the removed quota: dropped with it.
-                let returned = quota.state().forget();
-                self.add(limiter, Moved { let_go: LetGo { returned, wasted: 0 }, ..Moved::default() });
-            }
-        }
+        let Some(records) = quotas.as_mut() else { return };
+        let Some(quota) = records.by_limiter.get_mut(&owner(limiter)).and_then(|by_key| by_key.remove(key)) else {
+            return;
+        };
+        records.len -= 1;
+        // A refill under way completes into the removed quota: dropped with it.
+        let returned = quota.state().forget();
+        self.tally(limiter).add(Moved { let_go: LetGo { returned, wasted: 0 }, ..Moved::default() });
+    }
+
+    /// How many records this prefetch keeps.
+    #[cfg(test)]
+    pub(crate) fn records(&self) -> usize {
+        self.quotas.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map_or(0, |records| records.len)
     }
 
     fn stats(&self) -> PrefetchStats {
-        let [prefetched, spent, returned, wasted] = self.counts.each_ref().map(|n| n.load(Ordering::Relaxed));
+        let Some(tally) = self.tally.get() else { return PrefetchStats::default() };
+        let [prefetched, spent, returned, wasted] = tally.counts.each_ref().map(|n| n.load(Ordering::Relaxed));
         PrefetchStats { prefetched, spent, returned, wasted }
+    }
+}
+
+/// Gives `held` back on the current runtime, counted in `tally`; wasted without one.
+fn give_back_later(key: Box<[u8]>, held: Held, now: u64, tally: Arc<Tally>) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn(async move {
+            let let_go = held.let_go(&key, now).await;
+            tally.add(Moved { let_go, ..Moved::default() });
+        })),
+        Err(_) => tally.add(Moved { let_go: LetGo { returned: 0, wasted: held.left }, ..Moved::default() }),
     }
 }
 
@@ -188,29 +268,13 @@ impl Drop for Prefetch {
     /// Gives back the permits still held, on the current runtime if there
     /// is one; they are wasted without one.
     fn drop(&mut self) {
-        let quotas = self.quotas.get_mut().unwrap_or_else(PoisonError::into_inner).take().unwrap_or_default();
-        let runtime = tokio::runtime::Handle::try_current().ok();
-        let metrics = self.metrics.get().cloned();
-        for (key, quota) in quotas.into_values().flatten() {
-            let (left, window_end_us) = quota.state().take_left();
-            if left == 0 {
-                continue;
-            }
-            let metrics = metrics.clone();
-            match &runtime {
-                Some(runtime) => drop(runtime.spawn(async move {
-                    let now = now_us(&quota.limiter);
-                    let LetGo { returned, wasted } = let_go(&quota.limiter, &key, left, window_end_us, now).await;
-                    if let Some([_, _, r, w]) = metrics {
-                        r.increment(returned);
-                        w.increment(wasted);
-                    }
-                })),
-                None => {
-                    if let Some([_, _, _, w]) = metrics {
-                        w.increment(left);
-                    }
-                }
+        let records = self.quotas.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+        let Some(tally) = self.tally.get() else { return };
+        for (key, quota) in records.into_iter().flat_map(|records| records.by_limiter.into_values()).flatten() {
+            let held = quota.state().take_held();
+            if let Some(held) = held {
+                let now = held.from.as_ref().map_or_else(crate::clock::process_now_us, now_us);
+                give_back_later(key, held, now, tally.clone());
             }
         }
     }
@@ -344,10 +408,13 @@ impl Limiter {
     }
 
     async fn spend(&self, prefetch: &Prefetch, key: &[u8], cost: u64) -> Result<Decision, Error> {
-        let quota = prefetch.quota(self, key);
         let mut moved = Moved::default();
-        let result = quota.decide(key, cost, (prefetch.max, prefetch.ttl_us), &mut moved).await;
-        prefetch.add(self, moved);
+        let result = match prefetch.quota(self, key) {
+            Some(quota) => quota.decide(self, key, cost, (prefetch.max, prefetch.ttl_us), &mut moved).await,
+            // Every record is in use: this key goes as without prefetch.
+            None => alone(self, key, cost, &mut moved).await,
+        };
+        prefetch.tally(self).add(moved);
         if moved.spent > 0 && moved.prefetched == 0 {
             // Answered without I/O: spend the task's budget as I/O would.
             tokio::task::coop::consume_budget().await;
