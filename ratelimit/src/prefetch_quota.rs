@@ -13,7 +13,7 @@
 //! store alone at once, and the next refill asks for it too. So a call
 //! waits at most one refill's round trip longer than without prefetch.
 
-use crate::backend::CallKind;
+use crate::backend::{CallKind, Refunded};
 use crate::{AlgorithmKind, Decision, Error, Limiter};
 use std::time::Duration;
 
@@ -94,6 +94,8 @@ pub(crate) struct Held {
     pub(crate) left: u64,
     pub(crate) window_end_us: Option<u64>,
     pub(crate) from: Option<Limiter>,
+    /// The refill that took them: what giving them back refunds.
+    pub(crate) of: Option<Refunded>,
 }
 
 impl Held {
@@ -101,7 +103,7 @@ impl Held {
     /// else wasted (a fixed window that ended, a refund that failed).
     pub(crate) async fn let_go(self, key: &[u8], now: u64) -> LetGo {
         match self.from {
-            Some(from) => let_go(&from, key, self.left, self.window_end_us, now).await,
+            Some(from) => let_go(&from, key, self.left, (self.window_end_us, self.of), now).await,
             None => LetGo { returned: 0, wasted: self.left },
         }
     }
@@ -336,7 +338,8 @@ impl LocalQuota {
     pub(crate) fn take_held(&mut self) -> Option<Held> {
         let left = std::mem::take(&mut self.left);
         let from = self.from.as_ref().map(|(from, _)| from.clone());
-        (left > 0).then_some(Held { left, window_end_us: self.window_end_us, from })
+        let of = self.taken.as_ref().map(|(decision, _)| Refunded::of(decision));
+        (left > 0).then_some(Held { left, window_end_us: self.window_end_us, from, of })
     }
 
     /// The answer of a call that leaves `self.left` here: the refill's
@@ -375,16 +378,23 @@ fn aged(decision: &Decision, elapsed: Duration, more: u64) -> Decision {
     decision
 }
 
-/// Gives back `left` permits: refunded while they may still count in the
-/// store, else wasted (a fixed window that ended at `window_end_us`).
-pub(crate) async fn let_go(limiter: &Limiter, key: &[u8], left: u64, window_end_us: Option<u64>, now: u64) -> LetGo {
+/// Gives back `left` permits of the refill `of`: refunded while they may
+/// still count in the store, else wasted (a fixed window that ended at
+/// `window_end_us`).
+async fn let_go(
+    limiter: &Limiter,
+    key: &[u8],
+    left: u64,
+    (window_end_us, of): (Option<u64>, Option<Refunded>),
+    now: u64,
+) -> LetGo {
     if left == 0 {
         return LetGo::default();
     }
-    if window_end_us.is_some_and(|end| now >= end) {
+    let Some(of) = of.filter(|_| window_end_us.is_none_or(|end| now < end)) else {
         return LetGo { returned: 0, wasted: left };
-    }
-    match limiter.refund(key, left).await {
+    };
+    match limiter.refund_of(key, left, of).await {
         Ok(_) => LetGo { returned: left, wasted: 0 },
         Err(_) => LetGo { returned: 0, wasted: left },
     }
