@@ -120,19 +120,23 @@ pub(crate) struct Quota {
 
 /// Ends a refill however its call ends (a dropped future included): no
 /// refill is in flight any more, and its waiters wake.
-struct Refilling<'a>(&'a Quota);
+struct Refilling<'a> {
+    quota: &'a Quota,
+    /// The refills come back when this one was sent: it is the one in flight while they stay this many.
+    refill: u64,
+}
 
 impl Drop for Refilling<'_> {
     fn drop(&mut self) {
         {
-            let mut state = self.0.state();
-            if state.refilling {
+            let mut state = self.quota.state();
+            if state.refilling && state.refills == self.refill {
                 // Abandoned: its waiters find nothing of it and make their own calls.
                 state.refilling = false;
                 state.refills += 1;
             }
         }
-        self.0.refilled.notify_waiters();
+        self.quota.refilled.notify_waiters();
     }
 }
 
@@ -174,16 +178,22 @@ impl Quota {
         let policy = policy_id(limiter);
         let waiting = {
             let mut state = self.state();
-            if let Some(spent) = state.spend(policy, cost, now_us(limiter), moved) {
+            let now = now_us(limiter);
+            if let Some(spent) = state.spend(policy, cost, now, moved) {
                 return Ok(spent);
             }
             match state.refilling {
                 false => Ok(None),
                 true => match state.flight {
-                    (of, room) if of == policy && room >= cost => {
-                        state.flight.1 = room - cost;
+                    (of, room) if of == policy && (room >= cost || state.denied(policy, cost, now)) => {
+                        // Counted in its room if there is some; else waiting only to share a denial.
+                        let counted = if room >= cost { cost } else { 0 };
+                        state.flight.1 = room - counted;
+                        if counted == 0 {
+                            state.missed = state.missed.saturating_add(cost);
+                        }
                         // Made under the lock the refill ends under: its wake-up cannot be missed.
-                        Ok(Some((self.refilled.notified(), state.refills)))
+                        Ok(Some((self.refilled.notified(), state.refills, counted)))
                     }
                     (of, _) => {
                         if of == policy {
@@ -197,8 +207,8 @@ impl Quota {
         let Ok(waiting) = waiting else {
             return alone(limiter, key, cost, moved).await;
         };
-        if let Some((refilled, seen)) = waiting {
-            let _room = Counted { quota: self, cost, refill: seen };
+        if let Some((refilled, seen, counted)) = waiting {
+            let _room = Counted { quota: self, cost: counted, refill: seen };
             refilled.await;
             let mut state = self.state();
             let now = now_us(limiter);
@@ -216,12 +226,15 @@ impl Quota {
             if let Some(spent) = state.spend(policy, cost, now, moved) {
                 return Ok(spent);
             }
-            (!state.refilling).then(|| state.begin_refill(policy, cost, now, (max, ttl_us)))
+            (!state.refilling).then(|| {
+                let (held, size) = state.begin_refill(policy, cost, now, (max, ttl_us));
+                (held, size, state.refills)
+            })
         };
-        let Some((held, size)) = refill else {
+        let Some((held, size, refill)) = refill else {
             return alone(limiter, key, cost, moved).await;
         };
-        let _refilling = Refilling(self);
+        let _refilling = Refilling { quota: self, refill };
         let taking = take(limiter, key, cost, cost.max(size));
         // Sent together: the give-back costs no round trip of its own.
         let (let_go, taken) = match held {
@@ -298,6 +311,15 @@ impl LocalQuota {
         self.flight = (policy, self.size.saturating_sub(cost));
         let held = self.take_held();
         (held, self.size)
+    }
+
+    /// Whether the last refill was a denial of `policy` for `cost` still in
+    /// force at `now`: the key is at its limit, and a call may wait to share
+    /// the next refill's denial.
+    fn denied(&self, policy: PolicyId, cost: u64, now: u64) -> bool {
+        let Some(Failed { policy: of, cost: denied, at, outcome: Ok(denial), .. }) = &self.failed else { return false };
+        let until = denial.retry_after.map_or(u64::MAX, |retry| at.saturating_add(retry.as_micros() as u64));
+        *of == policy && *denied == cost && now < until
     }
 
     /// What a waiter that found nothing to spend answers with, if the
