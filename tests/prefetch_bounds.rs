@@ -37,3 +37,25 @@ async fn a_key_under_ten_policies_never_holds_more_than_k_minus_one_permits() {
         assert_eq!(admitted, 3 * 10 * 8, "{store_name}: far below every plan's limit, nothing is denied");
     }
 }
+
+/// A key's one record holds one state's permits: a reset through a policy
+/// of another algorithm (a state of its own in the store) leaves them
+/// counted there, so they stay here and are spent.
+#[tokio::test]
+async fn a_reset_of_another_algorithms_state_keeps_the_permits_held_for_this_one() {
+    let both = BothStores::start().await;
+    for (store_name, store) in both.each() {
+        let bucket = Policy::token_bucket(100, "1/1m").unwrap();
+        let limiter = Limiter::new(format!("reset-other-{store_name}"), bucket, store).with_prefetch(K).unwrap();
+        for _ in 0..4 {
+            limiter.check("k", 1).await.unwrap(); // refills of 1, 2 and 4: 3 held here
+        }
+        limiter.with_policy(&Policy::gcra("1/1m", 9).unwrap()).reset("k").await.unwrap();
+        for _ in 0..3 {
+            assert!(limiter.check("k", 1).await.unwrap().allowed, "{store_name}");
+        }
+        assert_eq!(limiter.peek("k", 0).await.unwrap().remaining, 93, "{store_name}: the 3 were spent here");
+        let stats = limiter.prefetch_stats();
+        assert_eq!((stats.prefetched, stats.spent, stats.returned), (7, 7, 0), "{store_name}");
+    }
+}

@@ -227,16 +227,16 @@ impl Prefetch {
         records.swept_us = Some(now);
     }
 
-    /// Forgets `key`'s local permits under `limiter` (it was reset in the store).
+    /// Forgets `key`'s local permits under `limiter` (it was reset in the
+    /// store), unless they count in another state than the one reset.
     pub(crate) fn forget(&self, limiter: &Limiter, key: &[u8]) {
         let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(records) = quotas.as_mut() else { return };
-        let Some(quota) = records.by_limiter.get_mut(&owner(limiter)).and_then(|by_key| by_key.remove(key)) else {
-            return;
-        };
-        records.len -= 1;
+        let Some(by_key) = records.by_limiter.get_mut(&owner(limiter)) else { return };
+        let Some(returned) = by_key.get(key).and_then(|quota| quota.state().forget(limiter)) else { return };
         // A refill under way completes into the removed quota: dropped with it.
-        let returned = quota.state().forget();
+        by_key.remove(key);
+        records.len -= 1;
         self.tally(limiter).add(Moved { let_go: LetGo { returned, wasted: 0 }, ..Moved::default() });
     }
 

@@ -340,10 +340,20 @@ impl LocalQuota {
         Some(Ok(aged(denial, elapsed, 0)))
     }
 
-    /// Forgets the local permits (the key was reset in the store); how many.
-    pub(crate) fn forget(&mut self) -> u64 {
+    /// Forgets the local permits, the key having been reset through
+    /// `reset_by`; how many. `None` when they count in another state (of
+    /// another algorithm, or a trial's beside the enforced policy's), which
+    /// the reset left as it was: they stay.
+    pub(crate) fn forget(&mut self, reset_by: &Limiter) -> Option<u64> {
+        let trial = |limiter: &Limiter| limiter.dry_run || limiter.rule.policy.is_dry_run();
+        let same = |from: &Limiter| {
+            from.rule.policy.algorithm() == reset_by.rule.policy.algorithm() && trial(from) == trial(reset_by)
+        };
+        if self.left > 0 && self.from.as_ref().is_some_and(|(from, _)| !same(from)) {
+            return None;
+        }
         self.last_refill_us = None;
-        std::mem::take(&mut self.left)
+        Some(std::mem::take(&mut self.left))
     }
 
     /// Whether this quota may be dropped at `now`: no refill in flight, no
