@@ -4,13 +4,15 @@
 //! store when prefetched, so every process together never admits more than
 //! the policy admitted at those times; `prefetch_quota.rs` decides one call.
 
+mod records;
+
 use crate::backend::CallKind;
-use crate::prefetch_quota::{alone, now_us, Held, LetGo, Moved, Quota};
+use crate::prefetch_quota::{alone, Moved};
 use crate::{algo, observe, AlgorithmKind, Decision, Error, Limiter};
-use metrics::Counter;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use records::{Records, Tally};
+#[cfg(test)]
+use records::{MAX_RECORDS, SWEEP_ABOVE};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -18,14 +20,6 @@ use tracing::Instrument;
 /// limiter may be spent after they were asked for, unless set with
 /// [`Limiter::with_prefetch_ttl`].
 pub const DEFAULT_PREFETCH_TTL: Duration = Duration::from_millis(50);
-
-/// Past this many records, a new key first drops the idle ones.
-const SWEEP_ABOVE: usize = 1024;
-
-/// At most this many records (keys with a local quota) per prefetch, its
-/// limiters and policies together: at it, a new key is decided without
-/// prefetch until records go idle and a sweep (at most one per TTL) drops them.
-pub(crate) const MAX_RECORDS: usize = 4096;
 
 /// A limiter's local quotas, shared by its clones (and, for an annotated
 /// function, by every call of its site).
@@ -36,43 +30,6 @@ pub(crate) struct Prefetch {
     quotas: Mutex<Option<Records>>,
     /// Made at the first count, shared with the tasks that give permits back.
     tally: once_cell::sync::OnceCell<Arc<Tally>>,
-}
-
-/// One record per key, whatever policy decides it, so the burst bound
-/// holds per key; by limiter (a site's calls in two `redlimit::scope`s are
-/// two limiters, on two stores: the address of what the limiter's clones
-/// share, kept alive by a record holding permits), then key.
-#[derive(Debug)]
-struct Records {
-    by_limiter: HashMap<usize, HashMap<Box<[u8]>, Arc<Quota>>>,
-    len: usize,
-    /// Twice what the last sweep kept: a new key sweeps again on reaching it.
-    sweep_at: usize,
-    /// When the last sweep ran (µs).
-    swept_us: Option<u64>,
-}
-
-/// Permits counted: prefetched, spent, returned, wasted; and their metrics.
-#[derive(Debug)]
-struct Tally {
-    counts: [AtomicU64; 4],
-    metrics: [Counter; 4],
-}
-
-impl Tally {
-    fn add(&self, moved: Moved) {
-        let Moved { prefetched, spent, let_go: LetGo { returned, wasted } } = moved;
-        for (i, n) in [(PREFETCHED, prefetched), (SPENT, spent), (RETURNED, returned), (WASTED, wasted)] {
-            if n > 0 {
-                self.counts[i].fetch_add(n, Ordering::Relaxed);
-                self.metrics[i].increment(n);
-            }
-        }
-    }
-}
-
-fn owner(limiter: &Limiter) -> usize {
-    Arc::as_ptr(&limiter.inner) as usize
 }
 
 /// A limiter's prefetch: its own, or a site's, which lives as long as the program.
@@ -136,7 +93,8 @@ impl SitePrefetch {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PrefetchStats {
-    /// Permits taken from the store by refills.
+    /// Permits taken from the store by refills, and by calls that went to
+    /// the store alone (as a refill of their own cost, spent at once).
     pub prefetched: u64,
     /// Permits spent by calls, the refills' own calls included.
     pub spent: u64,
@@ -159,125 +117,6 @@ impl Prefetch {
         let ttl_us = if ttl_us > u64::MAX as u128 { u64::MAX } else { ttl_us as u64 };
         Prefetch { max, ttl_us, quotas: Mutex::new(None), tally: once_cell::sync::OnceCell::new() }
     }
-
-    fn tally(&self, limiter: &Limiter) -> &Arc<Tally> {
-        self.tally.get_or_init(|| {
-            let counts = [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)];
-            Arc::new(Tally { counts, metrics: observe::prefetch_counters(&limiter.inner.name) })
-        })
-    }
-
-    /// The quota of `key` under `limiter`, made if new; `None` when every
-    /// record is taken and none is idle (the call goes without prefetch).
-    fn quota(&self, limiter: &Limiter, key: &[u8]) -> Option<Arc<Quota>> {
-        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
-        let records = quotas.get_or_insert_with(|| Records {
-            by_limiter: HashMap::new(),
-            len: 0,
-            sweep_at: SWEEP_ABOVE,
-            swept_us: None,
-        });
-        let owner = owner(limiter);
-        if let Some(quota) = records.by_limiter.get(&owner).and_then(|by_key| by_key.get(key)) {
-            return Some(quota.clone());
-        }
-        if records.len >= SWEEP_ABOVE {
-            // Past a TTL since the last sweep, or twice what it kept (below
-            // the bound): at most one scan per TTL and O(1) per new key.
-            let now = now_us(limiter);
-            let stale = records.swept_us.is_none_or(|swept| now.saturating_sub(swept) > self.ttl_us);
-            let full = records.len >= MAX_RECORDS;
-            if stale || (!full && records.len >= records.sweep_at) {
-                self.sweep(limiter, records, now, full);
-            }
-            if records.len >= MAX_RECORDS {
-                return None;
-            }
-        }
-        let quota = Arc::new(Quota::default());
-        records.by_limiter.entry(owner).or_default().insert(key.into(), quota.clone());
-        records.len += 1;
-        Some(quota)
-    }
-
-    /// Drops the idle records (all that hold nothing spendable when `full`),
-    /// giving back the expired permits they hold on a task of their own.
-    fn sweep(&self, limiter: &Limiter, records: &mut Records, now: u64, full: bool) {
-        let ttl_us = self.ttl_us;
-        let tally = self.tally(limiter);
-        for by_key in records.by_limiter.values_mut() {
-            by_key.retain(|key, quota| {
-                // Another handle is a call under way: the record is in use.
-                if Arc::strong_count(quota) > 1 {
-                    return true;
-                }
-                let mut state = quota.state();
-                if !state.idle(now, ttl_us, full) {
-                    return true;
-                }
-                if let Some(held) = state.take_held() {
-                    give_back_later(key.clone(), held, now, tally.clone());
-                }
-                false
-            });
-        }
-        records.by_limiter.retain(|_, by_key| !by_key.is_empty());
-        records.len = records.by_limiter.values().map(HashMap::len).sum();
-        records.sweep_at = records.len.saturating_mul(2).clamp(SWEEP_ABOVE, MAX_RECORDS);
-        records.swept_us = Some(now);
-    }
-
-    /// Forgets `key`'s local permits under `limiter` (it was reset in the
-    /// store), unless they count in another state than the one reset.
-    pub(crate) fn forget(&self, limiter: &Limiter, key: &[u8]) {
-        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(records) = quotas.as_mut() else { return };
-        let Some(by_key) = records.by_limiter.get_mut(&owner(limiter)) else { return };
-        let Some(returned) = by_key.get(key).and_then(|quota| quota.state().forget(limiter)) else { return };
-        // A refill under way completes into the removed quota: dropped with it.
-        by_key.remove(key);
-        records.len -= 1;
-        self.tally(limiter).add(Moved { let_go: LetGo { returned, wasted: 0 }, ..Moved::default() });
-    }
-
-    /// How many records this prefetch keeps.
-    #[cfg(test)]
-    pub(crate) fn records(&self) -> usize {
-        self.quotas.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map_or(0, |records| records.len)
-    }
-
-    fn stats(&self) -> PrefetchStats {
-        let Some(tally) = self.tally.get() else { return PrefetchStats::default() };
-        let [prefetched, spent, returned, wasted] = tally.counts.each_ref().map(|n| n.load(Ordering::Relaxed));
-        PrefetchStats { prefetched, spent, returned, wasted }
-    }
-}
-
-/// Gives `held` back on the current runtime, counted in `tally`; wasted without one.
-fn give_back_later(key: Box<[u8]>, held: Held, now: u64, tally: Arc<Tally>) {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => drop(runtime.spawn(async move {
-            let let_go = held.let_go(&key, now).await;
-            tally.add(Moved { let_go, ..Moved::default() });
-        })),
-        Err(_) => tally.add(Moved { let_go: LetGo { returned: 0, wasted: held.left }, ..Moved::default() }),
-    }
-}
-
-impl Drop for Prefetch {
-    /// Gives back the permits still held, on the current runtime if there
-    /// is one; they are wasted without one.
-    fn drop(&mut self) {
-        let records = self.quotas.get_mut().unwrap_or_else(PoisonError::into_inner).take();
-        let Some(tally) = self.tally.get() else { return };
-        for (key, quota) in records.into_iter().flat_map(|records| records.by_limiter.into_values()).flatten() {
-            let held = quota.state().take_held();
-            if let Some(held) = held {
-                let now = held.from.as_ref().map_or_else(crate::clock::process_now_us, now_us);
-                give_back_later(key, held, now, tally.clone());
-            }
-        }
-    }
 }
 
 impl Limiter {
@@ -288,9 +127,10 @@ impl Limiter {
     ///
     /// A refill asks for 1 permit (the call's cost, if larger); each refill
     /// that follows the last within the prefetch TTL asks for twice as many,
-    /// up to `k`; a denial or a pause longer than the TTL starts again from
-    /// one permit. So a key called less often than once per TTL gets
-    /// exactly the answers it gets without prefetch. Prefetched permits are taken in the
+    /// and for the calls that found no room in the last one, up to `k`; a
+    /// denial or a pause longer than the TTL starts again from one permit.
+    /// So a key called less often than once per TTL gets exactly the
+    /// answers it gets without prefetch. Prefetched permits are taken in the
     /// store when asked for, so the processes together never admit more
     /// than the policy admitted at those times. They may be spent only
     /// until the fixed window they were taken in ends (so a fixed window's
@@ -300,10 +140,27 @@ impl Limiter {
     /// "Hot keys: prefetch", states the largest extra burst a bucket or
     /// GCRA can let through.
     ///
+    /// A key holds at most `k - 1` permits here whatever policy decides it
+    /// ([`with_policy`](Self::with_policy)): they are one policy's, and a
+    /// call under another gives them back with its own refill. A limiter
+    /// (its clones and per-call policies together) keeps a record for at
+    /// most 4,096 keys; past 1,024, records holding no permits that may
+    /// still be spent, and not refilled within the TTL, are dropped as new
+    /// keys come (at most one sweep per TTL, their expired permits given
+    /// back); with 4,096 in use a new key is decided without prefetch.
+    ///
+    /// One refill at a time goes out per key. A call that finds one in
+    /// flight waits for it only if it has room for the call (or, the key's
+    /// last refill having been denied, to share its denial), and for no
+    /// other refill: left with nothing to spend, it shares that refill's
+    /// denial of the same policy and cost or its failure, or makes its own
+    /// call. A call without room goes to the store at once. So a call waits
+    /// at most one refill's round trip longer than without prefetch.
+    ///
     /// `check`, `limit`, `wait` and annotated functions prefetch; `peek`
     /// is answered by the store (which counts the prefetched permits as
     /// taken); [`reset`](Self::reset) forgets this process's local permits
-    /// of the key. A call spent locally answers with the refill's decision,
+    /// of the key, when they count in the state it resets. A call spent locally answers with the refill's decision,
     /// aged, `remaining` counting the permits still held here.
     ///
     /// `k` of 0 or 1 turns prefetch off. Sliding windows and logs cannot
@@ -325,6 +182,15 @@ impl Limiter {
     ///     admitted += limiter.check("hot", 1).await?.allowed as u32;
     /// }
     /// assert_eq!(admitted, 10, "the window's count stays exact");
+    ///
+    /// // Three held under a plan of 2000; a call under another plan gives them back first.
+    /// let (small, large) = (Policy::fixed_window("1000/1m")?, Policy::fixed_window("2000/1m")?);
+    /// for _ in 0..4 {
+    ///     limiter.with_policy(&large).check("user", 1).await?; // refills of 1, 2 and 4
+    /// }
+    /// limiter.with_policy(&small).check("user", 1).await?;
+    /// let stats = limiter.prefetch_stats();
+    /// assert_eq!((stats.prefetched - stats.spent - stats.returned, stats.returned), (0, 3));
     ///
     /// let log = Limiter::new("logins", Policy::sliding_log("3/1m")?, &store);
     /// assert!(matches!(log.with_prefetch(4), Err(redlimit::Error::InvalidConfig(_))));
