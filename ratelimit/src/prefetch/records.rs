@@ -119,6 +119,12 @@ impl Prefetch {
             });
         }
         records.by_limiter.retain(|_, by_key| !by_key.is_empty());
+        for by_key in records.by_limiter.values_mut() {
+            // Mostly empty after a burst: give the table's memory back too.
+            if by_key.capacity() > 4 * by_key.len().max(16) {
+                by_key.shrink_to_fit();
+            }
+        }
         records.len = records.by_limiter.values().map(HashMap::len).sum();
         records.sweep_at = records.len.saturating_mul(2).clamp(SWEEP_ABOVE, MAX_RECORDS);
         records.swept_us = Some(now);
