@@ -32,7 +32,7 @@ async fn slow_down(url: String, stop: Arc<AtomicBool>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_on_a_denied_key_share_the_refills_denial_and_return_within_the_response_timeout() {
-    let server = RedisServer::start_with(free_port(), &["--enable-debug-command", "yes"], None);
+    let server = RedisServer::start_on(free_port, &["--enable-debug-command", "yes"], None);
     let store = Store::redis(&server.url()).await.unwrap();
     // No deny cache: every call that is not shared reaches the store.
     let limiter = Limiter::new("denied-hot", Policy::fixed_window("1/1h").unwrap(), &store)
