@@ -173,8 +173,10 @@ fn prefetch_bound(policy: &Policy, span_us: u64, ttl_us: u64) -> u64 {
 fn four_processes_on_one_hot_key_take_about_one_script_call_per_k_decisions_and_keep_the_bound() {
     let server = RedisServer::start();
     let decisions = (PROCESSES * TASKS * DECISIONS_PER_TASK) as u64;
-    // Each process's refills of 1, 2, 4, ... 64 before it takes k at once.
-    let warm_up = PROCESSES as u64 * (64 - K.leading_zeros() as u64 + 1);
+    // Each process's refills of 1, 2, 4, ... 64 before it takes k at once,
+    // and its tasks' first calls, which find its first refill in flight
+    // with no room for them and go to the store alone rather than wait.
+    let warm_up = PROCESSES as u64 * (64 - K.leading_zeros() as u64 + 1 + TASKS as u64);
     let ttl_us = DEFAULT_PREFETCH_TTL.as_micros() as u64;
     for (algo, under, at) in cases() {
         let hot = run(&server, &format!("under-{algo}"), under);

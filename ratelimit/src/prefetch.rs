@@ -4,13 +4,15 @@
 //! store when prefetched, so every process together never admits more than
 //! the policy admitted at those times; `prefetch_quota.rs` decides one call.
 
+mod records;
+
 use crate::backend::CallKind;
-use crate::prefetch_quota::{let_go, now_us, LetGo, Moved, Quota};
+use crate::prefetch_quota::{alone, Moved};
 use crate::{algo, observe, AlgorithmKind, Decision, Error, Limiter};
-use metrics::Counter;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use records::{Records, Tally};
+#[cfg(test)]
+use records::{MAX_RECORDS, SWEEP_ABOVE};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -19,31 +21,15 @@ use tracing::Instrument;
 /// [`Limiter::with_prefetch_ttl`].
 pub const DEFAULT_PREFETCH_TTL: Duration = Duration::from_millis(50);
 
-/// Past this many keys with a local quota, a new one first drops the idle ones.
-const SWEEP_ABOVE: usize = 1024;
-
 /// A limiter's local quotas, shared by its clones (and, for an annotated
 /// function, by every call of its site).
 #[derive(Debug)]
 pub(crate) struct Prefetch {
     max: u64,
     ttl_us: u64,
-    /// By limiter (a site's calls in two `redlimit::scope`s are two
-    /// limiters, on two stores) and policy (a limiter deciding by several
-    /// policies keeps a quota per policy), then key.
-    quotas: Mutex<Option<Quotas>>,
-    counts: [AtomicU64; 4],
-    metrics: once_cell::sync::OnceCell<[Counter; 4]>,
-}
-
-/// By [`owner`], then key.
-type Quotas = HashMap<(usize, u64), HashMap<Box<[u8]>, Arc<Quota>>>;
-
-/// Which limiter and policy a quota belongs to: the address of what the
-/// limiter's clones share (a quota keeps it alive, so no other limiter can
-/// take its address while the quota exists) and the policy's fingerprint.
-fn owner(limiter: &Limiter) -> (usize, u64) {
-    (Arc::as_ptr(&limiter.inner) as usize, limiter.rule.fingerprint())
+    quotas: Mutex<Option<Records>>,
+    /// Made at the first count, shared with the tasks that give permits back.
+    tally: once_cell::sync::OnceCell<Arc<Tally>>,
 }
 
 /// A limiter's prefetch: its own, or a site's, which lives as long as the program.
@@ -107,7 +93,8 @@ impl SitePrefetch {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PrefetchStats {
-    /// Permits taken from the store by refills.
+    /// Permits taken from the store by refills, and by calls that went to
+    /// the store alone (as a refill of their own cost, spent at once).
     pub prefetched: u64,
     /// Permits spent by calls, the refills' own calls included.
     pub spent: u64,
@@ -128,91 +115,7 @@ impl Prefetch {
     pub(crate) const fn new(max: u64, ttl: Duration) -> Prefetch {
         let ttl_us = ttl.as_micros();
         let ttl_us = if ttl_us > u64::MAX as u128 { u64::MAX } else { ttl_us as u64 };
-        Prefetch {
-            max,
-            ttl_us,
-            quotas: Mutex::new(None),
-            counts: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
-            metrics: once_cell::sync::OnceCell::new(),
-        }
-    }
-
-    fn add(&self, limiter: &Limiter, moved: Moved) {
-        let Moved { prefetched, spent, let_go: LetGo { returned, wasted } } = moved;
-        let metrics = self.metrics.get_or_init(|| observe::prefetch_counters(&limiter.inner.name));
-        for (i, n) in [(PREFETCHED, prefetched), (SPENT, spent), (RETURNED, returned), (WASTED, wasted)] {
-            if n > 0 {
-                self.counts[i].fetch_add(n, Ordering::Relaxed);
-                metrics[i].increment(n);
-            }
-        }
-    }
-
-    /// The quota of `key` under `limiter`'s policy, made if new.
-    fn quota(&self, limiter: &Limiter, key: &[u8]) -> Arc<Quota> {
-        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
-        let by_key = quotas.get_or_insert_with(HashMap::new).entry(owner(limiter)).or_default();
-        if let Some(quota) = by_key.get(key) {
-            return quota.clone();
-        }
-        if by_key.len() >= SWEEP_ABOVE {
-            let now = now_us(limiter);
-            by_key.retain(|_, quota| !quota.state().idle(now, self.ttl_us));
-        }
-        let quota = Arc::new(Quota::new(Limiter { prefetch: None, ..limiter.clone() }));
-        by_key.insert(key.into(), quota.clone());
-        quota
-    }
-
-    /// Forgets `key`'s local permits under every policy of `limiter` (it was reset in the store).
-    pub(crate) fn forget(&self, limiter: &Limiter, key: &[u8]) {
-        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
-        let inner = owner(limiter).0;
-        let of_limiter = quotas.iter_mut().flatten().filter(|((of, _), _)| *of == inner);
-        for (_, by_key) in of_limiter {
-            if let Some(quota) = by_key.remove(key) {
-                // A refill under way completes into the removed quota: dropped with it.
-                let returned = quota.state().forget();
-                self.add(limiter, Moved { let_go: LetGo { returned, wasted: 0 }, ..Moved::default() });
-            }
-        }
-    }
-
-    fn stats(&self) -> PrefetchStats {
-        let [prefetched, spent, returned, wasted] = self.counts.each_ref().map(|n| n.load(Ordering::Relaxed));
-        PrefetchStats { prefetched, spent, returned, wasted }
-    }
-}
-
-impl Drop for Prefetch {
-    /// Gives back the permits still held, on the current runtime if there
-    /// is one; they are wasted without one.
-    fn drop(&mut self) {
-        let quotas = self.quotas.get_mut().unwrap_or_else(PoisonError::into_inner).take().unwrap_or_default();
-        let runtime = tokio::runtime::Handle::try_current().ok();
-        let metrics = self.metrics.get().cloned();
-        for (key, quota) in quotas.into_values().flatten() {
-            let (left, window_end_us) = quota.state().take_left();
-            if left == 0 {
-                continue;
-            }
-            let metrics = metrics.clone();
-            match &runtime {
-                Some(runtime) => drop(runtime.spawn(async move {
-                    let now = now_us(&quota.limiter);
-                    let LetGo { returned, wasted } = let_go(&quota.limiter, &key, left, window_end_us, now).await;
-                    if let Some([_, _, r, w]) = metrics {
-                        r.increment(returned);
-                        w.increment(wasted);
-                    }
-                })),
-                None => {
-                    if let Some([_, _, _, w]) = metrics {
-                        w.increment(left);
-                    }
-                }
-            }
-        }
+        Prefetch { max, ttl_us, quotas: Mutex::new(None), tally: once_cell::sync::OnceCell::new() }
     }
 }
 
@@ -224,9 +127,10 @@ impl Limiter {
     ///
     /// A refill asks for 1 permit (the call's cost, if larger); each refill
     /// that follows the last within the prefetch TTL asks for twice as many,
-    /// up to `k`; a denial or a pause longer than the TTL starts again from
-    /// one permit. So a key called less often than once per TTL gets
-    /// exactly the answers it gets without prefetch. Prefetched permits are taken in the
+    /// and for the calls that found no room in the last one, up to `k`; a
+    /// denial or a pause longer than the TTL starts again from one permit.
+    /// So a key called less often than once per TTL gets exactly the
+    /// answers it gets without prefetch. Prefetched permits are taken in the
     /// store when asked for, so the processes together never admit more
     /// than the policy admitted at those times. They may be spent only
     /// until the fixed window they were taken in ends (so a fixed window's
@@ -236,10 +140,27 @@ impl Limiter {
     /// "Hot keys: prefetch", states the largest extra burst a bucket or
     /// GCRA can let through.
     ///
+    /// A key holds at most `k - 1` permits here whatever policy decides it
+    /// ([`with_policy`](Self::with_policy)): they are one policy's, and a
+    /// call under another gives them back with its own refill. A limiter
+    /// (its clones and per-call policies together) keeps a record for at
+    /// most 4,096 keys; past 1,024, records holding no permits that may
+    /// still be spent, and not refilled within the TTL, are dropped as new
+    /// keys come (at most one sweep per TTL, their expired permits given
+    /// back); with 4,096 in use a new key is decided without prefetch.
+    ///
+    /// One refill at a time goes out per key. A call that finds one in
+    /// flight waits for it only if it has room for the call (or, the key's
+    /// last refill having been denied, to share its denial), and for no
+    /// other refill: left with nothing to spend, it shares that refill's
+    /// denial of the same policy and cost or its failure, or makes its own
+    /// call. A call without room goes to the store at once. So a call waits
+    /// at most one refill's round trip longer than without prefetch.
+    ///
     /// `check`, `limit`, `wait` and annotated functions prefetch; `peek`
     /// is answered by the store (which counts the prefetched permits as
     /// taken); [`reset`](Self::reset) forgets this process's local permits
-    /// of the key. A call spent locally answers with the refill's decision,
+    /// of the key, when they count in the state it resets. A call spent locally answers with the refill's decision,
     /// aged, `remaining` counting the permits still held here.
     ///
     /// `k` of 0 or 1 turns prefetch off. Sliding windows and logs cannot
@@ -261,6 +182,15 @@ impl Limiter {
     ///     admitted += limiter.check("hot", 1).await?.allowed as u32;
     /// }
     /// assert_eq!(admitted, 10, "the window's count stays exact");
+    ///
+    /// // Three held under a plan of 2000; a call under another plan gives them back first.
+    /// let (small, large) = (Policy::fixed_window("1000/1m")?, Policy::fixed_window("2000/1m")?);
+    /// for _ in 0..4 {
+    ///     limiter.with_policy(&large).check("user", 1).await?; // refills of 1, 2 and 4
+    /// }
+    /// limiter.with_policy(&small).check("user", 1).await?;
+    /// let stats = limiter.prefetch_stats();
+    /// assert_eq!((stats.prefetched - stats.spent - stats.returned, stats.returned), (0, 3));
     ///
     /// let log = Limiter::new("logins", Policy::sliding_log("3/1m")?, &store);
     /// assert!(matches!(log.with_prefetch(4), Err(redlimit::Error::InvalidConfig(_))));
@@ -344,10 +274,13 @@ impl Limiter {
     }
 
     async fn spend(&self, prefetch: &Prefetch, key: &[u8], cost: u64) -> Result<Decision, Error> {
-        let quota = prefetch.quota(self, key);
         let mut moved = Moved::default();
-        let result = quota.decide(key, cost, (prefetch.max, prefetch.ttl_us), &mut moved).await;
-        prefetch.add(self, moved);
+        let result = match prefetch.quota(self, key) {
+            Some(quota) => quota.decide(self, key, cost, (prefetch.max, prefetch.ttl_us), &mut moved).await,
+            // Every record is in use: this key goes as without prefetch.
+            None => alone(self, key, cost, &mut moved).await,
+        };
+        prefetch.tally(self).add(moved);
         if moved.spent > 0 && moved.prefetched == 0 {
             // Answered without I/O: spend the task's budget as I/O would.
             tokio::task::coop::consume_budget().await;

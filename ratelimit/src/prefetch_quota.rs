@@ -1,28 +1,30 @@
 //! One key's local quota under prefetch: permits taken from the store in one
 //! call, spent here one call at a time until they run out or expire.
 //! `prefetch.rs` owns the quotas of a limiter; this file decides one call.
+//!
+//! A key has one quota whatever policy decides it, holding the permits of
+//! one policy at a time: a call under another policy gives them back with
+//! its refill. One refill at a time goes out per key and process. A call
+//! that finds one in flight waits for it if it has room for the call, and
+//! for no other: if it leaves the call nothing to spend, the call shares its
+//! denial (same policy and cost, its `retry_after` not passed) or its
+//! failure, or else makes its own call (the next refill, or a check of its
+//! cost alone). A call the refill in flight has no room for goes to the
+//! store alone at once, and the next refill asks for it too. So a call
+//! waits at most one refill's round trip longer than without prefetch.
+
+mod local;
 
 use crate::backend::{CallKind, Refunded};
 use crate::{AlgorithmKind, Decision, Error, Limiter};
-use std::time::Duration;
+pub(crate) use local::LocalQuota;
+use local::{Arrival, Refilled};
 
-/// What this process holds of one key's permits, and how much it takes next.
-#[derive(Debug, Default)]
-pub(crate) struct LocalQuota {
-    /// Permits taken from the store and not spent yet.
-    left: u64,
-    /// Until when they may be spent (µs, on the limiter's clock).
-    expires_us: u64,
-    /// When the fixed window they were taken in ends at the earliest (µs):
-    /// an expired quota past it has nothing to give back.
-    window_end_us: Option<u64>,
-    /// The store's answer to the call that took them, with `remaining`
-    /// counting none of `left`: what a call spent here answers, aged.
-    taken: Option<(Decision, u64)>,
-    /// How many permits the next refill asks for.
-    size: u64,
-    /// When the last refill was sent, if it was allowed.
-    last_refill_us: Option<u64>,
+/// Which policy permits were taken under: its fingerprint and whether it is a dry run.
+pub(crate) type PolicyId = (u64, bool);
+
+fn policy_id(limiter: &Limiter) -> PolicyId {
+    (limiter.rule.fingerprint(), limiter.rule.policy.is_dry_run())
 }
 
 /// What became of permits this quota let go of.
@@ -40,141 +42,167 @@ pub(crate) struct Moved {
     pub(crate) let_go: LetGo,
 }
 
-/// One key's quota under one policy: its state, behind a lock no call
-/// holds across an await (spending is a few loads and stores), and the
-/// lock a refill holds while it asks the store, so one refill at a time
-/// goes out per key and process while other calls wait for its permits.
+/// Permits taken out of a quota to give back.
 #[derive(Debug)]
+pub(crate) struct Held {
+    pub(crate) left: u64,
+    pub(crate) window_end_us: Option<u64>,
+    pub(crate) from: Option<Limiter>,
+    /// The refill that took them: what giving them back refunds.
+    pub(crate) of: Option<Refunded>,
+}
+
+impl Held {
+    /// Gives them back: refunded while they may still count in the store,
+    /// else wasted (a fixed window that ended, a refund that failed).
+    pub(crate) async fn let_go(self, key: &[u8], now: u64) -> LetGo {
+        match self.from {
+            Some(from) => let_go(&from, key, self.left, (self.window_end_us, self.of), now).await,
+            None => LetGo { returned: 0, wasted: self.left },
+        }
+    }
+}
+
+/// One key's quota: its state, behind a lock no call holds across an
+/// await (spending is a few loads and stores), and the wake-up of the
+/// calls waiting for a refill.
+#[derive(Debug, Default)]
 pub(crate) struct Quota {
-    pub(crate) state: std::sync::Mutex<LocalQuota>,
-    refill: tokio::sync::Mutex<()>,
-    /// The limiter the permits come from (without prefetch: its refunds go
-    /// straight to the store).
-    pub(crate) limiter: Limiter,
+    state: std::sync::Mutex<LocalQuota>,
+    refilled: tokio::sync::Notify,
+}
+
+/// Ends a refill however its call ends (a dropped future included): no
+/// refill is in flight any more, and its waiters wake.
+struct Refilling<'a> {
+    quota: &'a Quota,
+    /// The refills come back when this one was sent: it is the one in flight while they stay this many.
+    refill: u64,
+}
+
+impl Drop for Refilling<'_> {
+    fn drop(&mut self) {
+        self.quota.state().abandon(self.refill);
+        self.quota.refilled.notify_waiters();
+    }
+}
+
+/// A call counted in the room of the refill it waits for: dropped before
+/// that refill comes back (the call was cancelled), it gives the room back.
+struct Counted<'a> {
+    quota: &'a Quota,
+    cost: u64,
+    /// The refills come back when the call began to wait.
+    refill: u64,
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.quota.state().leave(self.refill, self.cost);
+    }
 }
 
 impl Quota {
-    pub(crate) fn new(limiter: Limiter) -> Quota {
-        Quota { state: Default::default(), refill: tokio::sync::Mutex::new(()), limiter }
-    }
-
     pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, LocalQuota> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Decides a call of `cost` (> 0) for `key`, taking up to `max` permits
-    /// from the store when the local ones do not cover it. `ttl_us` bounds
-    /// how long a bucket's or GCRA's permits stay here, and is how soon a
-    /// refill must follow the last one for the next to grow.
+    /// Decides `limiter`'s call of `cost` (> 0) for `key`, taking up to
+    /// `max` permits from the store when the local ones do not cover it.
+    /// `ttl_us` bounds how long a bucket's or GCRA's permits stay here, and
+    /// is how soon a refill must follow the last one for the next to grow.
     pub(crate) async fn decide(
         &self,
+        limiter: &Limiter,
         key: &[u8],
         cost: u64,
         (max, ttl_us): (u64, u64),
         moved: &mut Moved,
     ) -> Result<Decision, Error> {
-        let limiter = &self.limiter;
-        if let Some(spent) = self.state().spend(cost, now_us(limiter), moved) {
-            return Ok(spent);
-        }
-        let _refilling = self.refill.lock().await;
-        // Another call's refill may have come back while this one waited.
-        let now = now_us(limiter);
-        let (left, window_end_us, of, size) = {
+        let policy = policy_id(limiter);
+        let waiting = {
             let mut state = self.state();
-            if let Some(spent) = state.spend(cost, now, moved) {
+            let now = now_us(limiter);
+            if let Some(spent) = state.spend(policy, cost, now, moved) {
                 return Ok(spent);
             }
-            // A key called less often than once per ttl takes only its own
-            // cost, so it gets exactly the answers it gets without prefetch.
-            state.size = match state.last_refill_us {
-                Some(last) if now.saturating_sub(last) <= ttl_us => state.size.saturating_mul(2).clamp(1, max),
-                _ => 1,
-            };
-            (std::mem::take(&mut state.left), state.window_end_us, state.refunded(), state.size)
+            match state.arrive(policy, cost, now) {
+                Arrival::Refill => Ok(None),
+                // Made under the lock the refill ends under: its wake-up cannot be missed.
+                Arrival::Wait { seen, cost } => Ok(Some((self.refilled.notified(), seen, cost))),
+                Arrival::Alone => Err(()),
+            }
         };
-        if left > 0 {
-            moved.let_go = let_go(limiter, key, left, (window_end_us, of), now).await;
+        let Ok(waiting) = waiting else {
+            return alone(limiter, key, cost, moved).await;
+        };
+        if let Some((refilled, seen, counted)) = waiting {
+            let _room = Counted { quota: self, cost: counted, refill: seen };
+            refilled.await;
+            let mut state = self.state();
+            let now = now_us(limiter);
+            if let Some(spent) = state.spend(policy, cost, now, moved) {
+                return Ok(spent);
+            }
+            if let Some(shared) = state.shared(policy, cost, seen, now) {
+                return shared;
+            }
         }
-        let (decision, took) = take(limiter, key, cost, cost.max(size)).await?;
-        let mut state = self.state();
-        if !decision.allowed {
-            // Near the limit: ask for the call's own cost again, as without prefetch.
-            state.last_refill_us = None;
-            return Ok(decision);
-        }
-        let window_end_us = window_reset_us(limiter, &decision).map(|reset| now.saturating_add(reset));
-        // Counted from when the refill was sent: the store judged it no
-        // earlier, so its window ends no earlier than this.
-        state.expires_us = now.saturating_add(window_end_us.map_or(ttl_us, |end| (end - now).min(ttl_us)));
-        state.window_end_us = window_end_us;
-        state.left = took - cost;
-        state.last_refill_us = Some(now);
-        state.taken = Some((decision, now));
-        *moved = Moved { prefetched: took, spent: cost, ..*moved };
-        Ok(state.answer(now))
+        self.refill(limiter, key, cost, (max, ttl_us), moved).await
+    }
+
+    /// This call's own call to the store: a refill, unless another call sent one meanwhile.
+    async fn refill(
+        &self,
+        limiter: &Limiter,
+        key: &[u8],
+        cost: u64,
+        (max, ttl_us): (u64, u64),
+        moved: &mut Moved,
+    ) -> Result<Decision, Error> {
+        let policy = policy_id(limiter);
+        let sent = now_us(limiter);
+        let refill = {
+            let mut state = self.state();
+            if let Some(spent) = state.spend(policy, cost, sent, moved) {
+                return Ok(spent);
+            }
+            let free = !state.is_refilling();
+            free.then(|| state.begin_refill(policy, cost, sent, (max, ttl_us)))
+        };
+        let Some((held, size, refill)) = refill else {
+            return alone(limiter, key, cost, moved).await;
+        };
+        let _refilling = Refilling { quota: self, refill };
+        let taking = take(limiter, key, cost, cost.max(size));
+        // Sent together: the give-back costs no round trip of its own.
+        let (let_go, taken) = match held {
+            Some(held) => tokio::join!(held.let_go(key, sent), taking),
+            None => (LetGo::default(), taking.await),
+        };
+        moved.let_go = let_go;
+        let window_reset_us = taken.as_ref().ok().and_then(|(decision, _)| window_reset_us(limiter, decision));
+        let refilled = Refilled { policy, cost, sent, back: now_us(limiter), ttl_us, window_reset_us };
+        // Settled, and the lock let go, before `_refilling` wakes the waiters.
+        let answer = self.state().settle(limiter, refilled, taken, moved);
+        answer
     }
 }
 
-impl LocalQuota {
-    /// Spends `cost` of the local permits, if they cover it and have not expired.
-    fn spend(&mut self, cost: u64, now: u64, moved: &mut Moved) -> Option<Decision> {
-        if self.left < cost || now >= self.expires_us {
-            return None;
-        }
-        self.left -= cost;
-        moved.spent = cost;
-        Some(self.answer(now))
+/// A call decided by the store alone, as without prefetch: counted as a
+/// refill of its own cost, spent at once.
+pub(crate) async fn alone(limiter: &Limiter, key: &[u8], cost: u64, moved: &mut Moved) -> Result<Decision, Error> {
+    let result = limiter.run(key, cost, CallKind::Check).await;
+    if result.as_ref().is_ok_and(|decision| decision.allowed) {
+        *moved = Moved { prefetched: cost, spent: cost, ..*moved };
     }
-
-    /// Forgets the local permits (the key was reset in the store); how many.
-    pub(crate) fn forget(&mut self) -> u64 {
-        self.last_refill_us = None;
-        std::mem::take(&mut self.left)
-    }
-
-    /// Whether this quota holds nothing worth keeping at `now`: no permits
-    /// (expired ones are given back by the key's next call, which a dropped
-    /// quota would never make) and no recent refill to grow from.
-    pub(crate) fn idle(&self, now: u64, ttl_us: u64) -> bool {
-        self.left == 0 && self.last_refill_us.is_none_or(|last| now.saturating_sub(last) > ttl_us)
-    }
-
-    /// The permits still held, when their window ends and the refill that
-    /// took them, taken out to give back.
-    pub(crate) fn take_left(&mut self) -> (u64, (Option<u64>, Option<Refunded>)) {
-        (std::mem::take(&mut self.left), (self.window_end_us, self.refunded()))
-    }
-
-    /// The refill that took the local permits: what giving them back refunds.
-    fn refunded(&self) -> Option<Refunded> {
-        self.taken.as_ref().map(|(decision, _)| Refunded::of(decision))
-    }
-
-    /// The answer of a call that leaves `self.left` here: the refill's
-    /// decision aged to `now`, its `remaining` counting the local permits.
-    fn answer(&self, now: u64) -> Decision {
-        let Some((decision, at)) = &self.taken else {
-            // Unreachable: permits are only spent after a refill recorded its answer.
-            return crate::on_error::unsettled(true, self.left, std::time::SystemTime::now());
-        };
-        let elapsed = Duration::from_micros(now.saturating_sub(*at));
-        let mut decision = decision.clone();
-        decision.remaining = decision.remaining.saturating_add(self.left);
-        decision.reset_after = decision.reset_after.saturating_sub(elapsed);
-        decision.decided_at += elapsed;
-        for quota in &mut decision.quotas {
-            quota.remaining = quota.remaining.saturating_add(self.left);
-            quota.reset_after = quota.reset_after.saturating_sub(elapsed);
-        }
-        decision
-    }
+    result
 }
 
 /// Gives back `left` permits of the refill `of`: refunded while they may
 /// still count in the store, else wasted (a fixed window that ended at
 /// `window_end_us`).
-pub(crate) async fn let_go(
+async fn let_go(
     limiter: &Limiter,
     key: &[u8],
     left: u64,
