@@ -10,10 +10,12 @@
 -- = count in that window. The call is judged at the latest start if now is
 -- earlier (clock.lua), so a window covers now iff now - start < W
 -- (half-open). Written only when allowed, cost > 0 and not a peek; and by
--- a refund, which lowers the count of each window still running by cost,
--- never below zero (HSET of those counts; the TTL already covers their
--- ends), then replies as a check of cost 0. A window that ended gives
--- nothing back: its permits no longer count. A write
+-- a refund, which lowers by cost, never below zero, the count of each
+-- window still running that counted the refunded call, taken at `taken`
+-- (its start <= taken < start + W), then replies as a check of cost 0
+-- (HSET of those counts; the TTL already covers their ends). A window
+-- that ended, or began after the refunded call's ended, gives nothing
+-- back: it holds none of that call's permits. A write
 -- that starts any window rewrites every field, then sets the TTL to the
 -- latest window's end; a write inside live windows only adds the cost to
 -- each count (HINCRBY), the TTL already covering the latest window's end.
@@ -43,9 +45,11 @@ for i = 1, k do
   end
 end
 if refund then
+  local taken = struct_unpack('<d', permit)
   local args = {}
   for i = 1, k do
-    if starts[i] and cost > 0 and counts[i] > 0 then
+    local s = starts[i]
+    if s and s <= taken and taken - s < windows[i] and cost > 0 and counts[i] > 0 then
       if cost >= counts[i] then counts[i] = 0 else counts[i] = counts[i] - cost end
       local j = #args
       args[j + 1], args[j + 2] = 'c' .. i, string.format('%d', counts[i])

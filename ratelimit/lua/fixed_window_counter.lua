@@ -30,18 +30,29 @@
 -- A refund lowers the count of a running window by cost, never below zero
 -- (SET ... KEEPTTL), and replies as a check of cost 0: a window refunded
 -- to zero still runs to its end, as fixed_window.lua's does, so a key
--- holding 0 is a running window, and none is an ended one.
+-- holding 0 is a running window, and none is an ended one. It gives back
+-- only while the refunded call's window runs: Redis's time is more than
+-- `margin` µs before that window's end (`permit` holds it after its
+-- start, prelude.lua), so the count lowered is never a later window's.
 
 -- The reply: v, dated by Redis's clock (head.lua).
 local function dated(v)
   return {v, time_read or redis_time()}
 end
 
+-- That end was worked out as the reply's time + PTTL, by a script whose
+-- key expiry runs on a time read earlier, in whole ms; Redis keeps the key
+-- through the ms of its expiry, so the end is at most the script's own
+-- run after the key's, and this covers it.
+local margin = 2000
+
 if peek or refund or cost == 0 or cost > limit then
   local held = call('GET', key)
   local count = tonumber(held or 0)
   if refund then
-    if held and cost > 0 and count > 0 then
+    local _, window_end = struct_unpack('<dd', permit)
+    local running = held and (time_read or redis_time()) + margin < window_end
+    if running and cost > 0 and count > 0 then
       if cost >= count then count = 0 else count = count - cost end
       call('SET', key, string.format('%d', count), 'KEEPTTL')
     end
