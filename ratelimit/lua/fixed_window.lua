@@ -24,8 +24,8 @@
 --
 -- The key may instead hold fixed_window_counter.lua's integer (the same
 -- key: a policy of this name with one strategy, on Redis's clock): it is
--- the first strategy's window, ending when the counter's TTL surely ends
--- (no earlier than W before it, never after now), the others having none.
+-- the first strategy's window, taken to start W before the counter's TTL
+-- surely ends (never after now), the other strategies having none.
 -- A refund lowers it by the counter's rule (SET ... KEEPTTL); a write
 -- turns it into this hash.
 

@@ -50,10 +50,10 @@ local function dated(v)
   return {v, time_read or redis_time()}
 end
 
--- That end was worked out as the reply's time + PTTL, by a script whose
--- key expiry runs on a time read earlier, in whole ms; Redis keeps the key
--- through the ms of its expiry, so the end is at most the script's own
--- run after the key's, and this covers it.
+-- A refunded call's window end was worked out as its reply's time + PTTL,
+-- by a script whose key expiry runs on a time read earlier, in whole ms;
+-- Redis keeps the key through the ms of its expiry, so that end is at most
+-- the script's own run after the key's, which this covers.
 local margin = 2000
 
 -- Decides the call on fixed_window.lua's hash at the key, as that script
