@@ -2,7 +2,8 @@
 //! The reproduction on Redis's own clock, through the attribute:
 //! `refund_on = "err"` bodies admitted in one window that fail after it
 //! ended, while the next window fills, gave their permits to that next
-//! window (10 successful calls within 160 ms at a limit of 5). Time is
+//! window (10 successful calls within 160 ms at a limit of 5; here 5 per
+//! 500 ms, so a busy machine still fits a run in one window). Time is
 //! real here; a run is judged only when it fit in the next window (timed
 //! from the outside, an upper bound of what Redis saw), else tried again.
 
@@ -28,7 +29,7 @@ static LATE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(0);
 /// How many bodies that fail late were admitted and run, this run.
 static RUNNING: AtomicUsize = AtomicUsize::new(0);
 
-#[rate_limit(algo = "fixed_window", strategies = "5/100ms", name = "late", key = "<run>", refund_on = "err")]
+#[rate_limit(algo = "fixed_window", strategies = "5/500ms", name = "late", key = "<run>", refund_on = "err")]
 async fn upstream(run: u32, fails_late: bool) -> Result<(), Upstream> {
     if fails_late {
         RUNNING.fetch_add(1, Ordering::SeqCst);
@@ -50,7 +51,7 @@ async fn one_run(run: u32) -> Option<usize> {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     assert_eq!(RUNNING.load(Ordering::SeqCst), 5, "every late body was admitted");
-    // Denied until their window ends (at most 101 ms): the first success
+    // Denied until their window ends (at most 501 ms): the first success
     // starts the next window, no earlier than `started`.
     let mut started = None;
     for _ in 0..10_000 {
@@ -59,7 +60,7 @@ async fn one_run(run: u32) -> Option<usize> {
             started = Some(before);
             break;
         }
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let started = started.expect("the late bodies' window ended");
     let mut succeeded = 1;
@@ -74,7 +75,7 @@ async fn one_run(run: u32) -> Option<usize> {
     for _ in 0..5 {
         succeeded += usize::from(upstream(run, false).await.is_ok());
     }
-    (started.elapsed() < Duration::from_millis(90)).then_some(succeeded)
+    (started.elapsed() < Duration::from_millis(450)).then_some(succeeded)
 }
 
 #[tokio::test]
@@ -83,12 +84,12 @@ async fn refund_on_err_bodies_that_fail_after_their_window_lend_nothing_to_the_n
     let patient = RedisOptions::default().with_response_timeout(Duration::from_secs(10));
     redlimit::init(Store::redis_with(&server.url(), patient).await.unwrap()).unwrap();
     let mut judged = 0;
-    for run in 0..20 {
+    for run in 0..8 {
         if let Some(succeeded) = one_run(run).await {
             assert_eq!(succeeded, 5, "run {run}: successful calls in one window of 5");
             judged += 1;
         }
     }
-    assert!(judged > 0, "no run fit in one window of 100 ms");
-    println!("{judged} of 20 runs judged");
+    assert!(judged > 0, "no run fit in one window of 500 ms");
+    println!("{judged} of 8 runs judged");
 }
