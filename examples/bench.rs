@@ -440,7 +440,7 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
     let decision = limiter.check("fresh", 3).await.expect("check");
     let mut con = con.clone();
     let raw = RawCall::new(algo, false);
-    let key = algo.storage_key("bench.argcheck", "raw-fresh", false);
+    let key = algo.storage_key("bench.argcheck", "raw-fresh");
     let (allowed, limit, remaining) = match algo.counter {
         Some((limit, window_ms)) => {
             let reply: (i64, i64) = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
@@ -554,7 +554,7 @@ async fn measure_script_clock(
     client_clock: bool,
 ) -> Measured {
     let raw = Arc::new(RawCall::new(algo, client_clock));
-    let keys = Arc::new(raw_keys(algo, client_clock));
+    let keys = Arc::new(raw_keys(algo));
     let con = con.clone();
     flush(admin).await;
     drive(admin, load::IN_FLIGHT, options.warmup, options.window, move |task, n| {
@@ -565,8 +565,8 @@ async fn measure_script_clock(
 }
 
 /// The storage keys the raw script of `algo` is called on, one per user.
-fn raw_keys(algo: &cases::Algo, client_clock: bool) -> Vec<String> {
-    (0..load::USERS).map(|u| algo.storage_key("bench.script", &format!("user:{u}"), client_clock)).collect()
+fn raw_keys(algo: &cases::Algo) -> Vec<String> {
+    (0..load::USERS).map(|u| algo.storage_key("bench.script", &format!("user:{u}"))).collect()
 }
 
 async fn measure_limiter(

@@ -32,7 +32,7 @@ async fn all_at_once(
     name: &str,
 ) -> (Vec<Result<Decision, Error>>, u64) {
     let mut admin = redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
-    let prefix = String::from_utf8(redlimit::__private::key_prefix("redlimit", policy, name, false)).unwrap();
+    let prefix = String::from_utf8(redlimit::__private::key_prefix("redlimit", policy, name)).unwrap();
     let _: () =
         redis::cmd("RPUSH").arg(format!("{prefix}:k{BAD}")).arg("not a limit").query_async(&mut admin).await.unwrap();
     let limiter = Limiter::new(name, policy.clone(), store).with_deny_cache(false);

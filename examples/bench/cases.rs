@@ -22,9 +22,8 @@ pub struct Algo {
 impl Algo {
     /// A storage key like the runtime's for `name` and `user_key`
     /// (`redlimit:<layout>:<name length>:<name>:<key>`), for the raw script cases.
-    pub fn storage_key(&self, name: &str, user_key: &str, client_clock: bool) -> String {
-        let counter = self.counter.is_some() && !client_clock;
-        let prefix = redlimit::__private::key_prefix("redlimit", &self.policy, name, counter);
+    pub fn storage_key(&self, name: &str, user_key: &str) -> String {
+        let prefix = redlimit::__private::key_prefix("redlimit", &self.policy, name);
         format!("{}:{user_key}", String::from_utf8(prefix).expect("a UTF-8 prefix"))
     }
 }

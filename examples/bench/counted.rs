@@ -63,7 +63,7 @@ pub fn run(case: &str, calls: u64) {
     });
     match path {
         "script" => {
-            let (raw, keys) = (Arc::new(RawCall::new(&algo, false)), Arc::new(raw_keys(&algo, false)));
+            let (raw, keys) = (Arc::new(RawCall::new(&algo, false)), Arc::new(raw_keys(&algo)));
             warm_then_count(&runtime, calls, move |task, n| {
                 let (raw, keys, mut con) = (raw.clone(), keys.clone(), con.clone());
                 async move { raw.call(&mut con, &keys[load::user(task, n) as usize]).await }

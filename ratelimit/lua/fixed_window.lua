@@ -10,15 +10,24 @@
 -- = count in that window. The call is judged at the latest start if now is
 -- earlier (clock.lua), so a window covers now iff now - start < W
 -- (half-open). Written only when allowed, cost > 0 and not a peek; and by
--- a refund, which lowers the count of each window still running by cost,
--- never below zero (HSET of those counts; the TTL already covers their
--- ends), then replies as a check of cost 0. A window that ended gives
--- nothing back: its permits no longer count. A write
+-- a refund, which lowers by cost, never below zero, the count of each
+-- window still running that counted the refunded call, taken at `taken`
+-- (its start <= taken < start + W), then replies as a check of cost 0
+-- (HSET of those counts; the TTL already covers their ends). A window
+-- that ended, or began after the refunded call's ended, gives nothing
+-- back: it holds none of that call's permits. A write
 -- that starts any window rewrites every field, then sets the TTL to the
 -- latest window's end; a write inside live windows only adds the cost to
 -- each count (HINCRBY), the TTL already covering the latest window's end.
 -- A call inside live windows needs no time recorded: judged at any time
 -- from the latest start on, it finds the same windows.
+--
+-- The key may instead hold fixed_window_counter.lua's integer (the same
+-- key: a policy of this name with one strategy, on Redis's clock): it is
+-- the first strategy's window, taken to start W before the counter's TTL
+-- surely ends (never after now), the other strategies having none.
+-- A refund lowers it by the counter's rule (SET ... KEEPTTL); a write
+-- turns it into this hash.
 
 -- s<i>, c<i> for every strategy, and s<k+1>: present only if an earlier
 -- policy under this name had more strategies, whose fields must go.
@@ -27,7 +36,19 @@ for i = 1, k do
   fields[2 * i - 1], fields[2 * i] = 's' .. i, 'c' .. i
 end
 fields[2 * k + 1] = 's' .. (k + 1)
-local h = call('HMGET', key, unpack(fields))
+local h = try('HMGET', key, unpack(fields))
+-- The counter's form: HMGET fails on it, having read nothing.
+local counter = h.err and tonumber(call('GET', key))
+if h.err then
+  h = {}
+  if counter then
+    -- No TTL (-1): as a window starting now, as the counter takes it.
+    local t, s = call('PTTL', key) + 1, now
+    if t > 0 then s = read_at + t * 1000 - windows[1] end
+    if s > now then s = now end
+    h[1], h[2] = s, counter
+  end
+end
 
 for i = 1, k do
   local s, c = tonumber(h[2 * i - 1]), tonumber(h[2 * i])
@@ -42,10 +63,20 @@ for i = 1, k do
     starts[i], counts[i] = false, 0
   end
 end
-if refund then
+if refund and counter then
+  local _, window_end = struct_unpack('<dd', permit)
+  -- fixed_window_counter.lua's margin, for a window timed to the ms.
+  if starts[1] and read_at + 2000 < window_end and cost > 0 and counts[1] > 0 then
+    if cost >= counts[1] then counts[1] = 0 else counts[1] = counts[1] - cost end
+    call('SET', key, string.format('%d', counts[1]), 'KEEPTTL')
+  end
+  cost = 0
+elseif refund then
+  local taken = struct_unpack('<d', permit)
   local args = {}
   for i = 1, k do
-    if starts[i] and cost > 0 and counts[i] > 0 then
+    local s = starts[i]
+    if s and s <= taken and taken - s < windows[i] and cost > 0 and counts[i] > 0 then
       if cost >= counts[i] then counts[i] = 0 else counts[i] = counts[i] - cost end
       local j = #args
       args[j + 1], args[j + 2] = 'c' .. i, string.format('%d', counts[i])
@@ -92,8 +123,8 @@ for i = 1, k do
 end
 
 if taken > 0 and not peek then
-  if starting or h[2 * k + 1] then
-    if h[2 * k + 1] then call('DEL', key) end
+  if starting or h[2 * k + 1] or counter then
+    if h[2 * k + 1] or counter then call('DEL', key) end
     local args = {}
     for i = 1, k do
       args[4 * i - 3], args[4 * i - 2] = 's' .. i, string.format('%d', after[i])

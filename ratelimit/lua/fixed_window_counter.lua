@@ -6,7 +6,7 @@
 -- ratelimit/src/backend/redis/counter.rs); fixed_window.lua decides every
 -- other fixed window. Joined after prelude.lua but not clock.lua: it takes
 -- no `now` (the runtime never sends one to it), and reads TIME only to
--- date its reply.
+-- date its reply, to judge a refund and to read fixed_window.lua's hash.
 --
 -- Policy     local limit, window, window_text = <L>, <W ms>, '<W ms>'  (prelude.lua)
 --            (the window as a number and as the text PEXPIRE is given)
@@ -17,7 +17,8 @@
 --                     taken for a peek; for a denial, as it stands, and for
 --                     a refund, after it: at most L, so a count left by an
 --                     earlier, larger limit fits);
---              t      0 when no window runs, else PTTL + 1: the ms, rounded
+--              t      0 when no window runs, else PTTL + 1, at most W + 1
+--                     (see below): the ms, rounded
 --                     up, until the window has surely ended (Redis drops a
 --                     key once its ms clock passes the expiry, so the window
 --                     lasts W to W + 1 ms from the first hit, never less);
@@ -30,18 +31,73 @@
 -- A refund lowers the count of a running window by cost, never below zero
 -- (SET ... KEEPTTL), and replies as a check of cost 0: a window refunded
 -- to zero still runs to its end, as fixed_window.lua's does, so a key
--- holding 0 is a running window, and none is an ended one.
+-- holding 0 is a running window, and none is an ended one. It gives back
+-- only while the refunded call's window runs: Redis's time is more than
+-- `margin` µs before that window's end (`permit` holds it after its
+-- start, prelude.lua), so the count lowered is never a later window's.
+-- A TTL longer than W (left by a policy of a longer window) is cut to W by
+-- the next write: the window ends no later than W from now.
+--
+-- The key may instead hold fixed_window.lua's hash (the same key: another
+-- policy of this name had several strategies, or a client clock): its
+-- first strategy ("s1", "c1") is this window, read by that script's rule,
+-- and a check that takes permits turns it into this counter, carrying the
+-- count and the window's end (the memory store keeps one state for both,
+-- so a policy gaining or losing strategies keeps counting either way).
 
 -- The reply: v, dated by Redis's clock (head.lua).
 local function dated(v)
   return {v, time_read or redis_time()}
 end
 
+-- A refunded call's window end was worked out as its reply's time + PTTL,
+-- by a script whose key expiry runs on a time read earlier, in whole ms;
+-- Redis keeps the key through the ms of its expiry, so that end is at most
+-- the script's own run after the key's, which this covers.
+local margin = 2000
+
+-- Decides the call on fixed_window.lua's hash at the key, as that script
+-- would for its first strategy.
+local function on_hash()
+  local h = call('HMGET', key, 's1', 'c1')
+  local now = time_read or redis_time()
+  local s, count, t = tonumber(h[1]), tonumber(h[2]), 0
+  if s and count then
+    if now < s then now = s end
+    local left = s + window * 1000 - now
+    -- t as PTTL + 1 would be: the ms, rounded up, until it surely ended.
+    if left > 0 then t = math.ceil(left / 1000) + 1 else count = 0 end
+  else
+    count = 0
+  end
+  if refund then
+    local taken = struct_unpack('<d', permit)
+    if t > 0 and s <= taken and taken - s < window * 1000 and cost > 0 and count > 0 then
+      if cost >= count then count = 0 else count = count - cost end
+      call('HSET', key, 'c1', string.format('%d', count))
+    end
+    cost = 0
+  end
+  if count + cost > limit then return dated(-1 - (math.min(count, limit) * (window + 2) + t)) end
+  if cost > 0 and not peek then
+    if t == 0 then t = window + 1 end
+    count = count + cost
+    call('DEL', key)
+    call('SET', key, string.format('%d', count), 'PX', string.format('%d', t - 1))
+    return dated(count * (window + 2) + t)
+  end
+  if cost > 0 and t == 0 then t = window + 1 end
+  return dated((count + cost) * (window + 2) + t)
+end
+
 if peek or refund or cost == 0 or cost > limit then
-  local held = call('GET', key)
+  local held = try('GET', key)
+  if type(held) == 'table' then return on_hash() end
   local count = tonumber(held or 0)
   if refund then
-    if held and cost > 0 and count > 0 then
+    local _, window_end = struct_unpack('<dd', permit)
+    local running = held and (time_read or redis_time()) + margin < window_end
+    if running and cost > 0 and count > 0 then
       if cost >= count then count = 0 else count = count - cost end
       call('SET', key, string.format('%d', count), 'KEEPTTL')
     end
@@ -50,19 +106,22 @@ if peek or refund or cost == 0 or cost > limit then
   local t = 0
   if held then
     t = call('PTTL', key) + 1
-    -- No TTL (-1, never written so by this script): as a window starting now.
-    if t < 1 then t = window + 1 end
+    -- No TTL (-1, never written so by this script): as a window starting
+    -- now; one longer than W: as the write that cuts it will leave it.
+    if t < 1 or t > window + 1 then t = window + 1 end
   end
   if count + cost > limit then return dated(-1 - (math.min(count, limit) * (window + 2) + t)) end
   if cost > 0 and t == 0 then t = window + 1 end
   return dated((count + cost) * (window + 2) + t)
 end
 local count
-if cost == 1 then count = call('INCR', key) else count = call('INCRBY', key, string.format('%d', cost)) end
+if cost == 1 then count = try('INCR', key) else count = try('INCRBY', key, string.format('%d', cost)) end
+-- INCR fails on a hash, having written nothing.
+if type(count) == 'table' then return on_hash() end
 -- A key INCR made has no TTL yet (PTTL -1): a window starts. One a refund
 -- brought to zero keeps its window.
 local t = call('PTTL', key) + 1
-if t < 1 then
+if t < 1 or t > window + 1 then
   call('PEXPIRE', key, window_text)
   t = window + 1
 end

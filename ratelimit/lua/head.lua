@@ -5,7 +5,7 @@
 
 -- The library functions every call uses, as locals of the script: a
 -- global's field is two table lookups at every use.
-local call, struct_pack, struct_unpack = redis.call, struct.pack, struct.unpack
+local call, try, struct_pack, struct_unpack = redis.call, redis.pcall, struct.pack, struct.unpack
 
 -- Redis's clock in µs, read once per script call: Redis itself expires keys
 -- by one time for a whole script, and the calls of a batch waited together,

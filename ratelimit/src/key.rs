@@ -11,23 +11,19 @@ use std::fmt::{self, Write};
 /// makes the split between name and user key unambiguous (`("a:b", "c")` and
 /// `("a", "b:c")` differ). No prefix, name and key can spell another's.
 ///
-/// `counter`: the store keeps this fixed window as a counter whose TTL is
-/// the window. The store that chose that script says so (Redis, for one
-/// strategy on its own clock: `backend/redis/counter.rs`).
-///
 /// ```
 /// use redlimit::__private::key_prefix;
 /// use redlimit::Policy;
 ///
-/// let prefix = key_prefix("redlimit", &Policy::gcra("1/1s", 2).unwrap(), "login", false);
+/// let prefix = key_prefix("redlimit", &Policy::gcra("1/1s", 2).unwrap(), "login");
 /// assert_eq!(prefix, b"redlimit:gcra/v2:5:login");
 /// ```
-pub fn key_prefix(prefix: &str, policy: &Policy, name: &str, counter: bool) -> Vec<u8> {
+pub fn key_prefix(prefix: &str, policy: &Policy, name: &str) -> Vec<u8> {
     // One buffer, written in place: a policy chosen per call binds per call.
     let mut key = String::with_capacity(prefix.len() + name.len() + 40);
     escape_prefix(&mut key, prefix);
     key.push(':');
-    write_layout(&mut key, policy, counter);
+    write_layout(&mut key, policy);
     // Writing into a String cannot fail.
     let _ = write!(key, ":{}:{name}", name.len());
     key.into_bytes()
@@ -58,9 +54,10 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 /// and otherwise lives under another key, so it is never misread:
 /// - `fixed_window`, `sliding_log`: a window's start and count, or a log of
 ///   admitted calls' times and weights, mean the same under any strategies:
-///   no detail; but a
-///   fixed window of one strategy on Redis's own clock is a counter whose
-///   TTL is the window: `fixed_window/v1/counter`.
+///   no detail. A fixed window of one strategy on Redis's own clock is kept
+///   as a counter whose TTL is the window, under the same key as the hash
+///   of starts and counts: each script reads the other's form as its first
+///   strategy, so a policy gaining or losing strategies keeps counting.
 /// - `token_bucket`, `leaky_bucket`, `gcra`: the state records the rate
 ///   its amounts are counted in, and a call under another rate converts
 ///   them (the same permits owed, rounded up): no detail.
@@ -75,19 +72,17 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 /// of the enforced policy of the same name and key.
 ///
 /// ```text
-/// redlimit:fixed_window/v1:6:search:user:7          (several strategies, or a client clock)
-/// redlimit:fixed_window/v1/counter:6:search:user:7  (one strategy, Redis's clock)
+/// redlimit:fixed_window/v2:6:search:user:7         (a hash, or one strategy's counter)
 /// redlimit:sliding_window/v1/100ms:6:search:user:7
 /// redlimit:token_bucket/v2:6:upload:user:7
 /// redlimit:gcra/v2:6:search:user:7
 /// redlimit:concurrency/v1:7:exports:tenant:3
 /// redlimit:fixed_window/v1/trial:6:search:user:7    (the same policy in dry run)
 /// ```
-fn write_layout(key: &mut String, policy: &Policy, counter: bool) {
+fn write_layout(key: &mut String, policy: &Policy) {
     key.push_str(policy.algorithm().name());
     key.push('/');
     let format = match &policy.params {
-        _ if counter => COUNTER_FORMAT,
         Params::SlidingWindow { .. } => SLIDING_WINDOW_FORMAT,
         Params::TokenBucket { .. } | Params::LeakyBucket { .. } => BUCKET_FORMAT,
         Params::FixedWindow { .. } => FIXED_WINDOW_FORMAT,
@@ -96,13 +91,9 @@ fn write_layout(key: &mut String, policy: &Policy, counter: bool) {
         Params::Concurrency { .. } => CONCURRENCY_FORMAT,
     };
     key.push_str(format);
-    match &policy.params {
-        _ if counter => key.push_str("/counter"),
-        Params::SlidingWindow { precision_us, .. } => {
-            key.push('/');
-            key.push_str(&format_duration(*precision_us));
-        }
-        _ => {}
+    if let Params::SlidingWindow { precision_us, .. } = &policy.params {
+        key.push('/');
+        key.push_str(&format_duration(*precision_us));
     }
     if policy.is_dry_run() {
         key.push_str(TRIAL);
@@ -114,16 +105,15 @@ const TRIAL: &str = "/trial";
 
 /// [`write_layout`]'s text, for the tests.
 #[cfg(all(test, feature = "redis"))]
-pub(crate) fn layout(policy: &Policy, counter: bool) -> String {
+pub(crate) fn layout(policy: &Policy) -> String {
     let mut layout = String::new();
-    write_layout(&mut layout, policy, counter);
+    write_layout(&mut layout, policy);
     layout
 }
 
 // The version of each stored state's format (the Lua header of each script
 // describes the format).
-const FIXED_WINDOW_FORMAT: &str = "v1";
-const COUNTER_FORMAT: &str = "v1";
+const FIXED_WINDOW_FORMAT: &str = "v2";
 const SLIDING_WINDOW_FORMAT: &str = "v1";
 const SLIDING_LOG_FORMAT: &str = "v2";
 const BUCKET_FORMAT: &str = "v2";
@@ -259,15 +249,15 @@ mod tests {
 
     #[test]
     fn every_layout_names_its_state_format_version() {
-        let prefix = |policy: Policy, counter| String::from_utf8(key_prefix("rl", &policy, "api", counter));
-        assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap(), true).unwrap(), "rl:fixed_window/v1/counter:3:api");
-        assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap(), false).unwrap(), "rl:fixed_window/v1:3:api");
+        let prefix = |policy: Policy| String::from_utf8(key_prefix("rl", &policy, "api"));
+        assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap()).unwrap(), "rl:fixed_window/v2:3:api");
+        assert_eq!(prefix(Policy::fixed_window("5/1s,9/1m").unwrap()).unwrap(), "rl:fixed_window/v2:3:api");
         let window = Policy::sliding_window("5/1s", "100ms").unwrap();
-        assert_eq!(prefix(window, false).unwrap(), "rl:sliding_window/v1/100ms:3:api");
-        assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap(), false).unwrap(), "rl:sliding_log/v2:3:api");
-        assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), false).unwrap(), "rl:token_bucket/v2:3:api");
-        assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), false).unwrap(), "rl:leaky_bucket/v2:3:api");
-        assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap(), false).unwrap(), "rl:gcra/v2:3:api");
+        assert_eq!(prefix(window).unwrap(), "rl:sliding_window/v1/100ms:3:api");
+        assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap()).unwrap(), "rl:sliding_log/v2:3:api");
+        assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap()).unwrap(), "rl:token_bucket/v2:3:api");
+        assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap()).unwrap(), "rl:leaky_bucket/v2:3:api");
+        assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap()).unwrap(), "rl:gcra/v2:3:api");
     }
 
     #[test]
@@ -290,9 +280,8 @@ mod tests {
     #[test]
     fn a_prefix_cannot_pose_as_a_layout_name_and_key() {
         let policy = Policy::fixed_window("5/1s").unwrap();
-        let layout = super::layout(&policy, true);
-        let full =
-            |prefix: &str, name, key: &str| storage_key(&key_prefix(prefix, &policy, name, true), key.as_bytes());
+        let layout = super::layout(&policy);
+        let full = |prefix: &str, name, key: &str| storage_key(&key_prefix(prefix, &policy, name), key.as_bytes());
         let short = full("app", "n", &format!("x:{layout}:1:m:y"));
         let long = full(&format!("app:{layout}:1:n:x"), "m", "y");
         assert_ne!(short, long);

@@ -26,7 +26,7 @@ impl Limiter {
     /// | `token_bucket` | puts `n` tokens back, never above full |
     /// | `leaky_bucket` | lowers the level by `n`, never below empty |
     /// | `gcra` | moves the theoretical arrival time back by `n` emission intervals, never before now |
-    /// | `fixed_window` | lowers each running window's count by `n`, never below zero; a window that ended gives nothing back |
+    /// | `fixed_window` | lowers by `n`, never below zero, the count of each window that counted the refunded call and still runs; a window that ended, or began after that call's ended, gives nothing back (on Redis's clock, a policy of one strategy also gives nothing in the last 2 ms of the call's window, which Redis times to the ms) |
     /// | `sliding_window`, `sliding_log` | `Err(Error::InvalidConfig)`: their state records when permits were taken, and a refund cannot say which call it is for nor whether that call still counts |
     ///
     /// An untouched key has nothing to give back: its state stays as it is.

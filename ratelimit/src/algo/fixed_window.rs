@@ -30,9 +30,9 @@ pub(crate) fn decide(
     // same windows, so a write that starts none needs no time recorded.
     let now = stored.iter().take(strategies.len()).flatten().map(|&(start, _)| start).fold(now, u64::max);
     let current = |i: usize| live(stored.get(i).copied().flatten(), &strategies[i], now);
-    if matches!(kind, CallKind::Refund(_)) {
+    if let CallKind::Refund(of) = kind {
         let mut slots: Vec<Option<(u64, u64)>> = (0..strategies.len()).map(current).collect();
-        return refund(strategies, state, &mut slots, now, cost);
+        return refund(strategies, state, &mut slots, now, cost, of.taken_us);
     }
     let verdict = judge(strategies, (0..strategies.len()).map(|i| count(current(i))), cost);
     let take = verdict.allowed && cost > 0;
@@ -112,9 +112,11 @@ fn count(slot: Option<(u64, u64)>) -> u64 {
     slot.map_or(0, |(_, c)| c)
 }
 
-/// Gives `cost` back to every window still running at `now` (`live`),
-/// never below zero, then reports as a check of cost 0 would. A window
-/// that ended has nothing to give back: its permits no longer count.
+/// Gives `cost` back to every window still running at `now` (`live`) that
+/// counted the refunded call, taken at `taken` (it began no later, and
+/// still ran then), never below zero, then reports as a check of cost 0
+/// would. A window that ended, or began after that call's ended, has
+/// nothing of it to give back.
 #[cold]
 fn refund(
     strategies: &[Strategy],
@@ -122,11 +124,13 @@ fn refund(
     live: &mut [Option<(u64, u64)>],
     now: u64,
     cost: u64,
+    taken: u64,
 ) -> (Outcome, bool) {
     let mut write = false;
     for (i, slot) in live.iter_mut().enumerate() {
         if let Some((start, count)) = slot {
-            if cost > 0 && *count > 0 {
+            let counted = *start <= taken && taken - *start < strategies[i].window_us;
+            if counted && cost > 0 && *count > 0 {
                 *count = count.saturating_sub(cost);
                 write = true;
                 // The lowered count, beside the other windows as stored

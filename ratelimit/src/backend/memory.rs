@@ -98,7 +98,7 @@ impl MemoryBackend {
 
     /// Binds one limiter, as [`Backend::bind`] does, to this store's own type.
     pub(crate) fn bind_memory(&self, limiter: Binding<'_>) -> MemoryBound {
-        let prefix = self.keys.scope(&crate::key::key_prefix(limiter.prefix, limiter.policy, limiter.name, false));
+        let prefix = self.keys.scope(&crate::key::key_prefix(limiter.prefix, limiter.policy, limiter.name));
         MemoryBound { keys: self.keys.clone(), prefix, policy: limiter.policy.clone() }
     }
 }

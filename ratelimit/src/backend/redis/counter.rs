@@ -15,8 +15,12 @@
 //! `reset_after` is the key's PTTL, the time left as Redis counts it (W on
 //! a window's first hit, as for an exact window); `retry_after` is PTTL +
 //! 1 ms, rounded up so that obeying it succeeds. Its state is a plain
-//! counter, a different layout from the hash of start and count, so it
-//! lives under its own key (`key::layout`).
+//! counter under the same key as the hash of starts and counts
+//! (`key::layout`): each script reads the other's form as the first
+//! strategy's window, so the memory store and Redis keep one state for a
+//! policy whatever strategies it gains or loses. A counter whose TTL is
+//! longer than the window (a policy of a longer window left it) is read as
+//! ending within the window, and cut to it by the next write.
 
 use crate::policy::Params;
 use crate::Policy;

@@ -143,13 +143,11 @@ impl Backend for RedisBackend {
     fn bind(&self, limiter: Binding<'_>) -> Arc<dyn Bound> {
         let Binding { prefix, name, policy, server_clock } = limiter;
         let plan = plan::plan(policy, server_clock);
-        // The key's layout follows the script: a counter's state is not a window's.
-        let counter = plan.family == family::Family::Counter;
         Arc::new(RedisBound {
             eval: self.eval.clone(),
             batcher: self.batcher.clone(),
             plan: Arc::new(plan),
-            key_prefix: crate::key::key_prefix(prefix, policy, name, counter),
+            key_prefix: crate::key::key_prefix(prefix, policy, name),
         })
     }
 

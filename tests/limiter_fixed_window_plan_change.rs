@@ -1,0 +1,140 @@
+#![cfg(feature = "redis")]
+//! A fixed window's state across plan changes, on Redis's own clock, where
+//! a policy of one strategy is a counter and one of several a hash: both
+//! stores keep one state for them, so a policy gaining a strategy keeps
+//! counting what the first strategy counted, and losing it too. A policy
+//! of a shorter window reads a longer one's counter.
+
+use redlimit::{Decision, Limiter, Policy, RedisOptions, Store};
+use redlimit_test_support::redis_server::RedisServer;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// The memory store and Redis, each on its own clock.
+async fn stores(server: &RedisServer) -> [(&'static str, Store); 2] {
+    let patient = RedisOptions::default().with_response_timeout(Duration::from_secs(10));
+    [("memory", Store::memory()), ("redis", Store::redis_with(&server.url(), patient).await.unwrap())]
+}
+
+fn micros(decision: &Decision) -> u64 {
+    decision.decided_at.duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
+}
+
+/// When the first strategy's window ends, as `decision` reports it.
+fn first_window_end(decision: &Decision) -> u64 {
+    let reset = decision.quotas.first().map_or(decision.reset_after, |q| q.reset_after);
+    micros(decision) + reset.as_micros() as u64
+}
+
+/// One key through 10/1s, then 10/1s,100/1m, then back, and so on: every
+/// call inside the first call's window (judged 10 ms or more before it
+/// ends), so exactly 10 pass. `None` when the machine was too slow for
+/// that (the window ended during the run): the caller tries again.
+async fn one_window_through_the_plans(limiter: &Limiter, key: &str) -> Option<usize> {
+    let one = Policy::fixed_window("10/1s").unwrap();
+    let two = Policy::fixed_window("10/1s,100/1m").unwrap();
+    // (policy, calls): takes 4, 3 (the counter becomes the hash), 3 (and
+    // back), then each is denied.
+    let plan = [(&one, 4), (&two, 3), (&one, 3), (&two, 2), (&one, 2)];
+    let mut end = None;
+    let mut passed = 0;
+    for (policy, calls) in plan {
+        for _ in 0..calls {
+            let decision = limiter.with_policy(policy).check(key, 1).await.unwrap();
+            let window_end = *end.get_or_insert(first_window_end(&decision));
+            if micros(&decision) + 10_000 >= window_end {
+                return None;
+            }
+            // The window carried across the forms: never started again.
+            let own_end = first_window_end(&decision);
+            assert!(own_end.abs_diff(window_end) <= 5_000, "{policy}: ends at {own_end}, the window at {window_end}");
+            passed += usize::from(decision.allowed);
+        }
+    }
+    Some(passed)
+}
+
+#[tokio::test]
+async fn a_policy_gaining_a_strategy_and_losing_it_keeps_counting_on_redis_clock() {
+    let server = RedisServer::start();
+    for (at, store) in stores(&server).await {
+        let limiter = Limiter::new("plans", Policy::fixed_window("10/1s").unwrap(), &store).with_deny_cache(false);
+        let mut runs = 0;
+        for attempt in 0..20 {
+            if let Some(passed) = one_window_through_the_plans(&limiter, &format!("k{attempt}")).await {
+                assert_eq!(passed, 10, "{at}: 10/1s admits 10 in a window, whatever strategies join it");
+                runs += 1;
+            }
+        }
+        assert!(runs > 0, "{at}: no run fit in one window");
+    }
+}
+
+/// The same plans on windows no run outlasts: the count and the window's
+/// end carry both ways, and the second strategy counts from the change.
+#[tokio::test]
+async fn both_stores_share_one_state_across_strategies_on_redis_clock() {
+    let server = RedisServer::start();
+    let one = Policy::fixed_window("10/1h").unwrap();
+    let two = Policy::fixed_window("10/1h,12/1d").unwrap();
+    for (at, store) in stores(&server).await {
+        let limiter = Limiter::new("shared", one.clone(), &store).with_deny_cache(false);
+        let first = limiter.check("k", 6).await.unwrap();
+        let end = first_window_end(&first);
+        let gained = limiter.with_policy(&two).check("k", 3).await.unwrap();
+        assert!(gained.allowed, "{at}");
+        let remaining: Vec<u64> = gained.quotas.iter().map(|q| q.remaining).collect();
+        assert_eq!(remaining, [1, 9], "{at}: the hour kept its 6; the day counts from the change");
+        assert!(first_window_end(&gained).abs_diff(end) <= 5_000, "{at}: the hour's window carried");
+        let lost = limiter.check("k", 1).await.unwrap();
+        assert_eq!((lost.allowed, lost.remaining), (true, 0), "{at}: back to one strategy, 9 + 1");
+        assert!(first_window_end(&lost).abs_diff(end) <= 5_000, "{at}: and its window still");
+        assert!(!limiter.check("k", 1).await.unwrap().allowed, "{at}");
+        assert!(!limiter.with_policy(&two).check("k", 1).await.unwrap().allowed, "{at}");
+    }
+}
+
+/// A counter left by a policy of a longer window is read under a shorter
+/// one as a window ending no later than the shorter window from now.
+#[tokio::test]
+async fn a_shorter_window_reads_a_longer_ones_count() {
+    let server = RedisServer::start();
+    for (at, store) in stores(&server).await {
+        let limiter = Limiter::new("shorter", Policy::fixed_window("5/1h").unwrap(), &store).with_deny_cache(false);
+        limiter.check("k", 3).await.unwrap();
+        let short = Policy::fixed_window("5/1s").unwrap();
+        let peek = limiter.with_policy(&short).peek("k", 1).await.unwrap();
+        assert_eq!((peek.allowed, peek.remaining), (true, 1), "{at}");
+        let decision = limiter.with_policy(&short).check("k", 2).await.unwrap();
+        assert_eq!((decision.allowed, decision.remaining), (true, 0), "{at}: the 3 still count");
+        assert!(decision.reset_after <= Duration::from_secs(1), "{at}: {decision:?}");
+        let denied = limiter.with_policy(&short).check("k", 1).await.unwrap();
+        assert!(denied.retry_after.is_some_and(|retry| retry <= Duration::from_millis(1_001)), "{at}: {denied:?}");
+    }
+}
+
+/// A refund finds the other form too: each form gives back by its own
+/// rule, to the first strategy only (the others never counted under a
+/// policy of one strategy).
+#[tokio::test]
+async fn a_refund_gives_back_across_the_forms() {
+    let server = RedisServer::start();
+    let one = Policy::fixed_window("10/1h").unwrap();
+    let two = Policy::fixed_window("10/1h,12/1d").unwrap();
+    let remaining = |d: &Decision| d.quotas.iter().map(|q| q.remaining).collect::<Vec<_>>();
+    for (at, store) in stores(&server).await {
+        // Taken as a counter, given back through the hash's script.
+        let counted = Limiter::new("counted", one.clone(), &store).with_deny_cache(false);
+        let taken = counted.check("k", 5).await.unwrap();
+        let after = counted.with_policy(&two).refund("k", 2, &taken).await.unwrap();
+        assert_eq!(remaining(&after), [7, 12], "{at}");
+        assert_eq!(counted.check("k", 7).await.unwrap().remaining, 0, "{at}");
+
+        // Taken in the hash, given back through the counter's script.
+        let hashed = Limiter::new("hashed", two.clone(), &store).with_deny_cache(false);
+        let taken = hashed.check("k", 3).await.unwrap();
+        let after = hashed.with_policy(&one).refund("k", 2, &taken).await.unwrap();
+        assert_eq!(after.remaining, 9, "{at}");
+        let next = hashed.check("k", 1).await.unwrap();
+        assert_eq!(remaining(&next), [8, 8], "{at}: the day kept its 3, the hour gave 2 back");
+    }
+}
