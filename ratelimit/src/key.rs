@@ -2,7 +2,6 @@
 
 use crate::key_buf::KeyWriter;
 use crate::policy::{Params, Policy};
-use redlimit_grammar::format_duration;
 use std::fmt::{self, Write};
 
 /// The bytes every storage key of one limiter starts with:
@@ -66,13 +65,13 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 ///   them (the same permits owed, rounded up): no detail.
 /// - `concurrency`: the leases held; a change of limit or lease judges
 ///   them by the new numbers: no detail.
-/// - `sliding_window`: counts are filed by sub-window index `t / precision`,
-///   which another precision reads as other times: the precision.
+/// - `sliding_window`: the state records the precision its sub-windows were
+///   counted at, and a call under another one moves them first: no detail.
 ///
 /// ```text
 /// redlimit:fixed_window/v1:6:search:user:7          (several strategies, or a client clock)
 /// redlimit:fixed_window/v1/counter:6:search:user:7  (one strategy, Redis's clock)
-/// redlimit:sliding_window/v1/100ms:6:search:user:7
+/// redlimit:sliding_window/v2:6:search:user:7
 /// redlimit:token_bucket/v2:6:upload:user:7
 /// redlimit:gcra/v2:6:search:user:7
 /// redlimit:concurrency/v1:7:exports:tenant:3
@@ -90,13 +89,8 @@ fn write_layout(key: &mut String, policy: &Policy, counter: bool) {
         Params::Concurrency { .. } => CONCURRENCY_FORMAT,
     };
     key.push_str(format);
-    match &policy.params {
-        _ if counter => key.push_str("/counter"),
-        Params::SlidingWindow { precision_us, .. } => {
-            key.push('/');
-            key.push_str(&format_duration(*precision_us));
-        }
-        _ => {}
+    if counter {
+        key.push_str("/counter");
     }
 }
 
@@ -112,7 +106,7 @@ pub(crate) fn layout(policy: &Policy, counter: bool) -> String {
 // describes the format).
 const FIXED_WINDOW_FORMAT: &str = "v1";
 const COUNTER_FORMAT: &str = "v1";
-const SLIDING_WINDOW_FORMAT: &str = "v1";
+const SLIDING_WINDOW_FORMAT: &str = "v2";
 const SLIDING_LOG_FORMAT: &str = "v2";
 const BUCKET_FORMAT: &str = "v2";
 const GCRA_FORMAT: &str = "v2";
@@ -251,7 +245,9 @@ mod tests {
         assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap(), true).unwrap(), "rl:fixed_window/v1/counter:3:api");
         assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap(), false).unwrap(), "rl:fixed_window/v1:3:api");
         let window = Policy::sliding_window("5/1s", "100ms").unwrap();
-        assert_eq!(prefix(window, false).unwrap(), "rl:sliding_window/v1/100ms:3:api");
+        assert_eq!(prefix(window, false).unwrap(), "rl:sliding_window/v2:3:api");
+        let coarser = Policy::sliding_window("5/1s", "500ms").unwrap();
+        assert_eq!(prefix(coarser, false).unwrap(), "rl:sliding_window/v2:3:api", "one key whatever the precision");
         assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap(), false).unwrap(), "rl:sliding_log/v2:3:api");
         assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap(), false).unwrap(), "rl:token_bucket/v2:3:api");
         assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap(), false).unwrap(), "rl:leaky_bucket/v2:3:api");

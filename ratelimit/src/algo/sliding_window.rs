@@ -1,6 +1,8 @@
 //! Twin of `lua/sliding_window.lua`: counts in sub-windows of `precision`,
 //! aligned to multiples of it; a strategy of window W sums the W/P most recent
-//! sub-windows, the current one included.
+//! sub-windows, the current one included. Sub-windows counted at another
+//! precision are first moved to the sub-window holding their last
+//! microsecond (`lua/sub_windows.lua`, `convert`).
 
 use super::{judge, least_room, retry_times};
 use crate::backend::{Outcome, QuotaOutcome};
@@ -9,10 +11,28 @@ use std::collections::VecDeque;
 
 /// Sub-window index (`start / precision`) and its count, oldest first: a
 /// write is never before the newest (see `now` below), so it joins the
-/// back, and dead sub-windows leave from the front.
+/// back, and dead sub-windows leave from the front. `precision` is the one
+/// they were counted at.
 #[derive(Debug, Clone)]
 pub(crate) struct SubWindows {
+    precision: u64,
     counts: VecDeque<(u64, u64)>,
+}
+
+/// Sub-windows counted at `was` as sub-windows of `precision`: each count
+/// moves to the sub-window holding its old one's last microsecond, so no
+/// permit counts for less time than it would have at `precision`; counts
+/// landing together are merged. The order stays oldest first.
+fn convert(counts: &VecDeque<(u64, u64)>, was: u64, precision: u64) -> VecDeque<(u64, u64)> {
+    let mut moved: VecDeque<(u64, u64)> = VecDeque::with_capacity(counts.len());
+    for &(k, n) in counts {
+        let k = (k.saturating_add(1).saturating_mul(was) - 1) / precision;
+        match moved.back_mut() {
+            Some((last, total)) if *last == k => *total += n,
+            _ => moved.push_back((k, n)),
+        }
+    }
+    moved
 }
 
 // Kept out of line: a window's code would otherwise weigh on the integer
@@ -27,7 +47,17 @@ pub(crate) fn decide(
     peek: bool,
 ) -> Outcome {
     let empty = VecDeque::new();
-    let stored = state.as_ref().map_or(&empty, |subs| &subs.counts);
+    // Counted at another precision: decided on the converted counts, which
+    // only a write keeps.
+    let converted = match state {
+        Some(subs) if subs.precision != precision => Some(convert(&subs.counts, subs.precision, precision)),
+        _ => None,
+    };
+    let stored = match (&converted, state.as_ref()) {
+        (Some(moved), _) => moved,
+        (None, Some(subs)) => &subs.counts,
+        (None, None) => &empty,
+    };
     // A write records its time as its sub-window: judged at the start of the
     // newest one written when now is earlier, no call goes back before a
     // recorded one (within a sub-window, any time finds the same counts).
@@ -85,7 +115,10 @@ pub(crate) fn decide(
     if taken > 0 && !peek {
         // Only a write changes the state: drop dead sub-windows (oldest
         // first, in place), count this one.
-        let counts = &mut state.get_or_insert_with(|| SubWindows { counts: VecDeque::new() }).counts;
+        if let Some(moved) = converted {
+            *state = Some(SubWindows { precision, counts: moved });
+        }
+        let counts = &mut state.get_or_insert_with(|| SubWindows { precision, counts: VecDeque::new() }).counts;
         while counts.front().is_some_and(|&(k, _)| k < live_from) {
             counts.pop_front();
         }
