@@ -138,3 +138,38 @@ pub(crate) fn decide(
         quotas,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{convert, decide, SubWindows};
+    use crate::Strategy;
+    use std::collections::VecDeque;
+
+    const S: u64 = 1_000_000;
+
+    #[test]
+    fn sub_windows_move_to_the_one_holding_their_last_microsecond() {
+        let fine: VecDeque<(u64, u64)> = [(0, 1), (5, 2), (6, 4), (59, 8)].into();
+        // 1s -> 6s: 0s..1s and 5s..6s both end in 0s..6s; 59s..60s in 54s..60s.
+        assert_eq!(convert(&fine, S, 6 * S), VecDeque::from([(0, 3), (1, 4), (9, 8)]));
+        // 6s -> 1s: each counts as taken in its last second.
+        assert_eq!(convert(&[(0, 3), (9, 8)].into(), 6 * S, S), VecDeque::from([(5, 3), (59, 8)]));
+        assert_eq!(convert(&fine, S, S), fine, "the same precision moves nothing");
+    }
+
+    #[test]
+    fn a_full_window_at_one_precision_is_full_at_another_and_only_a_write_converts() {
+        let strategies = [Strategy { limit: 3, window_us: 60 * S }];
+        let mut state = Some(SubWindows { precision: S, counts: [(59, 3)].into() });
+        let at = |state: &mut Option<SubWindows>, precision, now_s: u64, peek| {
+            decide(&strategies, precision, state, now_s * S, 1, peek)
+        };
+        // Counted at 1s until 119s; at 6s it is 54s..60s, counted until 114s.
+        assert!(!at(&mut state, 6 * S, 113, false).allowed);
+        assert!(at(&mut state, 6 * S, 114, true).allowed, "a peek");
+        assert_eq!(state.as_ref().map(|s| s.precision), Some(S), "a denial and a peek write nothing");
+        assert!(at(&mut state, 6 * S, 114, false).allowed);
+        let written = state.as_ref().unwrap();
+        assert_eq!((written.precision, written.counts.clone()), (6 * S, VecDeque::from([(19, 1)])));
+    }
+}
