@@ -97,14 +97,17 @@ fn decided_us(decision: &Decision) -> u64 {
 
 /// A seeded run on a manual clock: each call under a precision drawn from
 /// `precisions`, time moving mostly by steps well within a sub-window,
-/// sometimes by a few sub-windows or whole windows; the stores answer alike, and no interval over-admits.
-async fn replay(both: &BothStores, precisions: &[u64], seed: u64) -> (usize, usize) {
+/// sometimes by a few sub-windows or whole windows; the stores answer
+/// alike, and no strategy (limit, window µs) over-admits in any interval.
+/// Returns how many calls were admitted, and how many not (peeks included).
+async fn replay(both: &BothStores, strategies: &[(u64, u64)], precisions: &[u64], seed: u64) -> (usize, usize) {
     let coarsest = *precisions.iter().max().unwrap();
     let name = format!("random-{seed}");
+    let spec: Vec<String> = strategies.iter().map(|(limit, window_us)| format!("{limit}/{window_us}us")).collect();
     let limiters: Vec<(Limiter, Limiter)> = precisions
         .iter()
         .map(|&p| {
-            let policy = window("100/1m", p);
+            let policy = window(&spec.join(","), p);
             let memory = Limiter::new(name.as_str(), policy.clone(), &both.memory).with_deny_cache(false);
             (memory, Limiter::new(name.as_str(), policy, &both.redis).with_deny_cache(false))
         })
@@ -135,27 +138,32 @@ async fn replay(both: &BothStores, precisions: &[u64], seed: u64) -> (usize, usi
             denied += 1;
         }
     }
-    let admitted_calls = admitted.len();
-    let over = over_admissions(&mut admitted, 60_000_000 - coarsest, LIMIT);
-    assert_eq!(over, 0, "seed {seed}, precisions {precisions:?}: {over} over-admissions");
-    (admitted_calls, denied)
+    for &(limit, window_us) in strategies {
+        let over = over_admissions(&mut admitted, window_us - coarsest, limit);
+        assert_eq!(over, 0, "seed {seed}, {limit}/{window_us}us at {precisions:?} µs: {over} over-admissions");
+    }
+    (admitted.len(), denied)
 }
 
 #[tokio::test]
 async fn random_changes_of_precision_never_over_admit_and_the_stores_agree() {
     let both = BothStores::start().await;
     let (mut admitted, mut denied) = (0, 0);
-    let sets: [&[u64]; 4] = [
-        &[1_000_000, 6_000_000],
-        &[1_000_000, 6_000_000, 30_000_000],
-        &[100_000, 1_000_000, 6_000_000],
-        &[4_000_000, 6_000_000],
+    const S: u64 = 1_000_000;
+    let minute: &[(u64, u64)] = &[(LIMIT, 60 * S)];
+    let sets: [(&[(u64, u64)], &[u64]); 5] = [
+        (minute, &[S, 6 * S]),
+        (minute, &[S, 6 * S, 30 * S]),
+        (minute, &[S / 10, S, 6 * S]),
+        // Sub-windows that do not nest.
+        (minute, &[4 * S, 6 * S]),
+        (&[(30, 10 * S), (LIMIT, 60 * S)], &[S, 2 * S, 5 * S]),
     ];
     // A longer run: SLIDING_PRECISION_SEEDS=<seeds per set>.
     let seeds = std::env::var("SLIDING_PRECISION_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3u64);
-    for (index, precisions) in sets.iter().enumerate() {
+    for (index, (strategies, precisions)) in sets.iter().enumerate() {
         for seed in 0..seeds {
-            let (a, d) = replay(&both, precisions, index as u64 * 1_000_000 + seed).await;
+            let (a, d) = replay(&both, strategies, precisions, index as u64 * 1_000_000 + seed).await;
             admitted += a;
             denied += d;
         }
