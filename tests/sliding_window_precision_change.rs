@@ -151,7 +151,9 @@ async fn random_changes_of_precision_never_over_admit_and_the_stores_agree() {
     let (mut admitted, mut denied) = (0, 0);
     const S: u64 = 1_000_000;
     let minute: &[(u64, u64)] = &[(LIMIT, 60 * S)];
-    let sets: [(&[(u64, u64)], &[u64]); 5] = [
+    // Strategies as (limit, window µs), and the precisions drawn among.
+    type Set<'a> = (&'a [(u64, u64)], &'a [u64]);
+    let sets: [Set<'_>; 5] = [
         (minute, &[S, 6 * S]),
         (minute, &[S, 6 * S, 30 * S]),
         (minute, &[S / 10, S, 6 * S]),
