@@ -1,9 +1,9 @@
 #![cfg(feature = "redis")]
 //! A sliding window keeps its counts across a change of precision, on both
 //! stores: a call under another precision first moves each counted
-//! sub-window to the new sub-window holding its last microsecond, so no
-//! permit counts for less time than the new precision would have counted
-//! it, and nothing is admitted that the window still counts.
+//! sub-window to the new sub-window holding its last microsecond, so a
+//! permit counts as taken no earlier than it was, and nothing is admitted
+//! that the window still counts.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -31,8 +31,8 @@ async fn take_all(limiter: &Limiter, key: &str) -> u64 {
 }
 
 /// From now on, every quarter second until `until_s` (seconds from the
-/// clock's start), takes all it can: when the first admission came (seconds
-/// from the start, in milliseconds) and how many it took.
+/// clock's start), takes all it can: when the first admission came (in
+/// milliseconds from the start) and how many it took.
 async fn first_admission(both: &BothStores, limiter: &Limiter, key: &str, until_s: u64) -> Option<(u64, u64)> {
     loop {
         let now_us = redlimit::Clock::now_us(&both.clock).unwrap();
