@@ -1,7 +1,8 @@
 #![cfg(feature = "redis")]
 //! The Redis backend decides a sliding window with many sub-windows by the
 //! totals layout (`lua/sliding_window_totals.lua`, O(1) per call) and one
-//! with few by the hash layout, and either way answers as the memory twin.
+//! with few by the hash layout, and either way answers as the memory twin;
+//! both record the precision they counted at, in one key whatever it is.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -10,8 +11,9 @@ use redlimit_test_support::stores::BothStores;
 use std::time::Duration;
 
 /// Replays a seeded timeline on both stores, comparing every decision, and
-/// returns whether the Redis key ended in the totals layout (its "p" field).
-async fn replay(policy: Policy, seed: u64) -> bool {
+/// returns the Redis key's "p" field: the precision, and in the totals
+/// layout the windows its totals were made for.
+async fn replay(policy: Policy, seed: u64) -> String {
     let both = BothStores::start().await;
     let on_memory = Limiter::new("layout", policy.clone(), &both.memory).with_deny_cache(false);
     let on_redis = Limiter::new("layout", policy.clone(), &both.redis).with_deny_cache(false);
@@ -32,22 +34,22 @@ async fn replay(policy: Policy, seed: u64) -> bool {
 
     let mut con = redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(&mut con).await.unwrap();
-    assert_eq!(keys.len(), 1, "one key per limiter and user key: {keys:?}");
-    redis::cmd("HEXISTS").arg(&keys[0]).arg("p").query_async(&mut con).await.unwrap()
+    assert_eq!(keys, ["redlimit:sliding_window/v2:6:layout:k"], "one key per limiter and user key");
+    redis::cmd("HGET").arg(&keys[0]).arg("p").query_async(&mut con).await.unwrap()
 }
 
 #[tokio::test]
 async fn many_sub_windows_use_the_totals_layout_and_answer_as_memory() {
     // 50 and 200 sub-windows of 100 ms, two strategies (quotas compared too).
-    assert!(replay(Policy::sliding_window("20/5s,60/20s", "100ms").unwrap(), 1).await);
+    assert_eq!(replay(Policy::sliding_window("20/5s,60/20s", "100ms").unwrap(), 1).await, "100000:5000000:20000000");
 }
 
 #[tokio::test]
 async fn sixteen_sub_windows_are_enough_for_the_totals_layout() {
-    assert!(replay(Policy::sliding_window("12/1600ms", "100ms").unwrap(), 2).await);
+    assert_eq!(replay(Policy::sliding_window("12/1600ms", "100ms").unwrap(), 2).await, "100000:1600000");
 }
 
 #[tokio::test]
 async fn few_sub_windows_keep_the_hash_layout() {
-    assert!(!replay(Policy::sliding_window("12/1500ms", "100ms").unwrap(), 3).await);
+    assert_eq!(replay(Policy::sliding_window("12/1500ms", "100ms").unwrap(), 3).await, "100000");
 }

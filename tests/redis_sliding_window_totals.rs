@@ -2,8 +2,9 @@
 //! `lua/sliding_window_totals.lua` (running totals, for many sub-windows)
 //! answers exactly as `lua/sliding_window.lua` (the hash layout, which
 //! tests/limiter_parity.rs holds to the Rust twin), field by field, on seeded random
-//! timelines; the two layouts may follow each other on one key; and with
-//! many sub-windows a steady call reads no whole hash.
+//! timelines, across changes of precision too; the two layouts may follow
+//! each other on one key; and with many sub-windows a steady call reads no
+//! whole hash.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -154,6 +155,51 @@ async fn the_layouts_can_follow_each_other_on_one_key() {
             last = expected;
         }
     }
+}
+
+/// Each call under a precision drawn per call: the totals layout moves the
+/// sub-windows counted at another precision as the hash layout does, and a
+/// key either layout wrote last answers the same.
+#[tokio::test]
+async fn the_layouts_move_sub_windows_alike_across_changes_of_precision() {
+    let server = RedisServer::start();
+    let mut con = connect(&server).await;
+    let strategies = vec![(8, 2_000_000), (20, 6_000_000)];
+    let precisions = [100_000u64, 200_000, 500_000, 1_000_000, 2_000_000];
+    let scripts: Vec<Scripts> = precisions
+        .iter()
+        .map(|&precision| Scripts::new(&Policy { precision, strategies: strategies.clone() }))
+        .collect();
+    let (mut decisions, mut denied) = (0, 0);
+    for seed in 0..4u64 {
+        let mut rng = SmallRng::seed_from_u64(50 + seed);
+        let mut now = START;
+        let mut last = Vec::new();
+        for i in 0..400 {
+            let which = rng.random_range(0..precisions.len());
+            // Mostly well within the shorter window, so that it fills.
+            now += if rng.random_range(0..4) == 0 {
+                step(&mut rng, precisions[which], &last)
+            } else {
+                rng.random_range(0..150_000)
+            };
+            let cost = if rng.random_range(0..8) == 0 { rng.random_range(0..6) } else { 1 };
+            let peek = rng.random_range(0..10) == 0;
+            let policy = &scripts[which];
+            let key = |layout: &str| format!("{layout}:{seed}");
+            let hash = call(&mut con, (&policy.hash, &policy.policy), &key("h"), Some(now), cost, peek).await;
+            let totals = call(&mut con, (&policy.totals, &policy.policy), &key("t"), Some(now), cost, peek).await;
+            let either = if rng.random_range(0..2) == 0 { &policy.hash } else { &policy.totals };
+            let mixed = call(&mut con, (either, &policy.policy), &key("m"), Some(now), cost, peek).await;
+            let at = precisions[which];
+            assert_eq!(totals, hash, "seed {seed}, step {i}, precision {at}, now {now}, cost {cost}, peek {peek}");
+            assert_eq!(mixed, hash, "seed {seed}, step {i}, precision {at}: the layouts following each other");
+            decisions += 1;
+            denied += usize::from(hash[0] == 0);
+            last = hash;
+        }
+    }
+    assert!(denied > decisions / 20 && denied < decisions * 9 / 10, "one-sided: {denied} of {decisions} denied");
 }
 
 /// `calls` of one command in `INFO commandstats`.

@@ -8,14 +8,16 @@
 -- Values     prelude.lua's (KEYS and ARGV: batch.lua).
 -- Returns    the window reply (window.lua).
 --
--- State (a hash): sub_windows.lua's fields. Written only when allowed,
--- cost > 0 and not a peek (HINCRBY of the current field, HDEL of dead
--- ones), always followed by PEXPIRE to the reset. A write deletes the
--- totals layout's other fields: its totals would miss this script's
--- writes, and so the two layouts can follow each other on a key.
+-- State (a hash): sub_windows.lua's fields, and "p" = the precision P.
+-- Written only when allowed, cost > 0 and not a peek (the current field
+-- and "p", HDEL of dead ones; the whole key afresh when the fields were
+-- counted at another precision), always followed by PEXPIRE to the reset.
+-- A write deletes the totals layout's other fields: its totals would miss
+-- this script's writes, and so the two layouts can follow each other on a
+-- key.
 
 local raw = call('HGETALL', key)
-local counts, newest, entries, _, stale = recount(raw, function() return true end)
+local counts, newest, entries, current_count, stale, converted = recount(raw, function() return true end)
 local violated, never = judge(counts)
 local taken = violated == 0 and cost or 0
 
@@ -35,8 +37,13 @@ if violated ~= 0 and not never then
 end
 
 if taken > 0 and not peek then
-  call('HINCRBY', key, string.format('%d', current), string.format('%d', taken))
-  delete_fields(stale)
+  local p = string.format('%d', precision)
+  if converted then
+    rewrite(entries, taken, {'p', p})
+  else
+    call('HSET', key, string.format('%d', current), string.format('%d', current_count + taken), 'p', p)
+    delete_fields(stale)
+  end
   expire_after(reset)
 end
 

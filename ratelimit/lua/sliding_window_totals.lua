@@ -10,15 +10,17 @@
 -- State (a hash): sub_windows.lua's fields, and besides them "l" = the
 -- current index of the last write, "t<i>" = strategy i's count as of l,
 -- "n" = the newest index written, "p" = the precision and windows the
--- totals were made for ("P:W_1:...:W_k").
+-- totals were made for ("P:W_1:...:W_k"), which the fields were counted at.
 --
 -- The call first catches up with n (sub_windows.lua), so current >= l.
 -- With n <= l and the same "p", it starts from the totals and subtracts
 -- the sub-windows that left each strategy's window since l: current - l
 -- fields per strategy, none when current = l. Anything else (first call, a
 -- policy change, a state the hash layout wrote, a gap wider than 64
--- fields) recounts every field, as the hash layout does. Written only when
--- allowed, cost > 0 and not a peek, always followed by PEXPIRE to the reset.
+-- fields) recounts every field, as the hash layout does (another precision
+-- moves them first: sub_windows.lua). Written only when allowed, cost > 0
+-- and not a peek, always followed by PEXPIRE to the reset; the whole key
+-- afresh when the fields were counted at another precision.
 
 local signature = {string.format('%d', precision)}
 local total_fields = {}
@@ -32,12 +34,13 @@ local current_field = string.format('%d', current)
 -- n, l, p, the current sub-window's count, t1..tk.
 local head = call('HMGET', key, 'n', 'l', 'p', current_field, unpack(total_fields))
 local newest, last = tonumber(head[1]), tonumber(head[2])
+if newest then newest = moved(newest, counted_at(head[3])) end
 if newest and newest > current then
   catch_up(newest)
   current_field = string.format('%d', current)
   head[4] = call('HGET', key, current_field)
 end
-local counts, current_count, stale = {}, 0, {}
+local counts, current_count, stale, converted = {}, 0, {}, false
 local entries = nil -- every live sub-window as {index, count}, when recounted
 
 local incremental = newest and last and head[3] == signature and newest <= last and last <= current
@@ -87,7 +90,7 @@ if incremental then
 else
   -- Recount every field, as the hash layout does; drop the totals of
   -- strategies this policy no longer has.
-  counts, newest, entries, current_count, stale = recount(call('HGETALL', key), function(field)
+  counts, newest, entries, current_count, stale, converted = recount(call('HGETALL', key), function(field)
     return string.match(field, '^t%d+$') and tonumber(string.sub(field, 2)) > k
   end)
   current_field = string.format('%d', current)
@@ -139,20 +142,23 @@ if violated ~= 0 and not never then
 end
 
 if taken > 0 and not peek then
-  if stale == false then
-    call('DEL', key)
-  else
-    delete_fields(stale)
-  end
-  local fields = {
-    current_field, string.format('%d', current_count + taken),
-    'l', current_field, 'n', string.format('%d', newest_after), 'p', signature,
-  }
+  local fields = {'l', current_field, 'n', string.format('%d', newest_after), 'p', signature}
   for i = 1, k do
     fields[#fields + 1] = total_fields[i]
     fields[#fields + 1] = string.format('%d', counts[i] + taken)
   end
-  call('HSET', key, unpack(fields))
+  if converted then
+    rewrite(entries, taken, fields)
+  else
+    if stale == false then
+      call('DEL', key)
+    else
+      delete_fields(stale)
+    end
+    fields[#fields + 1] = current_field
+    fields[#fields + 1] = string.format('%d', current_count + taken)
+    call('HSET', key, unpack(fields))
+  end
   expire_after(reset)
 end
 

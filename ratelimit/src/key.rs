@@ -2,7 +2,6 @@
 
 use crate::key_buf::KeyWriter;
 use crate::policy::{Params, Policy};
-use redlimit_grammar::format_duration;
 use std::fmt::{self, Write};
 
 /// The bytes every storage key of one limiter starts with:
@@ -42,7 +41,7 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 }
 
 /// The algorithm, the version of its stored state's format, and whatever
-/// else decides how that state reads: `<algo>/v<version>[/<detail>]`.
+/// else decides how that state reads: `<algo>/v<version>[/trial]`.
 ///
 /// The version is in every key so that a change of a state's format can
 /// never misread state an older build wrote: during a rolling deploy old
@@ -63,8 +62,8 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 ///   them (the same permits owed, rounded up): no detail.
 /// - `concurrency`: the leases held; a change of limit or lease judges
 ///   them by the new numbers: no detail.
-/// - `sliding_window`: counts are filed by sub-window index `t / precision`,
-///   which another precision reads as other times: the precision.
+/// - `sliding_window`: the state records the precision its sub-windows were
+///   counted at, and a call under another one moves them first: no detail.
 ///
 /// A trial (a policy bound in dry run: [`Policy::with_dry_run`], or a
 /// limiter's `with_dry_run`) ends its layout with `/trial`: it counts what
@@ -73,11 +72,11 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 ///
 /// ```text
 /// redlimit:fixed_window/v2:6:search:user:7         (a hash, or one strategy's counter)
-/// redlimit:sliding_window/v1/100ms:6:search:user:7
+/// redlimit:sliding_window/v2:6:search:user:7       (whatever the precision)
 /// redlimit:token_bucket/v2:6:upload:user:7
 /// redlimit:gcra/v2:6:search:user:7
 /// redlimit:concurrency/v1:7:exports:tenant:3
-/// redlimit:fixed_window/v1/trial:6:search:user:7    (the same policy in dry run)
+/// redlimit:fixed_window/v2/trial:6:search:user:7   (the same policy in dry run)
 /// ```
 fn write_layout(key: &mut String, policy: &Policy) {
     key.push_str(policy.algorithm().name());
@@ -91,10 +90,6 @@ fn write_layout(key: &mut String, policy: &Policy) {
         Params::Concurrency { .. } => CONCURRENCY_FORMAT,
     };
     key.push_str(format);
-    if let Params::SlidingWindow { precision_us, .. } = &policy.params {
-        key.push('/');
-        key.push_str(&format_duration(*precision_us));
-    }
     if policy.is_dry_run() {
         key.push_str(TRIAL);
     }
@@ -114,7 +109,7 @@ pub(crate) fn layout(policy: &Policy) -> String {
 // The version of each stored state's format (the Lua header of each script
 // describes the format).
 const FIXED_WINDOW_FORMAT: &str = "v2";
-const SLIDING_WINDOW_FORMAT: &str = "v1";
+const SLIDING_WINDOW_FORMAT: &str = "v2";
 const SLIDING_LOG_FORMAT: &str = "v2";
 const BUCKET_FORMAT: &str = "v2";
 const GCRA_FORMAT: &str = "v2";
@@ -253,7 +248,9 @@ mod tests {
         assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap()).unwrap(), "rl:fixed_window/v2:3:api");
         assert_eq!(prefix(Policy::fixed_window("5/1s,9/1m").unwrap()).unwrap(), "rl:fixed_window/v2:3:api");
         let window = Policy::sliding_window("5/1s", "100ms").unwrap();
-        assert_eq!(prefix(window).unwrap(), "rl:sliding_window/v1/100ms:3:api");
+        assert_eq!(prefix(window).unwrap(), "rl:sliding_window/v2:3:api");
+        let coarser = Policy::sliding_window("5/1s", "500ms").unwrap();
+        assert_eq!(prefix(coarser).unwrap(), "rl:sliding_window/v2:3:api", "one key whatever the precision");
         assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap()).unwrap(), "rl:sliding_log/v2:3:api");
         assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap()).unwrap(), "rl:token_bucket/v2:3:api");
         assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap()).unwrap(), "rl:leaky_bucket/v2:3:api");
@@ -262,16 +259,12 @@ mod tests {
 
     #[test]
     fn a_trial_keeps_its_state_apart_from_the_enforced_policy() {
-        let prefix = |policy: Policy, counter| String::from_utf8(key_prefix("rl", &policy, "api", counter)).unwrap();
+        let prefix = |policy: Policy| String::from_utf8(key_prefix("rl", &policy, "api")).unwrap();
         let window = Policy::fixed_window("5/1s").unwrap().with_dry_run(true);
-        assert_eq!(prefix(window.clone(), true), "rl:fixed_window/v1/counter/trial:3:api");
-        assert_eq!(prefix(window, false), "rl:fixed_window/v1/trial:3:api");
+        assert_eq!(prefix(window), "rl:fixed_window/v2/trial:3:api");
         let sliding = Policy::sliding_window("5/1s", "100ms").unwrap().with_dry_run(true);
-        assert_eq!(prefix(sliding, false), "rl:sliding_window/v1/100ms/trial:3:api");
-        assert_eq!(
-            prefix(Policy::concurrency(2, "30s").unwrap().with_dry_run(true), false),
-            "rl:concurrency/v1/trial:3:api"
-        );
+        assert_eq!(prefix(sliding), "rl:sliding_window/v2/trial:3:api");
+        assert_eq!(prefix(Policy::concurrency(2, "30s").unwrap().with_dry_run(true)), "rl:concurrency/v1/trial:3:api");
     }
 
     /// An operator's prefix holding a limiter's layout could spell the key of
