@@ -204,6 +204,7 @@ impl Refunded {
     }
 
     /// The 16 bytes the scripts read as the call's `permit`.
+    #[cfg(feature = "redis")]
     pub(crate) fn to_bytes(self) -> [u8; 16] {
         let mut bytes = [0; 16];
         // Doubles hold every µs of this era exactly (below 2^53).
