@@ -21,11 +21,15 @@ use redlimit::{Decision, Error, Limiter, OnError, Policy, RedisOptions, Store, S
 use redlimit_test_support::child_process::{self, TestChild};
 use redlimit_test_support::meet::{self, Call, Excess, Hold, Strategy};
 use redlimit_test_support::redis_server::RedisServer;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const CHILD_VAR: &str = "REDLIMIT_MEET_CHILD";
 const PROCESSES: usize = 3;
+/// Worker tasks in this process on the memory store, and in each child on Redis.
 const TASKS: usize = 4;
+const CHILD_TASKS: usize = 2;
 const DEFAULT_DECISIONS: usize = 2400;
 /// Prefetch's `k` on the prefetching key.
 const K: u64 = 8;
@@ -34,9 +38,17 @@ fn decisions() -> usize {
     std::env::var("REDLIMIT_MEET_DECISIONS").ok().and_then(|n| n.parse().ok()).unwrap_or(DEFAULT_DECISIONS)
 }
 
+/// One seed for every part of this run.
 fn seed() -> u64 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     let drawn = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos() as u64;
-    std::env::var("REDLIMIT_MEET_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(drawn)
+    *SEED.get_or_init(|| std::env::var("REDLIMIT_MEET_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(drawn))
+}
+
+/// `REDLIMIT_MEET_WITHOUT=refunds` or `=plans` leaves one feature out, to
+/// tell which one an over-admission comes from.
+fn without(feature: &str) -> bool {
+    std::env::var("REDLIMIT_MEET_WITHOUT").is_ok_and(|w| w.split(',').any(|w| w == feature))
 }
 
 fn wall_us() -> u64 {
@@ -89,8 +101,9 @@ fn plans(part: &str) -> Vec<Plan> {
         "token_bucket" | "leaky_bucket" | "gcra" => {
             vec![bucket(20, 500), bucket(50, 500), bucket(100, 500), bucket(40, 250), bucket(80, 1000)]
         }
-        // A fixed window's plans change its lengths too.
-        "fixed_window" => vec![windows((10, 100), 30), windows((15, 200), 40), windows((20, 100), 50)],
+        // A fixed window's plans change its lengths too; the short windows bind,
+        // so a refund that arrives after its window ended finds another.
+        "fixed_window" => vec![windows((10, 100), 100), windows((15, 200), 120), windows((20, 100), 220)],
         "sliding_window" | "sliding_log" => vec![windows((10, 100), 30), windows((15, 100), 40), windows((20, 100), 50)],
         "dry_run" => {
             let enforced = [Policy::fixed_window("10/1h"), Policy::token_bucket(10, "1/1h"), Policy::gcra("1/1h", 9)];
@@ -107,7 +120,7 @@ async fn worker(part: &str, store: Store, mut rng: SmallRng, calls: usize) -> Ve
     let plans = plans(part);
     let bucket = plans[0].bucket.0 > 0 && part != "dry_run";
     let limiter = Limiter::new(format!("meet-{part}"), plans[0].policy.clone(), &store).with_on_error(OnError::Deny);
-    let prefetching = limiter.clone().with_prefetch(K).unwrap();
+    let prefetching = bucket.then(|| limiter.clone().with_prefetch(K).unwrap());
     let mut records = Vec::with_capacity(calls);
     let mut refunds = Vec::new();
     for _ in 0..calls {
@@ -120,15 +133,20 @@ async fn worker(part: &str, store: Store, mut rng: SmallRng, calls: usize) -> Ve
             "dry_run" => (rng.random_range(0..8u32), rng.random_range(0..6)),
             _ => (rng.random_range(0..3u32), rng.random_range(0..3)),
         };
+        // Without plan changes, each key keeps one plan.
+        let policy = if without("plans") && part != "dry_run" { 2 } else { policy };
         let cost = if part == "dry_run" || rng.random_bool(0.7) { 1 } else { rng.random_range(2..5) };
         let prefetch = bucket && key == 3;
         let plan = &plans[policy as usize];
-        let by = if prefetch { prefetching.with_policy(&plan.policy) } else { limiter.with_policy(&plan.policy) };
+        let by = match &prefetching {
+            Some(prefetching) if prefetch => prefetching.with_policy(&plan.policy),
+            _ => limiter.with_policy(&plan.policy),
+        };
         let name = format!("k{key}");
         let decision = by.check(&name, cost).await.unwrap();
         let (at_us, allowed) = (at_us(&decision), decision.allowed);
         let refundable = !part.starts_with("sliding") && part != "dry_run";
-        let refunded = decision.allowed && refundable && rng.random_bool(0.2);
+        let refunded = decision.allowed && refundable && rng.random_bool(0.2) && !without("refunds");
         if refunded {
             // Half soon, inside the window; half after it ended, or the bucket refilled.
             let late = rng.random_bool(0.5);
@@ -148,15 +166,15 @@ async fn worker(part: &str, store: Store, mut rng: SmallRng, calls: usize) -> Ve
     records
 }
 
-/// A process's share of a part: `TASKS` workers on `store`.
-async fn process(part: &str, store: &Store, seed: u64, index: usize, calls: usize) -> Vec<String> {
+/// A process's share of a part: `tasks` workers on `store`.
+async fn process(part: &str, store: &Store, seed: u64, index: usize, calls: usize, tasks: usize) -> Vec<String> {
     if part == "concurrency" {
-        return holders(store, seed ^ index as u64, calls).await.iter().map(Hold::to_line).collect();
+        return holders(store, seed ^ index as u64, calls, tasks).await.iter().map(Hold::to_line).collect();
     }
-    let workers: Vec<_> = (0..TASKS)
+    let workers: Vec<_> = (0..tasks)
         .map(|task| {
             let rng = SmallRng::seed_from_u64(seed.wrapping_add((index * TASKS + task) as u64));
-            tokio::spawn(worker_owned(part.to_string(), store.clone(), rng, calls / TASKS))
+            tokio::spawn(worker_owned(part.to_string(), store.clone(), rng, calls / tasks))
         })
         .collect();
     let mut lines = Vec::new();
@@ -180,7 +198,7 @@ fn child() {
     let lines = runtime.block_on(async {
         let store = redis_store(url).await;
         barrier(url, part).await;
-        process(part, &store, seed, index, calls).await
+        process(part, &store, seed, index, calls, CHILD_TASKS).await
     });
     for line in lines {
         child_process::say(&line);
@@ -215,7 +233,7 @@ fn run(part: &str, seed: u64) -> [(&'static str, Vec<String>, usize); 2] {
     let n = decisions();
     let memory = redlimit_test_support::runtime::block_on(async {
         let store = Store::memory().with_clock(SystemClock);
-        process(part, &store, seed, PROCESSES, n).await
+        process(part, &store, seed, PROCESSES, n, TASKS).await
     });
     let server = RedisServer::start();
     let children: Vec<_> = (0..PROCESSES)
@@ -324,23 +342,33 @@ fn holders_limiter(store: &Store) -> Limiter {
     Limiter::new("meet-concurrency", Policy::concurrency(LIMIT, "300ms").unwrap(), store).with_on_error(OnError::Deny)
 }
 
-/// One process's holders: `TASKS` tasks acquiring, each permit given back
+/// One process's holders: `tasks` tasks acquiring, each permit given back
 /// by `release().await` or by drop, some acquisitions cancelled by a short
 /// timeout; and `STOPPED` holders whose runtime is blocked past the lease.
-async fn holders(store: &Store, seed: u64, actions: usize) -> Vec<Hold> {
+async fn holders(store: &Store, seed: u64, actions: usize, tasks: usize) -> Vec<Hold> {
+    // The tasks go on past their count while a stopped holder is stopped, so others want its permit.
+    let stopping = Arc::new(AtomicUsize::new(STOPPED));
     let stopped: Vec<_> = (0..STOPPED)
         .map(|i| {
-            let (limiter, start) = (holders_limiter(store), Duration::from_millis(50 + 150 * i as u64));
-            std::thread::spawn(move || stopped_holder(limiter, start))
+            let (limiter, start) = (holders_limiter(store), Duration::from_millis(20 + 100 * i as u64));
+            let stopping = stopping.clone();
+            std::thread::spawn(move || {
+                let hold = stopped_holder(limiter, start);
+                stopping.fetch_sub(1, Ordering::Relaxed);
+                hold
+            })
         })
         .collect();
-    let tasks: Vec<_> = (0..TASKS)
+    let tasks: Vec<_> = (0..tasks)
         .map(|task| {
-            let limiter = holders_limiter(store);
+            let (limiter, stopping) = (holders_limiter(store), stopping.clone());
             let mut rng = SmallRng::seed_from_u64(seed.wrapping_mul(31).wrapping_add(task as u64));
             tokio::spawn(async move {
                 let mut holds = Vec::new();
-                for _ in 0..actions / TASKS {
+                for done in 0.. {
+                    if done >= actions / tasks && stopping.load(Ordering::Relaxed) == 0 {
+                        break;
+                    }
                     let action = rng.random_range(0..10);
                     let cancel_after = Duration::from_micros(rng.random_range(0..400));
                     let permit = match action {

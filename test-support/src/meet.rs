@@ -65,9 +65,10 @@ impl Call {
         })
     }
 
-    /// Passed under an enforced policy and still counts: what the model replays.
-    fn counts(&self) -> bool {
-        self.allowed && !self.trial && !self.refunded
+    /// Passed under an enforced policy: what the model replays (a refunded
+    /// one only for the window it may have started, never for what it took).
+    fn passed(&self) -> bool {
+        self.allowed && !self.trial
     }
 }
 
@@ -80,13 +81,13 @@ pub struct Excess {
     pub why: String,
 }
 
-/// The counted calls of each key, in the order the rule replays them: by
+/// The passed calls of each key, in the order the rule replays them: by
 /// time, and among calls of one µs the one `strictness` ranks lowest first
 /// (the order in which each passes most easily, so a tie never makes an
 /// excess the store did not commit).
 fn by_key(calls: &[Call], strictness: impl Fn(&Call) -> u64) -> BTreeMap<u32, Vec<Call>> {
     let mut keys: BTreeMap<u32, Vec<Call>> = BTreeMap::new();
-    for call in calls.iter().filter(|c| c.counts()) {
+    for call in calls.iter().filter(|c| c.passed()) {
         keys.entry(call.key).or_default().push(*call);
     }
     for calls in keys.values_mut() {
@@ -109,7 +110,7 @@ pub fn bucket_excess(calls: &[Call], capacity_of: impl Fn(&Call) -> u64, rate_pe
     let mut excess = Vec::new();
     for calls in by_key(calls, &capacity_of).values() {
         let (mut owed, mut last) = (0.0f64, 0u64);
-        for call in calls {
+        for call in calls.iter().filter(|c| !c.refunded) {
             owed = (owed - per_us * call.at_us.saturating_sub(last) as f64).max(0.0);
             last = last.max(call.at_us);
             let capacity = capacity_of(call) as f64 + slack;
@@ -128,11 +129,12 @@ pub fn bucket_excess(calls: &[Call], capacity_of: impl Fn(&Call) -> u64, rate_pe
 /// One strategy: at most `limit` permits per `window_us`.
 pub type Strategy = (u64, u64);
 
-/// Fixed window: per strategy position, a window starts at the first counted
+/// Fixed window: per strategy position, a window starts at the first passed
 /// call at or after the previous window's end (its length read from the
-/// policy of the call that asks), and counts what the calls in it took. A
-/// call is admissible only if, in every strategy of its policy, the count of
-/// the window it falls in plus its cost fits the limit.
+/// policy of the call that asks), and counts what the calls in it took
+/// (a refunded call starts a window, as it did in the store, and counts
+/// nothing). A call is admissible only if, in every strategy of its policy,
+/// the count of the window it falls in plus its cost fits the limit.
 pub fn fixed_window_excess<'a>(calls: &[Call], strategies_of: impl Fn(&Call) -> &'a [Strategy]) -> Vec<Excess> {
     let mut excess = Vec::new();
     let strictness = |c: &Call| strategies_of(c).iter().map(|s| s.0).sum();
@@ -143,8 +145,9 @@ pub fn fixed_window_excess<'a>(calls: &[Call], strategies_of: impl Fn(&Call) -> 
             let strategies = strategies_of(call);
             windows.resize(windows.len().max(strategies.len()), None);
             let live = |slot: Option<(u64, u64)>, window_us: u64| slot.filter(|&(start, _)| call.at_us < start + window_us);
+            let cost = if call.refunded { 0 } else { call.cost };
             let over = strategies.iter().enumerate().find(|(i, &(limit, window_us))| {
-                live(windows[*i], window_us).map_or(0, |(_, count)| count) + call.cost > limit
+                !call.refunded && live(windows[*i], window_us).map_or(0, |(_, count)| count) + cost > limit
             });
             if let Some((i, (limit, _))) = over {
                 let why = format!("strategy {i}: window {:?} + cost {} > {limit}", windows[i], call.cost);
@@ -153,8 +156,8 @@ pub fn fixed_window_excess<'a>(calls: &[Call], strategies_of: impl Fn(&Call) -> 
             }
             for (slot, &(_, window_us)) in windows.iter_mut().zip(strategies) {
                 *slot = Some(match live(*slot, window_us) {
-                    Some((start, count)) => (start, count + call.cost),
-                    None => (call.at_us, call.cost),
+                    Some((start, count)) => (start, count + cost),
+                    None => (call.at_us, cost),
                 });
             }
         }
@@ -194,7 +197,7 @@ fn sliding_excess<'a>(
     let strictness = |c: &Call| strategies_of(c).iter().map(|s| s.0).sum();
     for calls in by_key(calls, strictness).values() {
         let mut passed: Vec<(u64, u64)> = Vec::new();
-        for call in calls {
+        for call in calls.iter().filter(|c| !c.refunded) {
             let over = strategies_of(call).iter().find_map(|&(limit, window_us)| {
                 let from = since(call.at_us, window_us);
                 let counted: u64 = passed.iter().rev().take_while(|p| p.0 >= from).map(|p| p.1).sum();
