@@ -74,6 +74,14 @@ struct Plan {
 }
 
 const MS: u64 = 1_000;
+/// Calls are made in the first `BUSY_US` of each `CYCLE_US`.
+const CYCLE_US: u64 = 450 * MS;
+const BUSY_US: u64 = 200 * MS;
+
+/// A bucket's rate per second: its calls are offered several times faster,
+/// and it refills within the idle part of a cycle. Key 2's plans reach `FAST`.
+const RATE: u64 = 100;
+const FAST: u64 = 200;
 
 /// The plans of each part, by index. Buckets: 0 to 2 change capacity only
 /// (keys 0 and 1, and the prefetching key 3), 3 and 4 change the rate too (key 2).
@@ -99,7 +107,7 @@ fn plans(part: &str) -> Vec<Plan> {
     };
     match part {
         "token_bucket" | "leaky_bucket" | "gcra" => {
-            vec![bucket(20, 500), bucket(50, 500), bucket(100, 500), bucket(40, 250), bucket(80, 1000)]
+            vec![bucket(5, RATE), bucket(10, RATE), bucket(20, RATE), bucket(8, RATE / 2), bucket(16, FAST)]
         }
         // A fixed window's plans change its lengths too; the short windows bind,
         // so a refund that arrives after its window ended finds another.
@@ -148,9 +156,12 @@ async fn worker(part: &str, store: Store, mut rng: SmallRng, calls: usize) -> Ve
         let refundable = !part.starts_with("sliding") && part != "dry_run";
         let refunded = decision.allowed && refundable && rng.random_bool(0.2) && !without("refunds");
         if refunded {
-            // Half soon, inside the window; half after it ended, or the bucket refilled.
-            let late = rng.random_bool(0.5);
-            let delay = if late { rng.random_range(250..500) } else { rng.random_range(0..20) };
+            // Half soon, inside the window; half in the next cycle's busy part,
+            // after the window ended or the bucket refilled. Only calls of every
+            // other cycle are refunded late: in the cycles between, the late
+            // refunds arrive and no pending one gives the model room.
+            let late = rng.random_bool(0.5) && (at_us / CYCLE_US) % 2 == 0;
+            let delay = if late { rng.random_range(400..600) } else { rng.random_range(0..20) };
             refunds.push(tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(delay)).await;
                 let _ = refund(&by, &name, cost, &decision).await;
@@ -159,6 +170,13 @@ async fn worker(part: &str, store: Store, mut rng: SmallRng, calls: usize) -> Ve
         let trial = plan.policy.is_dry_run();
         records.push(Call { key, policy, cost, allowed, at_us, refunded, prefetch, trial });
         tokio::time::sleep(Duration::from_micros(rng.random_range(100..1_500))).await;
+        // Every process idles together for part of each cycle of the wall
+        // clock, long enough for every bucket to refill and window to end:
+        // a late refund then finds a key that forgot the call it refunds.
+        let phase_us = wall_us() % CYCLE_US;
+        if phase_us >= BUSY_US && part != "dry_run" {
+            tokio::time::sleep(Duration::from_micros(CYCLE_US - phase_us)).await;
+        }
     }
     for refund in refunds {
         refund.await.unwrap();
@@ -277,11 +295,11 @@ fn buckets_with_plan_changes_late_refunds_and_prefetch() {
             // README's prefetch bound: min(rate × prefetch_ttl, P × (k − 1)) more; the
             // key's plans differ in capacity, and a permit may be spent under another's debt.
             let ttl_s = DEFAULT_PREFETCH_TTL.as_secs_f64();
-            let slack = (500.0 * ttl_s).min((processes as u64 * (K - 1)) as f64);
+            let slack = (RATE as f64 * ttl_s).min((processes as u64 * (K - 1)) as f64);
             let excess = vec![
-                ("capacity changes".to_string(), meet::bucket_excess(&of(&[0, 1]), capacity, 500.0, 0.0)),
-                ("rate changes".to_string(), meet::bucket_excess(&of(&[2]), capacity, 1000.0, 0.0)),
-                ("prefetch".to_string(), meet::bucket_excess(&of(&[3]), |_| 100, 500.0, slack)),
+                ("capacity changes".to_string(), meet::bucket_excess(&of(&[0, 1]), capacity, RATE as f64, 0.0)),
+                ("rate changes".to_string(), meet::bucket_excess(&of(&[2]), capacity, FAST as f64, 0.0)),
+                ("prefetch".to_string(), meet::bucket_excess(&of(&[3]), |_| 20, RATE as f64, slack)),
             ];
             found += report(&format!("{algo} on {store}"), seed, all.len(), &excess);
         }
