@@ -7,7 +7,9 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use redlimit::__private::{Answer, Backend, Binding, Bound, CallKind, MemoryBackend, Outcome, PermitId, RedisBackend};
+use redlimit::__private::{
+    Answer, Backend, Binding, Bound, CallKind, MemoryBackend, Outcome, PermitId, RedisBackend, Refunded,
+};
 use redlimit::{Clock, Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::stores::BothStores;
 use std::sync::Arc;
@@ -189,9 +191,11 @@ async fn a_permit_call_under_a_rate_policy_and_a_refund_under_concurrency_are_re
     for backend in backends(&stores).await {
         let rate = bind(&*backend, "rate", &Policy::gcra("1/1s", 0).unwrap());
         let held = bind(&*backend, "held", &Policy::concurrency(1, "1s").unwrap());
-        for (bound, kind) in
-            [(&rate, CallKind::Acquire(id(1))), (&rate, CallKind::Renew(id(1))), (&held, CallKind::Refund)]
-        {
+        for (bound, kind) in [
+            (&rate, CallKind::Acquire(id(1))),
+            (&rate, CallKind::Renew(id(1))),
+            (&held, CallKind::Refund(Refunded { taken_us: 0, window_end_us: 0 })),
+        ] {
             let refused = match bound.decide_by(b"k", 1, kind, &stores.clock) {
                 Answer::Now(answer) => answer,
                 Answer::Later(answer) => answer.await,

@@ -78,6 +78,8 @@ async fn replay(steps_back: bool) {
             let on_redis = Limiter::new(name.as_str(), policy.clone(), &both.redis).with_deny_cache(false);
             let mut rng = SmallRng::seed_from_u64(seed * 1000 + index as u64);
             let mut last: Option<Decision> = None;
+            // Per key, its admitted calls: what a refund names, late or not.
+            let mut admitted: [Vec<Decision>; 3] = Default::default();
             for i in 0..150 {
                 if steps_back && rng.random_range(0..8) == 0 {
                     let now = redlimit::Clock::now_us(&both.clock).unwrap();
@@ -85,7 +87,8 @@ async fn replay(steps_back: bool) {
                 } else {
                     both.clock.advance(step(&mut rng, last.as_ref()));
                 }
-                let key = format!("user-{}", rng.random_range(0..3));
+                let user = rng.random_range(0..3);
+                let key = format!("user-{user}");
                 let cost = match rng.random_range(0..10) {
                     0 => 0,
                     1 => rng.random_range(2..5),
@@ -99,11 +102,22 @@ async fn replay(steps_back: bool) {
                         continue;
                     }
                     1 | 2 => (on_memory.peek(&key, cost).await.unwrap(), on_redis.peek(&key, cost).await.unwrap()),
-                    3..=5 if refunding => {
+                    3..=5 if refunding && !admitted[user].is_empty() => {
                         refunds += 1;
-                        (on_memory.refund(&key, cost).await.unwrap(), on_redis.refund(&key, cost).await.unwrap())
+                        let of = &admitted[user][rng.random_range(0..admitted[user].len())];
+                        (
+                            on_memory.refund(&key, cost, of).await.unwrap(),
+                            on_redis.refund(&key, cost, of).await.unwrap(),
+                        )
                     }
-                    _ => (on_memory.check(&key, cost).await.unwrap(), on_redis.check(&key, cost).await.unwrap()),
+                    _ => {
+                        let decided =
+                            (on_memory.check(&key, cost).await.unwrap(), on_redis.check(&key, cost).await.unwrap());
+                        if decided.0.allowed && cost > 0 {
+                            admitted[user].push(decided.0.clone());
+                        }
+                        decided
+                    }
                 };
                 // Every field, the per-strategy quotas included.
                 assert_eq!(memory, redis, "{policy}, seed {seed}, step {i}, key {key}, cost {cost}");

@@ -40,25 +40,27 @@ async fn a_refunded_permit_can_be_used_again_and_a_refund_never_fills_past_the_p
         for (i, policy) in refunding().into_iter().enumerate() {
             let limiter = Limiter::new(format!("used-{store_name}-{i}"), policy.clone(), &store);
             let at = format!("{store_name} {policy}");
-            assert_eq!(allowed(&limiter, 3).await, (true, 0), "{at}");
+            let taken = limiter.check("k", 3).await.unwrap();
+            assert_eq!((taken.allowed, taken.remaining), (true, 0), "{at}");
             assert_eq!(allowed(&limiter, 1).await, (false, 0), "{at}");
 
-            let after = limiter.refund("k", 1).await.unwrap();
+            let after = limiter.refund("k", 1, &taken).await.unwrap();
             assert_eq!((after.allowed, after.remaining, after.retry_after), (true, 1, None), "{at}");
             assert_eq!(limiter.peek("k", 0).await.unwrap(), after, "{at}: the refund reports what a peek of 0 sees");
             assert_eq!(allowed(&limiter, 1).await, (true, 0), "{at}: the refunded permit is used again");
             assert_eq!(allowed(&limiter, 1).await, (false, 0), "{at}: and only it");
 
             // Far more than was taken: back to full, never past it.
-            assert_eq!(limiter.refund("k", 1_000).await.unwrap().remaining, 3, "{at}");
-            assert_eq!(limiter.refund("k", u64::MAX).await.unwrap().remaining, 3, "{at}");
-            assert_eq!(allowed(&limiter, 3).await, (true, 0), "{at}");
+            assert_eq!(limiter.refund("k", 1_000, &taken).await.unwrap().remaining, 3, "{at}");
+            assert_eq!(limiter.refund("k", u64::MAX, &taken).await.unwrap().remaining, 3, "{at}");
+            let again = limiter.check("k", 3).await.unwrap();
+            assert_eq!((again.allowed, again.remaining), (true, 0), "{at}");
             assert_eq!(allowed(&limiter, 1).await, (false, 0), "{at}: a refund past full gave nothing more");
 
             // An untouched key has nothing to give back, and stays untouched.
-            let fresh = limiter.refund("fresh", 2).await.unwrap();
+            let fresh = limiter.refund("fresh", 2, &taken).await.unwrap();
             assert_eq!((fresh.remaining, fresh.reset_after), (3, Duration::ZERO), "{at}");
-            assert_eq!(limiter.refund("k", 0).await.unwrap().remaining, 0, "{at}: a refund of 0 reports");
+            assert_eq!(limiter.refund("k", 0, &again).await.unwrap().remaining, 0, "{at}: a refund of 0 reports");
         }
     }
 }
@@ -69,9 +71,10 @@ async fn a_fixed_window_refund_after_its_window_ended_gives_nothing_back() {
     for (store_name, store) in stores(&both).await {
         let at = store_name;
         let limiter = Limiter::new(format!("ended-{store_name}"), Policy::fixed_window("2/1s").unwrap(), &store);
-        assert_eq!(allowed(&limiter, 2).await, (true, 0), "{at}");
+        let taken = limiter.check("k", 2).await.unwrap();
+        assert_eq!((taken.allowed, taken.remaining), (true, 0), "{at}");
         both.clock.advance(Duration::from_secs(1));
-        let after = limiter.refund("k", 2).await.unwrap();
+        let after = limiter.refund("k", 2, &taken).await.unwrap();
         assert_eq!((after.remaining, after.reset_after), (2, Duration::ZERO), "{at}: nothing runs, nothing given");
         assert_eq!(allowed(&limiter, 2).await, (true, 0), "{at}");
         assert_eq!(allowed(&limiter, 1).await, (false, 0), "{at}: the old window's refund lent nothing to this one");
@@ -79,9 +82,10 @@ async fn a_fixed_window_refund_after_its_window_ended_gives_nothing_back() {
         // Two strategies: the second's window ended, the minute's still runs.
         let policy = Policy::fixed_window("2/1s,3/1m").unwrap();
         let limiter = Limiter::new(format!("ended-two-{store_name}"), policy, &store);
-        assert_eq!(allowed(&limiter, 2).await, (true, 0), "{at}");
+        let taken = limiter.check("k", 2).await.unwrap();
+        assert_eq!((taken.allowed, taken.remaining), (true, 0), "{at}");
         both.clock.advance(Duration::from_secs(1));
-        let after = limiter.refund("k", 1).await.unwrap();
+        let after = limiter.refund("k", 1, &taken).await.unwrap();
         let quotas: Vec<u64> = after.quotas.iter().map(|q| q.remaining).collect();
         assert_eq!(quotas, [2, 2], "{at}: the minute's count went from 2 to 1; the second's had nothing");
         assert_eq!(allowed(&limiter, 2).await, (true, 0), "{at}: 1 + 2 fit the minute only thanks to the refund");
@@ -95,15 +99,16 @@ async fn a_refund_under_a_policy_given_per_call_keeps_the_key_and_its_own_number
     for (store_name, store) in both.each() {
         let limiter = Limiter::new(format!("per-call-{store_name}"), Policy::token_bucket(2, "1/1m").unwrap(), store);
         let bigger = Policy::token_bucket(5, "1/1m").unwrap();
-        assert_eq!(limiter.with_policy(&bigger).check("k", 5).await.unwrap().remaining, 0, "{store_name}");
-        let after = limiter.with_policy(&bigger).refund("k", 4).await.unwrap();
+        let taken = limiter.with_policy(&bigger).check("k", 5).await.unwrap();
+        assert_eq!(taken.remaining, 0, "{store_name}");
+        let after = limiter.with_policy(&bigger).refund("k", 4, &taken).await.unwrap();
         assert_eq!((after.limit, after.remaining), (5, 4), "{store_name}");
         // Under the limiter's own policy the key keeps what it owes: 1 token missing.
         assert_eq!(limiter.peek("k", 0).await.unwrap().remaining, 1, "{store_name}");
 
         // A refund under a policy that keeps none is refused, whatever the limiter's own.
         let log = Policy::sliding_log("5/1m").unwrap();
-        assert!(matches!(limiter.with_policy(&log).refund("k", 1).await, Err(Error::InvalidConfig(_))));
+        assert!(matches!(limiter.with_policy(&log).refund("k", 1, &taken).await, Err(Error::InvalidConfig(_))));
     }
 }
 
@@ -114,8 +119,8 @@ async fn algorithms_without_refunds_say_why_and_take_nothing() {
     for (store_name, store) in stores(&both).await {
         for policy in &policies {
             let limiter = Limiter::new(format!("refused-{store_name}"), policy.clone(), &store);
-            limiter.check("k", 3).await.unwrap();
-            let error = limiter.refund("k", 1).await.unwrap_err();
+            let taken = limiter.check("k", 3).await.unwrap();
+            let error = limiter.refund("k", 1, &taken).await.unwrap_err();
             assert!(matches!(error, Error::InvalidConfig(_)), "{store_name} {policy}: {error:?}");
             assert_eq!(
                 error.to_string(),
@@ -136,10 +141,11 @@ async fn a_refund_forgets_the_denials_the_deny_cache_remembers() {
     let both = BothStores::start().await;
     // The deny cache takes part on Redis only; on by default.
     let limiter = Limiter::new("cached", Policy::gcra("1/1h", 0).unwrap(), &both.redis);
-    assert!(limiter.check("k", 1).await.unwrap().allowed);
+    let taken = limiter.check("k", 1).await.unwrap();
+    assert!(taken.allowed);
     let denied = limiter.check("k", 1).await.unwrap();
     assert!(!denied.allowed && denied.retry_after.is_some());
-    limiter.refund("k", 1).await.unwrap();
+    limiter.refund("k", 1, &taken).await.unwrap();
     assert!(limiter.check("k", 1).await.unwrap().allowed, "answered by the store, not the remembered denial");
 }
 
@@ -152,11 +158,12 @@ async fn a_counter_window_refunded_to_zero_keeps_running() {
     let mut admin = redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     let limiter = Limiter::new("counter", Policy::fixed_window("3/1h").unwrap(), &store);
     let key = "redlimit:fixed_window/v1/counter:7:counter:k";
-    assert_eq!(allowed(&limiter, 3).await, (true, 0));
+    let taken = limiter.check("k", 3).await.unwrap();
+    assert_eq!((taken.allowed, taken.remaining), (true, 0));
     // A window with 30 s left: one started again would last an hour.
     let () = redis::cmd("PEXPIRE").arg(key).arg(30_000).query_async(&mut admin).await.unwrap();
 
-    let after = limiter.refund("k", 5).await.unwrap();
+    let after = limiter.refund("k", 5, &taken).await.unwrap();
     assert_eq!(after.remaining, 3);
     assert!(after.reset_after > Duration::ZERO && after.reset_after <= Duration::from_secs(30), "{after:?}");
     let held: Option<u64> = redis::cmd("GET").arg(key).query_async(&mut admin).await.unwrap();
@@ -169,7 +176,7 @@ async fn a_counter_window_refunded_to_zero_keeps_running() {
     assert_eq!(allowed(&limiter, 1).await, (false, 0));
 
     // An untouched key has nothing to give back: no key is made.
-    assert_eq!(limiter.refund("fresh", 1).await.unwrap().remaining, 3);
+    assert_eq!(limiter.refund("fresh", 1, &taken).await.unwrap().remaining, 3);
     let exists: bool = redis::cmd("EXISTS")
         .arg("redlimit:fixed_window/v1/counter:7:counter:fresh")
         .query_async(&mut admin)
@@ -185,9 +192,9 @@ async fn a_refund_is_not_a_decision_in_the_metrics() {
     for (store_name, store) in both.each() {
         let name = format!("uncounted.{store_name}");
         let limiter = Limiter::new(name.as_str(), Policy::gcra("1/1h", 0).unwrap(), store);
-        limiter.check("k", 1).await.unwrap();
+        let taken = limiter.check("k", 1).await.unwrap();
         for _ in 0..3 {
-            limiter.refund("k", 1).await.unwrap();
+            limiter.refund("k", 1, &taken).await.unwrap();
         }
         let decisions =
             |outcome| counter("redlimit_decisions_total", &[("limiter", name.as_str()), ("outcome", outcome)]);

@@ -17,13 +17,14 @@ async fn store(server: &RedisServer, batching: bool) -> Store {
     Store::redis_with(&server.url(), options).await.unwrap()
 }
 
-/// Call i: on one of three keys, a refund every fourth, a peek now and
-/// then, else a check; costs mostly 1, some larger, some nothing.
-async fn call(limiter: Limiter, i: usize) -> Decision {
+/// Call i: on one of three keys, a refund every fourth (of `of`, the
+/// key's first call, taken before), a peek now and then, else a check;
+/// costs mostly 1, some larger, some nothing.
+async fn call(limiter: Limiter, i: usize, of: &[Decision]) -> Decision {
     let key = format!("k{}", i % 3);
     let cost = [1, 1, 2, 0, 1, 3][i % 6];
     match (i % 4, i % 7) {
-        (3, _) => limiter.refund(&key, cost).await,
+        (3, _) => limiter.refund(&key, cost, &of[i % 3]).await,
         (_, 5) => limiter.peek(&key, cost).await,
         _ => limiter.check(&key, cost).await,
     }
@@ -48,12 +49,18 @@ async fn at_once_and_in_sequence(
     let alone = Limiter::new(format!("{name}-alone"), policy.clone(), &sequential).with_deny_cache(false);
     // Loads the script and warms the connection, so the calls below are all decisions.
     at_once.peek("warm", 1).await.unwrap();
+    // Each key's first call, which the refunds name.
+    let mut firsts = (Vec::new(), Vec::new());
+    for i in 0..3 {
+        firsts.0.push(at_once.check(format!("k{i}"), 1).await.unwrap());
+        firsts.1.push(alone.check(format!("k{i}"), 1).await.unwrap());
+    }
     let before = server.evalsha_calls().await;
-    let batched = join_all((0..CALLS).map(|i| call(at_once.clone(), i))).await;
+    let batched = join_all((0..CALLS).map(|i| call(at_once.clone(), i, &firsts.0))).await;
     let script_calls = server.evalsha_calls().await - before;
     let mut sequential = Vec::new();
     for i in 0..CALLS {
-        sequential.push(call(alone.clone(), i).await);
+        sequential.push(call(alone.clone(), i, &firsts.1).await);
     }
     (batched, sequential, script_calls)
 }

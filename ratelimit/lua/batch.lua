@@ -8,8 +8,9 @@
 --             later one needing the earlier ones (the runtime leaves out
 --             the trailing ones that are the common call's):
 --               [1] policy; [2] cost (absent = 1); [3] kind, its digit
---               (absent = 0, a check), then a permit's 16-byte id for a
---               concurrency call; [4] now (absent or empty = Redis's
+--               (absent = 0, a check), then 16 bytes for a concurrency
+--               call (its permit's id) or a refund (the refunded call's
+--               times, struct.pack('<dd', taken, window end)); [4] now (absent or empty = Redis's
 --               clock); [5] slack (sent with [4]; absent = 0);
 --             or a batch of m calls:
 --               ARGV[1]  m, as text (shorter than any policy, so a batch
@@ -19,8 +20,8 @@
 --                        m words of one width, call j's from byte
 --                        (j - 1) * width: struct.pack('<dddd', cost, kind,
 --                        now, slack), now = -1 for Redis's clock, then, 48
---                        bytes wide, a permit's 16-byte id (read for kinds
---                        3 to 5 only);
+--                        bytes wide, the 16 bytes a single call's kind
+--                        carries (read for kinds 2 to 5 only);
 --               the keys: every key declared, where the server takes that
 --                        (one server, Sentinel): call j's is KEYS[j]; or
 --                        only KEYS[1] declared (a cluster node takes
@@ -81,7 +82,7 @@ local function word(j)
   local cost, kind, now, slack = struct_unpack('<dddd', words, at)
   if now < 0 then now = nil end
   local permit = nil
-  if kind >= 3 then permit = string.sub(words, at + 32, at + 47) end
+  if kind >= 2 then permit = string.sub(words, at + 32, at + 47) end
   return cost, kind, now, slack, permit
 end
 

@@ -26,15 +26,19 @@
 --   cost    integer >= 0 (may exceed 2^53: then it is above every limit,
 --           and no script multiplies it before checking that);
 --   kind    0 = a check; 1 = peek (decide, write nothing); 2 = refund (give
---           cost permits back, never past an untouched state, and reply as
---           a check of cost 0 would; sent only to the scripts that keep
---           refunds: fixed_window, fixed_window_counter, token_bucket,
---           leaky_bucket, gcra); for the concurrency script, 3 = acquire,
---           4 = release, 5 = renew the permit `permit`;
+--           back up to cost permits of the call `permit` names, never past
+--           an untouched state, and reply as a check of cost 0 would; sent
+--           only to the scripts that keep refunds: fixed_window,
+--           fixed_window_counter, token_bucket, leaky_bucket, gcra); for
+--           the concurrency script, 3 = acquire, 4 = release, 5 = renew the
+--           permit `permit`;
 --   now     integer µs since the epoch, or nil: Redis's own clock (TIME,
 --           read by clock.lua);
 --   slack   TTL slack in ms added to every expiry (0 on Redis's clock);
---   permit  a concurrency call's permit id (16 bytes), else nil.
+--   permit  a concurrency call's permit id (16 bytes); for a refund, the
+--           refunded call's times, struct.pack('<dd', taken, window end):
+--           when it was judged and when its key would have been untouched
+--           again (µs since the epoch); else nil.
 -- Every value comes from the runtime, so none is ever malformed.
 --
 -- Sets `peek`, `refund` and `server_clock`; clock.lua sets `now` when nil.

@@ -98,7 +98,7 @@ pub mod __private {
     #[cfg(feature = "redis")]
     pub use crate::backend::RedisBackend;
     pub use crate::backend::{
-        Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, Outcome, PermitId, QuotaOutcome,
+        Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, Outcome, PermitId, QuotaOutcome, Refunded,
     };
     pub use crate::key::key_prefix;
 }

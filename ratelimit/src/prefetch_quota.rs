@@ -2,7 +2,7 @@
 //! call, spent here one call at a time until they run out or expire.
 //! `prefetch.rs` owns the quotas of a limiter; this file decides one call.
 
-use crate::backend::CallKind;
+use crate::backend::{CallKind, Refunded};
 use crate::{AlgorithmKind, Decision, Error, Limiter};
 use std::time::Duration;
 
@@ -80,7 +80,7 @@ impl Quota {
         let _refilling = self.refill.lock().await;
         // Another call's refill may have come back while this one waited.
         let now = now_us(limiter);
-        let (left, window_end_us, size) = {
+        let (left, window_end_us, of, size) = {
             let mut state = self.state();
             if let Some(spent) = state.spend(cost, now, moved) {
                 return Ok(spent);
@@ -91,10 +91,10 @@ impl Quota {
                 Some(last) if now.saturating_sub(last) <= ttl_us => state.size.saturating_mul(2).clamp(1, max),
                 _ => 1,
             };
-            (std::mem::take(&mut state.left), state.window_end_us, state.size)
+            (std::mem::take(&mut state.left), state.window_end_us, state.refunded(), state.size)
         };
         if left > 0 {
-            moved.let_go = let_go(limiter, key, left, window_end_us, now).await;
+            moved.let_go = let_go(limiter, key, left, (window_end_us, of), now).await;
         }
         let (decision, took) = take(limiter, key, cost, cost.max(size)).await?;
         let mut state = self.state();
@@ -140,9 +140,15 @@ impl LocalQuota {
         self.left == 0 && self.last_refill_us.is_none_or(|last| now.saturating_sub(last) > ttl_us)
     }
 
-    /// The permits still held and when their window ends, taken out to give back.
-    pub(crate) fn take_left(&mut self) -> (u64, Option<u64>) {
-        (std::mem::take(&mut self.left), self.window_end_us)
+    /// The permits still held, when their window ends and the refill that
+    /// took them, taken out to give back.
+    pub(crate) fn take_left(&mut self) -> (u64, (Option<u64>, Option<Refunded>)) {
+        (std::mem::take(&mut self.left), (self.window_end_us, self.refunded()))
+    }
+
+    /// The refill that took the local permits: what giving them back refunds.
+    fn refunded(&self) -> Option<Refunded> {
+        self.taken.as_ref().map(|(decision, _)| Refunded::of(decision))
     }
 
     /// The answer of a call that leaves `self.left` here: the refill's
@@ -165,16 +171,23 @@ impl LocalQuota {
     }
 }
 
-/// Gives back `left` permits: refunded while they may still count in the
-/// store, else wasted (a fixed window that ended at `window_end_us`).
-pub(crate) async fn let_go(limiter: &Limiter, key: &[u8], left: u64, window_end_us: Option<u64>, now: u64) -> LetGo {
+/// Gives back `left` permits of the refill `of`: refunded while they may
+/// still count in the store, else wasted (a fixed window that ended at
+/// `window_end_us`).
+pub(crate) async fn let_go(
+    limiter: &Limiter,
+    key: &[u8],
+    left: u64,
+    (window_end_us, of): (Option<u64>, Option<Refunded>),
+    now: u64,
+) -> LetGo {
     if left == 0 {
         return LetGo::default();
     }
-    if window_end_us.is_some_and(|end| now >= end) {
+    let Some(of) = of.filter(|_| window_end_us.is_none_or(|end| now < end)) else {
         return LetGo { returned: 0, wasted: left };
-    }
-    match limiter.refund(key, left).await {
+    };
+    match limiter.refund_of(key, left, of).await {
         Ok(_) => LetGo { returned: left, wasted: 0 },
         Err(_) => LetGo { returned: 0, wasted: left },
     }

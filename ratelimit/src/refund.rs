@@ -5,19 +5,21 @@
 //! remembers it, and it only forgets the key's remembered denials, since
 //! permits came back.
 
-use crate::backend::{Answer, CallKind};
+use crate::backend::{Answer, CallKind, Refunded};
 use crate::outage_log::{rounded, OutageLog, Report, LOG_INTERVAL};
 use crate::{algo, observe, Decision, Error, Limiter};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 impl Limiter {
-    /// Gives `n` permits back to `key`, for work they paid for that did not
-    /// happen (a handler that failed, a request the upstream rejected), and
-    /// returns the key's state after it, as [`peek`](Self::peek) of cost 0
-    /// would report it.
+    /// Gives up to `n` permits back to `key`, of the call that `of` (its
+    /// admitted decision, on this key) answered, for work they paid for that
+    /// did not happen (a handler that failed, a request the upstream
+    /// rejected), and returns the key's state after it, as
+    /// [`peek`](Self::peek) of cost 0 would report it.
     ///
-    /// A refund never gives back more than was taken in what still counts,
-    /// so it never admits more than the policy allows:
+    /// A refund names the call it is for, so a late one gives back only what
+    /// that call still holds, never more than was taken in what still
+    /// counts; it never admits more than the policy allows:
     ///
     /// | algorithm | a refund of `n` |
     /// |---|---|
@@ -38,25 +40,30 @@ impl Limiter {
     ///
     /// let store = Store::memory().with_clock(ManualClock::new());
     /// let limiter = Limiter::new("uploads", Policy::token_bucket(3, "1/1m")?, &store);
-    /// limiter.check("alice", 3).await?;
+    /// let upload = limiter.check("alice", 3).await?;
     /// assert!(!limiter.check("alice", 1).await?.allowed);
     ///
     /// // The upload failed upstream: its permits come back, never above full.
-    /// let after = limiter.refund("alice", 5).await?;
+    /// let after = limiter.refund("alice", 5, &upload).await?;
     /// assert_eq!((after.allowed, after.remaining), (true, 3));
     /// assert_eq!(limiter.check("alice", 1).await?.remaining, 2);
     ///
     /// let log = Limiter::new("logins", Policy::sliding_log("3/1m")?, &store);
-    /// assert!(matches!(log.refund("alice", 1).await, Err(redlimit::Error::InvalidConfig(_))));
+    /// let login = log.check("alice", 1).await?;
+    /// assert!(matches!(log.refund("alice", 1, &login).await, Err(redlimit::Error::InvalidConfig(_))));
     /// # Ok(()) }
     /// ```
-    pub async fn refund(&self, key: impl AsRef<[u8]>, n: u64) -> Result<Decision, Error> {
-        let key = key.as_ref();
+    pub async fn refund(&self, key: impl AsRef<[u8]>, n: u64, of: &Decision) -> Result<Decision, Error> {
+        self.refund_of(key.as_ref(), n, Refunded::of(of)).await
+    }
+
+    /// [`refund`](Self::refund) of the call `of` describes.
+    pub(crate) async fn refund_of(&self, key: &[u8], n: u64, of: Refunded) -> Result<Decision, Error> {
         let algorithm = self.rule.policy.algorithm();
         if !algo::refunds(algorithm) {
             return Err(algo::refund_refused(algorithm));
         }
-        let answer = match self.rule.bound.decide_by(key, n, CallKind::Refund, &*self.inner.store.clock) {
+        let answer = match self.rule.bound.decide_by(key, n, CallKind::Refund(of), &*self.inner.store.clock) {
             Answer::Now(outcome) => {
                 // Answered without I/O: spend the task's budget as I/O would.
                 tokio::task::coop::consume_budget().await;
@@ -94,7 +101,7 @@ impl SiteRefunds {
     }
 
     /// Gives `cost` back to `key` through `limiter` (the call's own policy
-    /// applied) and returns the key's state after it; logs what went wrong,
+    /// applied), of the call `of` answered, and returns the key's state after it; logs what went wrong,
     /// as `site` (its limiter's name), and returns `None`.
     pub(crate) async fn refund(
         &self,
@@ -102,6 +109,7 @@ impl SiteRefunds {
         limiter: &Limiter,
         key: impl AsRef<[u8]>,
         cost: u64,
+        of: Refunded,
     ) -> Option<Decision> {
         let algorithm = limiter.policy().algorithm();
         if !algo::refunds(algorithm) {
@@ -116,7 +124,7 @@ impl SiteRefunds {
         }
         let clock = &limiter.inner.store.clock;
         let now_us = || clock.now_us().unwrap_or_else(crate::clock::process_now_us);
-        let error = match limiter.refund(key, cost).await {
+        let error = match limiter.refund_of(key.as_ref(), cost, of).await {
             Ok(after) => {
                 if let Some(recovery) = self.failures.answered(now_us) {
                     tracing::info!(target: "redlimit", limiter = site,

@@ -2,13 +2,14 @@
 //! code makes. Not a public API: it changes with the macro, which is pinned
 //! to this crate.
 
+use crate::backend::Refunded;
 use crate::lazy::LazyLimiter;
 use crate::permit::Holding;
 use crate::prefetch::SitePrefetch;
 use crate::refund::SiteRefunds;
 use crate::{Limiter, OnError, Policy, RateLimited};
 use std::borrow::Cow;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// What a denied call does.
@@ -140,13 +141,14 @@ impl Site {
         self.decide_by(policy, key, cost).await.map(|(permit, _)| permit)
     }
 
-    /// [`decide`](Self::decide), and whether the store took the permits.
+    /// [`decide`](Self::decide), and the call a refund would give back to,
+    /// when the store took its permits.
     async fn decide_by(
         &'static self,
         policy: Option<&Policy>,
         key: &[u8],
         cost: u64,
-    ) -> Result<(Holding, bool), Box<RateLimited>> {
+    ) -> Result<(Holding, Option<Refunded>), Box<RateLimited>> {
         // Boxed: only a call that builds or looks up the limiter waits for it.
         let current = match self.limiter.ready(policy) {
             Some(ready) => ready,
@@ -169,21 +171,27 @@ impl Site {
                 return self
                     .limiter
                     .settle_unconfigured("call", self.name, &why, key)
-                    .map(|()| (Holding::default(), false))
+                    .map(|()| (Holding::default(), None))
                     .map_err(|denied| self.denial(denied));
             }
         };
-        // The HTTP layer's headers are made from the decision this call records.
-        let seen = |_decision: &crate::Decision| {
+        // What a refund of this call names; the HTTP layer's headers are
+        // made from the decision this call records.
+        let admitted = OnceLock::new();
+        let seen = |decision: &crate::Decision| {
+            let _ = admitted.set(Refunded::of(decision));
             #[cfg(feature = "axum")]
-            crate::http::record_decision(&limiter, _decision);
+            crate::http::record_decision(&limiter, decision);
         };
         let decided = match self.on_limit {
             OnLimit::Error => limiter.acquire_holding(key, cost, None, seen).await,
             // Boxed: a waiting call sleeps anyway, and its state would otherwise size every call's future.
             OnLimit::Wait(max) => Box::pin(limiter.acquire_holding(key, cost, Some(max), seen)).await,
         };
-        decided.map_err(|denied| self.denial(denied))
+        match decided {
+            Ok((holding, taken)) => Ok((holding, admitted.get().copied().filter(|_| taken))),
+            Err(denied) => Err(self.denial(denied)),
+        }
     }
 
     /// A denial of this site's, boxed; a name the macro made up is marked,
@@ -253,19 +261,23 @@ impl Site {
         Taken::new(self, taken, key, cost, Some(policy))
     }
 
-    fn admit_taken(&self, decided: Result<(Holding, bool), Box<RateLimited>>) -> (Holding, bool) {
+    fn admit_taken(
+        &self,
+        decided: Result<(Holding, Option<Refunded>), Box<RateLimited>>,
+    ) -> (Holding, Option<Refunded>) {
         match decided {
             Ok(taken) => taken,
-            Err(denied) => (self.admit_result(Err(denied)), false),
+            Err(denied) => (self.admit_result(Err(denied)), None),
         }
     }
 
-    /// Gives `cost` back to `key`, under the call's `policy` when it gave
-    /// one; a failure is logged (`refund.rs`), never returned.
-    async fn refund(&'static self, policy: Option<&Policy>, key: &str, cost: u64) {
+    /// Gives `cost` back to `key`, of the call `of` describes, under the
+    /// call's `policy` when it gave one; a failure is logged (`refund.rs`),
+    /// never returned.
+    async fn refund(&'static self, policy: Option<&Policy>, key: &str, cost: u64, of: Refunded) {
         // Built already: the call that took the permits built it.
         if let Ok((limiter, _)) = self.limiter.current(policy).await {
-            self.refunds.refund(self.name, &limiter, key, cost).await;
+            self.refunds.refund(self.name, &limiter, key, cost, of).await;
         }
     }
 
@@ -303,6 +315,8 @@ struct Owed {
     site: &'static Site,
     key: Cow<'static, str>,
     cost: u64,
+    /// The call whose permits these are.
+    of: Refunded,
     /// The call's own policy, for a site whose calls give one.
     policy: Option<Policy>,
 }
@@ -310,12 +324,12 @@ struct Owed {
 impl Taken {
     fn new(
         site: &'static Site,
-        (holding, taken): (Holding, bool),
+        (holding, taken): (Holding, Option<Refunded>),
         key: Cow<'static, str>,
         cost: u64,
         policy: Option<&Policy>,
     ) -> Taken {
-        let owed = (taken && cost > 0).then(|| Owed { site, key, cost, policy: policy.cloned() });
+        let owed = taken.filter(|_| cost > 0).map(|of| Owed { site, key, cost, of, policy: policy.cloned() });
         Taken { owed, _holding: holding }
     }
 
@@ -329,8 +343,8 @@ impl Taken {
     /// Gives the permits back: the body did not run (a later attribute
     /// denied the call).
     pub async fn refund(self) {
-        if let Some(Owed { site, key, cost, policy }) = self.owed {
-            site.refund(policy.as_ref(), &key, cost).await;
+        if let Some(Owed { site, key, cost, of, policy }) = self.owed {
+            site.refund(policy.as_ref(), &key, cost, of).await;
         }
     }
 }

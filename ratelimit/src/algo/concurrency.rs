@@ -80,7 +80,7 @@ pub(crate) fn decide(
             }
             (found.is_some(), limit.saturating_sub(held))
         }
-        CallKind::Check | CallKind::Peek | CallKind::Refund => match fits {
+        CallKind::Check | CallKind::Peek | CallKind::Refund(_) => match fits {
             true => (true, limit - held - cost),
             false => (false, limit.saturating_sub(held)),
         },

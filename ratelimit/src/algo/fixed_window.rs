@@ -30,7 +30,7 @@ pub(crate) fn decide(
     // same windows, so a write that starts none needs no time recorded.
     let now = stored.iter().take(strategies.len()).flatten().map(|&(start, _)| start).fold(now, u64::max);
     let current = |i: usize| live(stored.get(i).copied().flatten(), &strategies[i], now);
-    if kind == CallKind::Refund {
+    if matches!(kind, CallKind::Refund(_)) {
         let mut slots: Vec<Option<(u64, u64)>> = (0..strategies.len()).map(current).collect();
         return refund(strategies, state, &mut slots, now, cost);
     }

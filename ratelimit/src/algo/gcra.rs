@@ -45,7 +45,7 @@ pub(crate) fn decide(
     // owes nothing: nothing to give back, nothing written.
     let given = (debt > 0).then_some(cost);
     let cost = match kind {
-        CallKind::Refund => {
+        CallKind::Refund(_) => {
             debt = debt.saturating_sub(cost.saturating_mul(p));
             0
         }
@@ -61,7 +61,7 @@ pub(crate) fn decide(
     let (whole_us, rem) = (ttl / n, ttl % n);
     let write = match kind {
         CallKind::Check => allowed && cost > 0,
-        CallKind::Refund => given.is_some_and(|given| given > 0),
+        CallKind::Refund(_) => given.is_some_and(|given| given > 0),
         // A peek; a permit's calls never reach this algorithm (`refused`).
         _ => false,
     };

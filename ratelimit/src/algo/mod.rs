@@ -63,7 +63,7 @@ pub(crate) fn refund_refused(algorithm: AlgorithmKind) -> Error {
 #[inline]
 pub(crate) fn refused(algorithm: AlgorithmKind, kind: CallKind) -> Option<Error> {
     match kind {
-        CallKind::Refund if !refunds(algorithm) => Some(refund_refused(algorithm)),
+        CallKind::Refund(_) if !refunds(algorithm) => Some(refund_refused(algorithm)),
         CallKind::Acquire(_) | CallKind::Release(_) | CallKind::Renew(_) if algorithm != AlgorithmKind::Concurrency => {
             Some(Error::InvalidConfig(format!(
                 "a {algorithm} limiter holds no permits: acquire them from a concurrency limiter"

@@ -41,7 +41,7 @@ pub(crate) fn decide(
     // bucket as a check of cost 0 would.
     let given = cost;
     let cost = match kind {
-        CallKind::Refund => {
+        CallKind::Refund(_) => {
             let back = cost.saturating_mul(p);
             units = if back >= full - units { full } else { units + back };
             0
@@ -56,7 +56,7 @@ pub(crate) fn decide(
     let write = match kind {
         CallKind::Check => allowed && cost > 0,
         // Nothing to give back to an untouched bucket.
-        CallKind::Refund => state.is_some() && given > 0,
+        CallKind::Refund(_) => state.is_some() && given > 0,
         // A peek; a permit's calls never reach this algorithm (`refused`).
         _ => false,
     };

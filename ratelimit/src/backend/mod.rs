@@ -154,11 +154,11 @@ pub enum CallKind {
     Check,
     /// Answer as a check would, taking nothing.
     Peek,
-    /// Give the cost back, never past an untouched state, and report the
-    /// state as a check of cost 0 would. Only for the algorithms that keep
-    /// refunds (`algo::refunds`); any other store answers
-    /// [`Error::InvalidConfig`] and writes nothing.
-    Refund,
+    /// Give back up to the cost of the call [`Refunded`] describes, never
+    /// past an untouched state, and report the state as a check of cost 0
+    /// would. Only for the algorithms that keep refunds (`algo::refunds`);
+    /// any other store answers [`Error::InvalidConfig`] and writes nothing.
+    Refund(Refunded),
     /// Hold `cost` permits as the permit `id` for one lease, if they fit.
     Acquire(PermitId),
     /// Give back the permit `id` of weight `cost`; nothing if it is not held.
@@ -166,6 +166,51 @@ pub enum CallKind {
     /// Run the lease of the permit `id` of weight `cost` again from now, if
     /// it is still held; a lease that ended is never taken again.
     Renew(PermitId),
+}
+
+/// The call a refund gives permits back to, as its decision reported it:
+/// a refund must know what it refunds, or a late one credits whatever
+/// counts now. On the wire (`lua/prelude.lua`), `struct.pack('<dd',
+/// taken_us, window_end_us)`, where a permit's id travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Refunded {
+    /// When the refunded call was judged: its `decided_at`, µs since the epoch.
+    pub taken_us: u64,
+    /// Its `decided_at + reset_after`, µs since the epoch: when the key it
+    /// was decided on would have been untouched again.
+    pub window_end_us: u64,
+}
+
+impl Refunded {
+    /// The refunded call of `decision`, the only place its times are read.
+    ///
+    /// ```
+    /// use redlimit::__private::Refunded;
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::new("api", Policy::fixed_window("5/1s")?, &Store::memory().with_clock(clock.clone()));
+    /// let decision = limiter.check("alice", 1).await?;
+    /// let refunded = Refunded::of(&decision);
+    /// assert_eq!(refunded.window_end_us - refunded.taken_us, 1_000_000);
+    /// # Ok(()) }
+    /// ```
+    pub fn of(decision: &Decision) -> Refunded {
+        let since_epoch = decision.decided_at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let taken_us = u64::try_from(since_epoch.as_micros()).unwrap_or(u64::MAX);
+        let reset_us = u64::try_from(decision.reset_after.as_micros()).unwrap_or(u64::MAX);
+        Refunded { taken_us, window_end_us: taken_us.saturating_add(reset_us) }
+    }
+
+    /// The 16 bytes the scripts read as the call's `permit`.
+    pub(crate) fn to_bytes(self) -> [u8; 16] {
+        let mut bytes = [0; 16];
+        // Doubles hold every µs of this era exactly (below 2^53).
+        bytes[..8].copy_from_slice(&(self.taken_us as f64).to_le_bytes());
+        bytes[8..].copy_from_slice(&(self.window_end_us as f64).to_le_bytes());
+        bytes
+    }
 }
 
 /// One held permit's name in the store: unique across processes (a random

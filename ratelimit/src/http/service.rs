@@ -10,6 +10,7 @@ use super::limits::Limits;
 use super::quota::QuotaUnit;
 use super::response::{problem, respond};
 use super::source::Source;
+use crate::backend::Refunded;
 use crate::refund::SiteRefunds;
 use crate::{Decision, Limiter, Permit, Policy, RateLimited};
 use axum::extract::Request;
@@ -134,7 +135,8 @@ impl Admitted {
         // A cost of 0 took nothing: there is nothing to give back.
         if self.taken && self.cost > 0 && refund_on(status) {
             let (name, limiter) = (self.limiter.name(), &self.limiter);
-            self.refunded = shared.refunds.refund(name, limiter, &self.key, self.cost).await.map(Box::new);
+            let of = Refunded::of(self.permit.decision());
+            self.refunded = shared.refunds.refund(name, limiter, &self.key, self.cost, of).await.map(Box::new);
         }
         self
     }

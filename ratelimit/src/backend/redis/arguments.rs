@@ -2,23 +2,24 @@
 //! batch's words (`lua/batch.lua`).
 
 use super::batched::Batched;
-use crate::backend::{Call, CallKind, PermitId, CLIENT_CLOCK_SLACK_US};
+use crate::backend::{Call, CallKind, PermitId, Refunded, CLIENT_CLOCK_SLACK_US};
 use redis::Cmd;
 
-/// The call's kind as the scripts read it (`lua/prelude.lua`), and the
-/// permit a concurrency call is about (`lua/concurrency.lua`).
-fn kind_number(kind: CallKind) -> (u8, Option<PermitId>) {
+/// The call's kind as the scripts read it (`lua/prelude.lua`), and the 16
+/// bytes after it: the permit a concurrency call is about
+/// (`lua/concurrency.lua`), or the call a refund gives back to.
+fn kind_number(kind: CallKind) -> (u8, Option<[u8; 16]>) {
     match kind {
         CallKind::Check => (0, None),
         CallKind::Peek => (1, None),
-        CallKind::Refund => (2, None),
-        CallKind::Acquire(id) => (3, Some(id)),
-        CallKind::Release(id) => (4, Some(id)),
-        CallKind::Renew(id) => (5, Some(id)),
+        CallKind::Refund(of) => (2, Some(Refunded::to_bytes(of))),
+        CallKind::Acquire(PermitId(id)) => (3, Some(id)),
+        CallKind::Release(PermitId(id)) => (4, Some(id)),
+        CallKind::Renew(PermitId(id)) => (5, Some(id)),
     }
 }
 
-/// A single call's kind as text: its digit, then its permit's id, if any.
+/// A single call's kind as text: its digit, then its 16 bytes, if any.
 struct KindText {
     bytes: [u8; 17],
     len: usize,
@@ -29,7 +30,7 @@ impl KindText {
         let (number, permit) = kind_number(kind);
         let mut bytes = [b'0' + number; 17];
         let len = match permit {
-            Some(PermitId(id)) => {
+            Some(id) => {
                 bytes[1..].copy_from_slice(&id);
                 17
             }
@@ -64,7 +65,8 @@ pub(super) fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
 
 /// A batched call's word (`lua/batch.lua`): cost, kind, now (-1: Redis's
 /// clock) and slack as four little-endian doubles, then, in a batch with a
-/// permit call, 16 bytes: its permit's id, or zeros.
+/// permit call or a refund, 16 bytes: its permit's id, the refunded call's
+/// times, or zeros.
 const WORD: usize = 32;
 const PERMIT_WORD: usize = WORD + 16;
 
@@ -88,7 +90,7 @@ pub(super) fn words(calls: &[Batched]) -> Vec<u8> {
         for (slot, v) in word.chunks_exact_mut(8).zip([call.cost as f64, f64::from(kind), now, slack]) {
             slot.copy_from_slice(&v.to_le_bytes());
         }
-        if let Some(PermitId(id)) = permit {
+        if let Some(id) = permit {
             word[WORD..].copy_from_slice(&id);
         }
     }
@@ -117,7 +119,6 @@ mod tests {
         assert_eq!(sent(arguments, 1, Check, None), [b"P".to_vec()], "the policy always");
         assert_eq!(sent(arguments, 3, Check, None), [b"P".to_vec(), b"3".to_vec()]);
         assert_eq!(sent(arguments, 1, Peek, None), [&b"P"[..], b"1", b"1"].map(<[u8]>::to_vec));
-        assert_eq!(sent(arguments, 1, Refund, None), [&b"P"[..], b"1", b"2"].map(<[u8]>::to_vec));
         assert_eq!(sent(arguments, 2, Check, Some(7)), [&b"P"[..], b"2", b"0", b"7", b"60000"].map(<[u8]>::to_vec));
     }
 
@@ -129,13 +130,8 @@ mod tests {
     fn a_batch_of_common_calls_sends_no_words_else_one_per_call() {
         use CallKind::*;
         assert_eq!(words(&batched(&[(1, Check, None), (1, Check, None)])), Vec::<u8>::new());
-        let mixed = batched(&[(1, Check, None), (5, Peek, Some(9)), (3, Refund, None), (2, Check, None)]);
-        let expected = [
-            word([1.0, 0.0, -1.0, 0.0]),
-            word([5.0, 1.0, 9.0, 60.0 * 1000.0]),
-            word([3.0, 2.0, -1.0, 0.0]),
-            word([2.0, 0.0, -1.0, 0.0]),
-        ];
+        let mixed = batched(&[(1, Check, None), (5, Peek, Some(9)), (2, Check, None)]);
+        let expected = [word([1.0, 0.0, -1.0, 0.0]), word([5.0, 1.0, 9.0, 60.0 * 1000.0]), word([2.0, 0.0, -1.0, 0.0])];
         assert_eq!(words(&mixed), expected.concat());
     }
 
@@ -148,5 +144,18 @@ mod tests {
         let calls = batched(&[(1, CallKind::Renew(id), None), (1, CallKind::Peek, None)]);
         let expected = [word([1.0, 5.0, -1.0, 0.0]), id.0.to_vec(), word([1.0, 1.0, -1.0, 0.0]), vec![0; 16]];
         assert_eq!(words(&calls), expected.concat(), "every word as wide as a permit's");
+    }
+
+    #[test]
+    fn a_refund_carries_its_calls_times_where_a_permit_id_goes() {
+        let of = Refunded { taken_us: 7, window_end_us: 1_000_007 };
+        let times = [7.0f64.to_le_bytes(), 1_000_007.0f64.to_le_bytes()].concat();
+        let text = [&b"2"[..], &times].concat();
+        assert_eq!(sent(arguments, 3, CallKind::Refund(of), None), [b"P".to_vec(), b"3".to_vec(), text.clone()]);
+        let expected = [&b"P"[..], b"3", &text, b"9", b"60000"].map(<[u8]>::to_vec);
+        assert_eq!(sent(arguments, 3, CallKind::Refund(of), Some(9)), expected);
+        let calls = batched(&[(1, CallKind::Check, None), (3, CallKind::Refund(of), None)]);
+        let expected = [word([1.0, 0.0, -1.0, 0.0]), vec![0; 16], word([3.0, 2.0, -1.0, 0.0]), times];
+        assert_eq!(words(&calls), expected.concat(), "every word as wide as a refund's");
     }
 }

@@ -64,7 +64,7 @@ fn call_failed(message: &Value) -> Error {
 /// The cost a reply is read for: a refund replies as a check of cost 0.
 pub(super) fn replied_cost(call: Call) -> u64 {
     match call.kind {
-        CallKind::Refund => 0,
+        CallKind::Refund(_) => 0,
         _ => call.cost,
     }
 }
