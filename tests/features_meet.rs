@@ -59,10 +59,9 @@ fn at_us(decision: &Decision) -> u64 {
     decision.decided_at.duration_since(UNIX_EPOCH).unwrap().as_micros() as u64
 }
 
-/// The refund of the call `of` answered; one place to follow the refund API.
+/// The refund of the call `of` answered.
 async fn refund(limiter: &Limiter, key: &str, n: u64, of: &Decision) -> Result<Decision, Error> {
-    let _ = of;
-    limiter.refund(key, n).await
+    limiter.refund(key, n, of).await
 }
 
 /// One plan of a run: the policy, and the numbers its model reads.
