@@ -102,7 +102,11 @@ fn plans(part: &str) -> Vec<Plan> {
             "sliding_window" => Policy::sliding_window(&text, "10ms"),
             _ => Policy::sliding_log(&text),
         };
-        Plan { policy: policy.unwrap(), bucket: (0, 0.0), strategies: vec![(short.0, short.1 * MS), (long, 1_000 * MS)] }
+        Plan {
+            policy: policy.unwrap(),
+            bucket: (0, 0.0),
+            strategies: vec![(short.0, short.1 * MS), (long, 1_000 * MS)],
+        }
     };
     match part {
         "token_bucket" | "leaky_bucket" | "gcra" => {
@@ -111,12 +115,18 @@ fn plans(part: &str) -> Vec<Plan> {
         // A fixed window's plans change its lengths too; the short windows bind,
         // so a refund that arrives after its window ended finds another.
         "fixed_window" => vec![windows((10, 100), 100), windows((15, 200), 120), windows((20, 100), 220)],
-        "sliding_window" | "sliding_log" => vec![windows((10, 100), 30), windows((15, 100), 40), windows((20, 100), 50)],
+        "sliding_window" | "sliding_log" => {
+            vec![windows((10, 100), 30), windows((15, 100), 40), windows((20, 100), 50)]
+        }
         "dry_run" => {
             let enforced = [Policy::fixed_window("10/1h"), Policy::token_bucket(10, "1/1h"), Policy::gcra("1/1h", 9)];
             let trials = [Policy::fixed_window("5/1h"), Policy::token_bucket(5, "1/1h"), Policy::gcra("1/1h", 4)];
             let plan = |policy: Policy| Plan { policy, bucket: (10, 0.0), strategies: Vec::new() };
-            enforced.into_iter().zip(trials).flat_map(|(e, t)| [plan(e.unwrap()), plan(t.unwrap().with_dry_run(true))]).collect()
+            enforced
+                .into_iter()
+                .zip(trials)
+                .flat_map(|(e, t)| [plan(e.unwrap()), plan(t.unwrap().with_dry_run(true))])
+                .collect()
         }
         _ => panic!("no part {part}"),
     }
@@ -159,7 +169,7 @@ async fn worker(part: &str, store: Store, mut rng: SmallRng, calls: usize) -> Ve
             // after the window ended or the bucket refilled. Only calls of every
             // other cycle are refunded late: in the cycles between, the late
             // refunds arrive and no pending one gives the model room.
-            let late = rng.random_bool(0.5) && (at_us / CYCLE_US) % 2 == 0;
+            let late = rng.random_bool(0.5) && (at_us / CYCLE_US) & 1 == 0;
             let delay = if late { rng.random_range(400..600) } else { rng.random_range(0..20) };
             refunds.push(tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(delay)).await;
@@ -452,7 +462,8 @@ fn concurrency_holders_cancelled_dropped_released_and_stopped() {
     let seed = seed();
     let mut over = Vec::new();
     for (store, lines, _) in run("concurrency", seed) {
-        let holds: Vec<Hold> = lines.iter().map(|l| Hold::from_line(l).unwrap_or_else(|| panic!("not a hold: {l}"))).collect();
+        let holds: Vec<Hold> =
+            lines.iter().map(|l| Hold::from_line(l).unwrap_or_else(|| panic!("not a hold: {l}"))).collect();
         let (most, at) = meet::most_live(&holds);
         let (lost, told) = meet::lost_and_told(&holds, LIMIT as usize);
         println!(
@@ -467,7 +478,6 @@ fn concurrency_holders_cancelled_dropped_released_and_stopped() {
 }
 
 // The model itself, on calls whose answer is worked out by hand.
-
 
 fn model_call(key: u32, policy: u32, at_us: u64) -> Call {
     Call { key, policy, cost: 1, allowed: true, at_us, refunded: false, prefetch: false, trial: false }
@@ -496,7 +506,13 @@ fn model_a_bucket_judged_under_a_smaller_capacity_keeps_what_the_larger_owes() {
 fn model_a_fixed_window_starts_at_the_first_call_after_the_last_ended() {
     let strategies: [Strategy; 1] = [(2, 100)];
     let of = |_: &Call| &strategies[..];
-    let calls = [model_call(0, 0, 50), model_call(0, 0, 149), model_call(0, 0, 150), model_call(0, 0, 151), model_call(0, 0, 249)];
+    let calls = [
+        model_call(0, 0, 50),
+        model_call(0, 0, 149),
+        model_call(0, 0, 150),
+        model_call(0, 0, 151),
+        model_call(0, 0, 249),
+    ];
     // Windows [50, 150) and [150, 250): the fifth is the third of the second.
     let excess = meet::fixed_window_excess(&calls, of);
     assert_eq!(excess.iter().map(|e| e.call.at_us).collect::<Vec<_>>(), [249]);

@@ -144,7 +144,8 @@ pub fn fixed_window_excess<'a>(calls: &[Call], strategies_of: impl Fn(&Call) -> 
         for call in calls {
             let strategies = strategies_of(call);
             windows.resize(windows.len().max(strategies.len()), None);
-            let live = |slot: Option<(u64, u64)>, window_us: u64| slot.filter(|&(start, _)| call.at_us < start + window_us);
+            let live =
+                |slot: Option<(u64, u64)>, window_us: u64| slot.filter(|&(start, _)| call.at_us < start + window_us);
             let cost = if call.refunded { 0 } else { call.cost };
             let over = strategies.iter().enumerate().find(|(i, &(limit, window_us))| {
                 !call.refunded && live(windows[*i], window_us).map_or(0, |(_, count)| count) + cost > limit
@@ -181,7 +182,8 @@ pub fn sliding_window_excess<'a>(
     strategies_of: impl Fn(&Call) -> &'a [Strategy],
     precision_us: u64,
 ) -> Vec<Excess> {
-    let span = move |at: u64, window_us: u64| (at / precision_us + 1).saturating_sub(window_us / precision_us) * precision_us;
+    let span =
+        move |at: u64, window_us: u64| (at / precision_us + 1).saturating_sub(window_us / precision_us) * precision_us;
     sliding_excess(calls, strategies_of, span, "sub-windows")
 }
 
@@ -201,7 +203,8 @@ fn sliding_excess<'a>(
             let over = strategies_of(call).iter().find_map(|&(limit, window_us)| {
                 let from = since(call.at_us, window_us);
                 let counted: u64 = passed.iter().rev().take_while(|p| p.0 >= from).map(|p| p.1).sum();
-                (counted + call.cost > limit).then(|| format!("{what} of {window_us} µs hold {counted} + cost {} > {limit}", call.cost))
+                (counted + call.cost > limit)
+                    .then(|| format!("{what} of {window_us} µs hold {counted} + cost {} > {limit}", call.cost))
             });
             match over {
                 Some(why) => excess.push(Excess { call: *call, why }),
