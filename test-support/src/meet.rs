@@ -228,24 +228,27 @@ pub struct Hold {
     pub stopped_us: Option<u64>,
     /// Whether the holder, once it ran again, was told its permit was lost.
     pub told_lost: bool,
+    /// When a stopped holder ran again (0 for the others).
+    pub woke_us: u64,
 }
 
 impl Hold {
     /// The hold on one line, for a child process's output.
     pub fn to_line(&self) -> String {
         let stopped = self.stopped_us.map_or("-".to_string(), |s| s.to_string());
-        format!("{} {} {stopped} {}", self.from_us, self.until_us, u8::from(self.told_lost))
+        format!("{} {} {stopped} {} {}", self.from_us, self.until_us, u8::from(self.told_lost), self.woke_us)
     }
 
     /// The hold of a line [`to_line`](Self::to_line) wrote.
     pub fn from_line(line: &str) -> Option<Hold> {
         let words: Vec<&str> = line.split(' ').collect();
-        let [from, until, stopped, told] = words[..] else { return None };
+        let [from, until, stopped, told, woke] = words[..] else { return None };
         Some(Hold {
             from_us: from.parse().ok()?,
             until_us: until.parse().ok()?,
             stopped_us: if stopped == "-" { None } else { Some(stopped.parse().ok()?) },
             told_lost: told == "1",
+            woke_us: woke.parse().ok()?,
         })
     }
 
@@ -276,6 +279,23 @@ pub fn most_live(holds: &[Hold]) -> (usize, u64) {
     most
 }
 
+/// As [`most_live`], but a stopped holder that was not told its permit was
+/// lost is counted again from when it ran again (`woke_us`) to its release:
+/// its body ran on beside the others. The rule once a lost lease is told.
+pub fn most_live_counting_untold(holds: &[Hold]) -> (usize, u64) {
+    let mut counted = holds.to_vec();
+    for hold in holds.iter().filter(|h| h.stopped_us.is_some() && !h.told_lost) {
+        counted.push(Hold {
+            from_us: hold.woke_us,
+            until_us: hold.until_us,
+            stopped_us: None,
+            told_lost: false,
+            woke_us: 0,
+        });
+    }
+    most_live(&counted)
+}
+
 /// The stopped holders whose permit another holder took while they were
 /// stopped (at their stop, `limit` others were live at some instant before
 /// they ran again), and whether each was told: `(taken, told)`.
@@ -291,6 +311,7 @@ pub fn lost_and_told(holds: &[Hold], limit: usize) -> (usize, usize) {
                 until_us: h.counted_until().min(until),
                 stopped_us: None,
                 told_lost: false,
+                woke_us: 0,
             })
             .collect();
         if most_live(&others).0 >= limit {
