@@ -119,9 +119,16 @@ fn stopped_holder(limiter: Limiter, start: Duration) -> Option<Hold> {
             let stopped_us = wall_us();
             std::thread::sleep(2 * LEASE);
             let woke_us = wall_us();
-            // Running again: a renewal that comes too late finds the lease ended.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            let told_lost = !permit.is_held();
+            // Running again: it is told once its renewal finds the lease
+            // ended, which a lease's time bounds (polled in steps, as a body would).
+            let mut told_lost = false;
+            for _ in 0..LEASE.as_millis() / 5 {
+                told_lost = !permit.is_held();
+                if told_lost {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             let until_us = wall_us();
             let _ = permit.release().await;
             return Some(Hold { from_us, until_us, stopped_us: Some(stopped_us), told_lost, woke_us });
