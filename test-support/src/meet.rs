@@ -72,6 +72,36 @@ impl Call {
     }
 }
 
+/// Seeded draws (splitmix64): the same seed, the same calls.
+pub struct Draws(u64);
+
+impl Draws {
+    /// Draws from `seed`.
+    pub fn new(seed: u64) -> Draws {
+        Draws(seed)
+    }
+
+    /// A draw in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+
+    /// A draw in `lo..hi`.
+    pub fn range<T: Into<u64> + TryFrom<u64> + Copy>(&mut self, lo: T, hi: T) -> T {
+        let (l, h) = (lo.into(), hi.into());
+        T::try_from(l + self.below(h.saturating_sub(l))).unwrap_or(lo)
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.below(1 << 53) as f64) < p * (1u64 << 53) as f64
+    }
+}
+
 /// A call the model would not have admitted, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Excess {

@@ -3,7 +3,7 @@
 //! cancelled by a short timeout, and holders stopped past their lease. Each
 //! permit held is a [`Hold`] for [`meet::most_live`](crate::meet::most_live).
 
-use crate::meet::Hold;
+use crate::meet::{Draws, Hold};
 use redlimit::{Decision, Limiter, OnError, Policy, Store};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,20 +15,6 @@ fn wall_us() -> u64 {
 
 fn at_us(decision: &Decision) -> u64 {
     decision.decided_at.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as u64
-}
-
-/// Seeded draws (splitmix64): the same seed, the same actions.
-struct Draws(u64);
-
-impl Draws {
-    /// A draw in `0..n`.
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n
-    }
 }
 
 /// The permits a key allows at once.
@@ -61,7 +47,7 @@ pub async fn holders(store: &Store, seed: u64, actions: usize, tasks: usize) -> 
     let tasks: Vec<_> = (0..tasks)
         .map(|task| {
             let (limiter, stopping) = (holders_limiter(store), stopping.clone());
-            let mut rng = Draws(seed.wrapping_mul(31).wrapping_add(task as u64));
+            let mut rng = Draws::new(seed.wrapping_mul(31).wrapping_add(task as u64));
             tokio::spawn(async move {
                 let mut holds = Vec::new();
                 for done in 0.. {
