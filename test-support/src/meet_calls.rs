@@ -1,6 +1,6 @@
 //! The calls of `tests/features_meet.rs`'s rate parts: each part's plans,
 //! and the worker tasks that draw every call (key, plan, cost, a refund soon
-//! or late, a dry-run trial, prefetch) and record it as a [`Call`].
+//! or late, a dry-run trial of the plan, prefetch) and record it as a [`Call`].
 
 use crate::meet::{Call, Draws, Hold, Strategy};
 use crate::meet_holders;
@@ -122,14 +122,18 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
         let cost = if part == "dry_run" || rng.chance(0.7) { 1 } else { rng.range(2, 5) };
         let prefetch = bucket && key == 3;
         let plan = &plans[policy as usize];
+        // A tenth of the calls are dry-run trials of the plan, beside it on the same key.
+        let trial = plan.policy.is_dry_run() || (part != "dry_run" && rng.chance(0.1));
+        let tried = plan.policy.clone().with_dry_run(true);
+        let policy_of_call = if trial { &tried } else { &plan.policy };
         let by = match &prefetching {
-            Some(prefetching) if prefetch => prefetching.with_policy(&plan.policy),
-            _ => limiter.with_policy(&plan.policy),
+            Some(prefetching) if prefetch => prefetching.with_policy(policy_of_call),
+            _ => limiter.with_policy(policy_of_call),
         };
         let name = format!("k{key}");
         let decision = by.check(&name, cost).await.unwrap();
         let (at_us, allowed) = (at_us(&decision), decision.allowed);
-        let refundable = !part.starts_with("sliding") && part != "dry_run";
+        let refundable = !part.starts_with("sliding") && !trial;
         let refunded = decision.allowed && refundable && rng.chance(0.2) && !without("refunds");
         if refunded {
             // Half soon, inside the window; half in the next cycle's busy part,
@@ -143,7 +147,6 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
                 let _ = refund(&by, &name, cost, &decision).await;
             }));
         }
-        let trial = plan.policy.is_dry_run();
         records.push(Call { key, policy, cost, allowed, at_us, refunded, prefetch, trial });
         tokio::time::sleep(Duration::from_micros(rng.range(100, 1_500))).await;
         // Every process idles together for part of each cycle of the wall
