@@ -133,7 +133,7 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
         let name = format!("k{key}");
         let decision = by.check(&name, cost).await.unwrap();
         let (at_us, allowed) = (at_us(&decision), decision.allowed);
-        let refundable = !part.starts_with("sliding") && !trial;
+        let refundable = !part.starts_with("sliding") && part != "dry_run" && !trial;
         let refunded = decision.allowed && refundable && rng.chance(0.2) && !without("refunds");
         if refunded {
             // Half soon, inside the window; half in the next cycle's busy part,
