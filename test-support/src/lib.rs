@@ -18,6 +18,9 @@
 //! - [`http`]: requests to an axum router in process, and their responses.
 //! - [`log_capture`], [`metrics_capture`]: what `tracing` and `metrics` saw.
 //! - [`timers`]: how late a timer fires while other tasks loop.
+//! - [`meet`]: the reference model a randomized run of every feature
+//!   together is replayed against; [`meet_calls`] and [`meet_holders`],
+//!   the calls and permit holders of that run.
 //!
 //! What needs Redis (servers, both stores, exactness workers) is behind the
 //! default feature `redis`, so the memory-only tests build without it.
@@ -27,6 +30,9 @@ pub mod child_process;
 pub mod exactness;
 pub mod http;
 pub mod log_capture;
+pub mod meet;
+pub mod meet_calls;
+pub mod meet_holders;
 pub mod metrics_capture;
 pub mod programs;
 #[cfg(feature = "redis")]
