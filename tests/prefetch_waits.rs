@@ -7,7 +7,9 @@
 //! the load is a count of calls, and the bound asserted is the response
 //! timeout, which the code guarantees. Calls polled in one task
 //! (`join_all`) reach the limiter in the order written, so what they share
-//! is counted exactly.
+//! is counted exactly. Behind a link that holds every request (a proxy of
+//! this test's own), a call's wait for a refill and its own calls together
+//! end at its arrival plus the response timeout.
 
 use futures_util::future::join_all;
 use futures_util::FutureExt;
@@ -205,11 +207,10 @@ async fn a_prefetching_call_returns_within_its_response_timeout_however_slow_the
                 }
             }
         }
+        let bound = timeout * 3 / 2;
+        assert!(longest <= bound, "a call took {longest:?}, past its response timeout of {timeout:?} plus half");
         // Its refill took two slow calls: a waiter it left short had no time for two more.
         assert!(timed_out >= 1, "key {key}: every call answered, none cut at its deadline");
     }
-
     assert!(admitted <= 3 * KEYS, "{admitted} admitted past the 3 each key had left");
-    let bound = timeout * 3 / 2;
-    assert!(longest <= bound, "a call took {longest:?}, past its response timeout of {timeout:?} plus half");
 }
