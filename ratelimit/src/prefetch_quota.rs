@@ -166,7 +166,8 @@ impl Quota {
 
     /// This call's own call to the store: a refill, unless another call
     /// sent one meanwhile; none past the deadline (a refill that did not go
-    /// out has no failure for others to share).
+    /// out has no failure for others to share), though permits held here
+    /// are still spent.
     async fn refill(
         &self,
         limiter: &Limiter,
@@ -175,15 +176,15 @@ impl Quota {
         (max, ttl_us): (u64, u64),
         (moved, deadline): (&mut Moved, Deadline),
     ) -> Result<Decision, Error> {
-        if let Some(timed_out) = deadline.passed() {
-            return Err(timed_out);
-        }
         let policy = policy_id(limiter);
         let sent = now_us(limiter);
         let refill = {
             let mut state = self.state();
             if let Some(spent) = state.spend(policy, cost, sent, moved) {
                 return Ok(spent);
+            }
+            if let Some(timed_out) = deadline.passed() {
+                return Err(timed_out);
             }
             let free = !state.is_refilling();
             free.then(|| state.begin_refill(policy, cost, sent, (max, ttl_us)))
