@@ -7,13 +7,15 @@
 //! the load is a count of calls, and the bound asserted is the response
 //! timeout, which the code guarantees. Calls polled in one task
 //! (`join_all`) reach the limiter in the order written, so what they share
-//! is counted exactly.
+//! is counted exactly. Behind a link that holds every request (a proxy of
+//! this test's own), a call's wait for a refill and its own calls together
+//! end at its arrival plus the response timeout.
 
 use futures_util::future::join_all;
 use futures_util::FutureExt;
-use redlimit::{Limiter, Policy, RedisOptions, Store};
+use redlimit::{Error, Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::redis_server::{free_port, RedisServer};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -114,4 +116,101 @@ async fn a_cancelled_refill_wakes_the_calls_waiting_for_it() {
     drop(refill);
     let decision = tokio::time::timeout(RedisOptions::default().response_timeout, waiting).await;
     assert!(decision.expect("woken by the dropped refill").unwrap().allowed);
+}
+
+/// Listens on a port of its own and forwards to `server`, each request
+/// held `delay_ms` (as it is when the request comes) from when it came:
+/// every store call takes at least that long, as over a slow link.
+/// Answers come back at once.
+async fn delayed(server: std::net::SocketAddr, delay_ms: Arc<AtomicU64>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("redis://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(upstream) = tokio::net::TcpStream::connect(server).await else { return };
+            let ((mut client_read, mut client_write), (mut up_read, mut up_write)) =
+                (client.into_split(), upstream.into_split());
+            let delay_ms = delay_ms.clone();
+            let (sending, mut held) = tokio::sync::mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+            tokio::spawn(async move {
+                let mut buffer = vec![0; 64 * 1024];
+                while let Ok(n @ 1..) = client_read.read(&mut buffer).await {
+                    let delay = Duration::from_millis(delay_ms.load(Ordering::Relaxed));
+                    if sending.send((Instant::now() + delay, buffer[..n].to_vec())).is_err() {
+                        return;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                while let Some((due, bytes)) = held.recv().await {
+                    tokio::time::sleep_until(due.into()).await;
+                    if up_write.write_all(&bytes).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            tokio::spawn(async move { tokio::io::copy(&mut up_read, &mut client_write).await });
+        }
+    });
+    url
+}
+
+/// A refill that must try twice (the store has fewer permits than it asks
+/// for), its waiters left short and refilling again: four slow store calls
+/// one after another (so 1.8 times the response timeout without a bound),
+/// each well within the response timeout. Every call
+/// still returns by its arrival plus the response timeout (as an answer, or
+/// `Error::Timeout` past it), never after the refill's wait and its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefetching_call_returns_within_its_response_timeout_however_slow_the_refills() {
+    const KEYS: usize = 4;
+    const CALLS_PER_KEY: usize = 8;
+    let timeout = Duration::from_millis(400);
+    let server = RedisServer::start();
+    let delay_ms = Arc::new(AtomicU64::new(0));
+    let url = delayed(([127, 0, 0, 1], server.port()).into(), delay_ms.clone()).await;
+    let options = RedisOptions::default().with_response_timeout(timeout);
+    let store = Store::redis_with(&url, options).await.unwrap();
+    // A long ttl, so the refills keep growing while the server is slow.
+    let limiter = Limiter::new("slow-refills", Policy::fixed_window("10/1h").unwrap(), &store)
+        .with_deny_cache(false)
+        .with_prefetch_ttl(8, Duration::from_secs(600))
+        .unwrap();
+    for key in 0..KEYS {
+        for _ in 0..7 {
+            // Refills of 1, 2 and 4, all spent: the next asks for 8 where 3 remain.
+            assert!(limiter.check(key.to_string(), 1).await.unwrap().allowed);
+        }
+    }
+
+    // Each store call takes 45% of the response timeout: none times out alone.
+    delay_ms.store(timeout.as_millis() as u64 * 45 / 100, Ordering::Relaxed);
+    let mut longest = Duration::ZERO;
+    let mut admitted = 0;
+    for key in 0..KEYS {
+        let key = key.to_string();
+        let timed = |_| async {
+            let started = Instant::now();
+            let result = limiter.check(&key, 1).await;
+            (started.elapsed(), result)
+        };
+        let calls = tokio::time::timeout(timeout * 20, join_all((0..CALLS_PER_KEY).map(timed))).await;
+        let mut timed_out = 0;
+        for (took, result) in calls.expect("every call returns") {
+            longest = longest.max(took);
+            match result {
+                Ok(decision) => admitted += decision.allowed as usize,
+                Err(error) => {
+                    assert!(matches!(error, Error::Timeout(after) if after == timeout), "{error}");
+                    timed_out += 1;
+                }
+            }
+        }
+        let bound = timeout * 3 / 2;
+        assert!(longest <= bound, "a call took {longest:?}, past its response timeout of {timeout:?} plus half");
+        // Its refill took two slow calls: a waiter it left short had no time for two more.
+        assert!(timed_out >= 1, "key {key}: every call answered, none cut at its deadline");
+    }
+    assert!(admitted <= 3 * KEYS, "{admitted} admitted past the 3 each key had left");
 }

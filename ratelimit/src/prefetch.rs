@@ -7,7 +7,7 @@
 mod records;
 
 use crate::backend::CallKind;
-use crate::prefetch_quota::{alone, Moved};
+use crate::prefetch_quota::{alone, Deadline, Moved};
 use crate::{algo, observe, AlgorithmKind, Decision, Error, Limiter};
 use records::{Records, Tally};
 #[cfg(test)]
@@ -155,7 +155,13 @@ impl Limiter {
     /// other refill: left with nothing to spend, it shares that refill's
     /// denial of the same policy and cost or its failure, or makes its own
     /// call. A call without room goes to the store at once. So a call waits
-    /// at most one refill's round trip longer than without prefetch.
+    /// at most one refill's round trip longer than without prefetch, and
+    /// never past its arrival plus the store's response timeout (Redis's
+    /// `RedisOptions::response_timeout`; the memory store answers at once):
+    /// its wait for a refill in flight and its own store calls (a refill's
+    /// several tries included) end there, and the call fails with
+    /// [`Error::Timeout`] of that timeout, as a store call that timed out
+    /// does (`limit` settles it by [`with_on_error`](Self::with_on_error)).
     ///
     /// `check`, `limit`, `wait` and annotated functions prefetch; `peek`
     /// is answered by the store (which counts the prefetched permits as
@@ -275,10 +281,11 @@ impl Limiter {
 
     async fn spend(&self, prefetch: &Prefetch, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let mut moved = Moved::default();
+        let deadline = Deadline::from_now(self);
         let result = match prefetch.quota(self, key) {
-            Some(quota) => quota.decide(self, key, cost, (prefetch.max, prefetch.ttl_us), &mut moved).await,
+            Some(quota) => quota.decide(self, key, cost, (prefetch.max, prefetch.ttl_us), (&mut moved, deadline)).await,
             // Every record is in use: this key goes as without prefetch.
-            None => alone(self, key, cost, &mut moved).await,
+            None => alone(self, key, cost, (&mut moved, deadline)).await,
         };
         prefetch.tally(self).add(moved);
         if moved.spent > 0 && moved.prefetched == 0 {

@@ -11,12 +11,17 @@
 //! failure, or else makes its own call (the next refill, or a check of its
 //! cost alone). A call the refill in flight has no room for goes to the
 //! store alone at once, and the next refill asks for it too. So a call
-//! waits at most one refill's round trip longer than without prefetch.
+//! waits at most one refill's round trip longer than without prefetch, and
+//! its whole wait (for the refill in flight, then its own calls, a
+//! refill's several tries included) ends at its [`Deadline`]: past it, the
+//! call fails with the store's `Error::Timeout`.
 
+mod deadline;
 mod local;
 
 use crate::backend::{CallKind, Refunded};
 use crate::{AlgorithmKind, Decision, Error, Limiter};
+pub(crate) use deadline::Deadline;
 pub(crate) use local::LocalQuota;
 use local::{Arrival, Refilled};
 
@@ -60,6 +65,13 @@ impl Held {
             Some(from) => let_go(&from, key, self.left, (self.window_end_us, self.of), now).await,
             None => LetGo { returned: 0, wasted: self.left },
         }
+    }
+
+    /// [`let_go`](Self::let_go) by a call's `deadline`: a give-back cut
+    /// there is counted as a refund that failed.
+    async fn let_go_by(self, key: &[u8], now: u64, deadline: Deadline) -> LetGo {
+        let wasted = LetGo { returned: 0, wasted: self.left };
+        deadline.within(self.let_go(key, now)).await.unwrap_or(wasted)
     }
 }
 
@@ -111,13 +123,14 @@ impl Quota {
     /// `max` permits from the store when the local ones do not cover it.
     /// `ttl_us` bounds how long a bucket's or GCRA's permits stay here, and
     /// is how soon a refill must follow the last one for the next to grow.
+    /// Waiting and store calls end by `deadline`.
     pub(crate) async fn decide(
         &self,
         limiter: &Limiter,
         key: &[u8],
         cost: u64,
         (max, ttl_us): (u64, u64),
-        moved: &mut Moved,
+        (moved, deadline): (&mut Moved, Deadline),
     ) -> Result<Decision, Error> {
         let policy = policy_id(limiter);
         let waiting = {
@@ -134,11 +147,11 @@ impl Quota {
             }
         };
         let Ok(waiting) = waiting else {
-            return alone(limiter, key, cost, moved).await;
+            return alone(limiter, key, cost, (moved, deadline)).await;
         };
         if let Some((refilled, seen, counted)) = waiting {
             let _room = Counted { quota: self, cost: counted, refill: seen };
-            refilled.await;
+            deadline.within(refilled).await?;
             let mut state = self.state();
             let now = now_us(limiter);
             if let Some(spent) = state.spend(policy, cost, now, moved) {
@@ -148,17 +161,20 @@ impl Quota {
                 return shared;
             }
         }
-        self.refill(limiter, key, cost, (max, ttl_us), moved).await
+        self.refill(limiter, key, cost, (max, ttl_us), (moved, deadline)).await
     }
 
-    /// This call's own call to the store: a refill, unless another call sent one meanwhile.
+    /// This call's own call to the store: a refill, unless another call
+    /// sent one meanwhile; none past the deadline (a refill that did not go
+    /// out has no failure for others to share), though permits held here
+    /// are still spent.
     async fn refill(
         &self,
         limiter: &Limiter,
         key: &[u8],
         cost: u64,
         (max, ttl_us): (u64, u64),
-        moved: &mut Moved,
+        (moved, deadline): (&mut Moved, Deadline),
     ) -> Result<Decision, Error> {
         let policy = policy_id(limiter);
         let sent = now_us(limiter);
@@ -167,17 +183,20 @@ impl Quota {
             if let Some(spent) = state.spend(policy, cost, sent, moved) {
                 return Ok(spent);
             }
+            if let Some(timed_out) = deadline.passed() {
+                return Err(timed_out);
+            }
             let free = !state.is_refilling();
             free.then(|| state.begin_refill(policy, cost, sent, (max, ttl_us)))
         };
         let Some((held, size, refill)) = refill else {
-            return alone(limiter, key, cost, moved).await;
+            return alone(limiter, key, cost, (moved, deadline)).await;
         };
         let _refilling = Refilling { quota: self, refill };
-        let taking = take(limiter, key, cost, cost.max(size));
+        let taking = deadline.by(take(limiter, key, cost, cost.max(size)));
         // Sent together: the give-back costs no round trip of its own.
         let (let_go, taken) = match held {
-            Some(held) => tokio::join!(held.let_go(key, sent), taking),
+            Some(held) => tokio::join!(held.let_go_by(key, sent, deadline), taking),
             None => (LetGo::default(), taking.await),
         };
         moved.let_go = let_go;
@@ -189,10 +208,15 @@ impl Quota {
     }
 }
 
-/// A call decided by the store alone, as without prefetch: counted as a
-/// refill of its own cost, spent at once.
-pub(crate) async fn alone(limiter: &Limiter, key: &[u8], cost: u64, moved: &mut Moved) -> Result<Decision, Error> {
-    let result = limiter.run(key, cost, CallKind::Check).await;
+/// A call decided by the store alone, as without prefetch, by `deadline`:
+/// counted as a refill of its own cost, spent at once.
+pub(crate) async fn alone(
+    limiter: &Limiter,
+    key: &[u8],
+    cost: u64,
+    (moved, deadline): (&mut Moved, Deadline),
+) -> Result<Decision, Error> {
+    let result = deadline.by(limiter.run(key, cost, CallKind::Check)).await;
     if result.as_ref().is_ok_and(|decision| decision.allowed) {
         *moved = Moved { prefetched: cost, spent: cost, ..*moved };
     }
@@ -226,7 +250,7 @@ async fn let_go(
 /// remain, the call's own cost, so a denial is the one the call gets
 /// without prefetch (its `retry_after` is for `cost`). Each try goes
 /// through the pipeline (deny cache, store), uncounted: the caller counts
-/// the one decision.
+/// the one decision, and bounds the tries together by its deadline.
 async fn take(limiter: &Limiter, key: &[u8], cost: u64, mut n: u64) -> Result<(Decision, u64), Error> {
     for _ in 0..3 {
         let decision = limiter.run(key, n, CallKind::Check).await?;

@@ -129,6 +129,23 @@ pub trait Bound: Send + Sync + 'static {
     /// The store is in another process: its answers are worth remembering
     /// (the deny cache) and timing (a metric).
     fn remote(&self) -> bool;
+
+    /// How long one call may take before it fails with [`Error::Timeout`]
+    /// of this duration: what bounds a prefetching call's whole wait.
+    /// `None` (the default) for a store that answers at once, in this process.
+    ///
+    /// ```
+    /// use redlimit::__private::{Backend, Binding, MemoryBackend};
+    /// use redlimit::Policy;
+    ///
+    /// let policy = Policy::gcra("1/1s", 2)?;
+    /// let binding = Binding { prefix: "redlimit", name: "api", policy: &policy, server_clock: false };
+    /// assert_eq!(MemoryBackend::new().bind(binding).response_timeout(), None);
+    /// # Ok::<(), redlimit::Error>(())
+    /// ```
+    fn response_timeout(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// One call's parameters besides its key.

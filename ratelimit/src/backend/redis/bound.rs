@@ -58,6 +58,10 @@ impl Bound for RedisBound {
     fn remote(&self) -> bool {
         true
     }
+
+    fn response_timeout(&self) -> Option<std::time::Duration> {
+        Some(self.eval.response_timeout)
+    }
 }
 
 /// The algorithm a family's script decides.
