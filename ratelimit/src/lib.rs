@@ -62,6 +62,7 @@ mod prefetch;
 mod prefetch_quota;
 mod rate_limited;
 mod refund;
+mod releasing;
 mod runtime;
 mod scope;
 mod sharded;

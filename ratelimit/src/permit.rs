@@ -4,11 +4,10 @@
 //! holds nothing.
 
 use crate::backend::{CallKind, PermitId};
-use crate::lease::{Held, Holder, Lease, FIRST_PAUSE, LONGEST_PAUSE};
+use crate::lease::{Held, Holder, FIRST_PAUSE, LONGEST_PAUSE};
 use crate::{AlgorithmKind, Decision, DenialReason, Error, Limiter, RateLimited};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 impl Limiter {
@@ -168,9 +167,13 @@ impl Limiter {
 
     /// One try at a concurrency permit.
     async fn acquire_once(&self, key: &[u8], cost: u64) -> Result<Permit, RateLimited> {
+        // The releases of this name and key begun before (a permit just
+        // dropped) reach the store first: a caller's own is never in its way.
+        self.inner.store.releasing.settled(&self.inner.name, key).await;
         let id = PermitId::unique();
         let kind = CallKind::Acquire(id);
         let mut unanswered = Unanswered { limiter: self, key, id, cost, armed: cost > 0 };
+        let asked_at = std::time::Instant::now();
         let decided = self.decide(key, cost, kind).await;
         unanswered.armed = decided.is_err();
         drop(unanswered);
@@ -194,7 +197,7 @@ impl Limiter {
         }
         // Under OnError::Allow nothing was taken anywhere; cost 0 holds nothing.
         let took = cost > 0 && (on == Holder::Store || self.on_error == crate::OnError::Local);
-        let held = took.then(|| Held::start(self.clone(), key, id, cost, on));
+        let held = took.then(|| Held::start(self.clone(), key, id, cost, on, asked_at));
         Ok(Permit { decision, held })
     }
 }
@@ -222,7 +225,44 @@ impl Permit {
     /// rate policy's (spent when taken), a call let through by `on_error`
     /// or a dry run, and a permit whose lease ended before it was renewed.
     pub fn is_held(&self) -> bool {
-        self.held.as_ref().is_some_and(|held| !held.lease.lost.load(Ordering::Relaxed))
+        self.held.as_ref().is_some_and(|held| !held.lease.lost.load(Ordering::Relaxed) && !held.lease.is_lost())
+    }
+
+    /// Whether this permit's lease was lost while held: a renewal found the
+    /// store no longer had it (it ran out while this process or the store
+    /// stalled, the store restarted empty or was flushed), or no renewal was
+    /// answered before the lease ended, counted from when the last answered
+    /// one was sent. From then on the store may give the permit to another
+    /// caller, so more than `limit` calls may run: a call that must not run
+    /// beside another should stop. A permit taken outside a tokio runtime is
+    /// never renewed, and is lost once its first lease ends. Never true for
+    /// a permit that holds nothing (a rate policy's, a call let through).
+    ///
+    /// `redlimit_permit_leases_lost_total` counts losses, and each is logged
+    /// (WARN). [`lost`](Self::lost) waits for it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, Policy, Store};
+    ///
+    /// let limiter = Limiter::new("exports", Policy::concurrency(1, "30s")?, &Store::memory());
+    /// let permit = limiter.acquire("tenant-7").await.unwrap();
+    /// assert!(!permit.is_lost() && permit.is_held());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.held.as_ref().is_some_and(|held| held.lease.is_lost())
+    }
+
+    /// Waits until the lease is lost ([`is_lost`](Self::is_lost)); for a
+    /// permit that holds nothing, forever. For a body that must stop when
+    /// it no longer holds its permit:
+    /// `tokio::select! { done = work() => done, () = permit.lost() => give_up() }`.
+    pub async fn lost(&self) {
+        match &self.held {
+            Some(held) => held.lease.lost().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// Gives the permit back now and waits for the store to take it:
@@ -286,10 +326,8 @@ struct Unanswered<'a> {
 impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let (limiter, key) = (self.limiter.clone(), self.key.into());
             // Never counted as held: nothing to count as given back.
-            let lost = AtomicBool::new(true);
-            Arc::new(Lease { limiter, key, id: self.id, cost: self.cost, on: Holder::Store, lost }).give_back();
+            crate::lease::unanswered(self.limiter.clone(), self.key, self.id, self.cost).give_back();
         }
     }
 }
