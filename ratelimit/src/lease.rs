@@ -20,6 +20,9 @@ pub(crate) const FIRST_PAUSE: Duration = Duration::from_millis(5);
 /// ends, so an outage that ends in time is found over in time.
 const RETRIES_PER_LEASE: u32 = 20;
 
+// The shortest lease (the grammar's) is the one whose retries still start 5 ms apart.
+const _: () = assert!(FIRST_PAUSE.as_micros() * RETRIES_PER_LEASE as u128 == redlimit_grammar::MIN_LEASE_US as u128);
+
 impl Limiter {
     pub(crate) fn permit_metrics(&self) -> &crate::observe::PermitMetrics {
         self.inner.permit_metrics.get_or_init(|| crate::observe::PermitMetrics::register(&self.inner.name))
