@@ -178,10 +178,17 @@ impl Lease {
     }
 
     /// Waits until [`is_lost`](Self::is_lost).
-    pub(crate) async fn lost(&self) {
-        if let Some(until) = self.unrenewed_until {
-            tokio::time::sleep_until(until.into()).await;
-            return;
+    pub(crate) async fn lost(self: &Arc<Self>) {
+        if let Some(until) = self.unrenewed_until.filter(|&until| Instant::now() < until) {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                return tokio::time::sleep_until(until.into()).await;
+            }
+            // No timer without a runtime: a thread wakes it when the lease ends.
+            let lease = self.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                lease.ended_signal.notify_waiters();
+            });
         }
         loop {
             let mut ended = std::pin::pin!(self.ended_signal.notified());
