@@ -8,7 +8,8 @@
 //! - a permit whose lease is lost tells its holder (`Permit::is_lost`,
 //!   `Permit::lost`), counts it (`redlimit_permit_leases_lost_total`) and
 //!   logs it (WARN): when Redis loses its data (FLUSHALL), and when Redis is
-//!   frozen past the lease (no renewal answered before it ended);
+//!   frozen past the lease (no renewal answered before it ended); an
+//!   annotated body learns it from `redlimit::permit_lost`;
 //! - outside a tokio runtime a permit is never renewed: it holds one lease,
 //!   then says it is lost, and another caller may take it.
 //!
@@ -63,7 +64,7 @@ fn outside_a_runtime_a_permit_holds_one_lease_then_says_it_is_lost() {
 #[cfg(feature = "redis")]
 mod on_redis {
     use super::*;
-    use redlimit::{DenialReason, OnError, Permit, RateLimited, RedisOptions};
+    use redlimit::{rate_limit, DenialReason, OnError, Permit, RateLimited, RedisOptions};
     use redlimit_test_support::metrics_capture;
     use redlimit_test_support::redis_server::RedisServer;
     use std::time::Instant;
@@ -166,6 +167,29 @@ mod on_redis {
         // Another caller holds it now: the store lost the first.
         let other = limiter.acquire("k").await;
         assert!(other.is_ok(), "{other:?}");
+    }
+
+    /// Holds its permit until told the lease was lost, for at most 10 s:
+    /// whether it was told.
+    #[rate_limit(name = "lease.annotated", algo = "concurrency", limit = 1, lease = "600ms", key = "k")]
+    async fn until_told(started: tokio::sync::oneshot::Sender<()>) -> Result<bool, RateLimited> {
+        assert!(!redlimit::permit_lost(), "held when the body starts");
+        let _ = started.send(());
+        let told = tokio::time::timeout(Duration::from_secs(10), redlimit::until_permit_lost()).await.is_ok();
+        Ok(told && redlimit::permit_lost())
+    }
+
+    /// The same for an annotated function's body: `redlimit::permit_lost`.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_annotated_body_is_told_when_redis_loses_its_lease() {
+        let server = RedisServer::start();
+        let store = Store::redis(&server.url()).await.unwrap();
+        let (started, body_runs) = tokio::sync::oneshot::channel();
+        let call = tokio::spawn(redlimit::scope(store.clone(), until_told(started)));
+        body_runs.await.unwrap();
+        let _: () = redis::cmd("FLUSHALL").query_async(&mut connection(&server).await).await.unwrap();
+        assert!(call.await.unwrap().expect("the permit"), "the body was told");
+        assert!(!redlimit::permit_lost(), "outside the body");
     }
 
     /// Redis frozen (SIGSTOP) past the lease: no renewal is answered before

@@ -4,10 +4,11 @@
 //! holds nothing.
 
 use crate::backend::{CallKind, PermitId};
-use crate::lease::{Held, Holder, FIRST_PAUSE, LONGEST_PAUSE};
+use crate::lease::{Held, Holder, Lease, FIRST_PAUSE, LONGEST_PAUSE};
 use crate::{AlgorithmKind, Decision, DenialReason, Error, Limiter, RateLimited};
 use std::fmt;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 impl Limiter {
@@ -293,6 +294,11 @@ pub struct Holding(Option<Held>);
 impl Holding {
     pub(crate) fn of(mut permit: Permit) -> Holding {
         Holding(permit.held.take())
+    }
+
+    /// The lease it holds, if any (a concurrency policy's).
+    pub(crate) fn lease(&self) -> Option<&Arc<Lease>> {
+        self.0.as_ref().map(|held| &held.lease)
     }
 }
 
