@@ -19,8 +19,10 @@ impl Limiter {
     /// On a [`Policy::concurrency`](crate::Policy::concurrency) limiter at
     /// most `limit` permits of a key are held at once across every process
     /// sharing the store. A permit is a lease: renewed in the background
-    /// while it is held (every third of the lease), so a process that dies
-    /// holding one gives it back once the lease runs out. On any other
+    /// while it is held (every third of the lease, and again soon after a
+    /// failure), so a process that dies holding one gives it back once the
+    /// lease runs out ([`Permit`] says what a holder that lost its lease is
+    /// told). On any other
     /// policy a permit is spent when taken (as [`limit`](Self::limit) takes
     /// it) and the `Permit` gives nothing back.
     ///
@@ -203,14 +205,28 @@ impl Limiter {
     }
 }
 
+/// What a call holds while it runs ([`Limiter::acquire`]).
 ///
 /// Dropping it gives it back: at once on a store in this process, else by
-/// a task on the current tokio runtime (with none, its lease runs out). A
-/// permit is given back at most once, and a renewal never takes again a
-/// permit whose lease ended: if a renewal comes too late (the process was
-/// stopped, the store unreachable for a whole lease), the permit is lost,
-/// [`is_held`](Self::is_held) turns false, `redlimit_permit_leases_lost_total`
-/// counts it and a WARN says so.
+/// a task on the current tokio runtime, whose first try the store's next
+/// acquisition of the same limiter name and key waits for, so the holder's
+/// next call never finds its own permit held. A permit is given back at
+/// most once, and a renewal never takes again a permit whose lease ended.
+///
+/// Its lease is renewed every third of it; a renewal that fails is tried
+/// again soon (pauses from 5 ms, at most a twentieth of the lease or
+/// 250 ms). The lease is counted from when the last answered renewal was
+/// sent, and a permit outlives any outage of the store after which one
+/// renewal is answered before that lease ends: one starts at most a pause
+/// plus the longer of the store's response timeout and its breaker's retry
+/// interval after the outage ends. A renewal being due every third of the
+/// lease, that is any outage shorter than two thirds of the lease less that
+/// and one round trip. Should no renewal be
+/// answered in time (the process or the store stalled for the rest of the
+/// lease, the store restarted empty or was flushed), the permit is lost:
+/// [`is_lost`](Self::is_lost) turns true and [`is_held`](Self::is_held)
+/// false, `redlimit_permit_leases_lost_total` counts it and a WARN says so.
+/// Outside a tokio runtime a permit is never renewed: it holds one lease.
 pub struct Permit {
     decision: Decision,
     held: Option<Held>,
