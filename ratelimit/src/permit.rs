@@ -208,7 +208,8 @@ impl Limiter {
 /// What a call holds while it runs ([`Limiter::acquire`]).
 ///
 /// Dropping it gives it back: at once on a store in this process, else by
-/// a task on the current tokio runtime, whose first try the store's next
+/// a task on the current tokio runtime (with none, its lease runs out),
+/// whose first try the store's next
 /// acquisition of the same limiter name and key waits for, so the holder's
 /// next call never finds its own permit held. A permit is given back at
 /// most once, and a renewal never takes again a permit whose lease ended.

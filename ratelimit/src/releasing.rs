@@ -90,3 +90,34 @@ fn named(name: &str, key: &[u8]) -> Box<[u8]> {
     named.extend_from_slice(key);
     named.into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    fn ready(future: &mut std::pin::Pin<&mut impl Future<Output = ()>>) -> bool {
+        future.as_mut().poll(&mut Context::from_waker(Waker::noop())) == Poll::Ready(())
+    }
+
+    #[test]
+    fn an_acquisition_waits_for_the_releases_of_its_name_and_key_begun_before_it() {
+        let releasing = Releasing::default();
+        let first = releasing.begin("jobs", b"k");
+        let second = releasing.begin("jobs", b"k");
+        let _elsewhere = releasing.begin("jobs", b"other");
+        let _other_name = releasing.begin("reports", b"k");
+        let mut waiting = std::pin::pin!(releasing.settled("jobs", b"k"));
+        assert!(!ready(&mut waiting), "two releases of jobs/k on their way");
+        // Begun after it: not waited for.
+        let later = releasing.begin("jobs", b"k");
+        releasing.end("jobs", b"k", second);
+        assert!(!ready(&mut waiting), "the first is still on its way");
+        releasing.end("jobs", b"k", first);
+        assert!(ready(&mut waiting), "both answered; the later one and other keys are not waited for");
+        releasing.end("jobs", b"k", later);
+        let mut none = std::pin::pin!(releasing.settled("jobs", b"k"));
+        assert!(ready(&mut none));
+    }
+}
