@@ -8,7 +8,9 @@ use crate::backend::{Answer, Call, CallKind, PermitId};
 use crate::{Error, Limiter};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// Tokio's: renewals keep a runtime's clock (paused in tests); with no runtime it is the system's.
+use tokio::time::Instant;
 
 /// While a denied acquisition waits, it tries again at least this often
 /// (a permit given back by another process sends no word).
@@ -181,12 +183,12 @@ impl Lease {
     pub(crate) async fn lost(self: &Arc<Self>) {
         if let Some(until) = self.unrenewed_until.filter(|&until| Instant::now() < until) {
             if tokio::runtime::Handle::try_current().is_ok() {
-                return tokio::time::sleep_until(until.into()).await;
+                return tokio::time::sleep_until(until).await;
             }
             // No timer without a runtime: a thread wakes it when the lease ends.
             let lease = self.clone();
             std::thread::spawn(move || {
-                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                std::thread::sleep(until.into_std().saturating_duration_since(std::time::Instant::now()));
                 lease.ended_signal.notify_waiters();
             });
         }
@@ -273,7 +275,7 @@ impl Lease {
         let every = lease / 3;
         let longest_pause = (lease / RETRIES_PER_LEASE).clamp(Duration::from_millis(1), LONGEST_PAUSE);
         loop {
-            tokio::time::sleep_until((renewed_at + every).into()).await;
+            tokio::time::sleep_until(renewed_at + every).await;
             let ends = renewed_at + lease;
             let mut pause = FIRST_PAUSE.min(longest_pause);
             loop {
@@ -281,7 +283,7 @@ impl Lease {
                 if sent >= ends {
                     return self.end("no renewal was answered before it ended: the store or this process stalled");
                 }
-                match tokio::time::timeout_at(ends.into(), self.ask(CallKind::Renew(self.id))).await {
+                match tokio::time::timeout_at(ends, self.ask(CallKind::Renew(self.id))).await {
                     Ok(Ok(outcome)) if outcome.allowed => {
                         renewed_at = sent;
                         break;
@@ -292,7 +294,7 @@ impl Lease {
                     Ok(Err(_)) | Err(_) => {}
                 }
                 let now = Instant::now();
-                tokio::time::sleep_until(ends.min(now + pause).into()).await;
+                tokio::time::sleep_until(ends.min(now + pause)).await;
                 pause = (pause * 2).min(longest_pause);
             }
         }

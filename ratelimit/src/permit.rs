@@ -176,7 +176,7 @@ impl Limiter {
         let id = PermitId::unique();
         let kind = CallKind::Acquire(id);
         let mut unanswered = Unanswered { limiter: self, key, id, cost, armed: cost > 0 };
-        let asked_at = std::time::Instant::now();
+        let asked_at = tokio::time::Instant::now();
         let decided = self.decide(key, cost, kind).await;
         unanswered.armed = decided.is_err();
         drop(unanswered);
