@@ -142,7 +142,7 @@ async fn random_sequences_agree_on_both_stores() {
     let mut rng = SmallRng::seed_from_u64(28);
     for round in 0..40 {
         let limit = rng.random_range(1..6);
-        let policy = Policy::concurrency(limit, &format!("{}ms", rng.random_range(1..2_000))).unwrap();
+        let policy = Policy::concurrency(limit, &format!("{}ms", rng.random_range(100..2_000))).unwrap();
         // Every acquisition names a new permit, as `PermitId::unique` does;
         // releases and renewals name any, taken or not, ended or not.
         let mut taken = 0;

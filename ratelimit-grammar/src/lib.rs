@@ -24,7 +24,9 @@ pub use duration::{check_duration, format_duration, parse_duration, MAX_DURATION
 pub use error::GrammarError;
 pub use policy_name::{check_policy_name, MAX_POLICY_NAME_LEN};
 pub use quote::{quote, Quoted, MAX_QUOTED};
-pub use spec::{AlgorithmKind, Param, PolicySpec, DEFAULT_LEASE_US, MAX_EXACT, MAX_LEASE_US, MAX_STRATEGIES};
+pub use spec::{
+    AlgorithmKind, Param, PolicySpec, DEFAULT_LEASE_US, MAX_EXACT, MAX_LEASE_US, MAX_STRATEGIES, MIN_LEASE_US,
+};
 pub use strategy::{
     check_rate, check_strategy, parse_rate, parse_strategies, parse_strategy, Rate, Strategy, MAX_LIMIT,
 };

@@ -19,6 +19,13 @@ pub const DEFAULT_LEASE_US: u64 = 30_000_000;
 /// holder can keep from every other caller.
 pub const MAX_LEASE_US: u64 = 24 * 3_600_000_000;
 
+/// The shortest lease a concurrency permit may be given. A lease is renewed
+/// every third of it, on a timer a busy runtime fires late, and a failed
+/// renewal is tried again after pauses from 5 ms, at most a twentieth of the
+/// lease apart: a shorter lease leaves no room for those retries, and a
+/// renewal late by a few milliseconds would find it ended.
+pub const MIN_LEASE_US: u64 = 100_000;
+
 /// The seven algorithms, by the names the attribute and configuration use:
 /// six that bound how often, and `concurrency`, which bounds how many at once.
 ///
@@ -338,11 +345,13 @@ impl PolicySpec {
                     crate::format_duration(MAX_LEASE_US)
                 )),
             )),
-            Some(Ok(lease)) if lease < 1_000 => errors.push((
+            Some(Ok(lease)) if lease < MIN_LEASE_US => errors.push((
                 Some(Param::Lease),
                 GrammarError::new(format!(
-                    "a lease of {} is too short to be renewed while the call runs; use at least 1ms",
-                    crate::format_duration(lease)
+                    "a lease of {} is too short to be renewed while the call runs (renewed every third of it, \
+                     retried from 5 ms apart after a failure); use at least {}",
+                    crate::format_duration(lease),
+                    crate::format_duration(MIN_LEASE_US)
                 )),
             )),
             _ => {}

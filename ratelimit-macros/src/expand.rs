@@ -34,6 +34,10 @@ use crate::policy_const::policy;
 /// pub async fn profile(user_id: u64) -> Result<Profile, ApiError> {
 ///     let __redlimit_permit_0 = { /* site for sliding_log 5/3s, see `site` */ };
 ///     let __redlimit_permit_1 = { /* site for gcra 100/1s */ };
+///     // A site whose permit may be a concurrency lease (its policy says so,
+///     // or is named or given per call) has the body run as
+///     // `watched(&[&__redlimit_permit_0], async move { .. }).await`, where
+///     // `redlimit::permit_lost` finds its lease.
 ///     async move {
 ///         // Gives `return` and `?` in the body the function's return type,
 ///         // as tracing-attributes does.
@@ -85,12 +89,23 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
         }
         _ => TokenStream::new(),
     };
-    let mut run = quote! {
+    let body = quote! {
         async move {
             #fake_return
             #body
         }
-        .await
+    };
+    // The permits a concurrency policy may lease, where `permit_lost` finds them.
+    let leased: Vec<&Ident> = (configs.iter().zip(&holders).zip(&tickets))
+        .filter(|((config, _), ticket)| ticket.is_none() && may_lease(config))
+        .map(|((_, holder), _)| holder)
+        .collect();
+    let mut run = match configs.first() {
+        Some(config) if !leased.is_empty() => {
+            let krate = &config.krate;
+            quote!(#krate::__private::watched(&[#(&#leased),*], #body).await)
+        }
+        _ => quote!(#body.await),
     };
     if tickets.iter().any(Option::is_some) {
         let result = Ident::new("__redlimit_result", Span::mixed_site());
@@ -111,6 +126,15 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
             #(#sites)*
             #run
         }
+    }
+}
+
+/// Whether a site's permit may be a concurrency lease: its policy says so,
+/// or is known only at run time.
+fn may_lease(config: &Config) -> bool {
+    match &config.policy {
+        SitePolicy::Inline(spec) => spec.kind == redlimit_grammar::AlgorithmKind::Concurrency,
+        SitePolicy::Named(_) | SitePolicy::PerCall(_) => true,
     }
 }
 

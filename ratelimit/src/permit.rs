@@ -7,7 +7,7 @@ use crate::backend::{CallKind, PermitId};
 use crate::lease::{Held, Holder, Lease, FIRST_PAUSE, LONGEST_PAUSE};
 use crate::{AlgorithmKind, Decision, DenialReason, Error, Limiter, RateLimited};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,8 +19,10 @@ impl Limiter {
     /// On a [`Policy::concurrency`](crate::Policy::concurrency) limiter at
     /// most `limit` permits of a key are held at once across every process
     /// sharing the store. A permit is a lease: renewed in the background
-    /// while it is held (every third of the lease), so a process that dies
-    /// holding one gives it back once the lease runs out. On any other
+    /// while it is held (every third of the lease, and again soon after a
+    /// failure), so a process that dies holding one gives it back once the
+    /// lease runs out ([`Permit`] says what a holder that lost its lease is
+    /// told). On any other
     /// policy a permit is spent when taken (as [`limit`](Self::limit) takes
     /// it) and the `Permit` gives nothing back.
     ///
@@ -168,9 +170,13 @@ impl Limiter {
 
     /// One try at a concurrency permit.
     async fn acquire_once(&self, key: &[u8], cost: u64) -> Result<Permit, RateLimited> {
+        // The releases of this name and key begun before (a permit just
+        // dropped) reach the store first: a caller's own is never in its way.
+        self.inner.store.releasing.settled(&self.inner.name, key).await;
         let id = PermitId::unique();
         let kind = CallKind::Acquire(id);
         let mut unanswered = Unanswered { limiter: self, key, id, cost, armed: cost > 0 };
+        let asked_at = tokio::time::Instant::now();
         let decided = self.decide(key, cost, kind).await;
         unanswered.armed = decided.is_err();
         drop(unanswered);
@@ -194,19 +200,34 @@ impl Limiter {
         }
         // Under OnError::Allow nothing was taken anywhere; cost 0 holds nothing.
         let took = cost > 0 && (on == Holder::Store || self.on_error == crate::OnError::Local);
-        let held = took.then(|| Held::start(self.clone(), key, id, cost, on));
+        let held = took.then(|| Held::start(self.clone(), key, id, cost, on, asked_at));
         Ok(Permit { decision, held })
     }
 }
 
+/// What a call holds while it runs ([`Limiter::acquire`]).
 ///
 /// Dropping it gives it back: at once on a store in this process, else by
-/// a task on the current tokio runtime (with none, its lease runs out). A
-/// permit is given back at most once, and a renewal never takes again a
-/// permit whose lease ended: if a renewal comes too late (the process was
-/// stopped, the store unreachable for a whole lease), the permit is lost,
-/// [`is_held`](Self::is_held) turns false, `redlimit_permit_leases_lost_total`
-/// counts it and a WARN says so.
+/// a task on the current tokio runtime (with none, its lease runs out),
+/// whose first try the store's next
+/// acquisition of the same limiter name and key waits for, so the holder's
+/// next call never finds its own permit held. A permit is given back at
+/// most once, and a renewal never takes again a permit whose lease ended.
+///
+/// Its lease is renewed every third of it; a renewal that fails is tried
+/// again soon (pauses from 5 ms, at most a twentieth of the lease or
+/// 250 ms). The lease is counted from when the last answered renewal was
+/// sent, and a permit outlives any outage of the store after which one
+/// renewal is answered before that lease ends: one starts at most a pause
+/// plus the longer of the store's response timeout and its breaker's retry
+/// interval after the outage ends. A renewal being due every third of the
+/// lease, that is any outage shorter than two thirds of the lease less that
+/// and one round trip. Should no renewal be
+/// answered in time (the process or the store stalled for the rest of the
+/// lease, the store restarted empty or was flushed), the permit is lost:
+/// [`is_lost`](Self::is_lost) turns true and [`is_held`](Self::is_held)
+/// false, `redlimit_permit_leases_lost_total` counts it and a WARN says so.
+/// Outside a tokio runtime a permit is never renewed: it holds one lease.
 pub struct Permit {
     decision: Decision,
     held: Option<Held>,
@@ -222,7 +243,44 @@ impl Permit {
     /// rate policy's (spent when taken), a call let through by `on_error`
     /// or a dry run, and a permit whose lease ended before it was renewed.
     pub fn is_held(&self) -> bool {
-        self.held.as_ref().is_some_and(|held| !held.lease.lost.load(Ordering::Relaxed))
+        self.held.as_ref().is_some_and(|held| !held.lease.lost.load(Ordering::Relaxed) && !held.lease.is_lost())
+    }
+
+    /// Whether this permit's lease was lost while held: a renewal found the
+    /// store no longer had it (it ran out while this process or the store
+    /// stalled, the store restarted empty or was flushed), or no renewal was
+    /// answered before the lease ended, counted from when the last answered
+    /// one was sent. From then on the store may give the permit to another
+    /// caller, so more than `limit` calls may run: a call that must not run
+    /// beside another should stop. A permit taken outside a tokio runtime is
+    /// never renewed, and is lost once its first lease ends. Never true for
+    /// a permit that holds nothing (a rate policy's, a call let through).
+    ///
+    /// `redlimit_permit_leases_lost_total` counts losses, and each is logged
+    /// (WARN). [`lost`](Self::lost) waits for it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, Policy, Store};
+    ///
+    /// let limiter = Limiter::new("exports", Policy::concurrency(1, "30s")?, &Store::memory());
+    /// let permit = limiter.acquire("tenant-7").await.unwrap();
+    /// assert!(!permit.is_lost() && permit.is_held());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.held.as_ref().is_some_and(|held| held.lease.is_lost())
+    }
+
+    /// Waits until the lease is lost ([`is_lost`](Self::is_lost)); for a
+    /// permit that holds nothing, forever. For a body that must stop when
+    /// it no longer holds its permit:
+    /// `tokio::select! { done = work() => done, () = permit.lost() => give_up() }`.
+    pub async fn lost(&self) {
+        match &self.held {
+            Some(held) => held.lease.lost().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// Gives the permit back now and waits for the store to take it:
@@ -253,6 +311,11 @@ pub struct Holding(Option<Held>);
 impl Holding {
     pub(crate) fn of(mut permit: Permit) -> Holding {
         Holding(permit.held.take())
+    }
+
+    /// The lease it holds, if any (a concurrency policy's).
+    pub(crate) fn lease(&self) -> Option<&Arc<Lease>> {
+        self.0.as_ref().map(|held| &held.lease)
     }
 }
 
@@ -286,10 +349,8 @@ struct Unanswered<'a> {
 impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let (limiter, key) = (self.limiter.clone(), self.key.into());
             // Never counted as held: nothing to count as given back.
-            let lost = AtomicBool::new(true);
-            Arc::new(Lease { limiter, key, id: self.id, cost: self.cost, on: Holder::Store, lost }).give_back();
+            crate::lease::unanswered(self.limiter.clone(), self.key, self.id, self.cost).give_back();
         }
     }
 }

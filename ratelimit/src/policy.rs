@@ -228,7 +228,8 @@ impl Policy {
     /// the store: a call holds a permit ([`Limiter::acquire`](crate::Limiter::acquire))
     /// until it ends. A permit is a lease of `lease` (e.g. `"30s"`), renewed
     /// while its holder lives, so a crashed holder's permits come back once
-    /// their lease runs out.
+    /// their lease runs out. A lease is from 100 ms (renewed every third of
+    /// it, a shorter one could not be kept) to 24 hours.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -244,6 +245,14 @@ impl Policy {
     /// drop(first);
     /// assert!(limiter.acquire("tenant-1").await.is_ok(), "one was given back");
     /// # drop(second); Ok(()) }
+    /// ```
+    ///
+    /// ```
+    /// use redlimit::Policy;
+    ///
+    /// let error = Policy::concurrency(2, "50ms").unwrap_err().to_string();
+    /// assert!(error.contains("a lease of 50ms is too short to be renewed"), "{error}");
+    /// assert!(Policy::concurrency(2, "100ms").is_ok());
     /// ```
     pub fn concurrency(limit: u64, lease: &str) -> Result<Policy, Error> {
         let mut spec = PolicySpec::new(AlgorithmKind::Concurrency);

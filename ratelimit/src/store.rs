@@ -26,6 +26,8 @@ pub struct Store {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) prefix: Arc<str>,
+    /// Dropped permits' releases on their way, which acquisitions wait for.
+    pub(crate) releasing: Arc<crate::releasing::Releasing>,
 }
 
 impl Store {
@@ -57,7 +59,8 @@ impl Store {
     /// public API: the backend traits are internal.
     #[doc(hidden)]
     pub fn from_backend(backend: Arc<dyn Backend>) -> Store {
-        Store { backend, clock: Arc::new(ServerClock), prefix: Store::DEFAULT_PREFIX.into() }
+        let releasing = Arc::default();
+        Store { backend, clock: Arc::new(ServerClock), prefix: Store::DEFAULT_PREFIX.into(), releasing }
     }
 
     /// Uses `clock` for every decision (e.g. a [`ManualClock`](crate::ManualClock) in tests).

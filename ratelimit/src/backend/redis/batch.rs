@@ -18,7 +18,7 @@ use super::eval::Eval;
 use super::family::Family;
 use super::grouping::Grouping;
 use super::plan::Plan;
-use crate::backend::{Call, Outcome};
+use crate::backend::{Call, CallKind, Outcome};
 use crate::error::Failure;
 use crate::Error;
 use std::collections::{HashMap, VecDeque};
@@ -194,16 +194,16 @@ impl Drop for Flight {
 /// its calls; a single call goes as a single call would.
 async fn send(eval: &Eval, grouping: &Grouping, family: Family, batch: Vec<Waiting>) {
     if let [_] = &batch[..] {
-        let Waiting { batched: Batched { key, call, plan }, answer } = batch.into_iter().next().expect("one call");
-        let _ = answer.send(eval.one(&plan, &key, call).await);
-        return;
+        let Waiting { batched, answer } = batch.into_iter().next().expect("one call");
+        let outcome = eval.one(&batched.plan, &batched.key, batched.call).await;
+        return reply(eval, &batched, answer, outcome).await;
     }
     let (calls, answers): (Vec<Batched>, Vec<_>) =
         batch.into_iter().map(|Waiting { batched, answer }| (batched, answer)).unzip();
     match eval.batch(family, &calls, grouping.declares_every_key()).await {
         Ok(outcomes) => {
-            for (answer, outcome) in answers.into_iter().zip(outcomes) {
-                let _ = answer.send(outcome);
+            for ((batched, answer), outcome) in calls.iter().zip(answers).zip(outcomes) {
+                reply(eval, batched, answer, outcome).await;
             }
         }
         Err(BatchFailure::Failed(error)) => {
@@ -215,9 +215,30 @@ async fn send(eval: &Eval, grouping: &Grouping, family: Family, batch: Vec<Waiti
             // The cluster's slots moved: learn where they are now, and send
             // these calls one by one, in their order, each to its own node.
             grouping.misrouted(&eval.connection);
-            for (Batched { key, call, plan }, answer) in calls.into_iter().zip(answers) {
-                let _ = answer.send(eval.one(&plan, &key, call).await);
+            for (batched, answer) in calls.iter().zip(answers) {
+                let outcome = eval.one(&batched.plan, &batched.key, batched.call).await;
+                reply(eval, batched, answer, outcome).await;
             }
         }
+    }
+}
+
+/// Answers `batched`'s caller. An acquisition whose caller left while it
+/// waited in a batch (a timeout, a dropped future) may have taken a permit
+/// that nobody holds: the release its caller sent as it left can have
+/// reached Redis first (this call was gathered but not yet sent), finding
+/// nothing. So it is given back here, after the acquisition.
+async fn reply(
+    eval: &Eval,
+    batched: &Batched,
+    answer: oneshot::Sender<Result<Outcome, Error>>,
+    outcome: Result<Outcome, Error>,
+) {
+    let Err(Ok(outcome)) = answer.send(outcome) else { return };
+    let (CallKind::Acquire(id), true) = (batched.call.kind, outcome.allowed && batched.call.cost > 0) else { return };
+    let release = Call { kind: CallKind::Release(id), ..batched.call };
+    if let Err(error) = eval.one(&batched.plan, &batched.key, release).await {
+        // Its lease gives it back when it ends.
+        tracing::debug!(target: "redlimit", %error, "could not give back the permit of an acquisition whose caller left");
     }
 }
