@@ -116,8 +116,12 @@ if peek or refund or cost == 0 or cost > limit then
 end
 local count
 if cost == 1 then count = try('INCR', key) else count = try('INCRBY', key, string.format('%d', cost)) end
--- INCR fails on a hash, having written nothing.
-if type(count) == 'table' then return on_hash() end
+-- INCR fails on a hash, having written nothing; any other failure (a
+-- replica's READONLY, out of memory) is the call's own, raised as is.
+if type(count) == 'table' then
+  if not string.find(count.err or '', 'WRONGTYPE', 1, true) then error(count) end
+  return on_hash()
+end
 -- A key INCR made has no TTL yet (PTTL -1): a window starts. One a refund
 -- brought to zero keeps its window.
 local t = call('PTTL', key) + 1
