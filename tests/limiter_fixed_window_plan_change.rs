@@ -138,3 +138,43 @@ async fn a_refund_gives_back_across_the_forms() {
         assert_eq!(remaining(&next), [8, 8], "{at}: the day kept its 3, the hour gave 2 back");
     }
 }
+
+/// 4 calls under `short`, 3 under `long`, then 20 more under `long` once
+/// `short`'s window has ended: how many passed of those decided within
+/// `long`'s window from the first call (5 ms of margin for the ms Redis
+/// times a counter in).
+async fn admitted_as_the_window_grows(limiter: &Limiter, short: (&Policy, u64), long: (&Policy, u64)) -> usize {
+    let first = limiter.with_policy(short.0).check("k", 4).await.unwrap();
+    assert!(first.allowed);
+    let end = first_window_end(&first) - short.1 + long.1;
+    let mut admitted = 4;
+    for _ in 0..3 {
+        admitted += usize::from(limiter.with_policy(long.0).check("k", 1).await.unwrap().allowed);
+    }
+    // Past the shorter window's end, inside the longer one's.
+    tokio::time::sleep(Duration::from_micros(short.1 + 100_000)).await;
+    for _ in 0..20 {
+        let decision = limiter.with_policy(long.0).check("k", 1).await.unwrap();
+        if micros(&decision) + 5_000 < end {
+            admitted += usize::from(decision.allowed);
+        }
+    }
+    admitted
+}
+
+/// A window that grows runs to its start plus the longer window, on both
+/// stores: on Redis's clock the counter knows the window it was written
+/// under, so its start, and never ends at the shorter window's TTL.
+#[tokio::test]
+async fn a_window_that_grows_counts_from_its_start_on_redis_clock() {
+    let server = RedisServer::start();
+    let short = Policy::fixed_window("10/1s").unwrap();
+    for (long, long_us) in [("10/1h", 3_600_000_000), ("10/2s", 2_000_000)] {
+        let long = Policy::fixed_window(long).unwrap();
+        for (at, store) in stores(&server).await {
+            let limiter = Limiter::new(format!("grows{long_us}"), short.clone(), &store).with_deny_cache(false);
+            let admitted = admitted_as_the_window_grows(&limiter, (&short, 1_000_000), (&long, long_us)).await;
+            assert!(admitted <= 10, "{at}: {short} then {long} admitted {admitted} in {long}'s window");
+        }
+    }
+}

@@ -23,11 +23,14 @@
 -- from the latest start on, it finds the same windows.
 --
 -- The key may instead hold fixed_window_counter.lua's integer (the same
--- key: a policy of this name with one strategy, on Redis's clock): it is
--- the first strategy's window, taken to start W before the counter's TTL
--- surely ends (never after now), the other strategies having none.
--- A refund lowers it by the counter's rule (SET ... KEEPTTL); a write
--- turns it into this hash.
+-- key: a policy of this name with one strategy, on Redis's clock), W' *
+-- 2^21 + count: it is the first strategy's window, taken to start W'
+-- before the counter's TTL surely ends (never after now), the other
+-- strategies having none. A refund lowers it by the counter's rule (SET
+-- ... KEEPTTL); a write turns it into this hash.
+
+-- The counter's unit of window (fixed_window_counter.lua's).
+local per_ms = 2097152
 
 -- s<i>, c<i> for every strategy, and s<k+1>: present only if an earlier
 -- policy under this name had more strategies, whose fields must go.
@@ -39,12 +42,15 @@ fields[2 * k + 1] = 's' .. (k + 1)
 local h = try('HMGET', key, unpack(fields))
 -- The counter's form: HMGET fails on it, having read nothing.
 local counter = h.err and tonumber(call('GET', key))
+local written = 0
 if h.err then
   h = {}
   if counter then
+    written = math.floor(counter / per_ms)
+    counter = counter - written * per_ms
     -- No TTL (-1): as a window starting now, as the counter takes it.
     local t, s = call('PTTL', key) + 1, now
-    if t > 0 then s = read_at + t * 1000 - windows[1] end
+    if t > 0 then s = read_at + t * 1000 - written * 1000 end
     if s > now then s = now end
     h[1], h[2] = s, counter
   end
@@ -68,7 +74,7 @@ if refund and counter then
   -- fixed_window_counter.lua's margin, for a window timed to the ms.
   if starts[1] and read_at + 2000 < window_end and cost > 0 and counts[1] > 0 then
     if cost >= counts[1] then counts[1] = 0 else counts[1] = counts[1] - cost end
-    call('SET', key, string.format('%d', counts[1]), 'KEEPTTL')
+    call('SET', key, string.format('%d', written * per_ms + counts[1]), 'KEEPTTL')
   end
   cost = 0
 elseif refund then

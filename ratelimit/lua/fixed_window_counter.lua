@@ -1,6 +1,6 @@
 -- fixed_window_counter.lua: a fixed window of one strategy kept as a
 -- counter whose TTL is the window, started by the first admitted hit (INCR
--- or INCRBY, and PEXPIRE when it created the key), so the decision needs no
+-- or INCRBY, and SET ... PX when it created the key), so the decision needs no
 -- clock: Redis times the window by its own. Used on Redis's clock for a
 -- policy of one strategy whose reply fits a double (the rule is in
 -- ratelimit/src/backend/redis/counter.rs); fixed_window.lua decides every
@@ -25,7 +25,10 @@
 --            and a denial replies -1 - v. The caller knows L and W, so this
 --            one integer is the whole decision.
 --
--- State (a string holding an integer): the count; its TTL is the window.
+-- State (a string holding an integer): W * 2^21 + count, the window it
+-- was written under above the count (count < 2^21 and W < 2^32 ms: exact
+-- in a double, counter.rs), so a policy of another window finds the
+-- window's start: its end (the TTL) less that W. Its TTL is the window.
 -- A denied call takes nothing: its increment is undone with DECRBY in the
 -- same script. Peeks, cost 0 and a cost above L (never admitted) only read.
 -- A refund lowers the count of a running window by cost, never below zero
@@ -35,8 +38,10 @@
 -- only while the refunded call's window runs: Redis's time is more than
 -- `margin` µs before that window's end (`permit` holds it after its
 -- start, prelude.lua), so the count lowered is never a later window's.
--- A TTL longer than W (left by a policy of a longer window) is cut to W by
--- the next write: the window ends no later than W from now.
+-- A counter written under another window W' is judged by this policy's W
+-- from its start, as the memory store does: it runs until that start + W
+-- (the TTL + W - W'), and a write makes it this policy's counter (its
+-- count with W, the TTL cut or stretched to that end).
 --
 -- The key may instead hold fixed_window.lua's hash (the same key: another
 -- policy of this name had several strategies, or a client clock): its
@@ -44,6 +49,24 @@
 -- and a check that takes permits turns it into this counter, carrying the
 -- count and the window's end (the memory store keeps one state for both,
 -- so a policy gaining or losing strategies keeps counting either way).
+
+-- The value's unit of window (see State); fixed_window.lua reads it alike.
+local per_ms = 2097152
+local tag = window * per_ms
+
+-- A counter's value `v` and `t` (its PTTL + 1) as this policy's window:
+-- the count, t (0 when no window runs under this policy: then no count),
+-- and the window it was written under. No TTL (never written so) reads as
+-- a window starting now.
+local function as_ours(v, t)
+  local written = math.floor(v / per_ms)
+  local count = v - written * per_ms
+  if t < 1 then return count, window + 1, written end
+  t = t + window - written
+  if t < 1 then return 0, 0, written end
+  if t > window + 1 then t = window + 1 end
+  return count, t, written
+end
 
 -- The reply: v, dated by Redis's clock (head.lua).
 local function dated(v)
@@ -83,7 +106,7 @@ local function on_hash()
     if t == 0 then t = window + 1 end
     count = count + cost
     call('DEL', key)
-    call('SET', key, string.format('%d', count), 'PX', string.format('%d', t - 1))
+    call('SET', key, string.format('%d', tag + count), 'PX', string.format('%d', t - 1))
     return dated(count * (window + 2) + t)
   end
   if cost > 0 and t == 0 then t = window + 1 end
@@ -93,22 +116,16 @@ end
 if peek or refund or cost == 0 or cost > limit then
   local held = try('GET', key)
   if type(held) == 'table' then return on_hash() end
-  local count = tonumber(held or 0)
+  local count, t, written = 0, 0, 0
+  if held then count, t, written = as_ours(tonumber(held), call('PTTL', key) + 1) end
   if refund then
     local _, window_end = struct_unpack('<dd', permit)
-    local running = held and (time_read or redis_time()) + margin < window_end
+    local running = t > 0 and (time_read or redis_time()) + margin < window_end
     if running and cost > 0 and count > 0 then
       if cost >= count then count = 0 else count = count - cost end
-      call('SET', key, string.format('%d', count), 'KEEPTTL')
+      call('SET', key, string.format('%d', written * per_ms + count), 'KEEPTTL')
     end
     cost = 0
-  end
-  local t = 0
-  if held then
-    t = call('PTTL', key) + 1
-    -- No TTL (-1, never written so by this script): as a window starting
-    -- now; one longer than W: as the write that cuts it will leave it.
-    if t < 1 or t > window + 1 then t = window + 1 end
   end
   if count + cost > limit then return dated(-1 - (math.min(count, limit) * (window + 2) + t)) end
   if cost > 0 and t == 0 then t = window + 1 end
@@ -118,13 +135,24 @@ local count
 if cost == 1 then count = try('INCR', key) else count = try('INCRBY', key, string.format('%d', cost)) end
 -- INCR fails on a hash, having written nothing.
 if type(count) == 'table' then return on_hash() end
--- A key INCR made has no TTL yet (PTTL -1): a window starts. One a refund
--- brought to zero keeps its window.
 local t = call('PTTL', key) + 1
-if t < 1 or t > window + 1 then
-  call('PEXPIRE', key, window_text)
-  t = window + 1
+if count < tag or count >= tag + per_ms or t < 1 or t > window + 1 then
+  -- A key INCR made (no TTL, no window yet), or a counter of another
+  -- window: judged from its start by this window, and on a pass written
+  -- as this window's counter (a window starts if none runs under it).
+  local before
+  before, t = as_ours(count - cost, t)
+  if t == 0 then before, t = 0, window + 1 end
+  if before + cost > limit then
+    call('DECRBY', key, string.format('%d', cost))
+    return dated(-1 - (math.min(before, limit) * (window + 2) + t))
+  end
+  local px = t - 1
+  if px < 1 then px = 1 end
+  call('SET', key, string.format('%d', tag + before + cost), 'PX', string.format('%d', px))
+  return dated((before + cost) * (window + 2) + t)
 end
+count = count - tag
 if count > limit then
   call('DECRBY', key, string.format('%d', cost))
   return dated(-1 - (math.min(count - cost, limit) * (window + 2) + t))

@@ -72,7 +72,7 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 /// of the enforced policy of the same name and key.
 ///
 /// ```text
-/// redlimit:fixed_window/v2:6:search:user:7         (a hash, or one strategy's counter)
+/// redlimit:fixed_window/v3:6:search:user:7         (a hash, or one strategy's counter)
 /// redlimit:sliding_window/v1/100ms:6:search:user:7
 /// redlimit:token_bucket/v2:6:upload:user:7
 /// redlimit:gcra/v2:6:search:user:7
@@ -113,7 +113,7 @@ pub(crate) fn layout(policy: &Policy) -> String {
 
 // The version of each stored state's format (the Lua header of each script
 // describes the format).
-const FIXED_WINDOW_FORMAT: &str = "v2";
+const FIXED_WINDOW_FORMAT: &str = "v3";
 const SLIDING_WINDOW_FORMAT: &str = "v1";
 const SLIDING_LOG_FORMAT: &str = "v2";
 const BUCKET_FORMAT: &str = "v2";
@@ -250,8 +250,8 @@ mod tests {
     #[test]
     fn every_layout_names_its_state_format_version() {
         let prefix = |policy: Policy| String::from_utf8(key_prefix("rl", &policy, "api"));
-        assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap()).unwrap(), "rl:fixed_window/v2:3:api");
-        assert_eq!(prefix(Policy::fixed_window("5/1s,9/1m").unwrap()).unwrap(), "rl:fixed_window/v2:3:api");
+        assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap()).unwrap(), "rl:fixed_window/v3:3:api");
+        assert_eq!(prefix(Policy::fixed_window("5/1s,9/1m").unwrap()).unwrap(), "rl:fixed_window/v3:3:api");
         let window = Policy::sliding_window("5/1s", "100ms").unwrap();
         assert_eq!(prefix(window).unwrap(), "rl:sliding_window/v1/100ms:3:api");
         assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap()).unwrap(), "rl:sliding_log/v2:3:api");
