@@ -113,8 +113,8 @@ async fn a_shorter_window_reads_a_longer_ones_count() {
 }
 
 /// A refund finds the other form too: each form gives back by its own
-/// rule, to the first strategy only (the others never counted under a
-/// policy of one strategy).
+/// rule, to every window that counted the refunded call, those the
+/// refunding policy lacks too (they count its calls while they run).
 #[tokio::test]
 async fn a_refund_gives_back_across_the_forms() {
     let server = RedisServer::start();
@@ -135,7 +135,7 @@ async fn a_refund_gives_back_across_the_forms() {
         let after = hashed.with_policy(&one).refund("k", 2, &taken).await.unwrap();
         assert_eq!(after.remaining, 9, "{at}");
         let next = hashed.check("k", 1).await.unwrap();
-        assert_eq!(remaining(&next), [8, 8], "{at}: the day kept its 3, the hour gave 2 back");
+        assert_eq!(remaining(&next), [8, 10], "{at}: the hour and the day each gave 2 back");
     }
 }
 
@@ -176,5 +176,33 @@ async fn a_window_that_grows_counts_from_its_start_on_redis_clock() {
             let admitted = admitted_as_the_window_grows(&limiter, (&short, 1_000_000), (&long, long_us)).await;
             assert!(admitted <= 10, "{at}: {short} then {long} admitted {admitted} in {long}'s window");
         }
+    }
+}
+
+/// 90 calls under 10/200ms,100/1m, 10 under 10/200ms (the counter's script
+/// on Redis's clock), then 100 more tries under the first policy, each 10
+/// in a window of their own: within the minute from the first call, at most
+/// 100 pass, for the minute's window, which 10/200ms lacks, counted its 10.
+#[tokio::test]
+async fn a_window_the_policy_lacks_counts_every_call_while_it_runs_on_redis_clock() {
+    let server = RedisServer::start();
+    let both = Policy::fixed_window("10/200ms,100/1m").unwrap();
+    let one = Policy::fixed_window("10/200ms").unwrap();
+    for (at, store) in stores(&server).await {
+        let limiter = Limiter::new("lacks", both.clone(), &store).with_deny_cache(false);
+        let (mut end, mut passed) = (None, 0);
+        for round in 0..20 {
+            let policy = if round == 9 { &one } else { &both };
+            for _ in 0..10 {
+                let decision = limiter.with_policy(policy).check("k", 1).await.unwrap();
+                let end = *end.get_or_insert(micros(&decision) + 60_000_000);
+                if micros(&decision) + 5_000 < end {
+                    passed += usize::from(decision.allowed);
+                }
+            }
+            // Past the 200 ms window's end (Redis adds at most 1 ms).
+            tokio::time::sleep(Duration::from_millis(210)).await;
+        }
+        assert!(passed <= 100, "{at}: {passed} passed within the minute of 100");
     }
 }

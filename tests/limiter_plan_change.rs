@@ -8,9 +8,10 @@
 //! (a plan never starts from zero), and no call admitted past the limit of
 //! the plan it was decided under. A change of algorithm starts afresh.
 
-use redlimit::{Limiter, Policy, Store};
+use redlimit::{Clock, Limiter, Policy, Store};
 use redlimit_test_support::stores::BothStores;
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 /// Three plans of one algorithm: limits 4, 9 and 6 (a window's limit, a
 /// bucket's capacity, gcra's burst + 1).
@@ -96,8 +97,50 @@ async fn a_window_policy_gaining_strategies_keeps_each_kept_strategys_count() {
         // The first strategy's window carries its count; the new one starts with this call.
         assert_eq!(remaining(two.check("k", 1).await.unwrap()), (true, 1, vec![1, 4]), "{backend}");
         // Back to one strategy: its window still holds both calls, and the
-        // write keeps only the strategies of the policy it was made under.
+        // day's window, which it lacks, counts this call too while it runs.
         assert_eq!(remaining(one.check("k", 1).await.unwrap()), (true, 0, vec![]), "{backend}");
-        assert_eq!(remaining(two.check("k", 1).await.unwrap()), (false, 0, vec![0, 5]), "{backend}");
+        assert_eq!(remaining(two.check("k", 1).await.unwrap()), (false, 0, vec![0, 3]), "{backend}");
+    }
+}
+
+/// 90 calls under 10/1s,100/1h, then 10 under 10/1s, then the first policy
+/// again: the hour's window, which 10/1s lacks, counted those 10 (not
+/// judged by it), so the hour admits 100 in all. Each second's window
+/// ends by `next_second(round)`.
+async fn an_hour_through_a_policy_lacking_it(
+    both: &Limiter,
+    one: &Limiter,
+    mut next_second: impl AsyncFnMut(usize),
+) -> (usize, usize) {
+    let (mut before, mut after) = (0, 0);
+    for round in 0..20 {
+        let limiter = if round == 9 { one } else { both };
+        for _ in 0..10 {
+            let passed = usize::from(limiter.check("k", 1).await.unwrap().allowed);
+            if round < 10 {
+                before += passed
+            } else {
+                after += passed
+            }
+        }
+        next_second(round).await;
+    }
+    (before, after)
+}
+
+#[tokio::test]
+async fn a_window_the_policy_lacks_counts_every_call_while_it_runs() {
+    let stores = BothStores::start().await;
+    for (backend, store) in stores.each() {
+        let both = Limiter::new("lacks", Policy::fixed_window("10/1s,100/1h").unwrap(), store).with_deny_cache(false);
+        let one = both.with_policy(&Policy::fixed_window("10/1s").unwrap());
+        let start = stores.clock.now_us().unwrap();
+        // After 10/1s, a pause past its window and a client clock's slack:
+        // the key outlives them while the hour's window runs, on both stores.
+        let second = async |round| stores.clock.advance(Duration::from_secs(if round == 9 { 300 } else { 1 }));
+        let (before, after) = an_hour_through_a_policy_lacking_it(&both, &one, second).await;
+        assert!(stores.clock.now_us().unwrap() - start < 3_600_000_000, "the run fits the hour");
+        assert_eq!(before, 100, "{backend}: 90 under both strategies, 10 under one");
+        assert_eq!(after, 0, "{backend}: the hour's 100 were spent, 10 of them under 10/1s");
     }
 }

@@ -48,7 +48,9 @@
 -- first strategy ("s1", "c1") is this window, read by that script's rule,
 -- and a check that takes permits turns it into this counter, carrying the
 -- count and the window's end (the memory store keeps one state for both,
--- so a policy gaining or losing strategies keeps counting either way).
+-- so a policy gaining or losing strategies keeps counting either way). A
+-- hash holding windows beyond the first ("s2" on) stays a hash: they count
+-- every admitted call while they run, by that script's rule (on_kept).
 
 -- The value's unit of window (see State); fixed_window.lua reads it alike.
 local per_ms = 2097152
@@ -79,10 +81,74 @@ end
 -- the script's own run after the key's, which this covers.
 local margin = 2000
 
+-- Decides the call on fixed_window.lua's hash holding windows beyond the
+-- first (an earlier policy had more strategies), as that script would for
+-- one strategy: the key stays a hash, and each of those windows counts an
+-- admitted call while it runs by its own length, never judging it.
+local function on_kept()
+  local all, f = call('HGETALL', key), {}
+  for i = 1, #all, 2 do f[all[i]] = tonumber(all[i + 1]) end
+  local now, last, w = time_read or redis_time(), 1, window * 1000
+  while f['s' .. (last + 1)] do last = last + 1 end
+  for j = 1, last do
+    if f['s' .. j] and f['s' .. j] > now then now = f['s' .. j] end
+  end
+  local s, count = f.s1, f.c1
+  if not (s and count and now - s < w) then s, count = false, 0 end
+  local runs = {}
+  for j = 2, last do runs[j] = now - f['s' .. j] < (f['w' .. j] or 0) end
+  if refund then
+    local taken, args = struct_unpack('<d', permit), {}
+    local function lower(j, start, length, c)
+      if start and start <= taken and taken - start < length and cost > 0 and c > 0 then
+        if cost >= c then c = 0 else c = c - cost end
+        args[#args + 1], args[#args + 2] = 'c' .. j, string.format('%d', c)
+      end
+      return c
+    end
+    count = lower(1, s, w, count)
+    for j = 2, last do
+      if runs[j] then lower(j, f['s' .. j], f['w' .. j], f['c' .. j] or 0) end
+    end
+    if #args > 0 then call('HSET', key, unpack(args)) end
+    cost = 0
+  end
+  local t = 0
+  if s then t = math.ceil((s + w - now) / 1000) + 1 end
+  if count + cost > limit then return dated(-1 - (math.min(count, limit) * (window + 2) + t)) end
+  if cost > 0 and t == 0 then s, t = now, window + 1 end
+  if cost > 0 and not peek then
+    local args = {'s1', string.format('%d', s), 'c1', string.format('%d', count + cost), 'w1', string.format('%d', w)}
+    local until_us = s + w - now
+    for j = 2, last do
+      if runs[j] and f['s' .. j] + f['w' .. j] - now > until_us then until_us = f['s' .. j] + f['w' .. j] - now end
+    end
+    -- The windows up to the last that runs, each counting the call.
+    local keep = 1
+    for j = 2, last do
+      if runs[j] then keep = j end
+    end
+    for j = 2, keep do
+      local c = f['c' .. j] or 0
+      if runs[j] then c = c + cost end
+      local n = #args
+      args[n + 1], args[n + 2] = 's' .. j, string.format('%d', f['s' .. j])
+      args[n + 3], args[n + 4] = 'c' .. j, string.format('%d', c)
+      args[n + 5], args[n + 6] = 'w' .. j, string.format('%d', f['w' .. j] or 0)
+    end
+    call('DEL', key)
+    call('HSET', key, unpack(args))
+    local ms = math.ceil((now + until_us - (time_read or redis_time())) / 1000) + 1
+    call('PEXPIRE', key, string.format('%d', ms))
+  end
+  return dated((count + cost) * (window + 2) + t)
+end
+
 -- Decides the call on fixed_window.lua's hash at the key, as that script
 -- would for its first strategy.
 local function on_hash()
-  local h = call('HMGET', key, 's1', 'c1')
+  local h = call('HMGET', key, 's1', 'c1', 's2')
+  if h[3] then return on_kept() end
   local now = time_read or redis_time()
   local s, count, t = tonumber(h[1]), tonumber(h[2]), 0
   if s and count then
