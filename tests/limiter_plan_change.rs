@@ -144,3 +144,54 @@ async fn a_window_the_policy_lacks_counts_every_call_while_it_runs() {
         assert_eq!(after, 0, "{backend}: the hour's 100 were spent, 10 of them under 10/1s");
     }
 }
+
+/// Fixed-window plans one key meets, each call under one drawn at random:
+/// strategies gained and lost, windows that grow and shrink.
+fn window_plans() -> [Policy; 5] {
+    ["10/1s,100/1m", "10/1s", "4/2s,30/1m,60/1h", "10/2s", "6/500ms,20/5s"].map(|p| Policy::fixed_window(p).unwrap())
+}
+
+/// Seeded timelines of checks, peeks and late refunds, each under a plan
+/// drawn per call, with steps past windows, TTLs and the client clock's
+/// slack: both stores give the same decision every time.
+#[tokio::test]
+async fn memory_and_redis_agree_as_window_plans_change() {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    let stores = BothStores::start().await;
+    let plans = window_plans();
+    let mut decisions = 0;
+    for seed in 0..6u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let name = format!("agree{seed}");
+        let on = |store| Limiter::new(name.clone(), plans[0].clone(), store).with_deny_cache(false);
+        let (memory, redis) = (on(&stores.memory), on(&stores.redis));
+        let mut admitted = Vec::new();
+        for step in 0..400 {
+            let plan = &plans[rng.random_range(0..plans.len())];
+            let (memory, redis) = (memory.with_policy(plan), redis.with_policy(plan));
+            let cost = rng.random_range(0..4);
+            let (m, r) = match rng.random_range(0..10) {
+                0 => (memory.peek("k", cost).await.unwrap(), redis.peek("k", cost).await.unwrap()),
+                1 if !admitted.is_empty() => {
+                    let of = &admitted[rng.random_range(0..admitted.len())];
+                    (memory.refund("k", cost, of).await.unwrap(), redis.refund("k", cost, of).await.unwrap())
+                }
+                _ => (memory.check("k", cost).await.unwrap(), redis.check("k", cost).await.unwrap()),
+            };
+            assert_eq!(m, r, "seed {seed}, step {step}, {plan}, cost {cost}");
+            if m.allowed && cost > 0 {
+                admitted.push(m);
+            }
+            decisions += 1;
+            let us = match rng.random_range(0..10) {
+                0..=3 => rng.random_range(0..50_000),
+                4..=7 => rng.random_range(0..1_500_000),
+                8 => rng.random_range(0..10_000_000),
+                _ => rng.random_range(0..90_000_000),
+            };
+            stores.clock.advance(Duration::from_micros(us));
+        }
+    }
+    assert_eq!(decisions, 2_400);
+}
