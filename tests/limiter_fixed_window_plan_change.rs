@@ -2,8 +2,10 @@
 //! A fixed window's state across plan changes, on Redis's own clock, where
 //! a policy of one strategy is a counter and one of several a hash: both
 //! stores keep one state for them, so a policy gaining a strategy keeps
-//! counting what the first strategy counted, and losing it too. A policy
-//! of a shorter window reads a longer one's counter.
+//! counting what the first strategy counted, and losing it too; a window
+//! runs from its start by the length of the policy deciding it, so one that
+//! grows never restarts at the shorter window's end; and a window the
+//! policy lacks counts every admitted call while it runs.
 
 use redlimit::{Decision, Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::redis_server::RedisServer;
@@ -94,7 +96,7 @@ async fn both_stores_share_one_state_across_strategies_on_redis_clock() {
 }
 
 /// A counter left by a policy of a longer window is read under a shorter
-/// one as a window ending no later than the shorter window from now.
+/// one as a window of the shorter length from the same start.
 #[tokio::test]
 async fn a_shorter_window_reads_a_longer_ones_count() {
     let server = RedisServer::start();

@@ -2,8 +2,9 @@
 -- counter whose TTL is the window, started by the first admitted hit (INCR
 -- or INCRBY, and SET ... PX when it created the key), so the decision needs no
 -- clock: Redis times the window by its own. Used on Redis's clock for a
--- policy of one strategy whose reply fits a double (the rule is in
--- ratelimit/src/backend/redis/counter.rs); fixed_window.lua decides every
+-- policy of one strategy whose state fits a double (a limit below 2^20, a
+-- window below 2^32 ms: ratelimit/src/backend/redis/counter.rs);
+-- fixed_window.lua decides every
 -- other fixed window. Joined after prelude.lua but not clock.lua: it takes
 -- no `now` (the runtime never sends one to it), and reads TIME only to
 -- date its reply, to judge a refund and to read fixed_window.lua's hash.
@@ -17,8 +18,9 @@
 --                     taken for a peek; for a denial, as it stands, and for
 --                     a refund, after it: at most L, so a count left by an
 --                     earlier, larger limit fits);
---              t      0 when no window runs, else PTTL + 1, at most W + 1
---                     (see below): the ms, rounded
+--              t      0 when no window runs, else PTTL + 1 (a counter of
+--                     another window: as this W from its start, see State),
+--                     at most W + 1: the ms, rounded
 --                     up, until the window has surely ended (Redis drops a
 --                     key once its ms clock passes the expiry, so the window
 --                     lasts W to W + 1 ms from the first hit, never less);

@@ -57,7 +57,10 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 ///   no detail. A fixed window of one strategy on Redis's own clock is kept
 ///   as a counter whose TTL is the window, under the same key as the hash
 ///   of starts and counts: each script reads the other's form as its first
-///   strategy, so a policy gaining or losing strategies keeps counting.
+///   strategy, so a policy gaining or losing strategies keeps counting. Each
+///   window records its length (the counter: the window it was written
+///   under), so a window is judged from its start by the policy's length,
+///   and one a policy lacks runs on by its own, counting every call.
 /// - `token_bucket`, `leaky_bucket`, `gcra`: the state records the rate
 ///   its amounts are counted in, and a call under another rate converts
 ///   them (the same permits owed, rounded up): no detail.
