@@ -141,15 +141,20 @@ async fn a_refund_gives_back_across_the_forms() {
     }
 }
 
-/// 4 calls under `short`, 3 under `long`, then 20 more under `long` once
-/// `short`'s window has ended: how many passed of those decided within
+/// `taken` calls under `short`, 3 under `long`, then 20 more under `long`
+/// once `short`'s window has ended: how many passed of those decided within
 /// `long`'s window from the first call (5 ms of margin for the ms Redis
 /// times a counter in).
-async fn admitted_as_the_window_grows(limiter: &Limiter, short: (&Policy, u64), long: (&Policy, u64)) -> usize {
-    let first = limiter.with_policy(short.0).check("k", 4).await.unwrap();
+async fn admitted_as_the_window_grows(
+    limiter: &Limiter,
+    taken: u64,
+    short: (&Policy, u64),
+    long: (&Policy, u64),
+) -> usize {
+    let first = limiter.with_policy(short.0).check("k", taken).await.unwrap();
     assert!(first.allowed);
     let end = first_window_end(&first) - short.1 + long.1;
-    let mut admitted = 4;
+    let mut admitted = taken as usize;
     for _ in 0..3 {
         admitted += usize::from(limiter.with_policy(long.0).check("k", 1).await.unwrap().allowed);
     }
@@ -165,19 +170,39 @@ async fn admitted_as_the_window_grows(limiter: &Limiter, short: (&Policy, u64), 
 }
 
 /// A window that grows runs to its start plus the longer window, on both
-/// stores: on Redis's clock the counter knows the window it was written
-/// under, so its start, and never ends at the shorter window's TTL.
-#[tokio::test]
+/// stores and through each form: on Redis's clock the counter knows the
+/// window it was written under, so its start, and never ends at the
+/// shorter window's TTL; a window full before the change is kept to the
+/// longer end by the denials. The cases run side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_window_that_grows_counts_from_its_start_on_redis_clock() {
     let server = RedisServer::start();
-    let short = Policy::fixed_window("10/1s").unwrap();
-    for (long, long_us) in [("10/1h", 3_600_000_000), ("10/2s", 2_000_000)] {
-        let long = Policy::fixed_window(long).unwrap();
-        for (at, store) in stores(&server).await {
-            let limiter = Limiter::new(format!("grows{long_us}"), short.clone(), &store).with_deny_cache(false);
-            let admitted = admitted_as_the_window_grows(&limiter, (&short, 1_000_000), (&long, long_us)).await;
-            assert!(admitted <= 10, "{at}: {short} then {long} admitted {admitted} in {long}'s window");
+    let (second, hour) = (1_000_000, 3_600_000_000);
+    let cases = [
+        ("10/1s", "10/1h", hour, 4),
+        ("10/1s", "10/1h", hour, 10),
+        ("10/1s", "10/2s", 2_000_000, 4),
+        ("10/1s", "10/2s", 2_000_000, 10),
+        // The hash's script meets the counter; the hash alone; the
+        // counter's script meets a hash with a window it lacks.
+        ("10/1s", "10/1h,20/1d", hour, 10),
+        ("10/1s,20/1d", "10/1h,20/1d", hour, 10),
+        ("10/1s,20/1d", "10/1h", hour, 10),
+    ];
+    let mut runs = Vec::new();
+    for (at, store) in stores(&server).await {
+        for (n, (short, long, long_us, taken)) in cases.into_iter().enumerate() {
+            let store = store.clone();
+            runs.push(tokio::spawn(async move {
+                let (short, long) = (Policy::fixed_window(short).unwrap(), Policy::fixed_window(long).unwrap());
+                let limiter = Limiter::new(format!("grows{n}"), short.clone(), &store).with_deny_cache(false);
+                let admitted = admitted_as_the_window_grows(&limiter, taken, (&short, second), (&long, long_us)).await;
+                assert!(admitted <= 10, "{at}: {short} then {long} admitted {admitted} in {long}'s window");
+            }));
         }
+    }
+    for run in runs {
+        run.await.unwrap();
     }
 }
 

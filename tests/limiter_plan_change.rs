@@ -195,3 +195,25 @@ async fn memory_and_redis_agree_as_window_plans_change() {
     }
     assert_eq!(decisions, 2_400);
 }
+
+/// A window full under 10/1s, then only denied under 10/1h: the hour runs
+/// from the window's start, past the second and a client clock's slack,
+/// on both stores.
+#[tokio::test]
+async fn a_full_window_denied_under_a_longer_one_runs_to_the_longer_end() {
+    let stores = BothStores::start().await;
+    let short = Policy::fixed_window("10/1s").unwrap();
+    for long in ["10/1h", "10/1h,20/1d"] {
+        let long = Policy::fixed_window(long).unwrap();
+        for (backend, store) in stores.each() {
+            let limiter = Limiter::new(format!("full{long}"), short.clone(), store).with_deny_cache(false);
+            assert!(limiter.check("k", 10).await.unwrap().allowed);
+            let mut admitted = 0;
+            for _ in 0..30 {
+                admitted += usize::from(limiter.with_policy(&long).check("k", 1).await.unwrap().allowed);
+                stores.clock.advance(Duration::from_secs(30));
+            }
+            assert_eq!(admitted, 0, "{backend}: {long} within 15 minutes of the window's start");
+        }
+    }
+}

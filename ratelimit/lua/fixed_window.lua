@@ -10,7 +10,10 @@
 -- = count in that window, "w<i>" = its length (µs) under the policy that
 -- last wrote it. The call is judged at the latest start if now is
 -- earlier (clock.lua), so a window covers now iff now - start < W
--- (half-open). Written only when allowed, cost > 0 and not a peek; and by
+-- (half-open). Written only when allowed, cost > 0 and not a peek; by a
+-- denied check (cost within every limit) under a window longer than a
+-- running one's "w<i>": that window runs on by the longer, so "w<i>" takes
+-- it and the TTL its end, unless a window the key holds ends later; and by
 -- a refund, which lowers by cost, never below zero, the count of each
 -- window still running that counted the refunded call, taken at `taken`
 -- (its start <= taken < start + W), then replies as a check of cost 0
@@ -203,6 +206,37 @@ if taken > 0 and not peek then
     for i = 1, k do
       call('HINCRBY', key, 'c' .. i, by)
     end
+  end
+end
+
+-- A denied check by a window longer than a running one's own length: that
+-- window runs on by the longer, so the key is kept to its end (the twin's
+-- rule: the TTL moves only if every window the key holds ends by then).
+if not allowed and not peek and not refund and cost > 0 and not never then
+  local args, lengths = {}, {}
+  for i = 1, k do
+    lengths[i] = tonumber(h[3 * i]) or 0
+    if starts[i] and lengths[i] < windows[i] then
+      lengths[i] = windows[i]
+      args[#args + 1], args[#args + 2] = 'w' .. i, string.format('%d', windows[i])
+    end
+  end
+  if #args > 0 then
+    if counter then
+      -- The counter becomes this hash: its one window, by the longer length.
+      call('DEL', key)
+      args = {'s1', string.format('%d', starts[1]), 'c1', string.format('%d', counts[1]), 'w1', args[2]}
+    end
+    call('HSET', key, unpack(args))
+    local within = true
+    for i = 1, k do
+      local s = tonumber(h[3 * i - 2])
+      if s and now - s < lengths[i] and s + lengths[i] > now + reset then within = false end
+    end
+    for j = k + 1, last do
+      if runs[j] and kept[j][1] + kept[j][3] > now + reset then within = false end
+    end
+    if within then expire_after(reset) end
   end
 end
 

@@ -32,7 +32,8 @@
 -- in a double, counter.rs), so a policy of another window finds the
 -- window's start: its end (the TTL) less that W. Its TTL is the window.
 -- A denied call takes nothing: its increment is undone with DECRBY in the
--- same script. Peeks, cost 0 and a cost above L (never admitted) only read.
+-- same script (on a counter of a shorter window, the count is rewritten as
+-- this window's, which it runs on by: SET ... PX). Peeks, cost 0 and a cost above L (never admitted) only read.
 -- A refund lowers the count of a running window by cost, never below zero
 -- (SET ... KEEPTTL), and replies as a check of cost 0: a window refunded
 -- to zero still runs to its end, as fixed_window.lua's does, so a key
@@ -83,6 +84,20 @@ end
 -- the script's own run after the key's, which this covers.
 local margin = 2000
 
+-- A denied check on the hash by a window longer than its first one's own
+-- length (w1) while it runs from `s`: it runs on by this one, so the key is
+-- kept to its end unless a window it holds ends `later` (fixed_window.lua's
+-- rule).
+local function grow(s, w1, later)
+  if peek or refund or cost == 0 or cost > limit or not s or (w1 or 0) >= window * 1000 then return end
+  call('HSET', key, 'w1', string.format('%d', window * 1000))
+  if not later then
+    local ms = math.ceil((s + window * 1000 - (time_read or redis_time())) / 1000)
+    if ms < 1 then ms = 1 end
+    call('PEXPIRE', key, string.format('%d', ms))
+  end
+end
+
 -- Decides the call on fixed_window.lua's hash holding windows beyond the
 -- first (an earlier policy had more strategies), as that script would for
 -- one strategy: the key stays a hash, and each of those windows counts an
@@ -117,7 +132,14 @@ local function on_kept()
   end
   local t = 0
   if s then t = math.ceil((s + w - now) / 1000) + 1 end
-  if count + cost > limit then return dated(-1 - (math.min(count, limit) * (window + 2) + t)) end
+  if count + cost > limit then
+    local later = false
+    for j = 2, last do
+      if runs[j] and s and f['s' .. j] + f['w' .. j] > s + w then later = true end
+    end
+    grow(s, f.w1, later)
+    return dated(-1 - (math.min(count, limit) * (window + 2) + t))
+  end
   if cost > 0 and t == 0 then s, t = now, window + 1 end
   if cost > 0 and not peek then
     local args = {'s1', string.format('%d', s), 'c1', string.format('%d', count + cost), 'w1', string.format('%d', w)}
@@ -149,7 +171,7 @@ end
 -- Decides the call on fixed_window.lua's hash at the key, as that script
 -- would for its first strategy.
 local function on_hash()
-  local h = call('HMGET', key, 's1', 'c1', 's2')
+  local h = call('HMGET', key, 's1', 'c1', 's2', 'w1')
   if h[3] then return on_kept() end
   local now = time_read or redis_time()
   local s, count, t = tonumber(h[1]), tonumber(h[2]), 0
@@ -169,7 +191,10 @@ local function on_hash()
     end
     cost = 0
   end
-  if count + cost > limit then return dated(-1 - (math.min(count, limit) * (window + 2) + t)) end
+  if count + cost > limit then
+    if t > 0 then grow(s, tonumber(h[4]), false) end
+    return dated(-1 - (math.min(count, limit) * (window + 2) + t))
+  end
   if cost > 0 and not peek then
     if t == 0 then t = window + 1 end
     count = count + cost
@@ -208,11 +233,18 @@ if count < tag or count >= tag + per_ms or t < 1 or t > window + 1 then
   -- A key INCR made (no TTL, no window yet), or a counter of another
   -- window: judged from its start by this window, and on a pass written
   -- as this window's counter (a window starts if none runs under it).
-  local before
-  before, t = as_ours(count - cost, t)
+  local before, written
+  before, t, written = as_ours(count - cost, t)
   if t == 0 then before, t = 0, window + 1 end
   if before + cost > limit then
-    call('DECRBY', key, string.format('%d', cost))
+    if written < window then
+      -- Denied by a longer window than its own: it runs on by this one.
+      local px = t - 1
+      if px < 1 then px = 1 end
+      call('SET', key, string.format('%d', tag + before), 'PX', string.format('%d', px))
+    else
+      call('DECRBY', key, string.format('%d', cost))
+    end
     return dated(-1 - (math.min(before, limit) * (window + 2) + t))
   end
   local px = t - 1

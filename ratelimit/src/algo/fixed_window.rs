@@ -5,6 +5,9 @@
 //! (an earlier policy of the name had more): an admitted call counts in each
 //! of those that still runs, by the window it was written with, so a policy
 //! that regains the strategy finds every call made since; they never judge.
+//! A window is judged from its start by the policy's length; one denied by
+//! a longer length than its own runs on by it, and the store keeps the key
+//! to that end.
 
 use super::{judge, least_room, retry_times};
 use crate::backend::{CallKind, Outcome, QuotaOutcome};
@@ -115,6 +118,21 @@ pub(crate) fn decide(
         while windows.slots.len() > strategies.len() && windows.slots.last().is_some_and(ended) {
             windows.slots.pop();
         }
+    }
+    // A denied check by a window longer than a running one's own length:
+    // that window runs on by the longer, so the key is kept to its end.
+    let denied = kind == CallKind::Check && !verdict.allowed && cost > 0 && strategies.iter().all(|s| cost <= s.limit);
+    if let (true, Some(windows)) = (denied, state.as_mut()) {
+        let mut grown = false;
+        for (slot, s) in windows.slots.iter_mut().zip(strategies) {
+            if let Some(slot) = slot.as_mut().filter(|slot| now - slot.start < s.window_us) {
+                grown |= slot.window_us < s.window_us;
+                slot.window_us = slot.window_us.max(s.window_us);
+            }
+        }
+        let within =
+            |slot: &Slot| now - slot.start >= slot.window_us || slot.start + slot.window_us <= now + reset_after_us;
+        moves_expiry = grown && windows.slots.iter().flatten().all(within);
     }
     let outcome = Outcome {
         allowed: verdict.allowed,
