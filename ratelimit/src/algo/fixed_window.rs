@@ -14,8 +14,9 @@ use crate::backend::{CallKind, Outcome, QuotaOutcome};
 use crate::Strategy;
 
 /// Per strategy (declared order): the current window's start and count, and
-/// the window's length as its last writer's policy had it (read only for a
-/// window beyond the policy's strategies).
+/// the length it runs by: its last writer's policy's, or a longer one it was
+/// denied by (what a window beyond the policy's strategies runs by, and how
+/// long the store must keep the key).
 #[derive(Debug, Clone)]
 pub(crate) struct Windows {
     slots: Vec<Option<Slot>>,
@@ -34,7 +35,9 @@ impl Slot {
     }
 }
 
-/// Decides one call; also whether it wrote `state`. Allocates only for a
+/// Decides one call; also whether the store moves the key's expiry to this
+/// call's reset: a write, unless a window the key holds ends later, or a
+/// denial that lengthened a running window. Allocates only for a
 /// new key's windows and for the per-strategy figures a policy of several
 /// strategies or a denial reports: a call on a known key updates its windows in place.
 // Kept out of line: a window's code would otherwise weigh on the integer
