@@ -188,6 +188,10 @@ async fn a_window_that_grows_counts_from_its_start_on_redis_clock() {
         ("10/1s", "10/1h,20/1d", hour, 10),
         ("10/1s,20/1d", "10/1h,20/1d", hour, 10),
         ("10/1s,20/1d", "10/1h", hour, 10),
+        // A limit past the counter's: a hash of one strategy, which the
+        // counter's script turns into its counter, or keeps when denied.
+        ("2000000/1s", "10/1h", hour, 4),
+        ("2000000/1s", "10/1h", hour, 10),
     ];
     let mut runs = Vec::new();
     for (at, store) in stores(&server).await {
