@@ -2,8 +2,10 @@
 //! A fixed window's state across plan changes, on Redis's own clock, where
 //! a policy of one strategy is a counter and one of several a hash: both
 //! stores keep one state for them, so a policy gaining a strategy keeps
-//! counting what the first strategy counted, and losing it too. A policy
-//! of a shorter window reads a longer one's counter.
+//! counting what the first strategy counted, and losing it too; a window
+//! runs from its start by the length of the policy deciding it, so one that
+//! grows never restarts at the shorter window's end; and a window the
+//! policy lacks counts every admitted call while it runs.
 
 use redlimit::{Decision, Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::redis_server::RedisServer;
@@ -94,7 +96,7 @@ async fn both_stores_share_one_state_across_strategies_on_redis_clock() {
 }
 
 /// A counter left by a policy of a longer window is read under a shorter
-/// one as a window ending no later than the shorter window from now.
+/// one as a window of the shorter length from the same start.
 #[tokio::test]
 async fn a_shorter_window_reads_a_longer_ones_count() {
     let server = RedisServer::start();
@@ -113,8 +115,8 @@ async fn a_shorter_window_reads_a_longer_ones_count() {
 }
 
 /// A refund finds the other form too: each form gives back by its own
-/// rule, to the first strategy only (the others never counted under a
-/// policy of one strategy).
+/// rule, to every window that counted the refunded call, those the
+/// refunding policy lacks too (they count its calls while they run).
 #[tokio::test]
 async fn a_refund_gives_back_across_the_forms() {
     let server = RedisServer::start();
@@ -135,6 +137,103 @@ async fn a_refund_gives_back_across_the_forms() {
         let after = hashed.with_policy(&one).refund("k", 2, &taken).await.unwrap();
         assert_eq!(after.remaining, 9, "{at}");
         let next = hashed.check("k", 1).await.unwrap();
-        assert_eq!(remaining(&next), [8, 8], "{at}: the day kept its 3, the hour gave 2 back");
+        assert_eq!(remaining(&next), [8, 10], "{at}: the hour and the day each gave 2 back");
+    }
+}
+
+/// `taken` calls under `short`, 3 under `long`, then 20 more under `long`
+/// once `short`'s window has ended: how many passed of those decided within
+/// `long`'s window from the first call (5 ms of margin for the ms Redis
+/// times a counter in).
+async fn admitted_as_the_window_grows(
+    limiter: &Limiter,
+    taken: u64,
+    short: (&Policy, u64),
+    long: (&Policy, u64),
+) -> usize {
+    let first = limiter.with_policy(short.0).check("k", taken).await.unwrap();
+    assert!(first.allowed);
+    let end = first_window_end(&first) - short.1 + long.1;
+    let mut admitted = taken as usize;
+    for _ in 0..3 {
+        admitted += usize::from(limiter.with_policy(long.0).check("k", 1).await.unwrap().allowed);
+    }
+    // Past the shorter window's end, inside the longer one's.
+    tokio::time::sleep(Duration::from_micros(short.1 + 100_000)).await;
+    for _ in 0..20 {
+        let decision = limiter.with_policy(long.0).check("k", 1).await.unwrap();
+        if micros(&decision) + 5_000 < end {
+            admitted += usize::from(decision.allowed);
+        }
+    }
+    admitted
+}
+
+/// A window that grows runs to its start plus the longer window, on both
+/// stores and through each form: on Redis's clock the counter knows the
+/// window it was written under, so its start, and never ends at the
+/// shorter window's TTL; a window full before the change is kept to the
+/// longer end by the denials. The cases run side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_that_grows_counts_from_its_start_on_redis_clock() {
+    let server = RedisServer::start();
+    let (second, hour) = (1_000_000, 3_600_000_000);
+    let cases = [
+        ("10/1s", "10/1h", hour, 4),
+        ("10/1s", "10/1h", hour, 10),
+        ("10/1s", "10/2s", 2_000_000, 4),
+        ("10/1s", "10/2s", 2_000_000, 10),
+        // The hash's script meets the counter; the hash alone; the
+        // counter's script meets a hash with a window it lacks.
+        ("10/1s", "10/1h,20/1d", hour, 10),
+        ("10/1s,20/1d", "10/1h,20/1d", hour, 10),
+        ("10/1s,20/1d", "10/1h", hour, 10),
+        // A limit past the counter's: a hash of one strategy, which the
+        // counter's script turns into its counter, or keeps when denied.
+        ("2000000/1s", "10/1h", hour, 4),
+        ("2000000/1s", "10/1h", hour, 10),
+    ];
+    let mut runs = Vec::new();
+    for (at, store) in stores(&server).await {
+        for (n, (short, long, long_us, taken)) in cases.into_iter().enumerate() {
+            let store = store.clone();
+            runs.push(tokio::spawn(async move {
+                let (short, long) = (Policy::fixed_window(short).unwrap(), Policy::fixed_window(long).unwrap());
+                let limiter = Limiter::new(format!("grows{n}"), short.clone(), &store).with_deny_cache(false);
+                let admitted = admitted_as_the_window_grows(&limiter, taken, (&short, second), (&long, long_us)).await;
+                assert!(admitted <= 10, "{at}: {short} then {long} admitted {admitted} in {long}'s window");
+            }));
+        }
+    }
+    for run in runs {
+        run.await.unwrap();
+    }
+}
+
+/// 90 calls under 10/200ms,100/1m, 10 under 10/200ms (the counter's script
+/// on Redis's clock), then 100 more tries under the first policy, each 10
+/// in a window of their own: within the minute from the first call, at most
+/// 100 pass, for the minute's window, which 10/200ms lacks, counted its 10.
+#[tokio::test]
+async fn a_window_the_policy_lacks_counts_every_call_while_it_runs_on_redis_clock() {
+    let server = RedisServer::start();
+    let both = Policy::fixed_window("10/200ms,100/1m").unwrap();
+    let one = Policy::fixed_window("10/200ms").unwrap();
+    for (at, store) in stores(&server).await {
+        let limiter = Limiter::new("lacks", both.clone(), &store).with_deny_cache(false);
+        let (mut end, mut passed) = (None, 0);
+        for round in 0..20 {
+            let policy = if round == 9 { &one } else { &both };
+            for _ in 0..10 {
+                let decision = limiter.with_policy(policy).check("k", 1).await.unwrap();
+                let end = *end.get_or_insert(micros(&decision) + 60_000_000);
+                if micros(&decision) + 5_000 < end {
+                    passed += usize::from(decision.allowed);
+                }
+            }
+            // Past the 200 ms window's end (Redis adds at most 1 ms).
+            tokio::time::sleep(Duration::from_millis(210)).await;
+        }
+        assert!(passed <= 100, "{at}: {passed} passed within the minute of 100");
     }
 }

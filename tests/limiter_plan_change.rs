@@ -8,9 +8,10 @@
 //! (a plan never starts from zero), and no call admitted past the limit of
 //! the plan it was decided under. A change of algorithm starts afresh.
 
-use redlimit::{Limiter, Policy, Store};
+use redlimit::{Clock, Limiter, Policy, Store};
 use redlimit_test_support::stores::BothStores;
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 /// Three plans of one algorithm: limits 4, 9 and 6 (a window's limit, a
 /// bucket's capacity, gcra's burst + 1).
@@ -96,8 +97,123 @@ async fn a_window_policy_gaining_strategies_keeps_each_kept_strategys_count() {
         // The first strategy's window carries its count; the new one starts with this call.
         assert_eq!(remaining(two.check("k", 1).await.unwrap()), (true, 1, vec![1, 4]), "{backend}");
         // Back to one strategy: its window still holds both calls, and the
-        // write keeps only the strategies of the policy it was made under.
+        // day's window, which it lacks, counts this call too while it runs.
         assert_eq!(remaining(one.check("k", 1).await.unwrap()), (true, 0, vec![]), "{backend}");
-        assert_eq!(remaining(two.check("k", 1).await.unwrap()), (false, 0, vec![0, 5]), "{backend}");
+        assert_eq!(remaining(two.check("k", 1).await.unwrap()), (false, 0, vec![0, 3]), "{backend}");
+    }
+}
+
+/// 90 calls under 10/1s,100/1h, then 10 under 10/1s, then the first policy
+/// again: the hour's window, which 10/1s lacks, counted those 10 (not
+/// judged by it), so the hour admits 100 in all. Each second's window
+/// ends by `next_second(round)`.
+async fn an_hour_through_a_policy_lacking_it(
+    both: &Limiter,
+    one: &Limiter,
+    mut next_second: impl AsyncFnMut(usize),
+) -> (usize, usize) {
+    let (mut before, mut after) = (0, 0);
+    for round in 0..20 {
+        let limiter = if round == 9 { one } else { both };
+        for _ in 0..10 {
+            let passed = usize::from(limiter.check("k", 1).await.unwrap().allowed);
+            if round < 10 {
+                before += passed
+            } else {
+                after += passed
+            }
+        }
+        next_second(round).await;
+    }
+    (before, after)
+}
+
+#[tokio::test]
+async fn a_window_the_policy_lacks_counts_every_call_while_it_runs() {
+    let stores = BothStores::start().await;
+    for (backend, store) in stores.each() {
+        let both = Limiter::new("lacks", Policy::fixed_window("10/1s,100/1h").unwrap(), store).with_deny_cache(false);
+        let one = both.with_policy(&Policy::fixed_window("10/1s").unwrap());
+        let start = stores.clock.now_us().unwrap();
+        // After 10/1s, a pause past its window and a client clock's slack:
+        // the key outlives them while the hour's window runs, on both stores.
+        let second = async |round| stores.clock.advance(Duration::from_secs(if round == 9 { 300 } else { 1 }));
+        let (before, after) = an_hour_through_a_policy_lacking_it(&both, &one, second).await;
+        assert!(stores.clock.now_us().unwrap() - start < 3_600_000_000, "the run fits the hour");
+        assert_eq!(before, 100, "{backend}: 90 under both strategies, 10 under one");
+        assert_eq!(after, 0, "{backend}: the hour's 100 were spent, 10 of them under 10/1s");
+    }
+}
+
+/// Fixed-window plans one key meets, each call under one drawn at random:
+/// strategies gained and lost, windows that grow and shrink.
+fn window_plans() -> [Policy; 5] {
+    ["10/1s,100/1m", "10/1s", "4/2s,30/1m,60/1h", "10/2s", "6/500ms,20/5s"].map(|p| Policy::fixed_window(p).unwrap())
+}
+
+/// Seeded timelines of checks, peeks and late refunds, each under a plan
+/// drawn per call, with steps past windows, TTLs and the client clock's
+/// slack: both stores give the same decision every time.
+#[tokio::test]
+async fn memory_and_redis_agree_as_window_plans_change() {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    let stores = BothStores::start().await;
+    let plans = window_plans();
+    let mut decisions = 0;
+    for seed in 0..6u64 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let name = format!("agree{seed}");
+        let on = |store| Limiter::new(name.clone(), plans[0].clone(), store).with_deny_cache(false);
+        let (memory, redis) = (on(&stores.memory), on(&stores.redis));
+        let mut admitted = Vec::new();
+        for step in 0..400 {
+            let plan = &plans[rng.random_range(0..plans.len())];
+            let (memory, redis) = (memory.with_policy(plan), redis.with_policy(plan));
+            let cost = rng.random_range(0..4);
+            let (m, r) = match rng.random_range(0..10) {
+                0 => (memory.peek("k", cost).await.unwrap(), redis.peek("k", cost).await.unwrap()),
+                1 if !admitted.is_empty() => {
+                    let of = &admitted[rng.random_range(0..admitted.len())];
+                    (memory.refund("k", cost, of).await.unwrap(), redis.refund("k", cost, of).await.unwrap())
+                }
+                _ => (memory.check("k", cost).await.unwrap(), redis.check("k", cost).await.unwrap()),
+            };
+            assert_eq!(m, r, "seed {seed}, step {step}, {plan}, cost {cost}");
+            if m.allowed && cost > 0 {
+                admitted.push(m);
+            }
+            decisions += 1;
+            let us = match rng.random_range(0..10) {
+                0..=3 => rng.random_range(0..50_000),
+                4..=7 => rng.random_range(0..1_500_000),
+                8 => rng.random_range(0..10_000_000),
+                _ => rng.random_range(0..90_000_000),
+            };
+            stores.clock.advance(Duration::from_micros(us));
+        }
+    }
+    assert_eq!(decisions, 2_400);
+}
+
+/// A window full under 10/1s, then only denied under 10/1h: the hour runs
+/// from the window's start, past the second and a client clock's slack,
+/// on both stores.
+#[tokio::test]
+async fn a_full_window_denied_under_a_longer_one_runs_to_the_longer_end() {
+    let stores = BothStores::start().await;
+    let short = Policy::fixed_window("10/1s").unwrap();
+    for long in ["10/1h", "10/1h,20/1d"] {
+        let long = Policy::fixed_window(long).unwrap();
+        for (backend, store) in stores.each() {
+            let limiter = Limiter::new(format!("full{long}"), short.clone(), store).with_deny_cache(false);
+            assert!(limiter.check("k", 10).await.unwrap().allowed);
+            let mut admitted = 0;
+            for _ in 0..30 {
+                admitted += usize::from(limiter.with_policy(&long).check("k", 1).await.unwrap().allowed);
+                stores.clock.advance(Duration::from_secs(30));
+            }
+            assert_eq!(admitted, 0, "{backend}: {long} within 15 minutes of the window's start");
+        }
     }
 }

@@ -7,56 +7,94 @@
 -- Returns    the window reply (window.lua).
 --
 -- State (a hash): for strategy i (1-based) "s<i>" = window start µs, "c<i>"
--- = count in that window. The call is judged at the latest start if now is
+-- = count in that window, "w<i>" = its length (µs) under the policy that
+-- last wrote it. The call is judged at the latest start if now is
 -- earlier (clock.lua), so a window covers now iff now - start < W
--- (half-open). Written only when allowed, cost > 0 and not a peek; and by
+-- (half-open). Written only when allowed, cost > 0 and not a peek; by a
+-- denied check (cost within every limit) under a window longer than a
+-- running one's "w<i>": that window runs on by the longer, so "w<i>" takes
+-- it and the TTL its end, unless a window the key holds ends later; and by
 -- a refund, which lowers by cost, never below zero, the count of each
 -- window still running that counted the refunded call, taken at `taken`
 -- (its start <= taken < start + W), then replies as a check of cost 0
 -- (HSET of those counts; the TTL already covers their ends). A window
 -- that ended, or began after the refunded call's ended, gives nothing
--- back: it holds none of that call's permits. A write
--- that starts any window rewrites every field, then sets the TTL to the
--- latest window's end; a write inside live windows only adds the cost to
--- each count (HINCRBY), the TTL already covering the latest window's end.
--- A call inside live windows needs no time recorded: judged at any time
--- from the latest start on, it finds the same windows.
+-- back: it holds none of that call's permits. A write that starts any
+-- window, or meets another form or length, rewrites every field, then
+-- sets the TTL to the latest window's end; a write inside live windows of
+-- the policy's lengths only adds the cost to each count (HINCRBY), the
+-- TTL already covering the latest window's end. A call inside live
+-- windows needs no time recorded: judged at any time from the latest
+-- start on, it finds the same windows.
+--
+-- Windows beyond the policy's k ("s<k+1>" on: an earlier policy of this
+-- name had more strategies) are kept: each runs by its own "w<j>", never
+-- judges, and counts every admitted call while it runs (the same add), so
+-- a policy regaining that strategy finds every call made since. A refund
+-- lowers them by the same rule. A write keeps them all but the trailing
+-- ones that ended, and the TTL covers the last one's end. Read whole
+-- (HGETALL) only when "s<k+1>" exists.
 --
 -- The key may instead hold fixed_window_counter.lua's integer (the same
--- key: a policy of this name with one strategy, on Redis's clock): it is
--- the first strategy's window, taken to start W before the counter's TTL
--- surely ends (never after now), the other strategies having none.
--- A refund lowers it by the counter's rule (SET ... KEEPTTL); a write
--- turns it into this hash.
+-- key: a policy of this name with one strategy, on Redis's clock), W' *
+-- 2^21 + count: it is the first strategy's window, taken to start W'
+-- before the counter's TTL surely ends (never after now), the other
+-- strategies having none. A refund lowers it by the counter's rule (SET
+-- ... KEEPTTL); a write turns it into this hash.
 
--- s<i>, c<i> for every strategy, and s<k+1>: present only if an earlier
--- policy under this name had more strategies, whose fields must go.
+-- The counter's unit of window (fixed_window_counter.lua's).
+local per_ms = 2097152
+
+-- s<i>, c<i>, w<i> for every strategy, and s<k+1>: present only if an
+-- earlier policy under this name had more strategies, whose windows run on.
 local fields = {}
 for i = 1, k do
-  fields[2 * i - 1], fields[2 * i] = 's' .. i, 'c' .. i
+  fields[3 * i - 2], fields[3 * i - 1], fields[3 * i] = 's' .. i, 'c' .. i, 'w' .. i
 end
-fields[2 * k + 1] = 's' .. (k + 1)
+fields[3 * k + 1] = 's' .. (k + 1)
 local h = try('HMGET', key, unpack(fields))
 -- The counter's form: HMGET fails on it, having read nothing.
 local counter = h.err and tonumber(call('GET', key))
+local written = 0
 if h.err then
   h = {}
   if counter then
+    written = math.floor(counter / per_ms)
+    counter = counter - written * per_ms
     -- No TTL (-1): as a window starting now, as the counter takes it.
     local t, s = call('PTTL', key) + 1, now
-    if t > 0 then s = read_at + t * 1000 - windows[1] end
+    if t > 0 then s = read_at + t * 1000 - written * 1000 end
     if s > now then s = now end
-    h[1], h[2] = s, counter
+    h[1], h[2], h[3] = s, counter, written * 1000
   end
 end
 
+-- The windows beyond k: {start, count, length} per index, from k + 1 on.
+local kept, last = {}, k
+if h[3 * k + 1] then
+  local all, f = call('HGETALL', key), {}
+  for i = 1, #all, 2 do f[all[i]] = tonumber(all[i + 1]) end
+  while f['s' .. (last + 1)] do
+    last = last + 1
+    kept[last] = {f['s' .. last], f['c' .. last] or 0, f['w' .. last] or 0}
+  end
+end
+for j = k + 1, last do
+  if kept[j][1] > now then now = kept[j][1] end
+end
+
 for i = 1, k do
-  local s, c = tonumber(h[2 * i - 1]), tonumber(h[2 * i])
+  local s, c = tonumber(h[3 * i - 2]), tonumber(h[3 * i - 1])
   if s and c and s > now then now = s end
+end
+-- Whether each kept window runs at now.
+local runs = {}
+for j = k + 1, last do
+  runs[j] = now - kept[j][1] < kept[j][3]
 end
 local starts, counts = {}, {}
 for i = 1, k do
-  local s, c = tonumber(h[2 * i - 1]), tonumber(h[2 * i])
+  local s, c = tonumber(h[3 * i - 2]), tonumber(h[3 * i - 1])
   if s and c and now - s < windows[i] then
     starts[i], counts[i] = s, c
   else
@@ -68,7 +106,7 @@ if refund and counter then
   -- fixed_window_counter.lua's margin, for a window timed to the ms.
   if starts[1] and read_at + 2000 < window_end and cost > 0 and counts[1] > 0 then
     if cost >= counts[1] then counts[1] = 0 else counts[1] = counts[1] - cost end
-    call('SET', key, string.format('%d', counts[1]), 'KEEPTTL')
+    call('SET', key, string.format('%d', written * per_ms + counts[1]), 'KEEPTTL')
   end
   cost = 0
 elseif refund then
@@ -80,6 +118,14 @@ elseif refund then
       if cost >= counts[i] then counts[i] = 0 else counts[i] = counts[i] - cost end
       local j = #args
       args[j + 1], args[j + 2] = 'c' .. i, string.format('%d', counts[i])
+    end
+  end
+  for j = k + 1, last do
+    local s, c = kept[j][1], kept[j][2]
+    if runs[j] and s <= taken and taken - s < kept[j][3] and cost > 0 and c > 0 then
+      if cost >= c then c = 0 else c = c - cost end
+      local n = #args
+      args[n + 1], args[n + 2] = 'c' .. j, string.format('%d', c)
     end
   end
   if #args > 0 then call('HSET', key, unpack(args)) end
@@ -123,20 +169,74 @@ for i = 1, k do
 end
 
 if taken > 0 and not peek then
-  if starting or h[2 * k + 1] or counter then
-    if h[2 * k + 1] or counter then call('DEL', key) end
+  local same = true
+  for i = 1, k do
+    if tonumber(h[3 * i]) ~= windows[i] then same = false end
+  end
+  if starting or last > k or counter or not same then
+    -- The kept windows up to the last that runs, each counting the call.
+    local keep, until_us = k, reset
+    for j = k + 1, last do
+      if runs[j] then
+        keep = j
+        local e = kept[j][1] + kept[j][3] - now
+        if e > until_us then until_us = e end
+      end
+    end
+    if last > k or counter then call('DEL', key) end
     local args = {}
     for i = 1, k do
-      args[4 * i - 3], args[4 * i - 2] = 's' .. i, string.format('%d', after[i])
-      args[4 * i - 1], args[4 * i] = 'c' .. i, string.format('%d', counts[i] + taken)
+      local n = #args
+      args[n + 1], args[n + 2] = 's' .. i, string.format('%d', after[i])
+      args[n + 3], args[n + 4] = 'c' .. i, string.format('%d', counts[i] + taken)
+      args[n + 5], args[n + 6] = 'w' .. i, string.format('%d', windows[i])
+    end
+    for j = k + 1, keep do
+      local c = kept[j][2]
+      if runs[j] then c = c + taken end
+      local n = #args
+      args[n + 1], args[n + 2] = 's' .. j, string.format('%d', kept[j][1])
+      args[n + 3], args[n + 4] = 'c' .. j, string.format('%d', c)
+      args[n + 5], args[n + 6] = 'w' .. j, string.format('%d', kept[j][3])
     end
     call('HSET', key, unpack(args))
-    expire_after(reset)
+    expire_after(until_us)
   else
     local by = string.format('%d', taken)
     for i = 1, k do
       call('HINCRBY', key, 'c' .. i, by)
     end
+  end
+end
+
+-- A denied check by a window longer than a running one's own length: that
+-- window runs on by the longer, so the key is kept to its end (the twin's
+-- rule: the TTL moves only if every window the key holds ends by then).
+if not allowed and not peek and not refund and cost > 0 and not never then
+  local args, lengths = {}, {}
+  for i = 1, k do
+    lengths[i] = tonumber(h[3 * i]) or 0
+    if starts[i] and lengths[i] < windows[i] then
+      lengths[i] = windows[i]
+      args[#args + 1], args[#args + 2] = 'w' .. i, string.format('%d', windows[i])
+    end
+  end
+  if #args > 0 then
+    if counter then
+      -- The counter becomes this hash: its one window, by the longer length.
+      call('DEL', key)
+      args = {'s1', string.format('%d', starts[1]), 'c1', string.format('%d', counts[1]), 'w1', args[2]}
+    end
+    call('HSET', key, unpack(args))
+    local within = true
+    for i = 1, k do
+      local s = tonumber(h[3 * i - 2])
+      if s and now - s < lengths[i] and s + lengths[i] > now + reset then within = false end
+    end
+    for j = k + 1, last do
+      if runs[j] and kept[j][1] + kept[j][3] > now + reset then within = false end
+    end
+    if within then expire_after(reset) end
   end
 end
 

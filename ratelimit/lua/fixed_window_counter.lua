@@ -1,9 +1,10 @@
 -- fixed_window_counter.lua: a fixed window of one strategy kept as a
 -- counter whose TTL is the window, started by the first admitted hit (INCR
--- or INCRBY, and PEXPIRE when it created the key), so the decision needs no
+-- or INCRBY, and SET ... PX when it created the key), so the decision needs no
 -- clock: Redis times the window by its own. Used on Redis's clock for a
--- policy of one strategy whose reply fits a double (the rule is in
--- ratelimit/src/backend/redis/counter.rs); fixed_window.lua decides every
+-- policy of one strategy whose state fits a double (a limit below 2^20, a
+-- window below 2^32 ms: ratelimit/src/backend/redis/counter.rs);
+-- fixed_window.lua decides every
 -- other fixed window. Joined after prelude.lua but not clock.lua: it takes
 -- no `now` (the runtime never sends one to it), and reads TIME only to
 -- date its reply, to judge a refund and to read fixed_window.lua's hash.
@@ -17,17 +18,22 @@
 --                     taken for a peek; for a denial, as it stands, and for
 --                     a refund, after it: at most L, so a count left by an
 --                     earlier, larger limit fits);
---              t      0 when no window runs, else PTTL + 1, at most W + 1
---                     (see below): the ms, rounded
+--              t      0 when no window runs, else PTTL + 1 (a counter of
+--                     another window: as this W from its start, see State),
+--                     at most W + 1: the ms, rounded
 --                     up, until the window has surely ended (Redis drops a
 --                     key once its ms clock passes the expiry, so the window
 --                     lasts W to W + 1 ms from the first hit, never less);
 --            and a denial replies -1 - v. The caller knows L and W, so this
 --            one integer is the whole decision.
 --
--- State (a string holding an integer): the count; its TTL is the window.
+-- State (a string holding an integer): W * 2^21 + count, the window it
+-- was written under above the count (count < 2^21 and W < 2^32 ms: exact
+-- in a double, counter.rs), so a policy of another window finds the
+-- window's start: its end (the TTL) less that W. Its TTL is the window.
 -- A denied call takes nothing: its increment is undone with DECRBY in the
--- same script. Peeks, cost 0 and a cost above L (never admitted) only read.
+-- same script (on a counter of a shorter window, the count is rewritten as
+-- this window's, which it runs on by: SET ... PX). Peeks, cost 0 and a cost above L (never admitted) only read.
 -- A refund lowers the count of a running window by cost, never below zero
 -- (SET ... KEEPTTL), and replies as a check of cost 0: a window refunded
 -- to zero still runs to its end, as fixed_window.lua's does, so a key
@@ -35,15 +41,37 @@
 -- only while the refunded call's window runs: Redis's time is more than
 -- `margin` µs before that window's end (`permit` holds it after its
 -- start, prelude.lua), so the count lowered is never a later window's.
--- A TTL longer than W (left by a policy of a longer window) is cut to W by
--- the next write: the window ends no later than W from now.
+-- A counter written under another window W' is judged by this policy's W
+-- from its start, as the memory store does: it runs until that start + W
+-- (the TTL + W - W'), and a write makes it this policy's counter (its
+-- count with W, the TTL cut or stretched to that end).
 --
 -- The key may instead hold fixed_window.lua's hash (the same key: another
 -- policy of this name had several strategies, or a client clock): its
 -- first strategy ("s1", "c1") is this window, read by that script's rule,
 -- and a check that takes permits turns it into this counter, carrying the
 -- count and the window's end (the memory store keeps one state for both,
--- so a policy gaining or losing strategies keeps counting either way).
+-- so a policy gaining or losing strategies keeps counting either way). A
+-- hash holding windows beyond the first ("s2" on) stays a hash: they count
+-- every admitted call while they run, by that script's rule (on_kept).
+
+-- The value's unit of window (see State); fixed_window.lua reads it alike.
+local per_ms = 2097152
+local tag = window * per_ms
+
+-- A counter's value `v` and `t` (its PTTL + 1) as this policy's window:
+-- the count, t (0 when no window runs under this policy: then no count),
+-- and the window it was written under. No TTL (never written so) reads as
+-- a window starting now.
+local function as_ours(v, t)
+  local written = math.floor(v / per_ms)
+  local count = v - written * per_ms
+  if t < 1 then return count, window + 1, written end
+  t = t + window - written
+  if t < 1 then return 0, 0, written end
+  if t > window + 1 then t = window + 1 end
+  return count, t, written
+end
 
 -- The reply: v, dated by Redis's clock (head.lua).
 local function dated(v)
@@ -56,10 +84,95 @@ end
 -- the script's own run after the key's, which this covers.
 local margin = 2000
 
+-- A denied check on the hash by a window longer than its first one's own
+-- length (w1) while it runs from `s`: it runs on by this one, so the key is
+-- kept to its end unless a window it holds ends `later` (fixed_window.lua's
+-- rule).
+local function grow(s, w1, later)
+  if peek or refund or cost == 0 or cost > limit or not s or (w1 or 0) >= window * 1000 then return end
+  call('HSET', key, 'w1', string.format('%d', window * 1000))
+  if not later then
+    local ms = math.ceil((s + window * 1000 - (time_read or redis_time())) / 1000)
+    if ms < 1 then ms = 1 end
+    call('PEXPIRE', key, string.format('%d', ms))
+  end
+end
+
+-- Decides the call on fixed_window.lua's hash holding windows beyond the
+-- first (an earlier policy had more strategies), as that script would for
+-- one strategy: the key stays a hash, and each of those windows counts an
+-- admitted call while it runs by its own length, never judging it.
+local function on_kept()
+  local all, f = call('HGETALL', key), {}
+  for i = 1, #all, 2 do f[all[i]] = tonumber(all[i + 1]) end
+  local now, last, w = time_read or redis_time(), 1, window * 1000
+  while f['s' .. (last + 1)] do last = last + 1 end
+  for j = 1, last do
+    if f['s' .. j] and f['s' .. j] > now then now = f['s' .. j] end
+  end
+  local s, count = f.s1, f.c1
+  if not (s and count and now - s < w) then s, count = false, 0 end
+  local runs = {}
+  for j = 2, last do runs[j] = now - f['s' .. j] < (f['w' .. j] or 0) end
+  if refund then
+    local taken, args = struct_unpack('<d', permit), {}
+    local function lower(j, start, length, c)
+      if start and start <= taken and taken - start < length and cost > 0 and c > 0 then
+        if cost >= c then c = 0 else c = c - cost end
+        args[#args + 1], args[#args + 2] = 'c' .. j, string.format('%d', c)
+      end
+      return c
+    end
+    count = lower(1, s, w, count)
+    for j = 2, last do
+      if runs[j] then lower(j, f['s' .. j], f['w' .. j], f['c' .. j] or 0) end
+    end
+    if #args > 0 then call('HSET', key, unpack(args)) end
+    cost = 0
+  end
+  local t = 0
+  if s then t = math.ceil((s + w - now) / 1000) + 1 end
+  if count + cost > limit then
+    local later = false
+    for j = 2, last do
+      if runs[j] and s and f['s' .. j] + f['w' .. j] > s + w then later = true end
+    end
+    grow(s, f.w1, later)
+    return dated(-1 - (math.min(count, limit) * (window + 2) + t))
+  end
+  if cost > 0 and t == 0 then s, t = now, window + 1 end
+  if cost > 0 and not peek then
+    local args = {'s1', string.format('%d', s), 'c1', string.format('%d', count + cost), 'w1', string.format('%d', w)}
+    local until_us = s + w - now
+    for j = 2, last do
+      if runs[j] and f['s' .. j] + f['w' .. j] - now > until_us then until_us = f['s' .. j] + f['w' .. j] - now end
+    end
+    -- The windows up to the last that runs, each counting the call.
+    local keep = 1
+    for j = 2, last do
+      if runs[j] then keep = j end
+    end
+    for j = 2, keep do
+      local c = f['c' .. j] or 0
+      if runs[j] then c = c + cost end
+      local n = #args
+      args[n + 1], args[n + 2] = 's' .. j, string.format('%d', f['s' .. j])
+      args[n + 3], args[n + 4] = 'c' .. j, string.format('%d', c)
+      args[n + 5], args[n + 6] = 'w' .. j, string.format('%d', f['w' .. j] or 0)
+    end
+    call('DEL', key)
+    call('HSET', key, unpack(args))
+    local ms = math.ceil((now + until_us - (time_read or redis_time())) / 1000) + 1
+    call('PEXPIRE', key, string.format('%d', ms))
+  end
+  return dated((count + cost) * (window + 2) + t)
+end
+
 -- Decides the call on fixed_window.lua's hash at the key, as that script
 -- would for its first strategy.
 local function on_hash()
-  local h = call('HMGET', key, 's1', 'c1')
+  local h = call('HMGET', key, 's1', 'c1', 's2', 'w1')
+  if h[3] then return on_kept() end
   local now = time_read or redis_time()
   local s, count, t = tonumber(h[1]), tonumber(h[2]), 0
   if s and count then
@@ -78,12 +191,15 @@ local function on_hash()
     end
     cost = 0
   end
-  if count + cost > limit then return dated(-1 - (math.min(count, limit) * (window + 2) + t)) end
+  if count + cost > limit then
+    if t > 0 then grow(s, tonumber(h[4]), false) end
+    return dated(-1 - (math.min(count, limit) * (window + 2) + t))
+  end
   if cost > 0 and not peek then
     if t == 0 then t = window + 1 end
     count = count + cost
     call('DEL', key)
-    call('SET', key, string.format('%d', count), 'PX', string.format('%d', t - 1))
+    call('SET', key, string.format('%d', tag + count), 'PX', string.format('%d', t - 1))
     return dated(count * (window + 2) + t)
   end
   if cost > 0 and t == 0 then t = window + 1 end
@@ -93,22 +209,16 @@ end
 if peek or refund or cost == 0 or cost > limit then
   local held = try('GET', key)
   if type(held) == 'table' then return on_hash() end
-  local count = tonumber(held or 0)
+  local count, t, written = 0, 0, 0
+  if held then count, t, written = as_ours(tonumber(held), call('PTTL', key) + 1) end
   if refund then
     local _, window_end = struct_unpack('<dd', permit)
-    local running = held and (time_read or redis_time()) + margin < window_end
+    local running = t > 0 and (time_read or redis_time()) + margin < window_end
     if running and cost > 0 and count > 0 then
       if cost >= count then count = 0 else count = count - cost end
-      call('SET', key, string.format('%d', count), 'KEEPTTL')
+      call('SET', key, string.format('%d', written * per_ms + count), 'KEEPTTL')
     end
     cost = 0
-  end
-  local t = 0
-  if held then
-    t = call('PTTL', key) + 1
-    -- No TTL (-1, never written so by this script): as a window starting
-    -- now; one longer than W: as the write that cuts it will leave it.
-    if t < 1 or t > window + 1 then t = window + 1 end
   end
   if count + cost > limit then return dated(-1 - (math.min(count, limit) * (window + 2) + t)) end
   if cost > 0 and t == 0 then t = window + 1 end
@@ -122,13 +232,31 @@ if type(count) == 'table' then
   if not string.find(count.err or '', 'WRONGTYPE', 1, true) then error(count) end
   return on_hash()
 end
--- A key INCR made has no TTL yet (PTTL -1): a window starts. One a refund
--- brought to zero keeps its window.
 local t = call('PTTL', key) + 1
-if t < 1 or t > window + 1 then
-  call('PEXPIRE', key, window_text)
-  t = window + 1
+if count < tag or count >= tag + per_ms or t < 1 or t > window + 1 then
+  -- A key INCR made (no TTL, no window yet), or a counter of another
+  -- window: judged from its start by this window, and on a pass written
+  -- as this window's counter (a window starts if none runs under it).
+  local before, written
+  before, t, written = as_ours(count - cost, t)
+  if t == 0 then before, t = 0, window + 1 end
+  if before + cost > limit then
+    if written < window then
+      -- Denied by a longer window than its own: it runs on by this one.
+      local px = t - 1
+      if px < 1 then px = 1 end
+      call('SET', key, string.format('%d', tag + before), 'PX', string.format('%d', px))
+    else
+      call('DECRBY', key, string.format('%d', cost))
+    end
+    return dated(-1 - (math.min(before, limit) * (window + 2) + t))
+  end
+  local px = t - 1
+  if px < 1 then px = 1 end
+  call('SET', key, string.format('%d', tag + before + cost), 'PX', string.format('%d', px))
+  return dated((before + cost) * (window + 2) + t)
 end
+count = count - tag
 if count > limit then
   call('DECRBY', key, string.format('%d', cost))
   return dated(-1 - (math.min(count - cost, limit) * (window + 2) + t))

@@ -56,7 +56,10 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 ///   no detail. A fixed window of one strategy on Redis's own clock is kept
 ///   as a counter whose TTL is the window, under the same key as the hash
 ///   of starts and counts: each script reads the other's form as its first
-///   strategy, so a policy gaining or losing strategies keeps counting.
+///   strategy, so a policy gaining or losing strategies keeps counting. Each
+///   window records its length (the counter: the window it was written
+///   under), so a window is judged from its start by the policy's length,
+///   and one a policy lacks runs on by its own, counting every call.
 /// - `token_bucket`, `leaky_bucket`, `gcra`: the state records the rate
 ///   its amounts are counted in, and a call under another rate converts
 ///   them (the same permits owed, rounded up): no detail.
@@ -71,12 +74,12 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 /// of the enforced policy of the same name and key.
 ///
 /// ```text
-/// redlimit:fixed_window/v2:6:search:user:7         (a hash, or one strategy's counter)
+/// redlimit:fixed_window/v3:6:search:user:7         (a hash, or one strategy's counter)
 /// redlimit:sliding_window/v2:6:search:user:7       (whatever the precision)
 /// redlimit:token_bucket/v2:6:upload:user:7
 /// redlimit:gcra/v2:6:search:user:7
 /// redlimit:concurrency/v1:7:exports:tenant:3
-/// redlimit:fixed_window/v2/trial:6:search:user:7   (the same policy in dry run)
+/// redlimit:fixed_window/v3/trial:6:search:user:7   (the same policy in dry run)
 /// ```
 fn write_layout(key: &mut String, policy: &Policy) {
     key.push_str(policy.algorithm().name());
@@ -108,7 +111,7 @@ pub(crate) fn layout(policy: &Policy) -> String {
 
 // The version of each stored state's format (the Lua header of each script
 // describes the format).
-const FIXED_WINDOW_FORMAT: &str = "v2";
+const FIXED_WINDOW_FORMAT: &str = "v3";
 const SLIDING_WINDOW_FORMAT: &str = "v2";
 const SLIDING_LOG_FORMAT: &str = "v2";
 const BUCKET_FORMAT: &str = "v2";
@@ -245,8 +248,8 @@ mod tests {
     #[test]
     fn every_layout_names_its_state_format_version() {
         let prefix = |policy: Policy| String::from_utf8(key_prefix("rl", &policy, "api"));
-        assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap()).unwrap(), "rl:fixed_window/v2:3:api");
-        assert_eq!(prefix(Policy::fixed_window("5/1s,9/1m").unwrap()).unwrap(), "rl:fixed_window/v2:3:api");
+        assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap()).unwrap(), "rl:fixed_window/v3:3:api");
+        assert_eq!(prefix(Policy::fixed_window("5/1s,9/1m").unwrap()).unwrap(), "rl:fixed_window/v3:3:api");
         let window = Policy::sliding_window("5/1s", "100ms").unwrap();
         assert_eq!(prefix(window).unwrap(), "rl:sliding_window/v2:3:api");
         let coarser = Policy::sliding_window("5/1s", "500ms").unwrap();
@@ -261,7 +264,7 @@ mod tests {
     fn a_trial_keeps_its_state_apart_from_the_enforced_policy() {
         let prefix = |policy: Policy| String::from_utf8(key_prefix("rl", &policy, "api")).unwrap();
         let window = Policy::fixed_window("5/1s").unwrap().with_dry_run(true);
-        assert_eq!(prefix(window), "rl:fixed_window/v2/trial:3:api");
+        assert_eq!(prefix(window), "rl:fixed_window/v3/trial:3:api");
         let sliding = Policy::sliding_window("5/1s", "100ms").unwrap().with_dry_run(true);
         assert_eq!(prefix(sliding), "rl:sliding_window/v2/trial:3:api");
         assert_eq!(prefix(Policy::concurrency(2, "30s").unwrap().with_dry_run(true)), "rl:concurrency/v1/trial:3:api");

@@ -1,17 +1,43 @@
 //! Twin of `lua/fixed_window.lua`: per strategy, a window started by the first
 //! admitted hit after the previous one ended.
+//!
+//! A key may hold more windows than the policy deciding it has strategies
+//! (an earlier policy of the name had more): an admitted call counts in each
+//! of those that still runs, by the window it was written with, so a policy
+//! that regains the strategy finds every call made since; they never judge.
+//! A window is judged from its start by the policy's length; one denied by
+//! a longer length than its own runs on by it, and the store keeps the key
+//! to that end.
 
 use super::{judge, least_room, retry_times};
 use crate::backend::{CallKind, Outcome, QuotaOutcome};
 use crate::Strategy;
 
-/// Per strategy (declared order): the current window's start and count.
+/// Per strategy (declared order): the current window's start and count, and
+/// the length it runs by: its last writer's policy's, or a longer one it was
+/// denied by (what a window beyond the policy's strategies runs by, and how
+/// long the store must keep the key).
 #[derive(Debug, Clone)]
 pub(crate) struct Windows {
-    slots: Vec<Option<(u64, u64)>>,
+    slots: Vec<Option<Slot>>,
 }
 
-/// Decides one call; also whether it wrote `state`. Allocates only for a
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    start: u64,
+    count: u64,
+    window_us: u64,
+}
+
+impl Slot {
+    fn pair(self) -> (u64, u64) {
+        (self.start, self.count)
+    }
+}
+
+/// Decides one call; also whether the store moves the key's expiry to this
+/// call's reset: a write, unless a window the key holds ends later, or a
+/// denial that lengthened a running window. Allocates only for a
 /// new key's windows and for the per-strategy figures a policy of several
 /// strategies or a denial reports: a call on a known key updates its windows in place.
 // Kept out of line: a window's code would otherwise weigh on the integer
@@ -24,12 +50,12 @@ pub(crate) fn decide(
     cost: u64,
     kind: CallKind,
 ) -> (Outcome, bool) {
-    let stored: &[Option<(u64, u64)>] = state.as_ref().map_or(&[], |w| &w.slots);
+    let stored: &[Option<Slot>] = state.as_ref().map_or(&[], |w| &w.slots);
     // Judged at the latest start if now is earlier: no call goes back before
     // a recorded one. Inside live windows, any time from there on finds the
     // same windows, so a write that starts none needs no time recorded.
-    let now = stored.iter().take(strategies.len()).flatten().map(|&(start, _)| start).fold(now, u64::max);
-    let current = |i: usize| live(stored.get(i).copied().flatten(), &strategies[i], now);
+    let now = stored.iter().flatten().map(|slot| slot.start).fold(now, u64::max);
+    let current = |i: usize| live(stored.get(i).copied().flatten().map(Slot::pair), &strategies[i], now);
     if let CallKind::Refund(of) = kind {
         let mut slots: Vec<Option<(u64, u64)>> = (0..strategies.len()).map(current).collect();
         return refund(strategies, state, &mut slots, now, cost, of.taken_us);
@@ -67,18 +93,49 @@ pub(crate) fn decide(
     };
 
     let write = take && kind == CallKind::Check;
-    if write {
-        let known = state.as_ref().is_some_and(|w| w.slots.len() == strategies.len());
-        if known {
-            // Each window follows from its own stored value: written in place.
-            for (slot, s) in state.iter_mut().flat_map(|w| w.slots.iter_mut()).zip(strategies) {
-                *slot = taken(live(*slot, s, now), take, now, cost);
-            }
-        } else {
-            // A new key, or one stored under another number of strategies.
-            let slots = (0..strategies.len()).map(after).collect();
-            *state = Some(Windows { slots });
+    let mut moves_expiry = write;
+    let known = state.as_ref().is_some_and(|w| w.slots.len() >= strategies.len());
+    if write && !known {
+        // A new key, or one stored under fewer strategies.
+        let slot = |i: usize| after(i).map(|(start, count)| Slot { start, count, window_us: strategies[i].window_us });
+        *state = Some(Windows { slots: (0..strategies.len()).map(slot).collect() });
+    } else if let (true, Some(windows)) = (write, state.as_mut()) {
+        // Each window follows from its own stored value: written in place.
+        let (own, kept) = windows.slots.split_at_mut(strategies.len());
+        for (slot, s) in own.iter_mut().zip(strategies) {
+            let (start, count) = taken(live(slot.map(Slot::pair), s, now), take, now, cost).unwrap_or_default();
+            *slot = Some(Slot { start, count, window_us: s.window_us });
         }
+        // Windows beyond the policy's count the call while they run.
+        let mut outlives = false;
+        for slot in kept.iter_mut().flatten() {
+            if now - slot.start < slot.window_us {
+                slot.count = slot.count.saturating_add(cost);
+                outlives |= slot.start.saturating_add(slot.window_us) > now + reset_after_us;
+            }
+        }
+        // The store keeps the key until this call's reset: while a kept
+        // window outlives it, the later end the key was kept to stands.
+        moves_expiry = !outlives;
+        let ended = |slot: &Option<Slot>| slot.is_none_or(|s| now - s.start >= s.window_us);
+        while windows.slots.len() > strategies.len() && windows.slots.last().is_some_and(ended) {
+            windows.slots.pop();
+        }
+    }
+    // A denied check by a window longer than a running one's own length:
+    // that window runs on by the longer, so the key is kept to its end.
+    let denied = kind == CallKind::Check && !verdict.allowed && cost > 0 && strategies.iter().all(|s| cost <= s.limit);
+    if let (true, Some(windows)) = (denied, state.as_mut()) {
+        let mut grown = false;
+        for (slot, s) in windows.slots.iter_mut().zip(strategies) {
+            if let Some(slot) = slot.as_mut().filter(|slot| now - slot.start < s.window_us) {
+                grown |= slot.window_us < s.window_us;
+                slot.window_us = slot.window_us.max(s.window_us);
+            }
+        }
+        let within =
+            |slot: &Slot| now - slot.start >= slot.window_us || slot.start + slot.window_us <= now + reset_after_us;
+        moves_expiry = grown && windows.slots.iter().flatten().all(within);
     }
     let outcome = Outcome {
         allowed: verdict.allowed,
@@ -90,7 +147,7 @@ pub(crate) fn decide(
         now_us: now,
         quotas,
     };
-    (outcome, write)
+    (outcome, moves_expiry)
 }
 
 /// A stored window, if it still runs at `now`.
@@ -112,11 +169,11 @@ fn count(slot: Option<(u64, u64)>) -> u64 {
     slot.map_or(0, |(_, c)| c)
 }
 
-/// Gives `cost` back to every window still running at `now` (`live`) that
-/// counted the refunded call, taken at `taken` (it began no later, and
-/// still ran then), never below zero, then reports as a check of cost 0
-/// would. A window that ended, or began after that call's ended, has
-/// nothing of it to give back.
+/// Gives `cost` back to every window still running at `now` (`live`, then
+/// those beyond the policy's by their own lengths) that counted the
+/// refunded call, taken at `taken` (it began no later, and still ran then),
+/// never below zero, then reports as a check of cost 0 would. A window that
+/// ended, or began after that call's ended, has nothing of it to give back.
 #[cold]
 fn refund(
     strategies: &[Strategy],
@@ -127,20 +184,36 @@ fn refund(
     taken: u64,
 ) -> (Outcome, bool) {
     let mut write = false;
+    let counted = |start: u64, window_us: u64| start <= taken && taken - start < window_us;
     for (i, slot) in live.iter_mut().enumerate() {
         if let Some((start, count)) = slot {
-            let counted = *start <= taken && taken - *start < strategies[i].window_us;
-            if counted && cost > 0 && *count > 0 {
+            if counted(*start, strategies[i].window_us) && cost > 0 && *count > 0 {
                 *count = count.saturating_sub(cost);
                 write = true;
                 // The lowered count, beside the other windows as stored
                 // (an ended one's start still bounds how late a call is judged).
-                if let Some(stored) = state.as_mut().and_then(|w| w.slots.get_mut(i)) {
-                    *stored = Some((*start, *count));
+                if let Some(Some(stored)) = state.as_mut().and_then(|w| w.slots.get_mut(i)) {
+                    stored.count = *count;
                 }
             }
         }
     }
-    let (outcome, _) = decide(strategies, &mut Some(Windows { slots: live.to_vec() }), now, 0, CallKind::Peek);
-    (outcome, write)
+    let mut latest_kept = 0;
+    for slot in state.iter_mut().flat_map(|w| w.slots.iter_mut().skip(strategies.len())).flatten() {
+        if now - slot.start < slot.window_us {
+            latest_kept = latest_kept.max(slot.start + slot.window_us);
+            if counted(slot.start, slot.window_us) && cost > 0 && slot.count > 0 {
+                slot.count = slot.count.saturating_sub(cost);
+                write = true;
+            }
+        }
+    }
+    let slots = live
+        .iter()
+        .zip(strategies)
+        .map(|(slot, s)| slot.map(|(start, count)| Slot { start, count, window_us: s.window_us }))
+        .collect();
+    let (outcome, _) = decide(strategies, &mut Some(Windows { slots }), now, 0, CallKind::Peek);
+    // As for a check: a kept window outliving the reset keeps the key's end.
+    (outcome.clone(), write && latest_kept <= outcome.now_us + outcome.reset_after_us)
 }
