@@ -144,13 +144,12 @@ impl Policy {
     /// A fixed window per strategy, started by a key's first hit.
     ///
     /// On Redis with its own clock (the default), a policy of one strategy
-    /// is a counter whose TTL is the window (the script
-    /// `lua/fixed_window_counter.lua`):
+    /// whose limit is below 2^20 and window below 2^32 ms is a counter whose
+    /// TTL is the window (the script `lua/fixed_window_counter.lua`):
     /// Redis times it in milliseconds, so the window lasts from W to W + 1 ms
     /// (`reset_after` is the key's PTTL, `retry_after` 1 ms more, rounded
-    /// up). Everywhere else (several
-    /// strategies, a client clock, the memory store) windows are exact to
-    /// the microsecond:
+    /// up). Everywhere else (several strategies, larger numbers, a client
+    /// clock, the memory store) windows are exact to the microsecond:
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {

@@ -25,11 +25,11 @@
 //!
 //! [`reload`] reads the same source again and swaps the whole set at once;
 //! a failed reload keeps the old set and returns why. Annotated functions
-//! pick the new policy up on their next call. State that fits the new policy
-//! is kept: with the same algorithm (and, for `sliding_window`, the same
-//! `precision`; for the buckets, the same reduced rate period) the same
-//! stored keys are used, so 7 of 10 used stays 7 used under a limit of 20.
-//! A changed layout uses fresh keys instead of misreading the old ones.
+//! pick the new policy up on their next call. A key's state carries over to
+//! any policy of the same algorithm (the same stored keys are used, so 7 of
+//! 10 used stays 7 used under a limit of 20; README, "Limits as data", says
+//! what each algorithm keeps); another algorithm uses fresh keys instead of
+//! misreading the old ones.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
