@@ -79,9 +79,11 @@ pub fn plans(part: &str) -> Vec<Plan> {
         "token_bucket" | "leaky_bucket" | "gcra" => {
             vec![bucket(5, RATE), bucket(10, RATE), bucket(20, RATE), bucket(8, RATE / 2), bucket(16, FAST)]
         }
-        // A fixed window's plans change its lengths too; the short windows bind,
-        // so a refund that arrives after its window ended finds another.
-        "fixed_window" => vec![windows((10, 100), 100), windows((15, 200), 120), windows((20, 100), 220)],
+        // The short windows bind, so a refund that arrives after its window
+        // ended finds another. Plans change limits, not lengths: a window
+        // written under a shorter length ends by it, which README states and
+        // tests/limiter_fixed_window_plan_change.rs pins apart.
+        "fixed_window" => vec![windows((10, 100), 100), windows((15, 100), 120), windows((20, 100), 220)],
         "sliding_window" | "sliding_log" => {
             vec![windows((10, 100), 30), windows((15, 100), 40), windows((20, 100), 50)]
         }
