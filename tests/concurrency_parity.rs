@@ -8,9 +8,9 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redlimit::__private::{
-    Answer, Backend, Binding, Bound, CallKind, MemoryBackend, Outcome, PermitId, RedisBackend, Refunded,
+    Answer, Backend, Binding, Bound, Call, CallKind, MemoryBackend, PermitId, RedisBackend, Refunded,
 };
-use redlimit::{Clock, Limiter, Policy, RedisOptions, Store};
+use redlimit::{Clock, Decision, Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::stores::BothStores;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,8 +31,8 @@ fn id(permit: u8) -> PermitId {
     PermitId([permit; 16])
 }
 
-async fn ask(bound: &dyn Bound, clock: &dyn redlimit::Clock, key: &[u8], cost: u64, kind: CallKind) -> Outcome {
-    match bound.decide_by(key, cost, kind, clock) {
+async fn ask(bound: &dyn Bound, clock: &dyn redlimit::Clock, key: &[u8], cost: u64, kind: CallKind) -> Decision {
+    match bound.decide(Call { key, cost, kind }, clock) {
         Answer::Now(outcome) => outcome,
         Answer::Later(answer) => answer.await,
     }
@@ -51,9 +51,9 @@ fn bind(backend: &dyn Backend, name: &str, policy: &Policy) -> Arc<dyn Bound> {
 
 /// Replays `steps` on both stores under a limiter named `name`, and
 /// returns each store's outcomes after checking they are equal.
-async fn replay(stores: &BothStores, name: &str, policy: &Policy, steps: &[Step]) -> Vec<Outcome> {
+async fn replay(stores: &BothStores, name: &str, policy: &Policy, steps: &[Step]) -> Vec<Decision> {
     let start = stores.clock.now_us().unwrap();
-    let mut answers: Vec<Vec<Outcome>> = Vec::new();
+    let mut answers: Vec<Vec<Decision>> = Vec::new();
     for backend in backends(stores).await {
         stores.clock.set_us(start);
         let bound = bind(&*backend, name, policy);
@@ -81,8 +81,8 @@ async fn replay(stores: &BothStores, name: &str, policy: &Policy, steps: &[Step]
     memory
 }
 
-fn summary(outcomes: &[Outcome]) -> Vec<(bool, u64, u64)> {
-    outcomes.iter().map(|o| (o.allowed, o.remaining, o.reset_after_us)).collect()
+fn summary(outcomes: &[Decision]) -> Vec<(bool, u64, u64)> {
+    outcomes.iter().map(|o| (o.allowed, o.remaining, o.reset_after.as_micros() as u64)).collect()
 }
 
 #[tokio::test]
@@ -196,7 +196,7 @@ async fn a_permit_call_under_a_rate_policy_and_a_refund_under_concurrency_are_re
             (&rate, CallKind::Renew(id(1))),
             (&held, CallKind::Refund(Refunded { taken_us: 0, window_end_us: 0 })),
         ] {
-            let refused = match bound.decide_by(b"k", 1, kind, &stores.clock) {
+            let refused = match bound.decide(Call { key: b"k", cost: 1, kind }, &stores.clock) {
                 Answer::Now(answer) => answer,
                 Answer::Later(answer) => answer.await,
             };

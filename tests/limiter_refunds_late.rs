@@ -6,8 +6,8 @@
 //! `refund_on = "err"` bodies that fail after their window lend nothing to
 //! the next one.
 
-use redlimit::__private::{Answer, Backend, Binding, Bound, Call, CallKind, Outcome, RedisBackend, Refunded};
-use redlimit::{rate_limit, Limiter, Policy, RedisOptions, Store};
+use redlimit::__private::{Answer, Backend, Binding, Bound, Call, CallKind, RedisBackend, Refunded};
+use redlimit::{rate_limit, Decision, Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::redis_server::RedisServer;
 use redlimit_test_support::stores::BothStores;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -119,9 +119,8 @@ async fn on_redis_clock_a_counter_refund_inside_its_window_gives_back() {
     assert_eq!(allowed(&limiter, 1).await, (false, 0));
 }
 
-async fn ask(bound: &dyn Bound, cost: u64, kind: CallKind) -> Outcome {
-    let call = Call { cost, kind, now_us: None };
-    match bound.decide(b"k", call) {
+async fn ask(bound: &dyn Bound, cost: u64, kind: CallKind) -> Decision {
+    match bound.decide(Call { key: b"k", cost, kind }, &redlimit::ServerClock) {
         Answer::Now(outcome) => outcome,
         Answer::Later(answer) => answer.await,
     }
@@ -139,9 +138,9 @@ async fn on_redis_clock_a_counter_refund_in_doubt_gives_nothing() {
     let first = ask(&*bound, 5, CallKind::Check).await;
     assert!(first.allowed);
     // As if the call's window ended half a millisecond after it was taken.
-    let ending = Refunded { taken_us: first.now_us, window_end_us: first.now_us + 500 };
+    let running = Refunded::of(&first);
+    let ending = Refunded { window_end_us: running.taken_us + 500, ..running };
     assert_eq!(ask(&*bound, 5, CallKind::Refund(ending)).await.remaining, 0);
-    let running = Refunded { taken_us: first.now_us, window_end_us: first.now_us + first.reset_after_us };
     assert_eq!(ask(&*bound, 5, CallKind::Refund(running)).await.remaining, 5);
 }
 

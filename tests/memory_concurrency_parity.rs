@@ -8,8 +8,8 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use redlimit::__private::{Answer, Backend, Binding, Bound, CallKind, MemoryBackend, Outcome, PermitId, RedisBackend};
-use redlimit::{Clock, ManualClock, Policy, RedisOptions};
+use redlimit::__private::{Answer, Backend, Binding, Bound, Call, CallKind, MemoryBackend, PermitId, RedisBackend};
+use redlimit::{Clock, Decision, ManualClock, Policy, RedisOptions};
 use redlimit_test_support::redis_server::RedisServer;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,15 +34,15 @@ fn id(permit: u16) -> PermitId {
     PermitId(id)
 }
 
-async fn ask(bound: &dyn Bound, clock: &ManualClock, cost: u64, kind: CallKind) -> Outcome {
-    match bound.decide_by(b"k", cost, kind, clock) {
+async fn ask(bound: &dyn Bound, clock: &ManualClock, cost: u64, kind: CallKind) -> Decision {
+    match bound.decide(Call { key: b"k", cost, kind }, clock) {
         Answer::Now(outcome) => outcome,
         Answer::Later(answer) => answer.await,
     }
     .unwrap_or_else(|e| panic!("{kind:?} of {cost} failed: {e}"))
 }
 
-async fn replay(backend: &dyn Backend, name: &str, policies: &[Policy], steps: &[Step]) -> Vec<Outcome> {
+async fn replay(backend: &dyn Backend, name: &str, policies: &[Policy], steps: &[Step]) -> Vec<Decision> {
     let clock = ManualClock::starting_at(1_767_225_600_000_000);
     let bound: Vec<Arc<dyn Bound>> = policies
         .iter()

@@ -18,7 +18,7 @@
 
 use crate::{cases, load, raw_connection, raw_keys, RawCall};
 use governor::{Quota, RateLimiter};
-use redlimit::__private::{Backend, Binding, Call, CallKind, MemoryBackend};
+use redlimit::__private::{Backend, Binding, Call, MemoryBackend};
 use redlimit::{Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::redis_server::RedisServer;
 use std::future::Future;
@@ -108,7 +108,7 @@ fn memory(path: &str, calls: u64) {
             let binding = Binding { prefix: "redlimit", name: "bench.memory", policy: &gcra, server_clock: true };
             let bound = MemoryBackend::new().bind(binding);
             one_at_a_time(&runtime, calls, |i| {
-                black_box(bound.decide(key(i).as_bytes(), Call { cost: 1, kind: CallKind::Check, now_us: None }));
+                black_box(bound.decide(Call::check(key(i).as_bytes(), 1), &redlimit::ServerClock));
                 async {}
             });
         }

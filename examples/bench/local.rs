@@ -5,8 +5,8 @@ use crate::load::{evalsha_stats, reset_stats};
 use crate::Options;
 use governor::{Quota, RateLimiter};
 use redis::aio::MultiplexedConnection;
-use redlimit::__private::{Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, MemoryBackend, Outcome};
-use redlimit::{Error, Limiter, Policy, Store};
+use redlimit::__private::{Answer, Backend, Binding, Bound, BoxFuture, Call, MemoryBackend, Outcome};
+use redlimit::{Clock, Error, Limiter, Policy, ServerClock, Store};
 use std::future::Future;
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -154,7 +154,6 @@ pub async fn memory_backend(options: Options) {
         policy: &gcra,
         server_clock: true,
     });
-    let call = Call { cost: 1, kind: CallKind::Check, now_us: None };
     let instant = Limiter::new("bench.instant", gcra.clone(), &Store::from_backend(Arc::new(AnswersAtOnce)));
     rows.push(Row::new("-", "Limiter::check on a store that answers at once: the pipeline's own cost", instant));
     let (mut backend, mut macro_row) = (Row::default(), Row::default());
@@ -184,7 +183,10 @@ pub async fn memory_backend(options: Options) {
             row.add(1e9 / rate, theirs);
         }
         let rate = per_second(window, |i| {
-            black_box(matches!(bound.decide(keys[(i % 10_000) as usize].as_bytes(), call), Answer::Now(_)));
+            black_box(matches!(
+                bound.decide(Call::check(keys[(i % 10_000) as usize].as_bytes(), 1), &ServerClock),
+                Answer::Now(_)
+            ));
             async {}
         })
         .await;
@@ -274,18 +276,21 @@ fn median(values: &mut [f64]) -> f64 {
 /// itself costs per call.
 pub(crate) struct AnswersAtOnce;
 
+/// The bound store of [`AnswersAtOnce`]: its answers are decisions under the bound policy.
+struct AnsweringAtOnce(Policy);
+
 impl Backend for AnswersAtOnce {
-    fn bind(&self, _: Binding<'_>) -> Arc<dyn Bound> {
-        Arc::new(AnswersAtOnce)
+    fn bind(&self, binding: Binding<'_>) -> Arc<dyn Bound> {
+        Arc::new(AnsweringAtOnce(binding.policy.clone()))
     }
     fn kind(&self) -> &'static str {
         "instant"
     }
 }
 
-impl Bound for AnswersAtOnce {
-    fn decide<'a>(&'a self, key: &[u8], call: Call) -> Answer<'a> {
-        black_box((key, call));
+impl Bound for AnsweringAtOnce {
+    fn decide<'a>(&'a self, call: Call<'_>, _: &dyn Clock) -> Answer<'a> {
+        black_box(call);
         Answer::Now(Ok(Outcome {
             allowed: true,
             limit: 1000,
@@ -295,7 +300,8 @@ impl Bound for AnswersAtOnce {
             violated: 0,
             now_us: 0,
             quotas: Vec::new(),
-        }))
+        }
+        .into_decision(&self.0)))
     }
     fn reset<'a>(&'a self, _: &[u8]) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async { Ok(()) })

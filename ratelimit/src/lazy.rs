@@ -166,16 +166,6 @@ impl LazyLimiter {
         }
     }
 
-    /// A fixed policy's limiter, once built, when no scope may hold another:
-    /// what a call that can be decided in one poll decides by.
-    #[inline]
-    pub(crate) fn built(&self) -> Option<&Limiter> {
-        match &self.source {
-            Source::Fixed { policy: Some(_), built, .. } if !scope::may_be_inside() => built.get(),
-            _ => None,
-        }
-    }
-
     /// Inside a [`scope`](crate::scope): the limiter on the scope's store,
     /// deciding by this call's policy.
     fn scoped(&self, per_call: Option<&Policy>) -> Option<Result<Limiter, Arc<str>>> {

@@ -4,8 +4,9 @@
 //! process, else by a task that tries again while the store fails, which
 //! the store's next acquisition of that name and key waits for: `releasing.rs`).
 
-use crate::backend::{Answer, Call, CallKind, PermitId};
-use crate::{Error, Limiter};
+use crate::backend::Answer;
+use crate::call::{Call, CallKind, PermitId};
+use crate::{Decision, Error, Limiter};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -156,16 +157,14 @@ impl Lease {
     /// One call about this permit to the store that holds it.
     fn send(&self, kind: CallKind) -> Answer<'_> {
         let (limiter, clock) = (&self.limiter, &*self.limiter.inner.store.clock);
+        let call = Call { key: &self.key, cost: self.cost, kind };
         match self.on {
-            Holder::Store => limiter.rule.bound.decide_by(&self.key, self.cost, kind, clock),
-            Holder::Local => {
-                let call = Call { cost: self.cost, kind, now_us: clock.now_us() };
-                Answer::Now(Ok(limiter.local().decide_now(&self.key, call)))
-            }
+            Holder::Store => limiter.rule.bound.decide(call, clock),
+            Holder::Local => Answer::Now(Ok(limiter.decide_locally(call))),
         }
     }
 
-    async fn ask(&self, kind: CallKind) -> Result<crate::backend::Outcome, Error> {
+    async fn ask(&self, kind: CallKind) -> Result<Decision, Error> {
         match self.send(kind) {
             Answer::Now(outcome) => outcome,
             Answer::Later(answer) => answer.await,
@@ -244,7 +243,7 @@ impl Lease {
     }
 
     /// A release answered: waiters in this process are told, the gauge lowered.
-    fn given_back(&self, outcome: Result<crate::backend::Outcome, Error>) -> Result<(), Error> {
+    fn given_back(&self, outcome: Result<Decision, Error>) -> Result<(), Error> {
         if !self.lost.swap(true, Ordering::Relaxed) {
             self.limiter.permit_metrics().given_back();
         }

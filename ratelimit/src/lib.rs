@@ -30,6 +30,7 @@
 
 mod algo;
 mod backend;
+mod call;
 mod clock;
 mod config;
 mod decision;
@@ -38,7 +39,6 @@ mod dry_run;
 mod error;
 #[cfg(feature = "redis")]
 mod global_redis;
-mod here;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;

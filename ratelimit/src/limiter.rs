@@ -3,7 +3,8 @@
 //! call decides through the one pipeline in `pipeline.rs`.
 
 use crate::backend::memory::MemoryBound;
-use crate::backend::{Binding, Bound, CallKind, MemoryBackend, Unavailable};
+use crate::backend::{Binding, Bound, MemoryBackend, Unavailable};
+use crate::call::{Call, CallKind};
 use crate::deny_cache::DenyCache;
 use crate::observe::{LimiterMetrics, PermitMetrics};
 use crate::outage_log::OutageLog;
@@ -331,7 +332,7 @@ impl Limiter {
         key: impl AsRef<[u8]> + 'a,
         cost: u64,
     ) -> impl Future<Output = Result<Decision, Error>> + 'a {
-        self.asking(key, cost, CallKind::Check)
+        self.decide(key, cost, CallKind::Check)
     }
 
     /// The answer [`check`](Self::check) would give, without taking anything.
@@ -340,7 +341,7 @@ impl Limiter {
         key: impl AsRef<[u8]> + 'a,
         cost: u64,
     ) -> impl Future<Output = Result<Decision, Error>> + 'a {
-        self.asking(key, cost, CallKind::Peek)
+        self.decide(key, cost, CallKind::Peek)
     }
 
     /// Forgets `key`: its next call sees a fresh state (and, under
@@ -359,12 +360,15 @@ impl Limiter {
         result
     }
 
-    /// This limiter's policy on an in-process store of its own, for `OnError::Local`.
-    pub(crate) fn local(&self) -> MemoryBound {
+    /// `call` decided by this limiter's policy on an in-process store of
+    /// its own, at the store's clock's time (`OnError::Local`, and the
+    /// permits it holds).
+    pub(crate) fn decide_locally(&self, call: Call<'_>) -> Decision {
         let inner = &self.inner;
         let policy = bound_as(&self.rule.policy, self.rule.trial);
         let binding = Binding { prefix: &inner.store.prefix, name: &inner.name, policy: &policy, server_clock: true };
-        inner.local.get_or_init(MemoryBackend::new).bind_memory(binding)
+        let local: MemoryBound = inner.local.get_or_init(MemoryBackend::new).bind_memory(binding);
+        Decision::from_outcome(local.decide_now(call, inner.store.clock.now_us()), &self.rule.policy)
     }
 }
 

@@ -1,7 +1,7 @@
 //! [`OnError`]: what a call does when the store cannot answer, and the one
 //! place that does it.
 
-use crate::backend::{Call, CallKind};
+use crate::call::{Call, CallKind};
 use crate::observe::error_kind;
 use crate::outage_log::{rounded, OutageLog, Recovery, Report, LOG_INTERVAL};
 use crate::{Decision, Error, Limiter, RateLimited};
@@ -66,10 +66,7 @@ impl OnError {
                     + Duration::from_micros(now_us.map_or_else(crate::clock::system_now_us, crate::clock::bounded));
                 unsettled(self == OnError::Allow, limiter.rule.policy.max_cost(), decided_at)
             }
-            OnError::Local => {
-                let outcome = limiter.local().decide_now(key, Call { cost, kind, now_us });
-                Decision::from_outcome(outcome, &limiter.rule.policy)
-            }
+            OnError::Local => limiter.decide_locally(Call { key, cost, kind }),
         };
         if let Some(report) = inner.outage.failed(now_us.unwrap_or_else(crate::clock::process_now_us)) {
             self.report(limiter, report, decision.allowed, error);

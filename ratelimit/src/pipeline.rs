@@ -1,170 +1,160 @@
 //! The decision pipeline: every call of a [`Limiter`] (`check`, `peek`,
-//! `limit`, `wait`, annotated functions, the HTTP layer) is decided here.
+//! `limit`, `wait`, a permit's acquisition, annotated functions, the HTTP
+//! layer) is decided by one future, [`Deciding`]:
 //!
 //! ```text
-//! decide ─ a store in this process, no prefetch: Here (here.rs) ──────────────────┐
-//!        │   one poll: budget → the store writes the Decision → count (span?)     │
-//!        └ prefetch? span? ─ run ─ a store in this process: budget → store ──┐    │
-//!                               └ begin (sync): clock → deny cache → store   │    │
-//!                                   ├─ answered in this process ──────┐      │    │
-//!                                   └─ a round trip ─ finish (async) ─┤      │    │
-//!                                      settle: Decision, deny cache ◄─┘      │    │
-//!          ─ count (metrics), record (span) ◄────────────────────────────────┘    │
-//!                                                                       Decision ◄┘
+//! first poll ─ budget ─┬─ prefetch? the key's local quota (prefetch/) ───────────────┐
+//!                      └─ ask: deny cache (a remote store) → Bound::decide ─┬─ Now ──┤
+//!                                            round trip, then remember ◄─ Later      │
+//!                                   count (metrics) and record (span) ◄──────────────┘
 //! ```
 //!
-//! An answer made in this process still spends tokio's cooperative budget,
-//! so a task looping on a denied key yields to the others as I/O would.
+//! A store in this process answers in the first poll, so its call never
+//! waits; the budget is spent before the store is asked, so a task looping
+//! on a denied key (answered here as fast as I/O would not be) yields to the
+//! others as I/O would make it.
 
-use crate::backend::{Answer, BoxFuture, CallKind, Outcome};
+use crate::backend::{Answer, BoxFuture};
+use crate::call::{Call, CallKind};
 use crate::clock::{process_now_us, process_ns};
 use crate::deny_cache::DenyCache;
-use crate::here::Here;
 use crate::observe::{self, LimiterMetrics};
 use crate::{Decision, Error, Limiter};
 use once_cell::sync::OnceCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
-use tracing::Instrument;
+use tracing::Span;
 
-/// How far [`Limiter::begin`] got without waiting.
-enum Step<'a> {
-    Done(Result<Decision, Error>),
-    /// The store answers through a round trip.
-    Wait {
-        answer: BoxFuture<'a, Result<Outcome, Error>>,
-        cache: Option<Remembering<'a>>,
+/// One call of `limiter`, decided: the future every entry point awaits.
+/// `K` is the key as the caller gave it (`check` owns it).
+pub(crate) struct Deciding<'a, K> {
+    limiter: &'a Limiter,
+    key: K,
+    cost: u64,
+    kind: CallKind,
+    stage: Stage<'a>,
+}
+
+enum Stage<'a> {
+    /// Not polled yet.
+    Start,
+    /// The store's round trip, and what its answer teaches the deny cache.
+    Asking {
+        answer: BoxFuture<'a, Result<Decision, Error>>,
+        remember: Option<Remembering<'a>>,
+        sent_ns: u64,
+        /// Boxed: only a program that takes DEBUG events pays for the span.
+        span: Option<Box<Span>>,
     },
+    /// A check through the key's local quota (`Limiter::with_prefetch`).
+    Prefetching(BoxFuture<'a, Result<Decision, Error>>),
+    Done,
 }
 
 /// The deny cache taking part in a call, and the call's time in this
 /// process, which dates what it remembers.
 #[derive(Clone, Copy)]
-struct Remembering<'a> {
+pub(crate) struct Remembering<'a> {
     cache: &'a DenyCache,
     at_us: u64,
 }
 
+// The key is only ever read through a shared reference, never pinned, so
+// the call may move whatever the key's type.
+impl<K> Unpin for Deciding<'_, K> {}
+
 impl Limiter {
-    /// One decision, counted in the metrics and, when some subscriber takes
-    /// DEBUG events, run in its tracing span. A call to a store in this
-    /// process, with no prefetch, is decided in one poll ([`Here`]).
-    pub(crate) async fn decide(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
-        if self.decides_here() {
-            return Here { limiter: self, key, cost, kind }.await;
-        }
-        if let Some(prefetch) = self.prefetch_for(kind, cost) {
-            // Boxed: only a limiter with prefetch pays for its local quota's state.
-            return Box::pin(self.decide_prefetched(prefetch, key, cost)).await;
-        }
-        if observe::decision_span_wanted() {
-            // Boxed: only a program that takes DEBUG events pays for the span.
-            return Box::pin(self.decide_in_span(key, cost, kind)).await;
-        }
-        let result = self.run(key, cost, kind).await;
-        self.count(&result, kind);
-        result
+    /// Decides `key`'s call of `cost` and `kind` (see [`Deciding`]).
+    pub(crate) fn decide<K: AsRef<[u8]>>(&self, key: K, cost: u64, kind: CallKind) -> Deciding<'_, K> {
+        Deciding { limiter: self, key, cost, kind, stage: Stage::Start }
     }
 
-    async fn decide_in_span(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
-        let span = observe::decision_span(&self.inner.name, self.rule.policy.algorithm().name(), cost);
-        let result = self.run(key, cost, kind).instrument(span.clone()).await;
-        observe::record(&span, &result);
-        self.count(&result, kind);
-        result
-    }
-
-    pub(crate) async fn run(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
-        if !self.rule.remote {
-            return self.run_here(key, cost, kind).await;
-        }
-        match self.begin(key, cost, kind) {
-            Step::Done(result) => {
-                // Answered without I/O (deny cache, a store failing fast): spend
-                // the task's budget as I/O would, so a loop of such calls yields.
-                tokio::task::coop::consume_budget().await;
-                result
-            }
-            Step::Wait { answer, cache } => self.finish(key, cost, answer, cache).await,
-        }
-    }
-
-    /// A call to a store in this process: it answers at once, as fast as
-    /// the deny cache would and with the same answer, so there is none. Its
-    /// budget is spent first, as I/O would spend it, so a loop of such calls
-    /// yields and no answer is kept across the wait.
-    async fn run_here(&self, key: &[u8], cost: u64, kind: CallKind) -> Result<Decision, Error> {
-        tokio::task::coop::consume_budget().await;
-        self.rule.bound.decide_here(key, cost, kind, &*self.inner.store.clock, &self.rule.policy)
-    }
-
-    /// Everything a call does before it may have to wait: look in the deny
-    /// cache, and ask the bound store, which reads the clock when it decides.
-    fn begin(&self, key: &[u8], cost: u64, kind: CallKind) -> Step<'_> {
-        let clock = &*self.inner.store.clock;
-        let cache = self.deny_cache(cost, kind).map(|cache| Remembering {
+    /// Asks the store, or the deny cache in front of a remote one: the
+    /// pipeline's one question, which prefetch's refills ask too.
+    pub(crate) fn ask(&self, call: Call<'_>) -> (Answer<'_>, Option<Remembering<'_>>) {
+        let remember = self.deny_cache(call).map(|cache| Remembering {
             cache,
             // The store's own clock is not this process's: date by ours.
-            at_us: clock.now_us().map_or_else(process_now_us, crate::clock::bounded),
+            at_us: self.inner.store.clock.now_us().map_or_else(process_now_us, crate::clock::bounded),
         });
-        if let Some(remembered) = cache.and_then(|c| c.cache.get(key, cost, || self.rule.fingerprint(), c.at_us)) {
-            return Step::Done(Ok(remembered));
-        }
-        match self.rule.bound.decide_by(key, cost, kind, clock) {
-            Answer::Now(outcome) => Step::Done(outcome.map(|outcome| self.settle(key, cost, cache, outcome))),
-            Answer::Later(answer) => Step::Wait { answer, cache },
-        }
-    }
-
-    /// The round trip, timed, and its outcome settled.
-    async fn finish(
-        &self,
-        key: &[u8],
-        cost: u64,
-        answer: BoxFuture<'_, Result<Outcome, Error>>,
-        cache: Option<Remembering<'_>>,
-    ) -> Result<Decision, Error> {
-        let started = process_ns();
-        let outcome = answer.await;
-        self.metrics().store_took(Duration::from_nanos(process_ns().saturating_sub(started)));
-        outcome.map(|outcome| self.settle(key, cost, cache, outcome))
-    }
-
-    /// The store's outcome as a [`Decision`], kept in or cleared from the deny cache.
-    fn settle(&self, key: &[u8], cost: u64, cache: Option<Remembering<'_>>, outcome: Outcome) -> Decision {
-        let decision = Decision::from_outcome(outcome, &self.rule.policy);
-        if let Some(Remembering { cache, at_us }) = cache {
-            if decision.allowed {
-                // A smaller cost got through and changed the state: a denial
-                // remembered for a larger one may now name too early a time.
-                cache.forget(key);
-            } else {
-                cache.remember(key, cost, self.rule.fingerprint(), at_us, &decision);
+        if let Some(Remembering { cache, at_us }) = remember {
+            if let Some(remembered) = cache.get(call.key, call.cost, || self.rule.fingerprint(), at_us) {
+                return (Answer::Now(Ok(remembered)), None);
             }
         }
-        decision
+        (self.rule.bound.decide(call, &*self.inner.store.clock), remember)
+    }
+
+    /// [`ask`](Self::ask), its round trip awaited and timed, and its answer
+    /// remembered: a prefetch refill's store call, counted by the call it serves.
+    pub(crate) async fn asked(&self, call: Call<'_>) -> Result<Decision, Error> {
+        let (answer, remember) = self.ask(call);
+        let result = match answer {
+            Answer::Now(result) => result,
+            Answer::Later(answer) => {
+                let sent_ns = process_ns();
+                let result = answer.await;
+                self.store_took(sent_ns);
+                result
+            }
+        };
+        self.remember(call, remember, &result);
+        result
     }
 
     /// The deny cache, if it takes part in this call: a check (not a peek,
     /// nor a permit's acquisition: a permit can be given back at any
     /// moment), not cost 0, and a store in another process (one in this
-    /// process decides as fast as the cache would answer, and with the
-    /// same answer).
-    fn deny_cache(&self, cost: u64, kind: CallKind) -> Option<&DenyCache> {
-        self.deny_cache.as_deref().filter(|_| kind == CallKind::Check && cost > 0 && self.rule.remote)
+    /// process decides as fast as the cache would answer, and the same).
+    fn deny_cache(&self, call: Call<'_>) -> Option<&DenyCache> {
+        let takes_part = self.rule.remote && call.kind == CallKind::Check && call.cost > 0;
+        self.deny_cache.as_deref().filter(|_| takes_part)
     }
 
-    /// Counts a decision (not a peek's) or a store failure in the metrics; an
-    /// answer also ends the limiter's outage, if one was logged.
-    pub(crate) fn count(&self, result: &Result<Decision, Error>, kind: CallKind) {
-        match result {
+    /// What a store's answer teaches the deny cache: a denial is
+    /// remembered, an admission forgets the key's denials (a smaller cost
+    /// got through and changed the state: a remembered denial of a larger
+    /// one may now name too early a time).
+    fn remember(&self, call: Call<'_>, remember: Option<Remembering<'_>>, result: &Result<Decision, Error>) {
+        if let (Some(Remembering { cache, at_us }), Ok(decision)) = (remember, result) {
+            match decision.allowed {
+                true => cache.forget(call.key),
+                false => cache.remember(call.key, call.cost, self.rule.fingerprint(), at_us, decision),
+            }
+        }
+    }
+
+    fn store_took(&self, sent_ns: u64) {
+        self.metrics().store_took(Duration::from_nanos(process_ns().saturating_sub(sent_ns)));
+    }
+
+    /// The pipeline's ending: the decision (a check's or an acquisition's:
+    /// not a peek's, nor a refund's) or the store's failure counted in the
+    /// metrics, and recorded in its span; an answer also ends the limiter's
+    /// outage, if one was logged.
+    fn counted(&self, result: Result<Decision, Error>, kind: CallKind, span: Option<Span>) -> Result<Decision, Error> {
+        match &result {
             Ok(decision) => {
-                if kind != CallKind::Peek {
+                if matches!(kind, CallKind::Check | CallKind::Acquire(_)) {
                     self.metrics().decided(decision.allowed);
                 }
                 self.on_error.answered(self);
             }
             Err(error) => observe::store_error(error),
         }
+        if let Some(span) = span {
+            observe::record(&span, &result);
+        }
+        result
+    }
+
+    /// The decision span of a call that decides (a refund does not), while
+    /// some subscriber takes DEBUG events.
+    fn span(&self, cost: u64, kind: CallKind) -> Option<Span> {
+        let wanted = !matches!(kind, CallKind::Refund(_)) && observe::decision_span_wanted();
+        wanted.then(|| observe::decision_span(&self.inner.name, self.rule.policy.algorithm().name(), cost))
     }
 
     #[inline]
@@ -181,5 +171,60 @@ impl Limiter {
     fn register_metrics<'a>(&'a self, cell: &'a OnceCell<LimiterMetrics>) -> &'a LimiterMetrics {
         let algorithm = self.rule.policy.algorithm();
         cell.get_or_init(|| LimiterMetrics::register(&self.inner.name, algorithm.name()))
+    }
+}
+
+impl<K: AsRef<[u8]>> Future for Deciding<'_, K> {
+    type Output = Result<Decision, Error>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Deciding { limiter, key, cost, kind, stage } = self.get_mut();
+        let (limiter, cost, kind) = (*limiter, *cost, *kind);
+        let call = Call { key: key.as_ref(), cost, kind };
+        if let Stage::Start = stage {
+            // Spent before the store is asked, so no answer waits across a yield.
+            ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
+            if let Some(prefetch) = limiter.prefetch_for(kind, cost) {
+                // Boxed, with its own copy of the key: only a limiter with
+                // prefetch pays for its local quota's state.
+                let key: Box<[u8]> = call.key.into();
+                *stage = Stage::Prefetching(Box::pin(async move { limiter.prefetched(prefetch, &key, cost).await }));
+            } else {
+                let span = limiter.span(cost, kind);
+                let entered = span.as_ref().map(Span::enter);
+                match limiter.ask(call) {
+                    (Answer::Now(result), remember) => {
+                        limiter.remember(call, remember, &result);
+                        drop(entered);
+                        *stage = Stage::Done;
+                        return Poll::Ready(limiter.counted(result, kind, span));
+                    }
+                    (Answer::Later(answer), remember) => {
+                        drop(entered);
+                        let span = span.map(Box::new);
+                        *stage = Stage::Asking { answer, remember, sent_ns: process_ns(), span };
+                    }
+                }
+            }
+        }
+        match stage {
+            Stage::Asking { answer, remember, sent_ns, span } => {
+                let entered = span.as_deref().map(Span::enter);
+                let result = ready!(answer.as_mut().poll(cx));
+                drop(entered);
+                limiter.store_took(*sent_ns);
+                limiter.remember(call, *remember, &result);
+                let span = span.take().map(|span| *span);
+                *stage = Stage::Done;
+                Poll::Ready(limiter.counted(result, kind, span))
+            }
+            Stage::Prefetching(checking) => {
+                let result = ready!(checking.as_mut().poll(cx));
+                *stage = Stage::Done;
+                Poll::Ready(limiter.counted(result, kind, None))
+            }
+            Stage::Start | Stage::Done => panic!("a decision polled after it was answered"),
+        }
     }
 }

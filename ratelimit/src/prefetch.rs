@@ -259,24 +259,16 @@ impl Limiter {
         self.prefetch.as_deref().filter(|_| takes())
     }
 
-    /// One check through the local quota: counted once in the metrics (the
-    /// refills it makes are not decisions of their own), in its span.
-    pub(crate) async fn decide_prefetched(
-        &self,
-        prefetch: &Prefetch,
-        key: &[u8],
-        cost: u64,
-    ) -> Result<Decision, Error> {
-        let result = if observe::decision_span_wanted() {
+    /// One check through the local quota, in its span (the pipeline counts
+    /// it once: the refills it makes are not decisions of their own).
+    pub(crate) async fn prefetched(&self, prefetch: &Prefetch, key: &[u8], cost: u64) -> Result<Decision, Error> {
+        if observe::decision_span_wanted() {
             let span = observe::decision_span(&self.inner.name, self.rule.policy.algorithm().name(), cost);
             let result = self.spend(prefetch, key, cost).instrument(span.clone()).await;
             observe::record(&span, &result);
-            result
-        } else {
-            self.spend(prefetch, key, cost).await
-        };
-        self.count(&result, CallKind::Check);
-        result
+            return result;
+        }
+        self.spend(prefetch, key, cost).await
     }
 
     async fn spend(&self, prefetch: &Prefetch, key: &[u8], cost: u64) -> Result<Decision, Error> {
@@ -288,10 +280,6 @@ impl Limiter {
             None => alone(self, key, cost, (&mut moved, deadline)).await,
         };
         prefetch.tally(self).add(moved);
-        if moved.spent > 0 && moved.prefetched == 0 {
-            // Answered without I/O: spend the task's budget as I/O would.
-            tokio::task::coop::consume_budget().await;
-        }
         result
     }
 }

@@ -19,7 +19,7 @@
 mod deadline;
 mod local;
 
-use crate::backend::{CallKind, Refunded};
+use crate::call::{Call, Refunded};
 use crate::{AlgorithmKind, Decision, Error, Limiter};
 pub(crate) use deadline::Deadline;
 pub(crate) use local::LocalQuota;
@@ -216,7 +216,7 @@ pub(crate) async fn alone(
     cost: u64,
     (moved, deadline): (&mut Moved, Deadline),
 ) -> Result<Decision, Error> {
-    let result = deadline.by(limiter.run(key, cost, CallKind::Check)).await;
+    let result = deadline.by(limiter.asked(Call::check(key, cost))).await;
     if result.as_ref().is_ok_and(|decision| decision.allowed) {
         *moved = Moved { prefetched: cost, spent: cost, ..*moved };
     }
@@ -253,7 +253,7 @@ async fn let_go(
 /// the one decision, and bounds the tries together by its deadline.
 async fn take(limiter: &Limiter, key: &[u8], cost: u64, mut n: u64) -> Result<(Decision, u64), Error> {
     for _ in 0..3 {
-        let decision = limiter.run(key, n, CallKind::Check).await?;
+        let decision = limiter.asked(Call::check(key, n)).await?;
         if decision.allowed || n == cost {
             return Ok((decision, n));
         }
@@ -262,7 +262,7 @@ async fn take(limiter: &Limiter, key: &[u8], cost: u64, mut n: u64) -> Result<(D
             false => cost,
         };
     }
-    let decision = limiter.run(key, cost, CallKind::Check).await?;
+    let decision = limiter.asked(Call::check(key, cost)).await?;
     Ok((decision, cost))
 }
 

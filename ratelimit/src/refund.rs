@@ -5,7 +5,7 @@
 //! remembers it, and it only forgets the key's remembered denials, since
 //! permits came back.
 
-use crate::backend::{Answer, CallKind, Refunded};
+use crate::call::{CallKind, Refunded};
 use crate::outage_log::{rounded, OutageLog, Report, LOG_INTERVAL};
 use crate::{algo, observe, Decision, Error, Limiter};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,32 +57,20 @@ impl Limiter {
         self.refund_of(key.as_ref(), n, Refunded::of(of)).await
     }
 
-    /// [`refund`](Self::refund) of the call `of` describes.
+    /// [`refund`](Self::refund) of the call `of` describes: through the
+    /// pipeline, which counts no decision for it.
     pub(crate) async fn refund_of(&self, key: &[u8], n: u64, of: Refunded) -> Result<Decision, Error> {
         let algorithm = self.rule.policy.algorithm();
         if !algo::refunds(algorithm) {
             return Err(algo::refund_refused(algorithm));
         }
-        let answer = match self.rule.bound.decide_by(key, n, CallKind::Refund(of), &*self.inner.store.clock) {
-            Answer::Now(outcome) => {
-                // Answered without I/O: spend the task's budget as I/O would.
-                tokio::task::coop::consume_budget().await;
-                outcome
-            }
-            Answer::Later(answer) => answer.await,
-        };
+        let result = self.decide(key, n, CallKind::Refund(of)).await;
         // Permits came back: a remembered denial may name too late a time.
         // Forgotten on a failure too, which may still have reached the store.
         if let Some(cache) = &self.deny_cache {
             cache.forget(key);
         }
-        match answer {
-            Ok(outcome) => Ok(Decision::from_outcome(outcome, &self.rule.policy)),
-            Err(error) => {
-                observe::store_error(&error);
-                Err(error)
-            }
-        }
+        result
     }
 }
 

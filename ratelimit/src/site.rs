@@ -7,7 +7,7 @@ use crate::lazy::LazyLimiter;
 use crate::permit::Holding;
 use crate::prefetch::SitePrefetch;
 use crate::refund::SiteRefunds;
-use crate::{Limiter, OnError, Policy, RateLimited};
+use crate::{OnError, Policy, RateLimited};
 use std::borrow::Cow;
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -102,20 +102,7 @@ impl Site {
     ///
     /// The denial is boxed: every call moves this `Result`, and a box is one word.
     pub async fn check(&'static self, key: &[u8], cost: u64) -> Result<Holding, Box<RateLimited>> {
-        match self.limiter_here() {
-            Some(limiter) => self.call(limiter, key, cost).await,
-            None => self.decide(None, key, cost).await,
-        }
-    }
-
-    /// The built limiter, when this site's call is decided in one poll
-    /// (`SiteCall`): no scope, a policy written in code, no change of the
-    /// site's own to the limiter, and a rate policy on a store in this process.
-    pub(crate) fn limiter_here(&self) -> Option<&Limiter> {
-        if self.dry_run || self.prefetch.is_on() || !matches!(self.on_limit, OnLimit::Error) {
-            return None;
-        }
-        self.limiter.built().filter(|limiter| limiter.spends_here())
+        self.decide(None, key, cost).await
     }
 
     /// [`check`](Self::check) deciding by `policy`, the one this call gives

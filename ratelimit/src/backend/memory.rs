@@ -128,9 +128,9 @@ pub(crate) struct MemoryBound {
 }
 
 impl MemoryBound {
-    /// Decides at `call.now_us`, or at this process's time when it has none.
-    pub(crate) fn decide_now(&self, key: &[u8], call: Call) -> Outcome {
-        self.decide_at(key, call.cost, call.kind, || call.now_us)
+    /// Decides at `now_us`, or at this process's time when it is `None`.
+    pub(crate) fn decide_now(&self, call: Call<'_>, now_us: Option<u64>) -> Outcome {
+        self.decide_at(call.key, call.cost, call.kind, || now_us)
     }
 
     /// Decides at the time `read` gives, or this process's when it gives
@@ -170,37 +170,17 @@ impl MemoryBound {
     }
 }
 
-impl MemoryBound {
-    /// A call the policy's algorithm cannot make is refused, writing nothing.
-    fn refused<'a>(&self, kind: CallKind) -> Option<Answer<'a>> {
-        algo::refused(self.policy.algorithm(), kind).map(|error| Answer::Now(Err(error)))
-    }
-}
-
 impl Bound for MemoryBound {
-    fn decide<'a>(&'a self, key: &[u8], call: Call) -> Answer<'a> {
-        self.refused(call.kind).unwrap_or_else(|| Answer::Now(Ok(self.decide_now(key, call))))
-    }
-
-    fn decide_by<'a>(&'a self, key: &[u8], cost: u64, kind: CallKind, clock: &dyn Clock) -> Answer<'a> {
-        self.refused(kind).unwrap_or_else(|| Answer::Now(Ok(self.decide_at(key, cost, kind, || clock.now_us()))))
-    }
-
-    /// The decision made in place, in the caller's answer: no `Answer` or
-    /// `Outcome` is moved between the store and the pipeline.
+    /// The decision made at once, at the time `clock` gives read under the
+    /// key's lock; a call the policy's algorithm cannot make is refused,
+    /// writing nothing.
     #[inline]
-    fn decide_here(
-        &self,
-        key: &[u8],
-        cost: u64,
-        kind: CallKind,
-        clock: &dyn Clock,
-        policy: &Policy,
-    ) -> Result<Decision, Error> {
-        if let Some(error) = algo::refused(self.policy.algorithm(), kind) {
-            return Err(error);
+    fn decide<'a>(&'a self, call: Call<'_>, clock: &dyn Clock) -> Answer<'a> {
+        if let Some(error) = algo::refused(self.policy.algorithm(), call.kind) {
+            return Answer::Now(Err(error));
         }
-        Ok(Decision::from_outcome(self.decide_at(key, cost, kind, || clock.now_us()), policy))
+        let outcome = self.decide_at(call.key, call.cost, call.kind, || clock.now_us());
+        Answer::Now(Ok(Decision::from_outcome(outcome, &self.policy)))
     }
 
     fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>> {
@@ -223,11 +203,21 @@ mod tests {
         memory.bind(Binding { prefix: "redlimit", name, policy, server_clock: false })
     }
 
-    fn now(bound: &dyn Bound, key: &[u8], call: Call) -> Outcome {
-        match bound.decide(key, call) {
-            Answer::Now(outcome) => outcome.unwrap(),
+    /// `call` decided at `now_us` (`None`: this process's time).
+    fn now(bound: &dyn Bound, call: Call<'_>, now_us: Option<u64>) -> Decision {
+        let clock = now_us.map(crate::ManualClock::starting_at);
+        let clock: &dyn Clock = match &clock {
+            Some(clock) => clock,
+            None => &crate::ServerClock,
+        };
+        match bound.decide(call, clock) {
+            Answer::Now(decision) => decision.unwrap(),
             Answer::Later(_) => panic!("the memory store answers at once"),
         }
+    }
+
+    fn us(at: std::time::SystemTime) -> u64 {
+        at.duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64
     }
 
     #[tokio::test]
@@ -236,16 +226,16 @@ mod tests {
         let policy = Policy::gcra("2/1s", 1).unwrap();
         let (one, two) = (bound(&memory, "api", &policy), bound(&memory, "api", &policy));
         let other = bound(&memory, "other", &policy);
-        let check = Call { cost: 1, kind: CallKind::Check, now_us: Some(T0) };
         let long = [b'k'; 300];
         for key in [&b"short"[..], &long] {
-            assert_eq!(now(&*one, key, check).remaining, 1);
-            assert_eq!(now(&*two, key, Call { kind: CallKind::Peek, ..check }).remaining, 0, "the peek's answer");
-            assert_eq!(now(&*two, key, check).remaining, 0, "the peek took nothing");
-            assert!(!now(&*one, key, check).allowed);
-            assert_eq!(now(&*other, key, check).remaining, 1, "another name, other keys");
+            let check = Call::check(key, 1);
+            assert_eq!(now(&*one, check, Some(T0)).remaining, 1);
+            assert_eq!(now(&*two, check.with_kind(CallKind::Peek), Some(T0)).remaining, 0, "the peek's answer");
+            assert_eq!(now(&*two, check, Some(T0)).remaining, 0, "the peek took nothing");
+            assert!(!now(&*one, check, Some(T0)).allowed);
+            assert_eq!(now(&*other, check, Some(T0)).remaining, 1, "another name, other keys");
             one.reset(key).await.unwrap();
-            assert_eq!(now(&*two, key, check).remaining, 1, "reset through one, seen by the other");
+            assert_eq!(now(&*two, check, Some(T0)).remaining, 1, "reset through one, seen by the other");
         }
         assert_eq!(memory.len(), 4);
     }
@@ -255,11 +245,12 @@ mod tests {
         let memory = MemoryBackend::new();
         let limiter = bound(&memory, "api", &Policy::token_bucket(2, "1/1s").unwrap());
         let before = process_now_us();
-        let outcome = now(&*limiter, b"k", Call { cost: 1, kind: CallKind::Check, now_us: None });
-        assert!(outcome.now_us >= before && outcome.reset_after_us == 1_000_000);
-        memory.purge_expired(outcome.now_us + 999_999);
+        let decided = now(&*limiter, Call::check(b"k", 1), None);
+        let at = us(decided.decided_at);
+        assert!(at >= before && decided.reset_after == std::time::Duration::from_secs(1));
+        memory.purge_expired(at + 999_999);
         assert_eq!(memory.len(), 1);
-        memory.purge_expired(outcome.now_us + 1_000_000);
+        memory.purge_expired(at + 1_000_000);
         assert_eq!(memory.len(), 0, "kept past its reset although the store keeps the time");
     }
 
@@ -267,10 +258,10 @@ mod tests {
     fn a_call_that_writes_nothing_on_an_expired_key_drops_it() {
         let memory = MemoryBackend::new();
         let limiter = bound(&memory, "api", &Policy::token_bucket(2, "1/1s").unwrap());
-        now(&*limiter, b"k", Call { cost: 1, kind: CallKind::Check, now_us: Some(T0) });
+        now(&*limiter, Call::check(b"k", 1), Some(T0));
         let later = T0 + 1_000_000 + CLIENT_CLOCK_SLACK_US;
-        let peek = now(&*limiter, b"k", Call { cost: 1, kind: CallKind::Peek, now_us: Some(later) });
-        let fresh = now(&*limiter, b"other", Call { cost: 1, kind: CallKind::Peek, now_us: Some(later) });
+        let peek = now(&*limiter, Call::check(b"k", 1).with_kind(CallKind::Peek), Some(later));
+        let fresh = now(&*limiter, Call::check(b"other", 1).with_kind(CallKind::Peek), Some(later));
         assert_eq!(peek, fresh, "an expired state counts as untouched");
         assert_eq!(memory.len(), 0);
     }

@@ -14,6 +14,7 @@ pub use self::redis::options::RedisOptions;
 #[cfg(feature = "redis")]
 pub use self::redis::RedisBackend;
 pub(crate) use self::unavailable::Unavailable;
+pub use crate::call::{Call, CallKind, PermitId, Refunded};
 
 use crate::clock::Clock;
 use crate::{Decision, Error, Policy};
@@ -38,15 +39,15 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// store answers every call of that limiter:
 ///
 /// ```
-/// use redlimit::__private::{Answer, Backend, Binding, Call, CallKind, MemoryBackend};
-/// use redlimit::Policy;
+/// use redlimit::__private::{Answer, Backend, Binding, Call, MemoryBackend};
+/// use redlimit::{ManualClock, Policy};
 ///
 /// let policy = Policy::gcra("1/1s", 2)?;
 /// let binding = Binding { prefix: "redlimit", name: "api", policy: &policy, server_clock: false };
 /// let bound = MemoryBackend::new().bind(binding);
-/// let call = Call { cost: 1, kind: CallKind::Check, now_us: Some(1_767_225_600_000_000) };
-/// let Answer::Now(Ok(outcome)) = bound.decide(b"alice", call) else { panic!("the memory store answers at once") };
-/// assert_eq!((outcome.allowed, outcome.remaining), (true, 2));
+/// let clock = ManualClock::starting_at(1_767_225_600_000_000);
+/// let Answer::Now(Ok(decision)) = bound.decide(Call::check(b"alice", 1), &clock) else { panic!("the memory store answers at once") };
+/// assert_eq!((decision.allowed, decision.remaining), (true, 2));
 /// # Ok::<(), redlimit::Error>(())
 /// ```
 pub trait Backend: Send + Sync + 'static {
@@ -70,64 +71,38 @@ pub struct Binding<'a> {
     pub server_clock: bool,
 }
 
-/// One limiter on one store: decides, peeks, refunds and resets its keys.
+/// One limiter's policy on one store: decides, peeks, refunds and resets its keys.
 pub trait Bound: Send + Sync + 'static {
-    /// Decides one call for the user's `key`: at once when the store is in
-    /// this process, else through a future.
-    fn decide<'a>(&'a self, key: &[u8], call: Call) -> Answer<'a>;
-
-    /// Decides one call at the time `clock` gives (`None`: the store's own
-    /// clock), read when the store decides: the memory store reads it
-    /// under the key's lock, so calls on one key are decided in the order
-    /// of their times. By default, read at once and passed to
-    /// [`decide`](Bound::decide).
+    /// Decides `call` at the time `clock` gives (`None`: the store's own
+    /// clock), as the caller's [`Decision`]: at once when the store is in
+    /// this process, else through a round trip. The memory store reads the
+    /// clock under the key's lock, so calls on one key are decided in the
+    /// order of their times.
     ///
     /// Every store judges a call no earlier than the latest time its key
     /// records, so a late call is answered as at that time:
     ///
     /// ```
-    /// use redlimit::__private::{Answer, Backend, Binding, CallKind, MemoryBackend};
-    /// use redlimit::{ManualClock, Policy};
+    /// use redlimit::__private::{Answer, Backend, Binding, Call, MemoryBackend};
+    /// use redlimit::{Clock, ManualClock, Policy};
     ///
     /// let policy = Policy::sliding_log("2/1s")?;
     /// let binding = Binding { prefix: "redlimit", name: "api", policy: &policy, server_clock: false };
     /// let bound = MemoryBackend::new().bind(binding);
     /// let clock = ManualClock::new();
-    /// let Answer::Now(Ok(first)) = bound.decide_by(b"k", 1, CallKind::Check, &clock) else { panic!("in memory") };
-    /// clock.set_us(first.now_us - 500_000);
-    /// let Answer::Now(Ok(late)) = bound.decide_by(b"k", 1, CallKind::Check, &clock) else { panic!("in memory") };
-    /// assert_eq!((late.allowed, late.remaining, late.now_us), (true, 0, first.now_us));
+    /// let Answer::Now(Ok(first)) = bound.decide(Call::check(b"k", 1), &clock) else { panic!("in memory") };
+    /// clock.set_us(clock.now_us().unwrap() - 500_000);
+    /// let Answer::Now(Ok(late)) = bound.decide(Call::check(b"k", 1), &clock) else { panic!("in memory") };
+    /// assert_eq!((late.allowed, late.remaining, late.decided_at), (true, 0, first.decided_at));
     /// # Ok::<(), redlimit::Error>(())
     /// ```
-    fn decide_by<'a>(&'a self, key: &[u8], cost: u64, kind: CallKind, clock: &dyn Clock) -> Answer<'a> {
-        self.decide(key, Call { cost, kind, now_us: clock.now_us() })
-    }
-
-    /// Decides one call in this process, at once, as the caller's
-    /// [`Decision`] under `policy` (the policy this store was bound with):
-    /// how the pipeline asks a store that is not [`remote`](Bound::remote),
-    /// with no [`Outcome`] or future between the store and the caller. By
-    /// default, [`decide_by`](Bound::decide_by)'s answer made a decision; a
-    /// store in this process must answer at once, so a later answer is an error.
-    fn decide_here(
-        &self,
-        key: &[u8],
-        cost: u64,
-        kind: CallKind,
-        clock: &dyn Clock,
-        policy: &Policy,
-    ) -> Result<Decision, Error> {
-        match self.decide_by(key, cost, kind, clock) {
-            Answer::Now(outcome) => outcome.map(|outcome| Decision::from_outcome(outcome, policy)),
-            Answer::Later(_) => Err(Error::Protocol("a store in this process did not answer at once".into())),
-        }
-    }
+    fn decide<'a>(&'a self, call: Call<'_>, clock: &dyn Clock) -> Answer<'a>;
 
     /// Forgets `key`: its next call sees an untouched state.
     fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>>;
 
     /// The store is in another process: its answers are worth remembering
-    /// (the deny cache) and timing (a metric).
+    /// (the deny cache) and timing (a metric). Asked once, when bound.
     fn remote(&self) -> bool;
 
     /// How long one call may take before it fails with [`Error::Timeout`]
@@ -148,122 +123,12 @@ pub trait Bound: Send + Sync + 'static {
     }
 }
 
-/// One call's parameters besides its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Call {
-    /// Permits to take, or to give back (0 reports the state).
-    pub cost: u64,
-    /// What the call does with them.
-    pub kind: CallKind,
-    /// Microseconds since the epoch, or `None` for the store's own clock.
-    pub now_us: Option<u64>,
-}
-
-/// What a [`Call`] does: the scripts' third ARGV (`lua/prelude.lua`).
-///
-/// A concurrency policy's permits are held, not spent: `Acquire`,
-/// `Release` and `Renew` (the permit's calls) reach only its store, and a
-/// check or peek there reports whether `cost` permits are free, holding
-/// nothing. Any other pairing is refused, writing nothing (`algo::refused`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallKind {
-    /// Take the cost if every rule allows it.
-    Check,
-    /// Answer as a check would, taking nothing.
-    Peek,
-    /// Give back up to the cost of the call [`Refunded`] describes, never
-    /// past an untouched state, and report the state as a check of cost 0
-    /// would. Only for the algorithms that keep refunds (`algo::refunds`);
-    /// any other store answers [`Error::InvalidConfig`] and writes nothing.
-    Refund(Refunded),
-    /// Hold `cost` permits as the permit `id` for one lease, if they fit.
-    Acquire(PermitId),
-    /// Give back the permit `id` of weight `cost`; nothing if it is not held.
-    Release(PermitId),
-    /// Run the lease of the permit `id` of weight `cost` again from now, if
-    /// it is still held; a lease that ended is never taken again.
-    Renew(PermitId),
-}
-
-/// The call a refund gives permits back to, as its decision reported it:
-/// a refund must know what it refunds, or a late one credits whatever
-/// counts now. On the wire (`lua/prelude.lua`), `struct.pack('<dd',
-/// taken_us, window_end_us)`, where a permit's id travels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Refunded {
-    /// When the refunded call was judged: its `decided_at`, µs since the epoch.
-    pub taken_us: u64,
-    /// Its `decided_at + reset_after`, µs since the epoch: when the key it
-    /// was decided on would have been untouched again.
-    pub window_end_us: u64,
-}
-
-impl Refunded {
-    /// The refunded call of `decision`, the only place its times are read.
-    ///
-    /// ```
-    /// use redlimit::__private::Refunded;
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
-    /// use redlimit::{Limiter, ManualClock, Policy, Store};
-    ///
-    /// let clock = ManualClock::new();
-    /// let limiter = Limiter::new("api", Policy::fixed_window("5/1s")?, &Store::memory().with_clock(clock.clone()));
-    /// let decision = limiter.check("alice", 1).await?;
-    /// let refunded = Refunded::of(&decision);
-    /// assert_eq!(refunded.window_end_us - refunded.taken_us, 1_000_000);
-    /// # Ok(()) }
-    /// ```
-    pub fn of(decision: &Decision) -> Refunded {
-        let since_epoch = decision.decided_at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let taken_us = u64::try_from(since_epoch.as_micros()).unwrap_or(u64::MAX);
-        let reset_us = u64::try_from(decision.reset_after.as_micros()).unwrap_or(u64::MAX);
-        Refunded { taken_us, window_end_us: taken_us.saturating_add(reset_us) }
-    }
-
-    /// The 16 bytes the scripts read as the call's `permit`.
-    #[cfg(feature = "redis")]
-    pub(crate) fn to_bytes(self) -> [u8; 16] {
-        let mut bytes = [0; 16];
-        // Doubles hold every µs of this era exactly (below 2^53).
-        bytes[..8].copy_from_slice(&(self.taken_us as f64).to_le_bytes());
-        bytes[8..].copy_from_slice(&(self.window_end_us as f64).to_le_bytes());
-        bytes
-    }
-}
-
-/// One held permit's name in the store: unique across processes (a random
-/// number drawn once per process, then a count).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PermitId(pub [u8; 16]);
-
-impl PermitId {
-    /// A name no other permit of any process has.
-    pub fn unique() -> PermitId {
-        use std::hash::{BuildHasher, Hasher};
-        use std::sync::atomic::{AtomicU64, Ordering};
-        use std::sync::OnceLock;
-        static PROCESS: OnceLock<u64> = OnceLock::new();
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        // std's hasher keys are drawn from the system's random source.
-        let process = *PROCESS.get_or_init(|| {
-            let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-            hasher.write_u32(std::process::id());
-            hasher.write_u64(crate::clock::system_now_us());
-            hasher.finish()
-        });
-        let mut id = [0; 16];
-        id[..8].copy_from_slice(&process.to_le_bytes());
-        id[8..].copy_from_slice(&NEXT.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-        PermitId(id)
-    }
-}
-
 /// A bound store's answer: now, or later.
 pub enum Answer<'a> {
     /// Decided in this process.
-    Now(Result<Outcome, Error>),
+    Now(Result<Decision, Error>),
     /// Decided by a round trip.
-    Later(BoxFuture<'a, Result<Outcome, Error>>),
+    Later(BoxFuture<'a, Result<Decision, Error>>),
 }
 
 /// A decision as the store computes it: integers only, what the Lua scripts
@@ -291,6 +156,15 @@ pub struct Outcome {
     /// one strategy; empty otherwise (then the fields above describe the
     /// only rule).
     pub quotas: Vec<QuotaOutcome>,
+}
+
+impl Outcome {
+    /// This outcome as the caller's [`Decision`] under `policy`, the policy
+    /// the store was bound with: what a store's [`Bound::decide`] answers.
+    #[inline(always)]
+    pub fn into_decision(self, policy: &Policy) -> Decision {
+        Decision::from_outcome(self, policy)
+    }
 }
 
 /// One strategy's part of an [`Outcome`].

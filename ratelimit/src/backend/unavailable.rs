@@ -2,6 +2,7 @@
 //! built; every call fails with the reason, so `OnError` settles it.
 
 use super::{Answer, Backend, Binding, Bound, BoxFuture, Call};
+use crate::clock::Clock;
 use crate::Error;
 use std::sync::Arc;
 
@@ -21,7 +22,7 @@ impl Backend for Unavailable {
 struct UnavailableBound(Error);
 
 impl Bound for UnavailableBound {
-    fn decide<'a>(&'a self, _: &[u8], _: Call) -> Answer<'a> {
+    fn decide<'a>(&'a self, _: Call<'_>, _: &dyn Clock) -> Answer<'a> {
         Answer::Now(Err(self.0.clone()))
     }
 

@@ -2,8 +2,17 @@
 //! batch's words (`lua/batch.lua`).
 
 use super::batched::Batched;
-use crate::backend::{Call, CallKind, PermitId, Refunded, CLIENT_CLOCK_SLACK_US};
+use crate::backend::{CallKind, PermitId, Refunded, CLIENT_CLOCK_SLACK_US};
 use redis::Cmd;
+
+/// What one call sends after its key: its cost, its kind, and the time it
+/// is judged at (`None`: Redis's own clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sent {
+    pub(crate) cost: u64,
+    pub(crate) kind: CallKind,
+    pub(crate) now_us: Option<u64>,
+}
 
 /// The call's kind as the scripts read it (`lua/prelude.lua`), and the 16
 /// bytes after it: the permit a concurrency call is about
@@ -49,7 +58,7 @@ impl redis::ToRedisArgs for KindText {
 /// A single call's ARGV (`lua/batch.lua`): the policy, cost, kind, now
 /// and slack as text, leaving out the trailing ones that are the common
 /// call's (cost 1, a check, Redis's clock).
-pub(super) fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
+pub(super) fn arguments(cmd: &mut Cmd, policy: &[u8], call: Sent) {
     cmd.arg(policy);
     if let Some(now) = call.now_us {
         cmd.arg(call.cost)
@@ -74,7 +83,7 @@ const PERMIT_WORD: usize = WORD + 16;
 /// call (cost 1, a check, Redis's clock), which the script then decides
 /// without unpacking anything; else one word per call, all of one width.
 pub(super) fn words(calls: &[Batched]) -> Vec<u8> {
-    let common = |c: &Call| c.cost == 1 && c.kind == CallKind::Check && c.now_us.is_none();
+    let common = |c: &Sent| c.cost == 1 && c.kind == CallKind::Check && c.now_us.is_none();
     if calls.iter().all(|b| common(&b.call)) {
         return Vec::new();
     }
@@ -102,9 +111,9 @@ mod tests {
     use super::super::batched::gcra_calls as batched;
     use super::*;
 
-    fn sent(write: fn(&mut Cmd, &[u8], Call), cost: u64, kind: CallKind, now_us: Option<u64>) -> Vec<Vec<u8>> {
+    fn sent(write: fn(&mut Cmd, &[u8], Sent), cost: u64, kind: CallKind, now_us: Option<u64>) -> Vec<Vec<u8>> {
         let mut cmd = Cmd::new();
-        write(&mut cmd, b"P", Call { cost, kind, now_us });
+        write(&mut cmd, b"P", Sent { cost, kind, now_us });
         cmd.args_iter()
             .map(|a| match a {
                 redis::Arg::Simple(bytes) => bytes.to_vec(),

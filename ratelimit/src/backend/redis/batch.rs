@@ -13,12 +13,13 @@
 //! script entry in Redis, Redis's clock) is paid once per batch; each
 //! call's algorithm still does its own reads and writes.
 
+use super::arguments::Sent;
 use super::batched::{BatchFailure, Batched};
 use super::eval::Eval;
 use super::family::Family;
 use super::grouping::Grouping;
 use super::plan::Plan;
-use crate::backend::{Call, CallKind, Outcome};
+use crate::backend::{CallKind, Outcome};
 use crate::error::Failure;
 use crate::Error;
 use std::collections::{HashMap, VecDeque};
@@ -79,7 +80,7 @@ impl Batcher {
 
     /// Decides one call on `key` (a storage key) under `plan`: at once when
     /// its lane has room in flight, else in the batch that follows.
-    pub(crate) async fn decide(&self, plan: &Arc<Plan>, key: Vec<u8>, call: Call) -> Result<Outcome, Error> {
+    pub(crate) async fn decide(&self, plan: &Arc<Plan>, key: Vec<u8>, call: Sent) -> Result<Outcome, Error> {
         let lane_id = LaneId { group: self.lanes.grouping.group(&key), family: plan.family };
         // Err(key): there is room in flight, and the call goes at once.
         let queued = {
@@ -236,7 +237,7 @@ async fn reply(
 ) {
     let Err(Ok(outcome)) = answer.send(outcome) else { return };
     let (CallKind::Acquire(id), true) = (batched.call.kind, outcome.allowed && batched.call.cost > 0) else { return };
-    let release = Call { kind: CallKind::Release(id), ..batched.call };
+    let release = Sent { kind: CallKind::Release(id), ..batched.call };
     if let Err(error) = eval.one(&batched.plan, &batched.key, release).await {
         // Its lease gives it back when it ends.
         tracing::debug!(target: "redlimit", %error, "could not give back the permit of an acquisition whose caller left");

@@ -1,8 +1,9 @@
 //! How a script call's reply reads: one call's, or a batch's (`lua/batch.lua`),
 //! each call's outcome as the call alone would have got.
 
+use super::arguments::Sent;
 use super::batched::{BatchFailure, Batched};
-use crate::backend::{Call, CallKind, Outcome};
+use crate::backend::{CallKind, Outcome};
 use crate::Error;
 use redis::Value;
 
@@ -62,7 +63,7 @@ fn call_failed(message: &Value) -> Error {
 }
 
 /// The cost a reply is read for: a refund replies as a check of cost 0.
-pub(super) fn replied_cost(call: Call) -> u64 {
+pub(super) fn replied_cost(call: Sent) -> u64 {
     match call.kind {
         CallKind::Refund(_) => 0,
         _ => call.cost,

@@ -1,14 +1,14 @@
 //! A call of a batch, and how a batch fails as a whole.
 
+use super::arguments::Sent;
 use super::plan::Plan;
-use crate::backend::Call;
 use crate::Error;
 use std::sync::Arc;
 
 /// One call of a batch: its storage key, the call, and its policy's plan.
 pub(crate) struct Batched {
     pub(crate) key: Vec<u8>,
-    pub(crate) call: Call,
+    pub(crate) call: Sent,
     pub(crate) plan: Arc<Plan>,
 }
 
@@ -31,7 +31,7 @@ pub(super) fn gcra_calls(calls: &[(u64, crate::backend::CallKind, Option<u64>)])
         .iter()
         .map(|&(cost, kind, now_us)| Batched {
             key: b"k".to_vec(),
-            call: Call { cost, kind, now_us },
+            call: Sent { cost, kind, now_us },
             plan: plan.clone(),
         })
         .collect()

@@ -1,12 +1,14 @@
 //! [`RedisBound`]: one limiter bound to a Redis backend, deciding its keys.
 
+use super::arguments::Sent;
 use super::batch::Batcher;
 use super::eval::{bounded, Eval};
 use super::failure::from_redis;
 use super::family::Family;
 use super::plan::Plan;
 use crate::backend::{Answer, Bound, BoxFuture, Call, CallKind};
-use crate::{AlgorithmKind, Error};
+use crate::clock::Clock;
+use crate::{AlgorithmKind, Decision, Error, Policy};
 use std::sync::Arc;
 
 /// A limiter's prefix and policy bound to a Redis backend: the prefix of
@@ -19,10 +21,12 @@ pub(crate) struct RedisBound {
     pub(super) batcher: Option<Batcher>,
     pub(super) plan: Arc<Plan>,
     pub(super) key_prefix: Vec<u8>,
+    /// What the script's outcome becomes a [`Decision`] under.
+    pub(super) policy: Policy,
 }
 
 impl Bound for RedisBound {
-    fn decide<'a>(&'a self, key: &[u8], call: Call) -> Answer<'a> {
+    fn decide<'a>(&'a self, call: Call<'_>, clock: &dyn Clock) -> Answer<'a> {
         // Failing fast is an answer made here: given at once, so the pipeline
         // spends the task's budget on it as on any answer without I/O.
         if let Some(failing_fast) = self.eval.breaker.open() {
@@ -34,13 +38,15 @@ impl Bound for RedisBound {
                 return Answer::Now(Err(refused));
             }
         }
-        // The full key is built here, so the round trip does not borrow the caller's.
-        let storage_key = crate::key::storage_key(&self.key_prefix, key);
+        // The full key and the time are made here, so the round trip borrows nothing of the caller's.
+        let storage_key = crate::key::storage_key(&self.key_prefix, call.key);
+        let sent = Sent { cost: call.cost, kind: call.kind, now_us: clock.now_us() };
         Answer::Later(Box::pin(async move {
-            match &self.batcher {
-                Some(batcher) => batcher.decide(&self.plan, storage_key, call).await,
-                None => self.eval.one(&self.plan, &storage_key, call).await,
-            }
+            let outcome = match &self.batcher {
+                Some(batcher) => batcher.decide(&self.plan, storage_key, sent).await,
+                None => self.eval.one(&self.plan, &storage_key, sent).await,
+            };
+            outcome.map(|outcome| Decision::from_outcome(outcome, &self.policy))
         }))
     }
 

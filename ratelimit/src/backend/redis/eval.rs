@@ -3,6 +3,7 @@
 //! the script loaded again after `NOSCRIPT`. A family's first call loads
 //! its script within that same bound: the load and the call share one deadline.
 
+use super::arguments::Sent;
 use super::arguments::{arguments, words};
 use super::batch_reply::{outcomes, replied_cost};
 use super::batched::{BatchFailure, Batched};
@@ -12,7 +13,7 @@ use super::failure::from_redis;
 use super::family::Family;
 use super::plan::Plan;
 use super::registry::Registry;
-use crate::backend::{Call, CallKind, Outcome};
+use crate::backend::{CallKind, Outcome};
 use crate::Error;
 use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
 use std::future::Future;
@@ -35,7 +36,7 @@ impl Eval {
     /// refund gives back) under `plan`'s policy, at `now_us` or, with
     /// `None`, on Redis's own clock. A limiter bound for Redis's clock
     /// always sends `None`.
-    pub(crate) async fn one(&self, plan: &Plan, storage_key: &[u8], call: Call) -> Result<Outcome, Error> {
+    pub(crate) async fn one(&self, plan: &Plan, storage_key: &[u8], call: Sent) -> Result<Outcome, Error> {
         let deadline = Instant::now() + self.response_timeout;
         self.load_once(plan.family, deadline).await;
         let mut cmd = Cmd::with_capacity(9, 96 + storage_key.len() + plan.policy.len());

@@ -148,6 +148,7 @@ impl Backend for RedisBackend {
             batcher: self.batcher.clone(),
             plan: Arc::new(plan),
             key_prefix: crate::key::key_prefix(prefix, policy, name),
+            policy: policy.clone(),
         })
     }
 
