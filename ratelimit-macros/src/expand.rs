@@ -28,15 +28,15 @@ use crate::policy_const::policy;
 /// ```
 ///
 /// Output (stacked attributes are expanded by the first, in declared order;
-/// each site's block gives the permit its call holds, kept until the body
-/// ends, however it ends: a concurrency policy's is given back then):
+/// each site's block gives the ticket its call holds, kept until the body
+/// ends, however it ends: a concurrency policy's lease is given back then):
 /// ```text
 /// pub async fn profile(user_id: u64) -> Result<Profile, ApiError> {
-///     let __redlimit_permit_0 = { /* site for sliding_log 5/3s, see `site` */ };
-///     let __redlimit_permit_1 = { /* site for gcra 100/1s */ };
-///     // A site whose permit may be a concurrency lease (its policy says so,
+///     let __redlimit_ticket_0 = { /* site for sliding_log 5/3s, see `site` */ };
+///     let __redlimit_ticket_1 = { /* site for gcra 100/1s */ };
+///     // A site whose ticket may hold a concurrency lease (its policy says so,
 ///     // or is named or given per call) has the body run as
-///     // `watched(&[&__redlimit_permit_0], async move { .. }).await`, where
+///     // `watched(&[&__redlimit_ticket_0], async move { .. }).await`, where
 ///     // `redlimit::permit_lost` finds its lease.
 ///     async move {
 ///         // Gives `return` and `?` in the body the function's return type,
@@ -49,32 +49,26 @@ use crate::policy_const::policy;
 /// }
 /// ```
 ///
-/// With `refund_on = "err"` a site's block gives what its call took, and
-/// the body's result is looked at before it is returned:
+/// With `refund_on = "err"` a site's ticket also keeps what its call took,
+/// and the body's result is looked at before it is returned:
 /// ```text
-///     let __redlimit_taken_0 = { /* site, see `site` */ };
+///     let __redlimit_ticket_0 = { /* site, see `site` */ };
 ///     let __redlimit_result = async move { /* as above */ }.await;
 ///     // Spanned at the return type: a type that is not a `Result` is reported there.
-///     __redlimit_taken_0.refund_if(Failed::failed(&__redlimit_result)).await;
+///     __redlimit_ticket_0.refund_if(Failed::failed(&__redlimit_result)).await;
 ///     __redlimit_result
 /// ```
 pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments) -> TokenStream {
     let Function { attrs, vis, sig, body, .. } = &function;
-    // What each `refund_on` site's call took, named by its place.
-    let tickets: Vec<Option<Ident>> = (configs.iter().enumerate())
-        .map(|(i, config)| {
-            config.refund_on_err.then(|| Ident::new(&format!("__redlimit_taken_{i}"), Span::mixed_site()))
-        })
-        .collect();
-    // What each other site's call holds while the body runs: its permit.
-    let holders: Vec<Ident> = (tickets.iter().enumerate())
-        .map(|(i, ticket)| {
-            ticket.clone().unwrap_or_else(|| Ident::new(&format!("__redlimit_permit_{i}"), Span::mixed_site()))
-        })
-        .collect();
+    // What each site's call holds while the body runs, named by its place.
+    let holders: Vec<Ident> =
+        (0..configs.len()).map(|i| Ident::new(&format!("__redlimit_ticket_{i}"), Span::mixed_site())).collect();
+    // Those that keep what their call took, to give back (`refund_on`).
+    let tickets: Vec<Option<&Ident>> =
+        configs.iter().zip(&holders).map(|(config, holder)| config.refund_on_err.then_some(holder)).collect();
     let sites = configs.iter().enumerate().map(|(i, config)| {
-        let earlier: Vec<&Ident> = tickets[..i].iter().flatten().collect();
-        site(config, sig, args, (&holders[i], tickets[i].is_some()), &earlier)
+        let earlier: Vec<&Ident> = tickets[..i].iter().flatten().copied().collect();
+        site(config, sig, args, &holders[i], &earlier)
     });
     let fake_return = match item::return_type(sig) {
         Some(ty) if !item::mentions_impl_trait(ty) => {
@@ -95,11 +89,9 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
             #body
         }
     };
-    // The permits a concurrency policy may lease, where `permit_lost` finds them.
-    let leased: Vec<&Ident> = (configs.iter().zip(&holders).zip(&tickets))
-        .filter(|((config, _), ticket)| ticket.is_none() && may_lease(config))
-        .map(|((_, holder), _)| holder)
-        .collect();
+    // The tickets a concurrency policy may lease, where `permit_lost` finds them.
+    let leased: Vec<&Ident> =
+        configs.iter().zip(&holders).filter(|(config, _)| may_lease(config)).map(|(_, holder)| holder).collect();
     let mut run = match configs.first() {
         Some(config) if !leased.is_empty() => {
             let krate = &config.krate;
@@ -110,7 +102,7 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
     if tickets.iter().any(Option::is_some) {
         let result = Ident::new("__redlimit_result", Span::mixed_site());
         let refunds = configs.iter().zip(&tickets).filter_map(|(config, ticket)| {
-            let (krate, ticket) = (&config.krate, ticket.as_ref()?);
+            let (krate, ticket) = (&config.krate, (*ticket)?);
             let failed = respan(quote!(#krate::__private::Failed::failed(&#result)), return_span(sig));
             Some(quote!(#ticket.refund_if(#failed).await;))
         });
@@ -167,8 +159,8 @@ fn return_span(sig: &syn::Signature) -> Span {
 ///     push_key_integer(&mut key, &user_id);
 ///     let cost = 1u64;
 ///     // A key without placeholders is a `&str`: `str::as_bytes(key)`.
-///     match __RATELIMIT_SITE.check(KeyBuf::as_bytes(&key), cost).await {
-///         Ok(permit) => permit,
+///     match __RATELIMIT_SITE.call(None, Call::check(KeyBuf::as_bytes(&key), cost)).await {
+///         Ok(ticket) => ticket,
 ///         // on_limit = "error": spanned at the return type, so a type that
 ///         // cannot hold a denial is reported there.
 ///         Err(denied) => return IntoDenial::from_denial(denied),
@@ -186,28 +178,20 @@ fn return_span(sig: &syn::Signature) -> Span {
 /// match {
 ///     let policy = plan_policy(&user);
 ///     // Spanned at the expression, so a wrong type is reported there.
-///     __RATELIMIT_SITE.check_with(AsPolicy::as_policy(&policy), KeyBuf::as_bytes(&key), cost).await
+///     __RATELIMIT_SITE.call(Some(AsPolicy::as_policy(&policy)), Call::check(KeyBuf::as_bytes(&key), cost)).await
 /// } { /* as above */ }
 /// ```
 ///
 /// When no denial can reach the caller (`on_limit = "wait"`, no `max_wait`,
 /// a literal cost, `on_error` not "deny") the block ends with
-/// `__RATELIMIT_SITE.admit(KeyBuf::as_bytes(&key), 1u64).await` (`admit_with(policy, ..)`
-/// for a per-call policy), a permit, and the return type is free.
+/// `__RATELIMIT_SITE.let_through(__RATELIMIT_SITE.call(None, ..).await)`,
+/// a ticket, and the return type is free.
 ///
 /// The block is bound to `holder` (`let holder = {..};`). With
-/// `refund_on = "err"` (`refunds`) it is a ticket: its call `take`,
-/// `take_with`, `admit_taking` or `admit_taking_with` (given the key
-/// itself, kept to give back), and `Ok(taken) => taken`.
-/// A denial first gives back what the sites before it took (`earlier`):
-/// the body they paid for will not run.
-fn site(
-    config: &Config,
-    sig: &syn::Signature,
-    args: &Arguments,
-    (holder, refunds): (&Ident, bool),
-    earlier: &[&Ident],
-) -> TokenStream {
+/// `refund_on = "err"` the site is built `.refunds()`, so its ticket keeps
+/// what the call took. A denial first gives back what the sites before it
+/// took (`earlier`): the body they paid for will not run.
+fn site(config: &Config, sig: &syn::Signature, args: &Arguments, holder: &Ident, earlier: &[&Ident]) -> TokenStream {
     let krate = &config.krate;
     let p = quote!(#krate::__private);
     let site = Ident::new("__RATELIMIT_SITE", Span::call_site());
@@ -223,6 +207,7 @@ fn site(
         }
     };
     let dry_run = if config.dry_run { quote!(.dry_run()) } else { quote!() };
+    let refunds = if config.refund_on_err { quote!(.refunds()) } else { quote!() };
     let prefetch = config.prefetch.map(|k| {
         let k = Literal::u64_suffixed(k);
         quote!(.prefetch(#k))
@@ -290,31 +275,25 @@ fn site(
         }
     };
 
-    // `site.check(key bytes, cost)` or `site.admit(..)`; with a per-call policy,
-    // `site.check_with(policy, key bytes, cost)` in a block that evaluates it.
-    // A refunding site's call keeps the key: `site.take(key, cost)`.
-    let key_arg = if refunds { quote!(#key) } else { key_bytes };
-    let site_call = |method: &str| match &config.policy {
+    // `site.call(None, Call::check(key bytes, cost))`; with a per-call policy,
+    // `site.call(Some(policy), ..)` in a block that evaluates it.
+    let call = quote!(#p::Call::check(#key_bytes, #cost_value));
+    let site_call = match &config.policy {
         SitePolicy::PerCall(expr) => {
             let value = Ident::new("__redlimit_policy", Span::mixed_site());
             let policy = respan(quote!(#p::AsPolicy::as_policy(&#value)), expr.span());
-            let method = Ident::new(&format!("{method}_with"), Span::call_site());
             quote!({
                 let #value = #expr;
-                #site.#method(#policy, #key_arg, #cost_value).await
+                #site.call(::core::option::Option::Some(#policy), #call).await
             })
         }
-        _ => {
-            let method = Ident::new(method, Span::call_site());
-            quote!(#site.#method(#key_arg, #cost_value).await)
-        }
+        _ => quote!(#site.call(::core::option::Option::None, #call).await),
     };
-    let taken = Ident::new("__redlimit_taken", Span::mixed_site());
-    let (check, admit) = if refunds { ("take", "admit_taking") } else { ("check", "admit") };
-    let (ok, passes) = (quote!(#taken), quote!(#taken));
+    let ticket = Ident::new("__redlimit_ticket", Span::mixed_site());
+    let (ok, passes) = (quote!(#ticket), quote!(#ticket));
     let give_back = quote!(#(#earlier.refund().await;)*);
-    // The call's answer: `Ok(permit)` (or what it took) to run the body, else the denial.
-    let decided = site_call(check);
+    // The call's answer: `Ok(ticket)` to run the body, else the denial.
+    let decided = site_call.clone();
     let decide = match (&config.fallback, config.returns_denial) {
         (Some(fallback), _) => {
             let (passed, types): (Vec<_>, Vec<_>) = args
@@ -355,12 +334,12 @@ fn site(
                 }
             }
         }
-        (None, false) => site_call(admit),
+        (None, false) => quote!(#site.let_through(#site_call)),
     };
 
     let block = quote! {
         {
-            static #site: #p::Site = #constructor #named_by_default #dry_run #prefetch;
+            static #site: #p::Site = #constructor #named_by_default #dry_run #refunds #prefetch;
             #key_init
             let #cost_value: u64 = #cost;
             #decide

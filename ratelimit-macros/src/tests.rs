@@ -13,8 +13,7 @@ fn expand(attr: TokenStream2, item: TokenStream2) -> String {
 }
 
 /// The expansion stays small: one static site with a constant policy,
-/// the key, the call that decides at once and the future for the rest
-/// (one each), a branch, then the body.
+/// the key, one call into the site, a branch, then the body.
 #[test]
 fn expansion_is_one_site_one_call_one_branch() {
     let out = expand(
@@ -26,7 +25,13 @@ fn expansion_is_one_site_one_call_one_branch() {
         ),
     );
     assert_eq!(out.matches("Site :: new").count(), 1, "{out}");
-    assert_eq!(out.matches(". check (").count(), 1, "{out}");
+    assert_eq!(out.matches(". call (:: core :: option :: Option :: None ,").count(), 1, "{out}");
+    assert!(
+        out.contains(
+            "Call :: check (:: redlimit :: __private :: KeyBuf :: as_bytes (& __redlimit_key) , __redlimit_cost)"
+        ),
+        "{out}"
+    );
     // Written in the variable the call reads, not built in a block and moved.
     assert!(out.contains("let mut __redlimit_key = :: redlimit :: __private :: KeyBuf :: new () ;"), "{out}");
     assert!(out.contains("KeyBuf :: as_bytes (& __redlimit_key)"), "{out}");
@@ -72,7 +77,7 @@ fn a_named_policy_expands_to_a_configured_site() {
         "{out}"
     );
     assert!(!out.contains("Policy ::"), "{out}");
-    assert_eq!(out.matches(". check (").count(), 1, "{out}");
+    assert_eq!(out.matches(". call (").count(), 1, "{out}");
 }
 
 /// A policy expression is evaluated per call and given to the one call:
@@ -93,14 +98,14 @@ fn a_policy_expression_expands_to_a_per_call_site() {
     );
     assert!(out.contains("let __redlimit_policy = plan_policy (& user) ;"), "{out}");
     assert!(out.contains("AsPolicy :: as_policy (& __redlimit_policy)"), "{out}");
-    assert_eq!(out.matches(". check_with (").count(), 1, "{out}");
+    assert_eq!(out.matches(". call (:: core :: option :: Option :: Some (").count(), 1, "{out}");
     assert!(!out.contains("Policy :: __"), "{out}");
 }
 
-/// A refunding site takes (keeping the key), and the body's result is
-/// given to what it took; a later site's denial gives back the earlier's.
+/// A refunding site keeps what its call took in its ticket, and the body's
+/// result is given to that ticket; a later site's denial gives back the earlier's.
 #[test]
-fn refund_on_takes_then_looks_at_the_result() {
+fn refund_on_keeps_what_was_taken_then_looks_at_the_result() {
     let out = expand(
         quote!(algo = "gcra", rate = "1/1s", key = "<id>", refund_on = "err"),
         quote!(
@@ -110,10 +115,10 @@ fn refund_on_takes_then_looks_at_the_result() {
             }
         ),
     );
-    assert_eq!(out.matches(". take (__redlimit_key , __redlimit_cost)").count(), 1, "{out}");
-    assert_eq!(out.matches("str :: as_bytes (__redlimit_key) , __redlimit_cost").count(), 1, "{out}");
-    assert_eq!(out.matches("__redlimit_taken_0 . refund () . await").count(), 1, "{out}");
-    assert!(out.contains("__redlimit_taken_0 . refund_if (:: redlimit :: __private :: Failed :: failed (& __redlimit_result)) . await ; __redlimit_result"), "{out}");
+    assert_eq!(out.matches(". refunds ()").count(), 1, "{out}");
+    assert_eq!(out.matches("Call :: check (").count(), 2, "{out}");
+    assert_eq!(out.matches("__redlimit_ticket_0 . refund () . await").count(), 1, "{out}");
+    assert!(out.contains("__redlimit_ticket_0 . refund_if (:: redlimit :: __private :: Failed :: failed (& __redlimit_result)) . await ; __redlimit_result"), "{out}");
 }
 
 /// On any error the function is emitted unchanged, followed by the errors.

@@ -3,8 +3,10 @@
 //! with each call. Annotated functions and `RateLimitLayer`s decide through one.
 
 use crate::config::named::NamedLimiter;
+use crate::limiting::Enforcement;
 use crate::outage_log::OutageLog;
-use crate::{runtime, scope, Limiter, OnError, Policy, RateLimited};
+use crate::prefetch::SitePrefetch;
+use crate::{runtime, scope, Limiter, Policy, RateLimited};
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
@@ -14,7 +16,10 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub(crate) struct LazyLimiter {
     name: Cow<'static, str>,
-    on_error: OnError,
+    /// What every limiter it gives enforces (an annotated function's or a layer's settings).
+    pub(crate) enforcement: Enforcement,
+    /// The quotas every limiter it gives spends (an annotated function's `prefetch = k`).
+    pub(crate) prefetch: SitePrefetch,
     source: Source,
     /// Calls settled because the named policy is not configured: logged as an outage is.
     unconfigured: OutageLog,
@@ -53,39 +58,54 @@ pub(crate) type CurrentRef<'a> = (Cow<'a, Limiter>, bool);
 
 impl LazyLimiter {
     /// A limiter of `policy`.
-    pub(crate) const fn fixed(name: Cow<'static, str>, policy: Policy, on_error: OnError) -> LazyLimiter {
-        LazyLimiter::built_from(name, Some(policy), on_error)
+    pub(crate) const fn fixed(name: Cow<'static, str>, policy: Policy, enforcement: Enforcement) -> LazyLimiter {
+        LazyLimiter::built_from(name, Some(policy), enforcement)
     }
 
     /// A limiter whose every call gives its policy ([`current`](Self::current)'s `per_call`).
-    pub(crate) const fn per_call(name: Cow<'static, str>, on_error: OnError) -> LazyLimiter {
-        LazyLimiter::built_from(name, None, on_error)
+    pub(crate) const fn per_call(name: Cow<'static, str>, enforcement: Enforcement) -> LazyLimiter {
+        LazyLimiter::built_from(name, None, enforcement)
     }
 
-    const fn built_from(name: Cow<'static, str>, policy: Option<Policy>, on_error: OnError) -> LazyLimiter {
+    const fn built_from(name: Cow<'static, str>, policy: Option<Policy>, enforcement: Enforcement) -> LazyLimiter {
         let source = Source::Fixed {
             policy,
             built: tokio::sync::OnceCell::const_new(),
             degraded: once_cell::sync::OnceCell::new(),
         };
-        LazyLimiter { name, on_error, source, unconfigured: OutageLog::new() }
+        LazyLimiter { name, enforcement, prefetch: SitePrefetch::off(), source, unconfigured: OutageLog::new() }
     }
 
     /// A limiter of the configured policy named `policy`.
-    pub(crate) const fn named(name: Cow<'static, str>, policy: Cow<'static, str>, on_error: OnError) -> LazyLimiter {
-        let source = Source::Named(NamedLimiter::new(policy, on_error));
-        LazyLimiter { name, on_error, source, unconfigured: OutageLog::new() }
+    pub(crate) const fn named(
+        name: Cow<'static, str>,
+        policy: Cow<'static, str>,
+        enforcement: Enforcement,
+    ) -> LazyLimiter {
+        let source = Source::Named(NamedLimiter::new(policy, enforcement.on_error));
+        LazyLimiter { name, enforcement, prefetch: SitePrefetch::off(), source, unconfigured: OutageLog::new() }
     }
 
-    /// The same limiter, not built yet, with another `on_error`.
+    /// The same limiter, not built yet, enforcing by `enforcement`.
     #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) fn with_on_error(&self, on_error: OnError) -> LazyLimiter {
+    pub(crate) fn with_enforcement(&self, enforcement: Enforcement) -> LazyLimiter {
         match &self.source {
-            Source::Fixed { policy, .. } => LazyLimiter::built_from(self.name.clone(), policy.clone(), on_error),
+            Source::Fixed { policy, .. } => LazyLimiter::built_from(self.name.clone(), policy.clone(), enforcement),
             Source::Named(named) => {
-                LazyLimiter::named(self.name.clone(), Cow::Owned(named.policy().to_string()), on_error)
+                LazyLimiter::named(self.name.clone(), Cow::Owned(named.policy().to_string()), enforcement)
             }
         }
+    }
+
+    /// What it enforces.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) fn enforcement(&self) -> Enforcement {
+        self.enforcement
+    }
+
+    /// `limiter` made this one's: its enforcement and its quotas.
+    fn finish(&self, limiter: Limiter) -> Limiter {
+        limiter.enforced_by(self.enforcement).with_site_prefetch(&self.prefetch)
     }
 
     #[cfg_attr(not(feature = "axum"), allow(dead_code))]
@@ -112,17 +132,13 @@ impl LazyLimiter {
         key: &[u8],
     ) -> Result<(), RateLimited> {
         let policy = self.policy_name().unwrap_or_default();
-        self.on_error.without_policy(subject, (limiter, policy), why, key, &self.unconfigured)
+        self.enforcement.on_error.without_policy(subject, (limiter, policy), why, key, &self.unconfigured)
     }
 
-    /// The limiter for this call, deciding by `per_call` when given; `Err`
-    /// with why, when a named policy is not configured or no policy is known.
-    pub(crate) async fn current(&self, per_call: Option<&Policy>) -> Result<Current, Arc<str>> {
-        self.current_ref(per_call).await.map(|(limiter, first)| (limiter.into_owned(), first))
-    }
-
-    /// [`current`](Self::current), borrowed when it can be: a fixed
-    /// policy's limiter once built, outside a scope, is lent, not cloned.
+    /// The limiter for this call, deciding by `per_call` when given, and
+    /// whether this call built it; `Err` with why, when a named policy is
+    /// not configured or no policy is known. A fixed policy's limiter once
+    /// built, outside a scope, is lent, not cloned.
     pub(crate) async fn current_ref(&self, per_call: Option<&Policy>) -> Result<CurrentRef<'_>, Arc<str>> {
         if let Some(ready) = self.ready(per_call) {
             return ready;
@@ -142,7 +158,7 @@ impl LazyLimiter {
             Source::Named(named) => {
                 let (configured, first) = Box::pin(named.current(&self.name)).await;
                 let limiter = configured.limiter.as_ref().map_err(Arc::clone)?;
-                Ok((apply(Cow::Owned(limiter.clone()), per_call), first))
+                Ok((apply(Cow::Owned(self.finish(limiter.clone())), per_call), first))
             }
         }
     }
@@ -153,7 +169,7 @@ impl LazyLimiter {
     /// the limiter is still to be built or looked up.
     pub(crate) fn ready(&self, per_call: Option<&Policy>) -> Option<Result<CurrentRef<'_>, Arc<str>>> {
         if let Some(scoped) = self.scoped(per_call) {
-            return Some(scoped.map(|limiter| (Cow::Owned(limiter), false)));
+            return Some(scoped.map(|limiter| (Cow::Owned(self.finish(limiter)), false)));
         }
         match &self.source {
             Source::Fixed { built, .. } => {
@@ -161,7 +177,7 @@ impl LazyLimiter {
             }
             Source::Named(named) => named.cached().map(|configured| {
                 let limiter = configured.limiter.as_ref().map_err(Arc::clone)?;
-                Ok((apply(Cow::Owned(limiter.clone()), per_call), false))
+                Ok((apply(Cow::Owned(self.finish(limiter.clone())), per_call), false))
             }),
         }
     }
@@ -182,7 +198,7 @@ impl LazyLimiter {
                 configured.as_ref().map_err(Arc::clone)
             }
         };
-        scope::limiter(&self.name, policy, self.on_error)
+        scope::limiter(&self.name, policy, self.enforcement.on_error)
     }
 
     /// Builds a fixed policy's limiter on the global store, or, while that
@@ -202,14 +218,15 @@ impl LazyLimiter {
                 let mut first = false;
                 let limiter = built.get_or_init(|| {
                     first = true;
-                    let limiter = Limiter::new(self.name.as_ref(), policy.clone(), store).with_on_error(self.on_error);
-                    std::future::ready(limiter)
+                    std::future::ready(self.finish(Limiter::new(self.name.as_ref(), policy.clone(), store)))
                 });
                 (limiter.await.clone(), first)
             }
             // Every call fails as unavailable, so `on_error` settles it as any store failure.
             Err(error) => {
-                (degraded.get_or_init(|| Limiter::unavailable(&self.name, policy, error, self.on_error)).clone(), false)
+                let unavailable =
+                    || self.finish(Limiter::unavailable(&self.name, policy, error, self.enforcement.on_error));
+                (degraded.get_or_init(unavailable).clone(), false)
             }
         }
     }

@@ -37,27 +37,16 @@ impl Limiter {
     }
 }
 
-/// Which store holds a permit: the limiter's, or this process's memory
-/// (`OnError::Local` while the store could not answer).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Holder {
-    Store,
-    Local,
-}
-
-/// A permit the store holds, and its renewals.
-pub(crate) struct Held {
-    pub(crate) lease: Arc<Lease>,
-    renewal: Option<tokio::task::JoinHandle<()>>,
-}
-
-/// What the store knows a held permit by.
+/// What the store knows a held permit by, shared by its holder's
+/// [`Ticket`](crate::permit::Ticket), its renewals and its release.
 pub(crate) struct Lease {
     pub(crate) limiter: Limiter,
     pub(crate) key: Box<[u8]>,
     pub(crate) id: PermitId,
     pub(crate) cost: u64,
-    pub(crate) on: Holder,
+    /// Held by this process's memory (`OnError::Local`, while the store
+    /// could not answer), not by the limiter's store.
+    local: bool,
     /// No longer counted as held: given back, or its lease lost.
     pub(crate) lost: AtomicBool,
     /// The lease ended while its holder held it (the store no longer had
@@ -69,17 +58,13 @@ pub(crate) struct Lease {
     unrenewed_until: Option<Instant>,
 }
 
-impl Held {
-    /// Stops the renewals and gives the permit back.
-    pub(crate) fn give_back(self) {
-        let lease = self.lease.clone();
-        drop(self);
-        lease.give_back();
-    }
+/// A held lease: its state, and the task renewing it.
+pub(crate) type Renewed = (Arc<Lease>, Option<tokio::task::JoinHandle<()>>);
 
+impl Lease {
     /// A permit just taken by a call sent at `asked_at`, and its renewals
     /// started; with no tokio runtime to renew it on, it holds one lease.
-    pub(crate) fn start(limiter: Limiter, key: &[u8], id: PermitId, cost: u64, on: Holder, asked_at: Instant) -> Held {
+    pub(crate) fn start(call: Call<'_>, limiter: Limiter, id: PermitId, local: bool, asked_at: Instant) -> Renewed {
         limiter.permit_metrics().taken();
         let runtime = tokio::runtime::Handle::try_current().ok();
         let unrenewed_until = match runtime {
@@ -89,19 +74,38 @@ impl Held {
                 Some(asked_at + limiter.lease())
             }
         };
-        let lease = Arc::new(Lease {
+        let lease = Lease::new(call, limiter, id, local, unrenewed_until);
+        let renewal = runtime.map(|runtime| runtime.spawn(lease.clone().renewals(asked_at)));
+        (lease, renewal)
+    }
+
+    /// A permit an acquisition may have taken, whose answer never came: never
+    /// counted as held, and given back all the same (releasing a permit not
+    /// held gives nothing back).
+    pub(crate) fn unanswered(call: Call<'_>, limiter: Limiter, id: PermitId) -> Arc<Lease> {
+        let lease = Lease::new(call, limiter, id, false, None);
+        lease.lost.store(true, Ordering::Relaxed);
+        lease
+    }
+
+    fn new(
+        call: Call<'_>,
+        limiter: Limiter,
+        id: PermitId,
+        local: bool,
+        unrenewed_until: Option<Instant>,
+    ) -> Arc<Lease> {
+        Arc::new(Lease {
             limiter,
-            key: key.into(),
+            key: call.key.into(),
             id,
-            cost,
-            on,
+            cost: call.cost,
+            local,
             lost: AtomicBool::new(false),
             ended: AtomicBool::new(false),
             ended_signal: tokio::sync::Notify::new(),
             unrenewed_until,
-        });
-        let renewal = runtime.map(|runtime| runtime.spawn(lease.clone().renewals(asked_at)));
-        Held { lease, renewal }
+        })
     }
 }
 
@@ -113,30 +117,6 @@ fn warn_never_renewed(limiter: &Limiter) {
             "a concurrency permit was taken outside a tokio runtime: it is never renewed, so it holds for one lease \
              and then reports itself lost (Permit::is_lost)");
     }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if let Some(renewal) = self.renewal.take() {
-            renewal.abort();
-        }
-    }
-}
-
-/// A lease that may be lost: a permit just made, never counted as held
-/// (an acquisition's release whose answer never came).
-pub(crate) fn unanswered(limiter: Limiter, key: &[u8], id: PermitId, cost: u64) -> Arc<Lease> {
-    Arc::new(Lease {
-        limiter,
-        key: key.into(),
-        id,
-        cost,
-        on: Holder::Store,
-        lost: AtomicBool::new(true),
-        ended: AtomicBool::new(false),
-        ended_signal: tokio::sync::Notify::new(),
-        unrenewed_until: None,
-    })
 }
 
 /// A release of `lease`'s key on its way: the store's next acquisition of
@@ -158,9 +138,9 @@ impl Lease {
     fn send(&self, kind: CallKind) -> Answer<'_> {
         let (limiter, clock) = (&self.limiter, &*self.limiter.inner.store.clock);
         let call = Call { key: &self.key, cost: self.cost, kind };
-        match self.on {
-            Holder::Store => limiter.rule.bound.decide(call, clock),
-            Holder::Local => Answer::Now(Ok(limiter.decide_locally(call))),
+        match self.local {
+            false => limiter.rule.bound.decide(call, clock),
+            true => Answer::Now(Ok(limiter.decide_locally(call))),
         }
     }
 

@@ -80,12 +80,14 @@ mod tls;
 /// a user's `mod core {}`, `type Result` or `struct String` cannot change its meaning.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::call::Call;
     pub use crate::key::{push_key_integer, push_key_value, KeyInteger};
     pub use crate::key_buf::{KeyBuf, KeyWriter};
+    pub use crate::limiting::OnLimit;
     pub use crate::lost_permit::watched;
     pub use crate::macro_support::{AsPolicy, Cost, DenialError, Failed, Fallback, IntoDenial};
-    pub use crate::permit::Holding;
-    pub use crate::site::{OnLimit, Site, Taken};
+    pub use crate::permit::Ticket;
+    pub use crate::site::Site;
     pub use crate::{OnError, Policy, RateLimited};
     pub use redlimit_grammar::{Rate, Strategy};
 
@@ -100,9 +102,8 @@ pub mod __private {
     pub use crate::backend::MemoryBackend;
     #[cfg(feature = "redis")]
     pub use crate::backend::RedisBackend;
-    pub use crate::backend::{
-        Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, Outcome, PermitId, QuotaOutcome, Refunded,
-    };
+    pub use crate::backend::{Answer, Backend, Binding, Bound, BoxFuture, Outcome, QuotaOutcome};
+    pub use crate::call::{CallKind, PermitId, Refunded};
     pub use crate::key::key_prefix;
 }
 

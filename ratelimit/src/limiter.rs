@@ -6,8 +6,10 @@ use crate::backend::memory::MemoryBound;
 use crate::backend::{Binding, Bound, MemoryBackend, Unavailable};
 use crate::call::{Call, CallKind};
 use crate::deny_cache::DenyCache;
+use crate::limiting::Enforcement;
 use crate::observe::{LimiterMetrics, PermitMetrics};
 use crate::outage_log::OutageLog;
+use crate::refund::RefundLog;
 use crate::{AlgorithmKind, Decision, Error, OnError, Policy, Store};
 use once_cell::sync::OnceCell;
 use std::fmt;
@@ -40,13 +42,12 @@ pub struct Limiter {
     pub(crate) inner: Arc<Inner>,
     /// The policy this limiter decides by, bound to its store.
     pub(crate) rule: Arc<Rule>,
-    pub(crate) on_error: OnError,
-    /// Decided and recorded, never enforced ([`Limiter::with_dry_run`]).
-    pub(crate) dry_run: bool,
+    /// What a caller sees of its decisions: on_error, dry run, refunds.
+    pub(crate) enforcement: Enforcement,
     /// Denials remembered until their `retry_after` (`None`: turned off).
     pub(crate) deny_cache: Option<Arc<DenyCache>>,
     /// Local quotas of hot keys ([`Limiter::with_prefetch`]).
-    pub(crate) prefetch: Option<crate::prefetch::PrefetchRef>,
+    pub(crate) prefetch: Option<Arc<crate::prefetch::Prefetch>>,
 }
 
 /// What every clone of a limiter shares, whatever policy it decides by
@@ -67,6 +68,8 @@ pub(crate) struct Inner {
     pub(crate) released: tokio::sync::Notify,
     /// Concurrency permits held, registered at the first.
     pub(crate) permit_metrics: OnceCell<PermitMetrics>,
+    /// The refunds of admitted calls (`refund_on`) that could not be made.
+    pub(crate) refunds: RefundLog,
 }
 
 /// A policy bound to a limiter's store: made once per policy, used by every call under it.
@@ -141,13 +144,13 @@ impl Limiter {
             dry_run_reported: AtomicBool::new(false),
             released: tokio::sync::Notify::new(),
             permit_metrics: OnceCell::new(),
+            refunds: RefundLog::new(),
         };
         let rule = Arc::new(Rule::new(&inner, policy, false));
         Limiter {
             inner: Arc::new(inner),
             rule,
-            on_error: OnError::default(),
-            dry_run: false,
+            enforcement: Enforcement::DEFAULT,
             deny_cache: Some(Arc::new(DenyCache::new())),
             prefetch: None,
         }
@@ -181,7 +184,7 @@ impl Limiter {
     /// # Ok(()) }
     /// ```
     pub fn with_policy(&self, policy: &Policy) -> Limiter {
-        let trial = self.dry_run || policy.is_dry_run();
+        let trial = self.enforcement.dry_run || policy.is_dry_run();
         let same = *policy == self.rule.policy
             && policy.name() == self.rule.policy.name()
             && policy.is_dry_run() == self.rule.policy.is_dry_run()
@@ -277,7 +280,7 @@ impl Limiter {
     /// # Ok(()) }
     /// ```
     pub fn with_dry_run(mut self, on: bool) -> Limiter {
-        self.dry_run = on;
+        self.enforcement.dry_run = on;
         self.rule = match (on, self.rule.trial) {
             (true, false) => self.rule.trial(&self.inner),
             // Out of dry run: enforced again, unless its policy is a trial itself.
@@ -297,8 +300,25 @@ impl Limiter {
 
     /// Sets what [`limit`](Self::limit) does when the store cannot answer.
     pub fn with_on_error(mut self, on_error: OnError) -> Limiter {
-        self.on_error = on_error;
+        self.enforcement.on_error = on_error;
         self
+    }
+
+    /// This limiter as a layer decides by it: in dry run when the layer is
+    /// (or it already was), keeping what each call took when the layer refunds.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) fn with_layer_enforcement(self, dry_run: bool, refunds: bool) -> Limiter {
+        let mut limiter = if dry_run { self.with_dry_run(true) } else { self };
+        limiter.enforcement.refunds = refunds;
+        limiter
+    }
+
+    /// This limiter enforcing as `enforcement` says (an annotated function's
+    /// or a layer's settings): its dry run, `on_error`, what a denial does
+    /// when admitted, and whether admitted calls keep what they took.
+    pub(crate) fn enforced_by(self, enforcement: Enforcement) -> Limiter {
+        let limiter = self.with_dry_run(enforcement.dry_run);
+        Limiter { enforcement, ..limiter }
     }
 
     /// The limiter's name.

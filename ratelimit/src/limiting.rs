@@ -1,10 +1,41 @@
-//! Enforcement: [`Limiter::limit`] and [`Limiter::wait`] turn a denial into
-//! [`RateLimited`] and settle a store failure by the limiter's `OnError`;
-//! `check` and `peek` only report.
+//! Enforcement: what a caller sees of a decision. [`Enforcement`] is the
+//! one settings type for it (what a denial does, what a store failure does,
+//! dry run, refunds), which limiters, annotated functions and layers keep
+//! alike; [`Limiter::enforce`] is the one place that applies it to a
+//! decision. `check` and `peek` only report; [`Limiter::limit`] and
+//! [`Limiter::wait`] enforce.
 
-use crate::backend::CallKind;
-use crate::{Decision, Error, Limiter, RateLimited};
+use crate::call::{Call, CallKind};
+use crate::{Decision, Error, Limiter, OnError, RateLimited};
 use std::time::Duration;
+
+/// What a denied call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnLimit {
+    /// Return `Err(RateLimited.into())` (or call the fallback: decided by the generated code).
+    Error,
+    /// Sleep until `retry_after` and try again, for at most this long in total (`None`: unbounded).
+    Wait(Option<Duration>),
+}
+
+/// How a limiter's denials and store failures reach its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Enforcement {
+    /// What an admitting call ([`Limiter::admit`]) does with a denial.
+    pub(crate) on_limit: OnLimit,
+    /// What a call does when the store cannot answer.
+    pub(crate) on_error: OnError,
+    /// Decided and recorded, never denied: a trial ([`Limiter::with_dry_run`]).
+    pub(crate) dry_run: bool,
+    /// An admitted call keeps what it took, to give back (`refund_on`).
+    pub(crate) refunds: bool,
+}
+
+impl Enforcement {
+    /// A denial is an error, a store failure lets the call through, nothing is kept.
+    pub(crate) const DEFAULT: Enforcement =
+        Enforcement { on_limit: OnLimit::Error, on_error: OnError::Allow, dry_run: false, refunds: false };
+}
 
 impl Limiter {
     /// Like [`check`](Self::check), but a denial is an `Err(RateLimited)` and a
@@ -22,32 +53,59 @@ impl Limiter {
     /// # Ok(()) }
     /// ```
     pub async fn limit(&self, key: impl AsRef<[u8]>, cost: u64) -> Result<Decision, RateLimited> {
-        self.limit_by(key.as_ref(), cost).await.map(|(decision, _)| decision)
+        let call = Call::check(key.as_ref(), cost);
+        self.enforce(call, self.decide(call.key, cost, CallKind::Check).await).map(|(decision, _)| decision)
     }
 
-    /// [`limit`](Self::limit), and whether the store took the permits (not
-    /// `on_error`, which takes none from it, nor a dry run letting a denied
-    /// call through): what a refund may give back.
-    pub(crate) async fn limit_by(&self, key: &[u8], cost: u64) -> Result<(Decision, bool), RateLimited> {
-        let decided = self.decide(key, cost, CallKind::Check).await;
-        self.enforce(key, cost, decided)
+    /// Like [`limit`](Self::limit), but a denial that can pass later sleeps
+    /// until `retry_after` and tries again, for at most `max_wait` in total
+    /// (`None`: no bound). This is how a leaky bucket shapes traffic.
+    pub async fn wait(
+        &self,
+        key: impl AsRef<[u8]>,
+        cost: u64,
+        max_wait: Option<Duration>,
+    ) -> Result<Decision, RateLimited> {
+        self.wait_by(Call::check(key.as_ref(), cost), max_wait).await.map(|(decision, _)| decision)
     }
 
-    /// What [`limit_by`](Self::limit_by) makes of a check's result: a
-    /// denial becomes `Err` (unless in dry run), a store failure is settled
-    /// by `on_error`. Apart from the call, so an entry point that awaits the
-    /// check itself (`acquire_by`) adds no future around it.
+    /// [`wait`](Self::wait), and whether the store took the permits ([`enforce`](Self::enforce)).
+    pub(crate) async fn wait_by(
+        &self,
+        call: Call<'_>,
+        max_wait: Option<Duration>,
+    ) -> Result<(Decision, bool), RateLimited> {
+        let mut waited = Duration::ZERO;
+        loop {
+            // The check awaited here and the denial dropped before the sleep:
+            // the future holds one or the other, never both.
+            let wait = match self.enforce(call, self.decide(call.key, call.cost, CallKind::Check).await) {
+                Err(denied) => match denied.retry_after() {
+                    Some(wait) if max_wait.is_none_or(|max| waited + wait <= max) => wait,
+                    _ => return Err(denied),
+                },
+                allowed => return allowed,
+            };
+            tokio::time::sleep(wait).await;
+            waited += wait;
+        }
+    }
+
+    /// What a caller sees of `call`'s decision: a denial becomes `Err`
+    /// (unless in dry run, which lets it through), a store failure is
+    /// settled by `on_error`; with whether the store took the permits
+    /// (not `on_error`, which takes none from it, nor a dry run letting a
+    /// denied call through): what a refund may give back.
     #[allow(clippy::result_large_err)] // the Result of `Limiter::limit`, which returns it as is
     #[inline]
     pub(crate) fn enforce(
         &self,
-        key: &[u8],
-        cost: u64,
+        call: Call<'_>,
         decided: Result<Decision, Error>,
     ) -> Result<(Decision, bool), RateLimited> {
         let (decision, by_store) = match decided {
             Ok(decision) => (decision, true),
-            Err(error) => match self.on_error.settle(self, key, cost, CallKind::Check, &error) {
+            Err(error) => match self.enforcement.on_error.settle(self, call, &error) {
                 Err(denied) if self.is_dry_run() => {
                     crate::dry_run::would_have_denied(self);
                     return Ok((denied.decision().clone(), false));
@@ -61,42 +119,7 @@ impl Limiter {
             crate::dry_run::would_have_denied(self);
             Ok((decision, false))
         } else {
-            Err(self.denial(key, decision, false))
-        }
-    }
-
-    /// Like [`limit`](Self::limit), but a denial that can pass later sleeps
-    /// until `retry_after` and tries again, for at most `max_wait` in total
-    /// (`None`: no bound). This is how a leaky bucket shapes traffic.
-    pub async fn wait(
-        &self,
-        key: impl AsRef<[u8]>,
-        cost: u64,
-        max_wait: Option<Duration>,
-    ) -> Result<Decision, RateLimited> {
-        self.wait_by(key.as_ref(), cost, max_wait).await.map(|(decision, _)| decision)
-    }
-
-    /// [`wait`](Self::wait), and whether the store took the permits ([`limit_by`](Self::limit_by)).
-    pub(crate) async fn wait_by(
-        &self,
-        key: &[u8],
-        cost: u64,
-        max_wait: Option<Duration>,
-    ) -> Result<(Decision, bool), RateLimited> {
-        let mut waited = Duration::ZERO;
-        loop {
-            // The check awaited here and the denial dropped before the sleep:
-            // the future holds one or the other, never both.
-            let wait = match self.enforce(key, cost, self.decide(key, cost, CallKind::Check).await) {
-                Err(denied) => match denied.retry_after() {
-                    Some(wait) if max_wait.is_none_or(|max| waited + wait <= max) => wait,
-                    _ => return Err(denied),
-                },
-                allowed => return allowed,
-            };
-            tokio::time::sleep(wait).await;
-            waited += wait;
+            Err(self.denial(call.key, decision, false))
         }
     }
 

@@ -4,7 +4,7 @@
 //! (`watched`), which these read.
 
 use crate::lease::Lease;
-use crate::permit::Holding;
+use crate::permit::Ticket;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -71,12 +71,12 @@ pub async fn until_permit_lost() {
     .await;
 }
 
-/// Runs an annotated function's `body` with the leases of `holdings` (and
+/// Runs an annotated function's `body` with the leases of `tickets` (and
 /// those of the body it runs in, if any) where [`permit_lost`] finds them.
 #[doc(hidden)]
-pub fn watched<F: Future>(holdings: &[&Holding], body: F) -> impl Future<Output = F::Output> {
+pub fn watched<F: Future>(tickets: &[&Ticket], body: F) -> impl Future<Output = F::Output> {
     let outer = HELD.try_with(Clone::clone).ok().flatten();
-    let mut own = holdings.iter().filter_map(|holding| holding.lease()).peekable();
+    let mut own = tickets.iter().filter_map(|ticket| ticket.lease()).peekable();
     let leases = match (outer, own.peek()) {
         (outer, None) => outer,
         (outer, Some(_)) => Some(outer.iter().flat_map(|outer| outer.iter()).cloned().chain(own.cloned()).collect()),

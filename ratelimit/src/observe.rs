@@ -155,6 +155,27 @@ fn describe() {
     });
 }
 
+/// What is told of each call an annotated function admitted: the HTTP
+/// layer registers one (its `DecisionHeadersLayer` writes their fields), so
+/// the core never names it. One load while none is registered.
+pub(crate) type Observer = fn(&crate::Limiter, &Decision);
+
+static OBSERVER: std::sync::OnceLock<Observer> = std::sync::OnceLock::new();
+
+/// Registers the observer of admitted calls; the first registered stays.
+#[cfg_attr(not(feature = "axum"), allow(dead_code))]
+pub(crate) fn observe_admitted(observer: Observer) {
+    let _ = OBSERVER.set(observer);
+}
+
+/// Tells the registered observer, if any, of a call `limiter` admitted.
+#[inline]
+pub(crate) fn admitted(limiter: &crate::Limiter, decision: &Decision) {
+    if let Some(observer) = OBSERVER.get() {
+        observer(limiter, decision);
+    }
+}
+
 /// Counts a call the store could not decide.
 pub(crate) fn store_error(error: &Error) {
     metrics::counter!(STORE_ERRORS_TOTAL, "kind" => error_kind(error)).increment(1);

@@ -1,7 +1,7 @@
 //! [`OnError`]: what a call does when the store cannot answer, and the one
 //! place that does it.
 
-use crate::call::{Call, CallKind};
+use crate::call::Call;
 use crate::observe::error_kind;
 use crate::outage_log::{rounded, OutageLog, Recovery, Report, LOG_INTERVAL};
 use crate::{Decision, Error, Limiter, RateLimited};
@@ -49,14 +49,7 @@ impl OnError {
     /// Settles a call `limiter` could not decide; a timed-out call may have
     /// been counted by the store, so it is never treated as a permit taken.
     #[allow(clippy::result_large_err)] // the Result of `Limiter::limit`, which returns it as is
-    pub(crate) fn settle(
-        self,
-        limiter: &Limiter,
-        key: &[u8],
-        cost: u64,
-        kind: CallKind,
-        error: &Error,
-    ) -> Result<Decision, RateLimited> {
+    pub(crate) fn settle(self, limiter: &Limiter, call: Call<'_>, error: &Error) -> Result<Decision, RateLimited> {
         let inner = &limiter.inner;
         inner.store_errors.fetch_add(1, Ordering::Relaxed);
         let now_us = inner.store.clock.now_us();
@@ -66,14 +59,14 @@ impl OnError {
                     + Duration::from_micros(now_us.map_or_else(crate::clock::system_now_us, crate::clock::bounded));
                 unsettled(self == OnError::Allow, limiter.rule.policy.max_cost(), decided_at)
             }
-            OnError::Local => limiter.decide_locally(Call { key, cost, kind }),
+            OnError::Local => limiter.decide_locally(call),
         };
         if let Some(report) = inner.outage.failed(now_us.unwrap_or_else(crate::clock::process_now_us)) {
             self.report(limiter, report, decision.allowed, error);
         }
         limiter.metrics().decided(decision.allowed);
         match self {
-            OnError::Deny => Err(limiter.denial(key, decision, true)),
+            OnError::Deny => Err(limiter.denial(call.key, decision, true)),
             _ => Ok(decision),
         }
     }

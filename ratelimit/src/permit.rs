@@ -1,11 +1,14 @@
-//! [`Permit`]: what a call holds while it runs. A concurrency limiter's
-//! permit is a lease in the store, renewed while held and given back when
-//! dropped; a rate limiter's permits are spent when taken, so its permit
-//! holds nothing.
+//! [`Permit`]: what an admitted call holds while it runs. Its [`Ticket`] is
+//! what it gives back: a concurrency policy's lease in the store (renewed
+//! while held, given back when dropped), and, when its caller refunds
+//! (`refund_on`), the permits a rate policy took. [`Limiter::admit`] is
+//! the one way a call becomes a permit: `acquire`, annotated functions and
+//! the HTTP layer all go through it.
 
-use crate::backend::{CallKind, PermitId};
-use crate::lease::{Held, Holder, Lease, FIRST_PAUSE, LONGEST_PAUSE};
-use crate::{AlgorithmKind, Decision, DenialReason, Error, Limiter, RateLimited};
+use crate::call::{Call, CallKind, PermitId, Refunded};
+use crate::lease::{Lease, Renewed, FIRST_PAUSE, LONGEST_PAUSE};
+use crate::limiting::OnLimit;
+use crate::{AlgorithmKind, Decision, DenialReason, Error, Limiter, OnError, RateLimited};
 use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -47,7 +50,7 @@ impl Limiter {
     /// # Ok(()) }
     /// ```
     pub async fn acquire(&self, key: impl AsRef<[u8]>) -> Result<Permit, RateLimited> {
-        self.acquire_by(key.as_ref(), 1, None).await.map(|(permit, _)| permit)
+        self.admit(Call::check(key.as_ref(), 1), OnLimit::Error).await
     }
 
     /// Like [`acquire`](Self::acquire), but a denial waits for a permit to
@@ -74,77 +77,45 @@ impl Limiter {
     /// # Ok(()) }
     /// ```
     pub async fn acquire_wait(&self, key: impl AsRef<[u8]>, max_wait: Option<Duration>) -> Result<Permit, RateLimited> {
-        self.acquire_by(key.as_ref(), 1, Some(max_wait)).await.map(|(permit, _)| permit)
+        self.admit(Call::check(key.as_ref(), 1), OnLimit::Wait(max_wait)).await
     }
 
-    /// [`acquire`](Self::acquire) of `cost` permits, waiting up to
-    /// `wait`'s maximum when `wait` is given, and whether the store took
-    /// them (what a refund may give back).
-    pub(crate) async fn acquire_by(
-        &self,
-        key: &[u8],
-        cost: u64,
-        wait: Option<Option<Duration>>,
-    ) -> Result<(Permit, bool), RateLimited> {
-        self.acquire_as(key, cost, wait, |decision| Permit { decision, held: None }, |permit| permit).await
-    }
-
-    /// [`acquire_by`](Self::acquire_by) for an annotated function, whose
-    /// body keeps only the lease: the decision is shown to `seen` by
-    /// reference, and a rate policy's never becomes a `Permit`.
-    pub(crate) async fn acquire_holding(
-        &self,
-        key: &[u8],
-        cost: u64,
-        wait: Option<Option<Duration>>,
-        seen: impl Fn(&Decision),
-    ) -> Result<(Holding, bool), RateLimited> {
-        let spent = |decision: Decision| {
-            seen(&decision);
-            Holding::default()
-        };
-        let leased = |permit: Permit| {
-            seen(permit.decision());
-            Holding::of(permit)
-        };
-        self.acquire_as(key, cost, wait, spent, leased).await
-    }
-
-    /// The one acquisition both entries share: a rate policy's decision is
-    /// made into the caller's `T` by `spent`, a concurrency permit by `leased`.
-    async fn acquire_as<T>(
-        &self,
-        key: &[u8],
-        cost: u64,
-        wait: Option<Option<Duration>>,
-        spent: impl FnOnce(Decision) -> T,
-        leased: impl FnOnce(Permit) -> T,
-    ) -> Result<(T, bool), RateLimited> {
+    /// Admits `call` (a check of its cost), or says why not: the one way a
+    /// call becomes a [`Permit`], for `acquire`, annotated functions and
+    /// the HTTP layer. A denial waits under `OnLimit::Wait`; a store failure
+    /// is settled by `on_error`; a dry run lets a denial through. A rate
+    /// policy's permits are spent; a concurrency policy's are leased.
+    pub(crate) async fn admit(&self, call: Call<'_>, on_limit: OnLimit) -> Result<Permit, RateLimited> {
         if self.rule.policy.algorithm() == AlgorithmKind::Concurrency {
             // Boxed: a lease costs more than the box, and its waiting state
             // would otherwise size the future of every rate policy's call.
-            let (permit, taken) = Box::pin(self.acquire_lease(key, cost, wait)).await?;
-            return Ok((leased(permit), taken));
+            return Box::pin(self.leased(call, on_limit)).await;
         }
-        // The check awaited here, not inside `limit_by`'s future: the common
+        // The check awaited here, not inside another future: the common
         // call (a site's, a layer's) adds no future to the pipeline's.
-        let (decision, taken) = match wait {
-            None => self.enforce(key, cost, self.decide(key, cost, CallKind::Check).await)?,
-            Some(max_wait) => self.wait_by(key, cost, max_wait).await?,
+        let (decision, taken) = match on_limit {
+            OnLimit::Error => self.enforce(call, self.decide(call.key, call.cost, CallKind::Check).await)?,
+            // Boxed: a waiting call sleeps anyway, and its state would otherwise size every call's future.
+            OnLimit::Wait(max_wait) => Box::pin(self.wait_by(call, max_wait)).await?,
         };
-        Ok((spent(decision), taken))
+        Ok(self.permit(call, decision, taken, None))
     }
 
-    /// [`acquire_by`](Self::acquire_by) under a concurrency policy: a lease
-    /// of `cost` permits, waited for when `wait` is given.
-    async fn acquire_lease(
-        &self,
-        key: &[u8],
-        cost: u64,
-        wait: Option<Option<Duration>>,
-    ) -> Result<(Permit, bool), RateLimited> {
-        let Some(max_wait) = wait else {
-            return self.acquire_once(key, cost).await.map(|permit| (permit, false));
+    /// The permit of an admitted call: its lease, and what it took when the
+    /// limiter's caller refunds and the store took something.
+    fn permit(&self, call: Call<'_>, decision: Decision, taken: bool, lease: Option<Renewed>) -> Permit {
+        let refund = (self.enforcement.refunds && taken && call.cost > 0).then(|| {
+            let of = Refunded::of(&decision);
+            Box::new(Refund { limiter: self.clone(), key: call.key.into(), cost: call.cost, of })
+        });
+        Permit { decision, ticket: Ticket { lease, refund }, taken }
+    }
+
+    /// [`admit`](Self::admit) under a concurrency policy: a lease of the
+    /// call's cost, waited for under `OnLimit::Wait`.
+    async fn leased(&self, call: Call<'_>, on_limit: OnLimit) -> Result<Permit, RateLimited> {
+        let OnLimit::Wait(max_wait) = on_limit else {
+            return self.lease_once(call).await;
         };
         let deadline = max_wait.map(|max| tokio::time::Instant::now() + max);
         let mut pause = FIRST_PAUSE;
@@ -152,9 +123,11 @@ impl Limiter {
             // Listening before asking, so a release between the two is not missed.
             let mut released = std::pin::pin!(self.inner.released.notified());
             released.as_mut().enable();
-            let denied = match self.acquire_once(key, cost).await {
-                Err(denied) if denied.decision().limit >= cost && denied.reason() == DenialReason::Limited => denied,
-                done => return done.map(|permit| (permit, false)),
+            let denied = match self.lease_once(call).await {
+                Err(denied) if denied.decision().limit >= call.cost && denied.reason() == DenialReason::Limited => {
+                    denied
+                }
+                done => return done,
             };
             let now = tokio::time::Instant::now();
             let wake = deadline.map_or(now + pause, |deadline| deadline.min(now + pause));
@@ -169,39 +142,31 @@ impl Limiter {
     }
 
     /// One try at a concurrency permit.
-    async fn acquire_once(&self, key: &[u8], cost: u64) -> Result<Permit, RateLimited> {
+    async fn lease_once(&self, call: Call<'_>) -> Result<Permit, RateLimited> {
         // The releases of this name and key begun before (a permit just
         // dropped) reach the store first: a caller's own is never in its way.
-        self.inner.store.releasing.settled(&self.inner.name, key).await;
+        self.inner.store.releasing.settled(&self.inner.name, call.key).await;
         let id = PermitId::unique();
-        let kind = CallKind::Acquire(id);
-        let mut unanswered = Unanswered { limiter: self, key, id, cost, armed: cost > 0 };
-        let asked_at = tokio::time::Instant::now();
-        let decided = self.decide(key, cost, kind).await;
-        unanswered.armed = decided.is_err();
-        drop(unanswered);
-        let (decision, on) = match decided {
-            Ok(decision) => (decision, Holder::Store),
-            Err(error) => match self.on_error.settle(self, key, cost, kind, &error) {
-                Ok(decision) => (decision, Holder::Local),
-                Err(denied) if self.is_dry_run() => {
-                    crate::dry_run::would_have_denied(self);
-                    return Ok(Permit { decision: denied.decision().clone(), held: None });
-                }
-                Err(denied) => return Err(denied),
-            },
-        };
-        if !decision.allowed {
-            if self.is_dry_run() {
-                crate::dry_run::would_have_denied(self);
-                return Ok(Permit { decision, held: None });
-            }
-            return Err(self.denial(key, decision, false));
+        let call = call.with_kind(CallKind::Acquire(id));
+        // Until answered, the store may hold the permit with no `Permit` to
+        // give it back: dropped (cancelled) or failed, this gives it back,
+        // on the connection the acquisition went by, after it.
+        let mut unanswered = Ticket::default();
+        if call.cost > 0 {
+            unanswered.lease = Some((Lease::unanswered(call, self.clone(), id), None));
         }
+        let asked_at = tokio::time::Instant::now();
+        let decided = self.decide(call.key, call.cost, call.kind).await;
+        if decided.is_ok() {
+            unanswered.lease = None;
+        }
+        drop(unanswered);
+        let (decision, taken) = self.enforce(call, decided)?;
         // Under OnError::Allow nothing was taken anywhere; cost 0 holds nothing.
-        let took = cost > 0 && (on == Holder::Store || self.on_error == crate::OnError::Local);
-        let held = took.then(|| Held::start(self.clone(), key, id, cost, on, asked_at));
-        Ok(Permit { decision, held })
+        let local = !taken && self.enforcement.on_error == OnError::Local;
+        let held = decision.allowed && call.cost > 0 && (taken || local);
+        let lease = held.then(|| Lease::start(call, self.clone(), id, local, asked_at));
+        Ok(self.permit(call, decision, taken, lease))
     }
 }
 
@@ -230,7 +195,10 @@ impl Limiter {
 /// Outside a tokio runtime a permit is never renewed: it holds one lease.
 pub struct Permit {
     decision: Decision,
-    held: Option<Held>,
+    ticket: Ticket,
+    /// The store took its permits (not `on_error`, nor a dry run letting a denial through).
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    taken: bool,
 }
 
 impl Permit {
@@ -243,7 +211,7 @@ impl Permit {
     /// rate policy's (spent when taken), a call let through by `on_error`
     /// or a dry run, and a permit whose lease ended before it was renewed.
     pub fn is_held(&self) -> bool {
-        self.held.as_ref().is_some_and(|held| !held.lease.lost.load(Ordering::Relaxed) && !held.lease.is_lost())
+        self.ticket.lease().is_some_and(|lease| !lease.lost.load(Ordering::Relaxed) && !lease.is_lost())
     }
 
     /// Whether this permit's lease was lost while held: a renewal found the
@@ -269,7 +237,7 @@ impl Permit {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.held.as_ref().is_some_and(|held| held.lease.is_lost())
+        self.ticket.lease().is_some_and(|lease| lease.is_lost())
     }
 
     /// Waits until the lease is lost ([`is_lost`](Self::is_lost)); for a
@@ -277,8 +245,8 @@ impl Permit {
     /// it no longer holds its permit:
     /// `tokio::select! { done = work() => done, () = permit.lost() => give_up() }`.
     pub async fn lost(&self) {
-        match &self.held {
-            Some(held) => held.lease.lost().await,
+        match self.ticket.lease() {
+            Some(lease) => lease.lost().await,
             None => std::future::pending().await,
         }
     }
@@ -286,72 +254,99 @@ impl Permit {
     /// Gives the permit back now and waits for the store to take it:
     /// `Err` when it could not (then its lease runs out instead).
     pub async fn release(mut self) -> Result<(), Error> {
-        match self.held.take() {
-            Some(held) => held.lease.clone().release().await,
+        match self.ticket.lease.take() {
+            Some((lease, renewal)) => {
+                if let Some(renewal) = renewal {
+                    renewal.abort();
+                }
+                lease.release().await
+            }
             None => Ok(()),
         }
     }
-}
 
-impl Drop for Permit {
-    fn drop(&mut self) {
-        if let Some(held) = self.held.take() {
-            held.give_back();
-        }
+    /// Whether the store took its permits: its decision says something true
+    /// of the store's state.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) fn taken(&self) -> bool {
+        self.taken
+    }
+
+    /// Gives back what the call took, when its limiter's caller refunds
+    /// ([`Ticket::refund`]), and returns the key's state after it.
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    pub(crate) async fn refunded(&mut self) -> Option<Decision> {
+        self.ticket.refunded().await
+    }
+
+    /// The decision and what the permit gives back, apart.
+    pub(crate) fn into_parts(self) -> (Decision, Ticket) {
+        (self.decision, self.ticket)
     }
 }
 
-/// What an annotated function's body holds while it runs: a [`Permit`]
-/// without its decision, which generated code never reads (one word to
-/// move instead of a whole decision).
+/// What an admitted call gives back: its lease (a concurrency policy's),
+/// when dropped, and what it took, when refunded. An annotated function's
+/// body holds one, bound to a local that lives for the body, so a return,
+/// a panic or a dropped future all give the lease back.
 #[doc(hidden)]
 #[derive(Default)]
-pub struct Holding(Option<Held>);
+pub struct Ticket {
+    lease: Option<Renewed>,
+    /// Boxed: most calls refund nothing, and every call moves its ticket.
+    refund: Option<Box<Refund>>,
+}
 
-impl Holding {
-    pub(crate) fn of(mut permit: Permit) -> Holding {
-        Holding(permit.held.take())
-    }
+/// What a refund gives back: `cost` permits of `key`, of the call `of` describes.
+struct Refund {
+    limiter: Limiter,
+    key: Box<[u8]>,
+    cost: u64,
+    of: Refunded,
+}
 
+impl Ticket {
     /// The lease it holds, if any (a concurrency policy's).
     pub(crate) fn lease(&self) -> Option<&Arc<Lease>> {
-        self.0.as_ref().map(|held| &held.lease)
+        self.lease.as_ref().map(|(lease, _)| lease)
+    }
+
+    /// Gives back what the call took, when `failed`: its body returned
+    /// `Err(..)` (`refund_on = "err"`).
+    pub async fn refund_if(self, failed: bool) {
+        if failed {
+            self.refund().await;
+        }
+    }
+
+    /// Gives back what the call took (its body did not run, or failed); a
+    /// failure is logged by the limiter, never returned.
+    pub async fn refund(mut self) {
+        self.refunded().await;
+    }
+
+    /// [`refund`](Self::refund), and the key's state after it: `None` when
+    /// there was nothing to give back or the refund failed (logged).
+    pub(crate) async fn refunded(&mut self) -> Option<Decision> {
+        let Refund { limiter, key, cost, of } = *self.refund.take()?;
+        limiter.inner.refunds.refund(&limiter, &key, cost, of).await
     }
 }
 
-impl Drop for Holding {
+impl Drop for Ticket {
     fn drop(&mut self) {
-        if let Some(held) = self.0.take() {
-            held.give_back();
+        if let Some((lease, renewal)) = self.lease.take() {
+            if let Some(renewal) = renewal {
+                renewal.abort();
+            }
+            lease.give_back();
         }
     }
 }
 
-impl fmt::Debug for Holding {
+impl fmt::Debug for Ticket {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Holding").field(&self.0.is_some()).finish()
-    }
-}
-
-/// An acquisition the store has not answered yet: if it is dropped
-/// (cancelled) or its answer is lost (a timeout), the store may still hold
-/// the permit with no `Permit` to give it back, so it is given back here.
-/// Releasing a permit not held gives nothing back, so this is safe either
-/// way; on the connection the acquisition went by, the release follows it.
-struct Unanswered<'a> {
-    limiter: &'a Limiter,
-    key: &'a [u8],
-    id: PermitId,
-    cost: u64,
-    armed: bool,
-}
-
-impl Drop for Unanswered<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            // Never counted as held: nothing to count as given back.
-            crate::lease::unanswered(self.limiter.clone(), self.key, self.id, self.cost).give_back();
-        }
+        f.debug_struct("Ticket").field("lease", &self.lease.is_some()).field("refund", &self.refund.is_some()).finish()
     }
 }
 

@@ -140,7 +140,7 @@ impl Limiter {
                 if matches!(kind, CallKind::Check | CallKind::Acquire(_)) {
                     self.metrics().decided(decision.allowed);
                 }
-                self.on_error.answered(self);
+                self.enforcement.on_error.answered(self);
             }
             Err(error) => observe::store_error(error),
         }

@@ -32,30 +32,14 @@ pub(crate) struct Prefetch {
     tally: once_cell::sync::OnceCell<Arc<Tally>>,
 }
 
-/// A limiter's prefetch: its own, or a site's, which lives as long as the program.
-#[derive(Debug, Clone)]
-pub(crate) enum PrefetchRef {
-    Owned(Arc<Prefetch>),
-    Site(&'static Prefetch),
-}
-
-impl std::ops::Deref for PrefetchRef {
-    type Target = Prefetch;
-    fn deref(&self) -> &Prefetch {
-        match self {
-            PrefetchRef::Owned(prefetch) => prefetch,
-            PrefetchRef::Site(prefetch) => prefetch,
-        }
-    }
-}
-
 /// An annotated function's prefetch: its size, and the quotas every call
-/// of the site shares, made at the first call.
+/// of the site shares (whatever limiter it decides by: per call, or in a
+/// scope), made at the first call.
 #[derive(Debug)]
 pub(crate) struct SitePrefetch {
     /// Set by a const builder, which cannot replace a value that has a destructor.
     pub(crate) max: u64,
-    made: std::sync::OnceLock<Prefetch>,
+    made: std::sync::OnceLock<Arc<Prefetch>>,
 }
 
 impl SitePrefetch {
@@ -63,13 +47,8 @@ impl SitePrefetch {
         SitePrefetch { max: 0, made: std::sync::OnceLock::new() }
     }
 
-    /// Whether the site prefetches at all (`prefetch = k` with k above 1).
-    pub(crate) fn is_on(&self) -> bool {
-        self.max > 1
-    }
-
-    fn get(&self) -> Option<&Prefetch> {
-        (self.max > 1).then(|| self.made.get_or_init(|| Prefetch::new(self.max, DEFAULT_PREFETCH_TTL)))
+    fn get(&self) -> Option<&Arc<Prefetch>> {
+        (self.max > 1).then(|| self.made.get_or_init(|| Arc::new(Prefetch::new(self.max, DEFAULT_PREFETCH_TTL))))
     }
 }
 
@@ -235,7 +214,7 @@ impl Limiter {
         if let Some(why) = refused(algorithm) {
             return Err(why);
         }
-        self.prefetch = (k > 1).then(|| PrefetchRef::Owned(Arc::new(Prefetch::new(k, ttl))));
+        self.prefetch = (k > 1).then(|| Arc::new(Prefetch::new(k, ttl)));
         Ok(self)
     }
 
@@ -245,9 +224,9 @@ impl Limiter {
     }
 
     /// This limiter with a site's prefetch (`#[rate_limit(prefetch = k)]`).
-    pub(crate) fn with_site_prefetch(self, prefetch: &'static SitePrefetch) -> Limiter {
+    pub(crate) fn with_site_prefetch(self, prefetch: &SitePrefetch) -> Limiter {
         match prefetch.get() {
-            Some(prefetch) => Limiter { prefetch: Some(PrefetchRef::Site(prefetch)), ..self },
+            Some(prefetch) => Limiter { prefetch: Some(prefetch.clone()), ..self },
             None => self,
         }
     }

@@ -1,6 +1,6 @@
 //! Refunds: [`Limiter::refund`] gives permits back when the work they paid
-//! for did not happen; [`SiteRefunds`] makes them for `#[rate_limit(refund_on
-//! = "err")]` (`site.rs`) and logs those that fail. A refund is not a
+//! for did not happen; [`RefundLog`] makes an admitted call's (a permit's
+//! [`Ticket`](crate::permit::Ticket), for `refund_on`) and logs those that fail. A refund is not a
 //! decision: no metric counts it as one, the deny cache neither answers nor
 //! remembers it, and it only forgets the key's remembered denials, since
 //! permits came back.
@@ -74,31 +74,26 @@ impl Limiter {
     }
 }
 
-/// The refunds of one site (an annotated function, or a layer with
-/// `refund_on`) that could not be made: logged as an outage is.
+/// The refunds of one limiter's admitted calls (an annotated function's
+/// `refund_on = "err"`, a layer's `refund_on`) that could not be made:
+/// logged as an outage is.
 #[derive(Debug)]
-pub(crate) struct SiteRefunds {
+pub(crate) struct RefundLog {
     failures: OutageLog,
     /// The policy turned out, at run time, to be of an algorithm without refunds.
     refused: AtomicBool,
 }
 
-impl SiteRefunds {
-    pub(crate) const fn new() -> SiteRefunds {
-        SiteRefunds { failures: OutageLog::new(), refused: AtomicBool::new(false) }
+impl RefundLog {
+    pub(crate) const fn new() -> RefundLog {
+        RefundLog { failures: OutageLog::new(), refused: AtomicBool::new(false) }
     }
 
     /// Gives `cost` back to `key` through `limiter` (the call's own policy
-    /// applied), of the call `of` answered, and returns the key's state after it; logs what went wrong,
-    /// as `site` (its limiter's name), and returns `None`.
-    pub(crate) async fn refund(
-        &self,
-        site: &str,
-        limiter: &Limiter,
-        key: impl AsRef<[u8]>,
-        cost: u64,
-        of: Refunded,
-    ) -> Option<Decision> {
+    /// applied), of the call `of` answered, and returns the key's state
+    /// after it; logs what went wrong, and returns `None`.
+    pub(crate) async fn refund(&self, limiter: &Limiter, key: &[u8], cost: u64, of: Refunded) -> Option<Decision> {
+        let site = limiter.name();
         let algorithm = limiter.policy().algorithm();
         if !algo::refunds(algorithm) {
             // Only a policy named or given per call gets here: the macro
@@ -112,7 +107,7 @@ impl SiteRefunds {
         }
         let clock = &limiter.inner.store.clock;
         let now_us = || clock.now_us().unwrap_or_else(crate::clock::process_now_us);
-        let error = match limiter.refund_of(key.as_ref(), cost, of).await {
+        let error = match limiter.refund_of(key, cost, of).await {
             Ok(after) => {
                 if let Some(recovery) = self.failures.answered(now_us) {
                     tracing::info!(target: "redlimit", limiter = site,

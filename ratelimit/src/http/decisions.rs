@@ -29,7 +29,7 @@ static LIVE: LiveScopes = LiveScopes::new();
 /// served, if a [`DecisionHeadersLayer`] serves it. A limiter deciding again
 /// in the same request replaces its earlier decision (the newer state).
 #[inline]
-pub(crate) fn record(limiter: &Limiter, decision: &Decision) {
+fn record(limiter: &Limiter, decision: &Decision) {
     // A decision with nothing to reset was not made by a store (it failed and
     // `on_error = allow` let the call through): it says nothing true about the limit.
     if LIVE.any() && !decision.reset_after.is_zero() {
@@ -114,6 +114,8 @@ impl<S> tower_layer::Layer<S> for DecisionHeadersLayer {
     type Service = DecisionHeadersService<S>;
 
     fn layer(&self, inner: S) -> DecisionHeadersService<S> {
+        // The core tells the observer of every admitted call; this records it.
+        crate::observe::observe_admitted(record);
         DecisionHeadersService { inner }
     }
 }

@@ -12,8 +12,8 @@ use super::source::Source;
 use super::tiers::Tiers;
 use super::TrustedProxies;
 use crate::lazy::LazyLimiter;
-use crate::refund::SiteRefunds;
-use crate::{Error, Limiter, OnError, Policy};
+use crate::limiting::Enforcement;
+use crate::{Error, Limiter, Policy};
 use axum::extract::Request;
 use std::borrow::{Borrow, Cow};
 use std::sync::Arc;
@@ -87,7 +87,7 @@ impl RateLimitLayer {
     pub fn new(name: impl Into<Arc<str>>, policy: Policy) -> RateLimitLayer {
         let name: Arc<str> = name.into();
         let name = Cow::Owned(name.to_string());
-        RateLimitLayer::with_source(Source::Lazy(Arc::new(LazyLimiter::fixed(name, policy, OnError::default()))))
+        RateLimitLayer::with_source(Source::Lazy(Arc::new(LazyLimiter::fixed(name, policy, Enforcement::DEFAULT))))
     }
 
     /// A layer applying the configured policy named `policy` (see
@@ -117,7 +117,7 @@ impl RateLimitLayer {
     pub fn named(name: impl Into<Arc<str>>, policy: impl Into<String>) -> RateLimitLayer {
         let name: Arc<str> = name.into();
         let (name, policy) = (Cow::Owned(name.to_string()), Cow::Owned(policy.into()));
-        RateLimitLayer::with_source(Source::Lazy(Arc::new(LazyLimiter::named(name, policy, OnError::default()))))
+        RateLimitLayer::with_source(Source::Lazy(Arc::new(LazyLimiter::named(name, policy, Enforcement::DEFAULT))))
     }
 
     /// A layer deciding on `limiter` (its store, its [`OnError`]).
@@ -269,7 +269,7 @@ impl RateLimitLayer {
         policy_of: impl Fn(&Request) -> Option<P> + Send + Sync + 'static,
     ) -> RateLimitLayer {
         let name: Arc<str> = name.into();
-        let source = Source::Lazy(Arc::new(LazyLimiter::per_call(Cow::Owned(name.to_string()), OnError::default())));
+        let source = Source::Lazy(Arc::new(LazyLimiter::per_call(Cow::Owned(name.to_string()), Enforcement::DEFAULT)));
         RateLimitLayer::with_limits(Limits::PerRequest(Arc::new(PerRequest::new(source, policy_of))))
     }
 
@@ -327,7 +327,6 @@ impl RateLimitLayer {
             exempt: Vec::new(),
             on_rejected: None,
             refund_on: None,
-            refunds: Arc::new(SiteRefunds::new()),
         };
         RateLimitLayer { shared: Arc::new(shared) }
     }

@@ -40,7 +40,6 @@ mod source;
 mod tiers;
 
 pub use client_ip::{ProxyHeader, TrustedProxies};
-pub(crate) use decisions::record as record_decision;
 pub use decisions::{DecisionHeadersLayer, DecisionHeadersService};
 pub use headers::{
     insert_rate_limit_headers, insert_rate_limit_headers_in, rate_limit_headers, retry_after_secs, HeaderStyle,

@@ -8,7 +8,8 @@ use super::limits::Limits;
 use super::per_route::PerRoute;
 use super::source::Source;
 use crate::lazy::LazyLimiter;
-use crate::{Error, Limiter, OnError, Policy};
+use crate::limiting::Enforcement;
+use crate::{Error, Limiter, Policy};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -190,7 +191,7 @@ impl RateLimitLayer {
     /// ```
     pub fn per_route(name: impl Into<Arc<str>>, routes: RouteLimits) -> Result<RateLimitLayer, Error> {
         let name: Arc<str> = name.into();
-        let lazy = LazyLimiter::fixed(Cow::Owned(name.to_string()), routes.default.clone(), OnError::default());
+        let lazy = LazyLimiter::fixed(Cow::Owned(name.to_string()), routes.default.clone(), Enforcement::DEFAULT);
         let per_route = PerRoute::new(Source::Lazy(Arc::new(lazy)), routes.routes, routes.limit_unmatched)?;
         Ok(RateLimitLayer::with_limits(Limits::PerRoute(Arc::new(per_route))))
     }

@@ -10,8 +10,8 @@ use super::limits::Limits;
 use super::quota::QuotaUnit;
 use super::response::{problem, respond};
 use super::source::Source;
-use crate::backend::Refunded;
-use crate::refund::SiteRefunds;
+use crate::call::Call;
+use crate::limiting::OnLimit;
 use crate::{Decision, Limiter, Permit, Policy, RateLimited};
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};
@@ -42,8 +42,6 @@ pub(super) struct Shared {
     pub(super) dry_run: bool,
     /// A response with a status this returns true for gives its request's permits back.
     pub(super) refund_on: Option<RefundOn>,
-    /// The refunds `refund_on` could not make, logged as an outage is.
-    pub(super) refunds: Arc<SiteRefunds>,
 }
 
 /// A predicate exempting a request from the limit.
@@ -99,13 +97,9 @@ enum Verdict {
 /// handles it (a concurrency policy's; a rate's holds nothing), and the
 /// limiter whose policy its header fields state.
 struct Admitted {
+    /// What the request holds, and gives back on a refund.
     permit: Permit,
     limiter: Limiter,
-    key: Vec<u8>,
-    /// The permits this request asked for: what a refund gives back.
-    cost: u64,
-    /// Whether the store took the request's permits: what a refund may give back.
-    taken: bool,
     /// Whether the decision says something true about the limit, and so
     /// is stated in header fields.
     stated: bool,
@@ -131,12 +125,10 @@ impl Admitted {
     /// Gives the request's permits back, before its response leaves, when
     /// `refund_on` says its response's `status` did not use them.
     async fn refund_if(mut self, status: StatusCode, shared: &Shared) -> Admitted {
-        let Some(refund_on) = &shared.refund_on else { return self };
-        // A cost of 0 took nothing: there is nothing to give back.
-        if self.taken && self.cost > 0 && refund_on(status) {
-            let (name, limiter) = (self.limiter.name(), &self.limiter);
-            let of = Refunded::of(self.permit.decision());
-            self.refunded = shared.refunds.refund(name, limiter, &self.key, self.cost, of).await.map(Box::new);
+        // The permit keeps what the store took (not a cost of 0, nor what
+        // `on_error` or a dry run let through): that alone comes back.
+        if shared.refund_on.as_ref().is_some_and(|refund_on| refund_on(status)) {
+            self.refunded = self.permit.refunded().await.map(Box::new);
         }
         self
     }
@@ -205,18 +197,17 @@ impl Shared {
     /// `policy` when the request gave one.
     async fn decide(&self, source: Source, policy: Option<Policy>, key: Vec<u8>, cost: u64) -> Verdict {
         let limiter = match source.limiter(policy.as_ref()).await {
-            Ok(limiter) if self.dry_run => limiter.with_dry_run(true),
-            Ok(limiter) => limiter,
+            Ok(limiter) => limiter.with_layer_enforcement(self.dry_run, self.refund_on.is_some()),
             Err(why) => return self.without_policy(&source, &why, &key),
         };
-        match limiter.acquire_by(&key, cost, None).await {
-            Ok((permit, taken)) => {
+        match limiter.admit(Call::check(&key, cost), OnLimit::Error).await {
+            Ok(permit) => {
                 // A decision with nothing to reset and taken from no store (the
                 // store failed and `on_error = allow` let the call through)
                 // says nothing true about the limit, so no header fields; a
                 // store's answer to a cost of 0 on an untouched key does.
-                let stated = taken || !permit.decision().reset_after.is_zero();
-                Verdict::Pass(Some(Admitted { permit, limiter, key, cost, taken, stated, refunded: None }))
+                let stated = permit.taken() || !permit.decision().reset_after.is_zero();
+                Verdict::Pass(Some(Admitted { permit, limiter, stated, refunded: None }))
             }
             Err(denied) => {
                 let response = respond(&denied, Some(limiter.policy()), self.style, self.counted(), cost);

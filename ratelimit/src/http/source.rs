@@ -3,6 +3,7 @@
 //! and [`Chosen`]: what decides one request.
 
 use crate::lazy::LazyLimiter;
+use crate::limiting::Enforcement;
 use crate::{Limiter, OnError, Policy};
 use std::sync::Arc;
 
@@ -29,7 +30,7 @@ impl Source {
         match (self, per_request) {
             (Source::Limiter(limiter), None) => Ok(limiter.clone()),
             (Source::Limiter(limiter), Some(policy)) => Ok(limiter.with_policy(policy)),
-            (Source::Lazy(lazy), _) => lazy.current(per_request).await.map(|(limiter, _)| limiter),
+            (Source::Lazy(lazy), _) => lazy.current_ref(per_request).await.map(|(limiter, _)| limiter.into_owned()),
         }
     }
 
@@ -37,7 +38,9 @@ impl Source {
     pub(super) fn with_on_error(&self, on_error: OnError) -> Source {
         match self {
             Source::Limiter(limiter) => Source::Limiter(limiter.clone()),
-            Source::Lazy(lazy) => Source::Lazy(Arc::new(lazy.with_on_error(on_error))),
+            Source::Lazy(lazy) => {
+                Source::Lazy(Arc::new(lazy.with_enforcement(Enforcement { on_error, ..lazy.enforcement() })))
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::source::{Chosen, Source};
 use crate::lazy::LazyLimiter;
+use crate::limiting::Enforcement;
 use crate::{Error, Limiter, OnError, Policy};
 use axum::extract::Request;
 use axum::http::{HeaderName, StatusCode};
@@ -180,10 +181,10 @@ impl Tiers {
             let limiter_name = Cow::Owned(format!("{layer}.{tier}"));
             let source = match policy {
                 TierPolicy::Fixed(policy) => {
-                    Source::Lazy(Arc::new(LazyLimiter::fixed(limiter_name, policy, OnError::default())))
+                    Source::Lazy(Arc::new(LazyLimiter::fixed(limiter_name, policy, Enforcement::DEFAULT)))
                 }
                 TierPolicy::Named(policy) => {
-                    Source::Lazy(Arc::new(LazyLimiter::named(limiter_name, Cow::Owned(policy), OnError::default())))
+                    Source::Lazy(Arc::new(LazyLimiter::named(limiter_name, Cow::Owned(policy), Enforcement::DEFAULT)))
                 }
                 TierPolicy::Limiter(limiter) => Source::Limiter(limiter),
             };

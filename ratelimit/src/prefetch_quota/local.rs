@@ -230,7 +230,7 @@ impl LocalQuota {
     /// another algorithm, or a trial's beside the enforced policy's), which
     /// the reset left as it was: they stay.
     pub(crate) fn forget(&mut self, reset_by: &Limiter) -> Option<u64> {
-        let trial = |limiter: &Limiter| limiter.dry_run || limiter.rule.policy.is_dry_run();
+        let trial = |limiter: &Limiter| limiter.enforcement.dry_run || limiter.rule.policy.is_dry_run();
         let same = |from: &Limiter| {
             from.rule.policy.algorithm() == reset_by.rule.policy.algorithm() && trial(from) == trial(reset_by)
         };
