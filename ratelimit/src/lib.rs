@@ -44,7 +44,6 @@ mod here;
 pub mod http;
 mod key;
 mod key_buf;
-mod key_hash;
 mod lazy;
 mod lease;
 mod limiter;
@@ -66,10 +65,8 @@ mod refund;
 mod releasing;
 mod runtime;
 mod scope;
-mod sharded;
 mod site;
 mod store;
-mod sweeper;
 #[cfg(feature = "tls")]
 mod tls;
 

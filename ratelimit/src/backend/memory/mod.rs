@@ -1,11 +1,20 @@
 //! [`MemoryBackend`]: the in-process store, with idle keys dropped. Users
 //! reach it through [`Store::memory`](crate::Store::memory).
+//!
+//! The folder holds the store's own machinery: its map of expiring keys over
+//! locked shards (`sharded.rs`, which each limiter's deny cache uses too),
+//! the map's keyed hash (`key_hash.rs`), and the background sweeper
+//! (`sweeper.rs`).
+
+mod key_hash;
+pub(crate) mod sharded;
+mod sweeper;
 
 use super::{Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, Outcome, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
+use crate::backend::memory::sharded::{Expires, Key, Scope, Sharded};
+use crate::backend::memory::sweeper::Sweep;
 use crate::clock::{process_now_us, Clock};
-use crate::sharded::{Expires, Key, Scope, Sharded};
-use crate::sweeper::{self, Sweep};
 use crate::{Decision, Error, Policy};
 use std::sync::Arc;
 

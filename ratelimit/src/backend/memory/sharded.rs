@@ -2,7 +2,7 @@
 //! independently locked shards. The memory store (keys scoped by each
 //! limiter's prefix) and each limiter's deny cache are one.
 
-use crate::key_hash::{same, KeyedHash};
+use super::key_hash::{same, KeyedHash};
 use hashbrown::HashTable;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

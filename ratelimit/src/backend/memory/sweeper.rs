@@ -2,7 +2,7 @@
 //! [`SWEEP_EVERY_US`], has each live memory store drop what expired, so a
 //! burst's memory is given back even when no call comes to sweep it.
 
-use crate::sharded::SWEEP_EVERY_US;
+use super::sharded::SWEEP_EVERY_US;
 use once_cell::sync::Lazy;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
