@@ -67,8 +67,6 @@ mod runtime;
 mod scope;
 mod site;
 mod store;
-#[cfg(feature = "tls")]
-mod tls;
 
 /// Everything `#[rate_limit]` output names, and the internals this
 /// workspace's tests, examples and bench reach. Not a public API: it changes

@@ -1,10 +1,10 @@
 //! [`RedisBound`]: one limiter bound to a Redis backend, deciding its keys.
 
-use super::batch::Batcher;
+use super::batches::batch::Batcher;
+use super::connection::failure::from_redis;
 use super::eval::{bounded, Eval};
-use super::failure::from_redis;
-use super::family::Family;
-use super::plan::Plan;
+use super::scripts::family::Family;
+use super::scripts::plan::Plan;
 use crate::backend::{Answer, Bound, BoxFuture, Call, CallKind};
 use crate::{AlgorithmKind, Error};
 use std::sync::Arc;

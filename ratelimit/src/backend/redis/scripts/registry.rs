@@ -1,8 +1,8 @@
 //! [`Registry`]: the scripts a backend uses, made on first use, and loaded
 //! again after Redis loses them.
 
-use super::connection::Connection;
 use super::family::{Family, FAMILIES};
+use crate::backend::redis::connection::Connection;
 use redis::{RedisResult, Script};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -13,11 +13,25 @@
 //! is first asked `PING`, which can be resent freely: a dead socket is found
 //! and replaced by that, and the decision goes out on a connection that has
 //! just answered.
+//!
+//! The folder owns the connection to Redis: which deployment a URL names
+//! (`endpoint.rs`), the connection's options (`options.rs`), when it is idle
+//! and which slot a key is in (`idle.rs`), TLS (`tls.rs`), failing fast
+//! after a failure (`breaker.rs`), and what a redis-rs error means
+//! (`failure.rs`).
 
-use super::endpoint::Endpoint;
-use super::idle::Answered;
+pub(super) mod breaker;
+pub(super) mod endpoint;
+pub(super) mod failure;
+pub(super) mod idle;
+pub(crate) mod options;
+#[cfg(feature = "tls")]
+mod tls;
+
+use self::endpoint::Endpoint;
+use self::idle::Answered;
 #[cfg(feature = "cluster")]
-use super::idle::{slot, SLOTS, SLOTS_PER_GROUP};
+use self::idle::{slot, SLOTS, SLOTS_PER_GROUP};
 use super::RedisOptions;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 #[cfg(feature = "cluster")]
@@ -79,7 +93,7 @@ fn client(info: ConnectionInfo, options: &RedisOptions) -> RedisResult<redis::Cl
     let info = info.set_tcp_settings(tcp());
     #[cfg(feature = "tls")]
     if let Some(root) = &options.tls_root_cert {
-        crate::tls::install_crypto_provider();
+        tls::install_crypto_provider();
         let certificates = redis::TlsCertificates { client_tls: None, root_cert: Some(root.clone()) };
         return redis::Client::build_with_tls(info, certificates);
     }
@@ -106,7 +120,7 @@ impl Connection {
                     .max_retry_wait(1000);
                 #[cfg(feature = "tls")]
                 if let Some(root) = &options.tls_root_cert {
-                    crate::tls::install_crypto_provider();
+                    tls::install_crypto_provider();
                     builder = builder.certs(redis::TlsCertificates { client_tls: None, root_cert: Some(root.clone()) });
                 }
                 Kind::Cluster(builder.build()?.get_async_connection().await?)
@@ -137,7 +151,7 @@ impl Connection {
     }
 
     /// Sends `cmd`, which touches `key`; a server's error is an `Err`. A
-    /// connection idle for [`PROBE_AFTER`](super::idle::PROBE_AFTER) is asked `PING` first (see the
+    /// connection idle for [`PROBE_AFTER`](idle::PROBE_AFTER) is asked `PING` first (see the
     /// module's doc). `cmd` itself is sent again after a dead socket only
     /// when `replayable` (it writes nothing, or writing it twice is writing
     /// it once).
@@ -372,7 +386,7 @@ fn sentinel_with_root_cert(
     node: &ConnectionInfo,
     root: &[u8],
 ) -> RedisResult<SentinelClient> {
-    crate::tls::install_crypto_provider();
+    tls::install_crypto_provider();
     let settings = node.redis_settings();
     let mut builder = redis::sentinel::SentinelClientBuilder::new(
         sentinels.iter().map(|s| s.addr().clone()),

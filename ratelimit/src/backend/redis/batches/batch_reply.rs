@@ -8,7 +8,7 @@ use redis::Value;
 
 /// The outcomes of a batch of `calls` that replied `reply`: one result per
 /// call, a call that failed or replied malformed failing alone.
-pub(super) fn outcomes(calls: &[Batched], reply: Value) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
+pub(crate) fn outcomes(calls: &[Batched], reply: Value) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
     match reply {
         Value::BulkString(joined) => Ok(split_joined(calls, &joined)?),
         Value::Array(replies) if replies.len() == calls.len() => Ok(replies
@@ -62,7 +62,7 @@ fn call_failed(message: &Value) -> Error {
 }
 
 /// The cost a reply is read for: a refund replies as a check of cost 0.
-pub(super) fn replied_cost(call: Call) -> u64 {
+pub(crate) fn replied_cost(call: Call) -> u64 {
     match call.kind {
         CallKind::Refund(_) => 0,
         _ => call.cost,

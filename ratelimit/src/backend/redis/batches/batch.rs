@@ -14,10 +14,10 @@
 //! call's algorithm still does its own reads and writes.
 
 use super::batched::{BatchFailure, Batched};
-use super::eval::Eval;
-use super::family::Family;
 use super::grouping::Grouping;
-use super::plan::Plan;
+use crate::backend::redis::eval::Eval;
+use crate::backend::redis::scripts::family::Family;
+use crate::backend::redis::scripts::plan::Plan;
 use crate::backend::{Call, CallKind, Outcome};
 use crate::error::Failure;
 use crate::Error;

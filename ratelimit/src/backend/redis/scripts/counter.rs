@@ -55,7 +55,7 @@ impl Counter {
 
 #[cfg(test)]
 mod tests {
-    use crate::backend::redis::counter::Counter;
+    use crate::backend::redis::scripts::counter::Counter;
     use crate::Policy;
 
     #[test]

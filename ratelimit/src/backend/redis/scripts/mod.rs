@@ -2,10 +2,24 @@
 //! examples and the bench (`redlimit::__private`): one script per family of
 //! algorithm (`family.rs`, made from `lua/` by `fragments.rs`), whatever the
 //! policy, whose numbers travel with each call (`plan.rs`).
+//!
+//! The folder owns the scripts and what goes through them: the families
+//! (`family.rs`) and the Lua they are made of (`fragments.rs`), a backend's
+//! scripts, loaded again after `NOSCRIPT` (`registry.rs`), a policy's plan
+//! (`plan.rs`) and what a call sends (`arguments.rs`), how a reply reads
+//! (`reply.rs`), and the fixed window kept as a counter (`counter.rs`).
 
-use super::counter::Counter;
-use super::family::Family;
-use super::plan::{plan, windows};
+pub(super) mod arguments;
+pub(crate) mod counter;
+pub(super) mod family;
+pub(super) mod fragments;
+pub(super) mod plan;
+pub(super) mod registry;
+mod reply;
+
+use self::counter::Counter;
+use self::family::Family;
+use self::plan::{plan, windows};
 use crate::policy::{Policy, Strategy};
 
 /// The source of the script that decides `policy` on Redis, e.g. to run it

@@ -1,7 +1,7 @@
 //! What a script call sends after its key: a single call's ARGV, or a
 //! batch's words (`lua/batch.lua`).
 
-use super::batched::Batched;
+use crate::backend::redis::batches::batched::Batched;
 use crate::backend::{Call, CallKind, PermitId, Refunded, CLIENT_CLOCK_SLACK_US};
 use redis::Cmd;
 
@@ -49,7 +49,7 @@ impl redis::ToRedisArgs for KindText {
 /// A single call's ARGV (`lua/batch.lua`): the policy, cost, kind, now
 /// and slack as text, leaving out the trailing ones that are the common
 /// call's (cost 1, a check, Redis's clock).
-pub(super) fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
+pub(crate) fn arguments(cmd: &mut Cmd, policy: &[u8], call: Call) {
     cmd.arg(policy);
     if let Some(now) = call.now_us {
         cmd.arg(call.cost)
@@ -73,7 +73,7 @@ const PERMIT_WORD: usize = WORD + 16;
 /// A batch's words (`lua/batch.lua`): none when every call is the common
 /// call (cost 1, a check, Redis's clock), which the script then decides
 /// without unpacking anything; else one word per call, all of one width.
-pub(super) fn words(calls: &[Batched]) -> Vec<u8> {
+pub(crate) fn words(calls: &[Batched]) -> Vec<u8> {
     let common = |c: &Call| c.cost == 1 && c.kind == CallKind::Check && c.now_us.is_none();
     if calls.iter().all(|b| common(&b.call)) {
         return Vec::new();
@@ -99,8 +99,8 @@ pub(super) fn words(calls: &[Batched]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::batched::gcra_calls as batched;
     use super::*;
+    use crate::backend::redis::batches::batched::gcra_calls as batched;
 
     fn sent(write: fn(&mut Cmd, &[u8], Call), cost: u64, kind: CallKind, now_us: Option<u64>) -> Vec<Vec<u8>> {
         let mut cmd = Cmd::new();

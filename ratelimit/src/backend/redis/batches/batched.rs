@@ -1,6 +1,6 @@
 //! A call of a batch, and how a batch fails as a whole.
 
-use super::plan::Plan;
+use crate::backend::redis::scripts::plan::Plan;
 use crate::backend::Call;
 use crate::Error;
 use std::sync::Arc;
@@ -25,8 +25,8 @@ pub(crate) enum BatchFailure {
 /// A gcra batch of `calls` (cost, kind, client clock) on one key, for the
 /// batch's unit tests.
 #[cfg(test)]
-pub(super) fn gcra_calls(calls: &[(u64, crate::backend::CallKind, Option<u64>)]) -> Vec<Batched> {
-    let plan = Arc::new(super::plan::plan(&crate::Policy::gcra("1/1s", 1).unwrap(), true));
+pub(crate) fn gcra_calls(calls: &[(u64, crate::backend::CallKind, Option<u64>)]) -> Vec<Batched> {
+    let plan = Arc::new(crate::backend::redis::scripts::plan::plan(&crate::Policy::gcra("1/1s", 1).unwrap(), true));
     calls
         .iter()
         .map(|&(cost, kind, now_us)| Batched {

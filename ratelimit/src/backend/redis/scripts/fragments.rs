@@ -4,29 +4,29 @@
 //! `decide(key, cost, kind, now, slack, permit)`: `lua/prelude.lua` and the
 //! algorithm's fragments; then `lua/batch.lua`.
 
-pub(super) const HEAD: &str = include_str!("../../../lua/head.lua");
-pub(super) const PRELUDE: &str = include_str!("../../../lua/prelude.lua");
-pub(super) const POLICY_WINDOWS: &str = include_str!("../../../lua/policy_windows.lua");
-pub(super) const POLICY_BUCKET: &str = include_str!("../../../lua/policy_bucket.lua");
-pub(super) const POLICY_GCRA: &str = include_str!("../../../lua/policy_gcra.lua");
-pub(super) const POLICY_CONCURRENCY: &str = include_str!("../../../lua/policy_concurrency.lua");
-pub(super) const POLICY_COUNTER: &str = include_str!("../../../lua/policy_counter.lua");
-pub(super) const CLOCK: &str = include_str!("../../../lua/clock.lua");
-pub(super) const WINDOW: &str = include_str!("../../../lua/window.lua");
-pub(super) const SUB_WINDOWS: &str = include_str!("../../../lua/sub_windows.lua");
-pub(super) const FIXED_WINDOW: &str = include_str!("../../../lua/fixed_window.lua");
-pub(super) const FIXED_WINDOW_COUNTER: &str = include_str!("../../../lua/fixed_window_counter.lua");
-pub(super) const SLIDING_WINDOW: &str = include_str!("../../../lua/sliding_window.lua");
-pub(super) const SLIDING_WINDOW_TOTALS: &str = include_str!("../../../lua/sliding_window_totals.lua");
-pub(super) const SLIDING_LOG: &str = include_str!("../../../lua/sliding_log.lua");
-pub(super) const TOKEN_BUCKET: &str = include_str!("../../../lua/token_bucket.lua");
-pub(super) const LEAKY_BUCKET: &str = include_str!("../../../lua/leaky_bucket.lua");
-pub(super) const GCRA: &str = include_str!("../../../lua/gcra.lua");
-pub(super) const CONCURRENCY: &str = include_str!("../../../lua/concurrency.lua");
-pub(super) const BUCKET_READ: &str = include_str!("../../../lua/bucket_read.lua");
-pub(super) const BUCKET_STATE: &str = include_str!("../../../lua/bucket_state.lua");
-pub(super) const SET_STATE: &str = include_str!("../../../lua/set_state.lua");
-pub(super) const BATCH: &str = include_str!("../../../lua/batch.lua");
+pub(super) const HEAD: &str = include_str!("../../../../lua/head.lua");
+pub(super) const PRELUDE: &str = include_str!("../../../../lua/prelude.lua");
+pub(super) const POLICY_WINDOWS: &str = include_str!("../../../../lua/policy_windows.lua");
+pub(super) const POLICY_BUCKET: &str = include_str!("../../../../lua/policy_bucket.lua");
+pub(super) const POLICY_GCRA: &str = include_str!("../../../../lua/policy_gcra.lua");
+pub(super) const POLICY_CONCURRENCY: &str = include_str!("../../../../lua/policy_concurrency.lua");
+pub(super) const POLICY_COUNTER: &str = include_str!("../../../../lua/policy_counter.lua");
+pub(super) const CLOCK: &str = include_str!("../../../../lua/clock.lua");
+pub(super) const WINDOW: &str = include_str!("../../../../lua/window.lua");
+pub(super) const SUB_WINDOWS: &str = include_str!("../../../../lua/sub_windows.lua");
+pub(super) const FIXED_WINDOW: &str = include_str!("../../../../lua/fixed_window.lua");
+pub(super) const FIXED_WINDOW_COUNTER: &str = include_str!("../../../../lua/fixed_window_counter.lua");
+pub(super) const SLIDING_WINDOW: &str = include_str!("../../../../lua/sliding_window.lua");
+pub(super) const SLIDING_WINDOW_TOTALS: &str = include_str!("../../../../lua/sliding_window_totals.lua");
+pub(super) const SLIDING_LOG: &str = include_str!("../../../../lua/sliding_log.lua");
+pub(super) const TOKEN_BUCKET: &str = include_str!("../../../../lua/token_bucket.lua");
+pub(super) const LEAKY_BUCKET: &str = include_str!("../../../../lua/leaky_bucket.lua");
+pub(super) const GCRA: &str = include_str!("../../../../lua/gcra.lua");
+pub(super) const CONCURRENCY: &str = include_str!("../../../../lua/concurrency.lua");
+pub(super) const BUCKET_READ: &str = include_str!("../../../../lua/bucket_read.lua");
+pub(super) const BUCKET_STATE: &str = include_str!("../../../../lua/bucket_state.lua");
+pub(super) const SET_STATE: &str = include_str!("../../../../lua/set_state.lua");
+pub(super) const BATCH: &str = include_str!("../../../../lua/batch.lua");
 
 /// The first line that lets a script on Redis 7 or later touch keys of
 /// several slots of one cluster node: a cluster batch's keys share a node,

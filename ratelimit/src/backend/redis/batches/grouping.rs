@@ -7,9 +7,9 @@
 
 #[cfg(feature = "cluster")]
 pub(crate) use self::cluster::{cross_slot_scripts, SlotMap};
-use super::connection::Connection;
 #[cfg(feature = "cluster")]
-use super::idle::slot;
+use crate::backend::redis::connection::idle::slot;
+use crate::backend::redis::connection::Connection;
 #[cfg(feature = "cluster")]
 use std::sync::Arc;
 
@@ -70,9 +70,9 @@ impl Grouping {
 
 #[cfg(feature = "cluster")]
 mod cluster {
-    use super::super::connection::Connection;
-    use super::super::fragments::CROSS_SLOT;
-    use super::super::idle::SLOTS;
+    use crate::backend::redis::connection::idle::SLOTS;
+    use crate::backend::redis::connection::Connection;
+    use crate::backend::redis::scripts::fragments::CROSS_SLOT;
     use redis::{RedisResult, Value};
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
     use std::sync::{Arc, Mutex, PoisonError};
