@@ -2,7 +2,7 @@
 //!
 //! Parsed as the RFC writes it (a node with a port or an IPv6 address is a
 //! quoted string); whatever does not parse is not an address, which stops
-//! the walk in [`TrustedProxies::client_ip`](super::TrustedProxies::client_ip).
+//! the walk in [`TrustedProxies::client_ip`](crate::http::TrustedProxies::client_ip).
 
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -1,6 +1,13 @@
 //! [`KeyBy`]: what a request is counted under.
+//!
+//! The folder owns what chooses a request's key: the client's IP behind
+//! trusted proxies (`client_ip/`, its tests beside it) and RFC 7239
+//! `Forwarded` (`forwarded.rs`).
 
-use super::client_ip::TrustedProxies;
+pub(super) mod client_ip;
+mod forwarded;
+
+use self::client_ip::TrustedProxies;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::HeaderName;
 use std::fmt;

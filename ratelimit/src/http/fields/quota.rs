@@ -74,7 +74,7 @@ pub struct PolicyItem {
     pub window: Option<u64>,
     /// `qu`: what a permit is. [`QuotaUnit::ConcurrentRequests`] for a
     /// concurrency policy, else [`QuotaUnit::Requests`], which a caller
-    /// stating another unit ([`insert_rate_limit_headers_in`](super::insert_rate_limit_headers_in)) replaces.
+    /// stating another unit ([`insert_rate_limit_headers_in`](crate::http::insert_rate_limit_headers_in)) replaces.
     pub unit: QuotaUnit,
 }
 

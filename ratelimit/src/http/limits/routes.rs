@@ -3,10 +3,10 @@
 //! counts each route apart (its key starts with the matched route), by a
 //! default policy unless the route states its own (`per_route.rs` decides).
 
-use super::layer::RateLimitLayer;
-use super::limits::Limits;
 use super::per_route::PerRoute;
 use super::source::Source;
+use super::Limits;
+use crate::http::layer::RateLimitLayer;
 use crate::lazy::LazyLimiter;
 use crate::{Error, Limiter, OnError, Policy};
 use std::borrow::Cow;

@@ -1,4 +1,4 @@
-//! [`PerRoute`]: the limits of a [`RateLimitLayer::per_route`](super::RateLimitLayer::per_route)
+//! [`PerRoute`]: the limits of a [`RateLimitLayer::per_route`](crate::http::RateLimitLayer::per_route)
 //! layer, built: one limiter, and the rule of each route it was told of.
 
 use super::source::{Chosen, Source};
@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A per-route layer's limits, built.
-pub(super) struct PerRoute {
+pub(crate) struct PerRoute {
     /// The layer's one limiter, deciding by the default policy.
     base: Source,
     /// The stated routes, by path.

@@ -1,4 +1,4 @@
-//! [`Source`]: where one limiter of a [`RateLimitLayer`](super::RateLimitLayer)
+//! [`Source`]: where one limiter of a [`RateLimitLayer`](crate::http::RateLimitLayer)
 //! comes from (given, or built on the global store at the first request),
 //! and [`Chosen`]: what decides one request.
 
@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 /// Where a layer's (or a tier's) limiter comes from.
 #[derive(Clone)]
-pub(super) enum Source {
+pub(crate) enum Source {
     /// Given, with its own store and `OnError`.
     Limiter(Limiter),
     /// Built on the global store at the first request.
@@ -25,7 +25,7 @@ impl Source {
 
     /// The limiter deciding now, by `per_request` when the request gave a
     /// policy; `Err` when a named policy is not configured.
-    pub(super) async fn limiter(&self, per_request: Option<&Policy>) -> Result<Limiter, Arc<str>> {
+    pub(crate) async fn limiter(&self, per_request: Option<&Policy>) -> Result<Limiter, Arc<str>> {
         match (self, per_request) {
             (Source::Limiter(limiter), None) => Ok(limiter.clone()),
             (Source::Limiter(limiter), Some(policy)) => Ok(limiter.with_policy(policy)),
@@ -45,7 +45,7 @@ impl Source {
 /// What decides one request: a limiter, the policy it decides by when the
 /// request gives one, and what comes before the request's key in its
 /// counts (a route's, so routes count apart).
-pub(super) struct Chosen {
+pub(crate) struct Chosen {
     pub(super) source: Source,
     pub(super) policy: Option<Policy>,
     pub(super) scope: Option<Arc<[u8]>>,
@@ -57,7 +57,7 @@ impl Chosen {
     }
 
     /// The limiter, its policy and the full key of a request keyed `key`.
-    pub(super) fn keyed(self, key: Vec<u8>) -> (Source, Option<Policy>, Vec<u8>) {
+    pub(crate) fn keyed(self, key: Vec<u8>) -> (Source, Option<Policy>, Vec<u8>) {
         let key = match self.scope {
             Some(scope) => [&scope[..], &key].concat(),
             None => key,

@@ -228,5 +228,4 @@ fn parse_hop(hop: &[u8]) -> Option<IpAddr> {
 }
 
 #[cfg(test)]
-#[path = "client_ip_tests.rs"]
 mod tests;

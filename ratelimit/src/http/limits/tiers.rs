@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
-/// The tiers of a [`RateLimitLayer::tiered`](super::RateLimitLayer::tiered)
+/// The tiers of a [`RateLimitLayer::tiered`](crate::http::RateLimitLayer::tiered)
 /// layer: how a request names its tier ([`TierBy`]) and each tier's policy.
 ///
 /// Each tier is its own limiter, so its counts are its own: a client moving
@@ -166,7 +166,7 @@ impl Tiers {
     /// The tiers' limiters for the layer named `layer`; an error names what
     /// is wrong (no tier, a tier twice, an unknown fallback, two tiers on
     /// one limiter name).
-    pub(super) fn build(self, layer: &str) -> Result<Tiered, Error> {
+    pub(crate) fn build(self, layer: &str) -> Result<Tiered, Error> {
         let invalid = |why: String| Err(Error::InvalidConfig(format!("the tiers of `{}`: {why}", quote(layer))));
         if self.tiers.is_empty() {
             return invalid("there is none; add one with `Tiers::tier`".into());
@@ -209,7 +209,7 @@ impl Tiers {
 }
 
 /// A tiered layer's limiters, built.
-pub(super) struct Tiered {
+pub(crate) struct Tiered {
     name: Arc<str>,
     by: TierBy,
     tiers: Vec<(Arc<str>, Source)>,

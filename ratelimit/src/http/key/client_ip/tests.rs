@@ -1,4 +1,4 @@
-//! The unit tests of `client_ip.rs`: which peer and header give which client.
+//! The unit tests of `client_ip/mod.rs`: which peer and header give which client.
 
 use super::*;
 use axum::http::HeaderValue;

@@ -1,10 +1,21 @@
 //! [`Limits`]: the limiters of a [`RateLimitLayer`](super::RateLimitLayer),
 //! and which of them decides each request.
+//!
+//! The folder owns what chooses a request's limiter: where a limiter comes
+//! from (`source.rs`), a policy chosen among tiers (`tiers.rs`) or computed
+//! from the request (`per_request.rs`), and a limit for every route
+//! (`routes.rs` builds it, `per_route.rs` decides).
 
-use super::per_request::PerRequest;
-use super::per_route::PerRoute;
-use super::source::{Chosen, Source};
-use super::tiers::Tiered;
+pub(super) mod per_request;
+pub(super) mod per_route;
+pub(super) mod routes;
+pub(super) mod source;
+pub(super) mod tiers;
+
+use self::per_request::PerRequest;
+use self::per_route::PerRoute;
+use self::source::{Chosen, Source};
+use self::tiers::Tiered;
 use crate::OnError;
 use axum::extract::Request;
 use axum::http::StatusCode;

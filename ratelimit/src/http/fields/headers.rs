@@ -181,7 +181,7 @@ pub(crate) fn merge_rate_limit_fields(headers: &mut HeaderMap, fields: &HeaderMa
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Counted {
     /// Whole requests of this many permits each (a layer's fixed
-    /// [`cost`](super::RateLimitLayer::cost)), in the draft's default unit,
+    /// [`cost`](crate::http::RateLimitLayer::cost)), in the draft's default unit,
     /// so `q`, `r` and the legacy counts are whole requests and a bucket's
     /// `t` waits for a whole request's permits.
     Requests(u64),

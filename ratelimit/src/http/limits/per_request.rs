@@ -1,4 +1,4 @@
-//! [`PerRequest`]: the limits of a [`RateLimitLayer::per_request`](super::RateLimitLayer::per_request)
+//! [`PerRequest`]: the limits of a [`RateLimitLayer::per_request`](crate::http::RateLimitLayer::per_request)
 //! layer, one limiter deciding each request by the policy computed from it.
 
 use super::source::{Chosen, Source};
@@ -14,7 +14,7 @@ use std::sync::Arc;
 type PolicyFn = Arc<dyn Fn(&Request) -> Option<Policy> + Send + Sync>;
 
 /// One limiter (its name, store and keys) and the function that gives each request's policy.
-pub(super) struct PerRequest {
+pub(crate) struct PerRequest {
     source: Source,
     policy_of: PolicyFn,
     /// Whether a request given no policy was already logged.
@@ -22,7 +22,7 @@ pub(super) struct PerRequest {
 }
 
 impl PerRequest {
-    pub(super) fn new<P: Borrow<Policy>>(
+    pub(crate) fn new<P: Borrow<Policy>>(
         source: Source,
         policy_of: impl Fn(&Request) -> Option<P> + Send + Sync + 'static,
     ) -> PerRequest {

@@ -59,7 +59,7 @@ fn record_in_scope(limiter: &Limiter, decision: &Decision) {
 /// - A denial's `429` is left as it is: its fields describe the decision
 ///   that shaped it (an earlier allowed call of the same function would
 ///   contradict it). Fields already on any other response, such as a
-///   [`RateLimitLayer`](super::RateLimitLayer)'s inside this one, are kept
+///   [`RateLimitLayer`](crate::http::RateLimitLayer)'s inside this one, are kept
 ///   and these items added after them, so a client pacing by the fields
 ///   meets neither limit.
 /// - Only calls made on the request's own task are seen: the handler and
