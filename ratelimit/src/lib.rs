@@ -59,7 +59,6 @@ mod pipeline;
 mod policy;
 mod policy_text;
 mod prefetch;
-mod prefetch_quota;
 mod rate_limited;
 mod refund;
 mod releasing;

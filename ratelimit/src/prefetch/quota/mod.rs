@@ -1,6 +1,6 @@
 //! One key's local quota under prefetch: permits taken from the store in one
 //! call, spent here one call at a time until they run out or expire.
-//! `prefetch.rs` owns the quotas of a limiter; this file decides one call.
+//! `prefetch/mod.rs` owns the quotas of a limiter; this file decides one call.
 //!
 //! A key has one quota whatever policy decides it, holding the permits of
 //! one policy at a time: a call under another policy gives them back with

@@ -2,12 +2,18 @@
 //! store in one call and spends them in this process, so a hot key costs
 //! the store about one call per k decisions. The permits are taken in the
 //! store when prefetched, so every process together never admits more than
-//! the policy admitted at those times; `prefetch_quota.rs` decides one call.
+//! the policy admitted at those times; `quota/` decides one call.
+//!
+//! The folder owns prefetch: a limiter's and a site's (here), the records of
+//! the keys it holds quotas for (`records.rs`), and one key's quota deciding
+//! a call (`quota/`: its state under its lock in `local.rs`, and when a
+//! prefetching call's wait ends in `deadline.rs`).
 
+mod quota;
 mod records;
 
 use crate::backend::CallKind;
-use crate::prefetch_quota::{alone, Deadline, Moved};
+use crate::prefetch::quota::{alone, Deadline, Moved};
 use crate::{algo, observe, AlgorithmKind, Decision, Error, Limiter};
 use records::{Records, Tally};
 #[cfg(test)]
@@ -315,5 +321,4 @@ fn refused(algorithm: AlgorithmKind) -> Option<Error> {
 }
 
 #[cfg(test)]
-#[path = "prefetch_tests.rs"]
 mod tests;

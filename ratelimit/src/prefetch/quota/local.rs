@@ -1,7 +1,7 @@
 //! The state of one key's local quota, behind its lock: what is held, the
 //! refill in flight and the calls counting on it, the last refill that took
 //! nothing. Every method is a few loads and stores under that lock;
-//! `prefetch_quota.rs` makes the calls to the store around them.
+//! `mod.rs` makes the calls to the store around them.
 
 use super::{Held, Moved, PolicyId};
 use crate::backend::Refunded;
