@@ -15,8 +15,8 @@
 //! outlasts the one the store gave. The limiter reads that time once per call
 //! and passes it in.
 
+use crate::backend::memory::sharded::{Expires, Key, Scope, Sharded};
 use crate::key::MAX_RAW_KEY_LEN;
-use crate::sharded::{Expires, Key, Scope, Sharded};
 use crate::Decision;
 use std::time::Duration;
 

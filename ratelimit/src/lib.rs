@@ -44,7 +44,6 @@ mod global_redis;
 pub mod http;
 mod key;
 mod key_buf;
-mod key_hash;
 mod lazy;
 mod lease;
 mod limiter;
@@ -60,18 +59,13 @@ mod pipeline;
 mod policy;
 mod policy_text;
 mod prefetch;
-mod prefetch_quota;
 mod rate_limited;
 mod refund;
 mod releasing;
 mod runtime;
 mod scope;
-mod sharded;
 mod site;
 mod store;
-mod sweeper;
-#[cfg(feature = "tls")]
-mod tls;
 
 /// Everything `#[rate_limit]` output names, and the internals this
 /// workspace's tests, examples and bench reach. Not a public API: it changes

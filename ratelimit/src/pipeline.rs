@@ -213,7 +213,10 @@ impl<K: AsRef<[u8]>> Future for Deciding<'_, K> {
                 let entered = span.as_deref().map(Span::enter);
                 let result = ready!(answer.as_mut().poll(cx));
                 drop(entered);
-                limiter.store_took(*sent_ns);
+                // A refund is not a decision: the metric times the store's decisions.
+                if !matches!(kind, CallKind::Refund(_)) {
+                    limiter.store_took(*sent_ns);
+                }
                 limiter.remember(call, *remember, &result);
                 let span = span.take().map(|span| *span);
                 *stage = Stage::Done;

@@ -10,7 +10,7 @@ mod unavailable;
 
 pub use self::memory::MemoryBackend;
 #[cfg(feature = "redis")]
-pub use self::redis::options::RedisOptions;
+pub use self::redis::connection::options::RedisOptions;
 #[cfg(feature = "redis")]
 pub use self::redis::RedisBackend;
 pub(crate) use self::unavailable::Unavailable;

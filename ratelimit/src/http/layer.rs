@@ -2,14 +2,14 @@
 //! (its options and where its limiter comes from; `service.rs` decides).
 
 use super::cost::Cost;
-use super::headers::HeaderStyle;
+use super::fields::headers::HeaderStyle;
+use super::fields::quota::QuotaUnit;
 use super::key::{KeyBy, MissingKey};
+use super::limits::per_request::PerRequest;
+use super::limits::source::Source;
+use super::limits::tiers::Tiers;
 use super::limits::Limits;
-use super::per_request::PerRequest;
-use super::quota::QuotaUnit;
 use super::service::{RateLimitService, Shared};
-use super::source::Source;
-use super::tiers::Tiers;
 use super::TrustedProxies;
 use crate::lazy::LazyLimiter;
 use crate::limiting::Enforcement;

@@ -19,36 +19,30 @@
 //!   permit while the route handles it and its body is sent, and the fields count requests in
 //!   flight (`qu="concurrent-requests"`, no `w` or `t`).
 
-mod client_ip;
 mod cost;
-mod decisions;
-mod field_text;
-mod forwarded;
-mod headers;
+mod fields;
 mod held_body;
 mod key;
 mod layer;
-mod limits;
 mod options;
-mod per_request;
-mod per_route;
-mod quota;
 mod response;
-mod routes;
 mod service;
-mod source;
-mod tiers;
 
-pub use client_ip::{ProxyHeader, TrustedProxies};
-pub use decisions::{DecisionHeadersLayer, DecisionHeadersService};
-pub use headers::{
+// Declared after `options`: rustdoc lists `RateLimitLayer`'s methods in the
+// order of the modules that define them, and `limits/routes.rs` adds
+// `per_route` and `per_route_on` after the options (`public-api.txt`).
+mod limits;
+
+pub use fields::decisions::{DecisionHeadersLayer, DecisionHeadersService};
+pub use fields::headers::{
     insert_rate_limit_headers, insert_rate_limit_headers_in, rate_limit_headers, retry_after_secs, HeaderStyle,
     RATELIMIT, RATELIMIT_POLICY, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
+pub use fields::quota::{PolicyItem, QuotaUnit};
+pub use key::client_ip::{ProxyHeader, TrustedProxies};
 pub use key::{KeyBy, MissingKey, MissingPeer};
 pub use layer::RateLimitLayer;
-pub use quota::{PolicyItem, QuotaUnit};
+pub use limits::routes::RouteLimits;
+pub use limits::tiers::{TierBy, Tiers};
 pub use response::{denial_response, PROBLEM_JSON, QUOTA_EXCEEDED};
-pub use routes::RouteLimits;
 pub use service::RateLimitService;
-pub use tiers::{TierBy, Tiers};

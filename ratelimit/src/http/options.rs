@@ -3,9 +3,9 @@
 //! comes from).
 
 use super::cost::Cost;
-use super::headers::HeaderStyle;
+use super::fields::headers::HeaderStyle;
+use super::fields::quota::QuotaUnit;
 use super::key::{KeyBy, MissingKey};
-use super::quota::QuotaUnit;
 use super::RateLimitLayer;
 use crate::{OnError, RateLimited};
 use axum::extract::Request;

@@ -1,8 +1,8 @@
 //! A denial as an HTTP response: 429 (or 503 when the store could not
 //! decide), its header fields, and an `application/problem+json` body.
 
-use super::headers::{insert_rate_limit_headers_per_request, retry_after_secs, Counted, HeaderStyle};
-use super::quota::PolicyItem;
+use super::fields::headers::{insert_rate_limit_headers_per_request, retry_after_secs, Counted, HeaderStyle};
+use super::fields::quota::PolicyItem;
 use crate::{AlgorithmKind, Decision, DenialReason, Policy, RateLimited};
 use axum::http::header::{HeaderMap, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::StatusCode;

@@ -3,13 +3,13 @@
 //! route and add the header fields.
 
 use super::cost::Cost;
-use super::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, Counted, HeaderStyle};
+use super::fields::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, Counted, HeaderStyle};
+use super::fields::quota::QuotaUnit;
 use super::held_body::holding;
 use super::key::{KeyBy, MissingKey};
+use super::limits::source::Source;
 use super::limits::Limits;
-use super::quota::QuotaUnit;
 use super::response::{problem, respond};
-use super::source::Source;
 use crate::call::Call;
 use crate::limiting::OnLimit;
 use crate::{Decision, Limiter, Permit, Policy, RateLimited};

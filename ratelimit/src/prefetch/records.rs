@@ -4,7 +4,7 @@
 //! or the whole prefetch is dropped.
 
 use super::{Prefetch, PrefetchStats, PREFETCHED, RETURNED, SPENT, WASTED};
-use crate::prefetch_quota::{now_us, Held, LetGo, Moved, Quota};
+use crate::prefetch::quota::{now_us, Held, LetGo, Moved, Quota};
 use crate::{observe, Limiter};
 use metrics::Counter;
 use std::collections::HashMap;

@@ -1,11 +1,11 @@
 //! [`RedisBound`]: one limiter bound to a Redis backend, deciding its keys.
 
-use super::arguments::Sent;
-use super::batch::Batcher;
+use super::batches::batch::Batcher;
+use super::connection::failure::from_redis;
 use super::eval::{bounded, Eval};
-use super::failure::from_redis;
-use super::family::Family;
-use super::plan::Plan;
+use super::scripts::arguments::Sent;
+use super::scripts::family::Family;
+use super::scripts::plan::Plan;
 use crate::backend::{Answer, Bound, BoxFuture, Call, CallKind};
 use crate::clock::Clock;
 use crate::{AlgorithmKind, Decision, Error, Policy};

@@ -3,16 +3,15 @@
 //! the script loaded again after `NOSCRIPT`. A family's first call loads
 //! its script within that same bound: the load and the call share one deadline.
 
-use super::arguments::Sent;
-use super::arguments::{arguments, words};
-use super::batch_reply::{outcomes, replied_cost};
-use super::batched::{BatchFailure, Batched};
-use super::breaker::Breaker;
+use super::batches::batch_reply::{outcomes, replied_cost};
+use super::batches::batched::{BatchFailure, Batched};
+use super::connection::breaker::Breaker;
+use super::connection::failure::from_redis;
 use super::connection::{is_dead_socket, Connection};
-use super::failure::from_redis;
-use super::family::Family;
-use super::plan::Plan;
-use super::registry::Registry;
+use super::scripts::arguments::{arguments, words, Sent};
+use super::scripts::family::Family;
+use super::scripts::plan::Plan;
+use super::scripts::registry::Registry;
 use crate::backend::{CallKind, Outcome};
 use crate::Error;
 use redis::{Cmd, ErrorKind, ServerErrorKind, Value};

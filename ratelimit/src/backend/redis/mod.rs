@@ -1,36 +1,24 @@
 //! [`RedisBackend`]: one multiplexed, auto-reconnecting connection, the
 //! scripts bound on it, and the limiters bound to it ([`RedisBound`]).
 
-mod arguments;
-mod batch;
-mod batch_reply;
-mod batched;
+mod batches;
 mod bound;
-mod breaker;
-mod connection;
-pub(crate) mod counter;
-mod endpoint;
+pub(crate) mod connection;
 mod eval;
-mod failure;
-mod family;
-mod fragments;
-mod grouping;
-mod idle;
-pub(crate) mod options;
-mod plan;
-mod registry;
-mod reply;
 pub(crate) mod scripts;
 
-use self::batch::Batcher;
+use self::batches::batch::Batcher;
+#[cfg(feature = "cluster")]
+use self::batches::grouping;
+use self::batches::grouping::Grouping;
 use self::bound::RedisBound;
-use self::breaker::Breaker;
-use self::connection::Connection;
-pub(crate) use self::endpoint::{check_url, redact};
+use self::connection::breaker::Breaker;
+pub(crate) use self::connection::endpoint::{check_url, redact};
+use self::connection::options::RedisOptions;
+use self::connection::{endpoint, failure, Connection};
 use self::eval::Eval;
-use self::grouping::Grouping;
-use self::options::RedisOptions;
-use self::registry::Registry;
+use self::scripts::plan;
+use self::scripts::registry::Registry;
 use super::{Backend, Binding, Bound};
 use crate::Error;
 use std::fmt;

@@ -1,0 +1,125 @@
+//! [`PerRoute`]: the limits of a [`RateLimitLayer::per_route`](crate::http::RateLimitLayer::per_route)
+//! layer, built: one limiter, and the rule of each route it was told of.
+
+use super::source::{Chosen, Source};
+use crate::key::push_key_value;
+use crate::{Error, OnError, Policy};
+use axum::extract::{MatchedPath, Request};
+use redlimit_grammar::quote;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A per-route layer's limits, built.
+pub(crate) struct PerRoute {
+    /// The layer's one limiter, deciding by the default policy.
+    base: Source,
+    /// The stated routes, by path.
+    stated: HashMap<Box<str>, Rule>,
+    unmatched: Rule,
+}
+
+#[derive(Clone)]
+enum Rule {
+    Exempt,
+    /// Counted under `scope` on `source`, by `policy` when the request gives it.
+    Limit {
+        scope: Arc<[u8]>,
+        source: Source,
+        policy: Option<Policy>,
+    },
+}
+
+/// A route's rule deciding by `policy` (the default when `None`) on
+/// `base`: a given limiter is bound to it once, here; a lazy one, built
+/// only at the first request, takes it with each request.
+fn limit(scope: Arc<[u8]>, base: &Source, policy: Option<&Policy>) -> Rule {
+    let (source, policy) = match (base, policy) {
+        (Source::Limiter(limiter), Some(policy)) => (Source::Limiter(limiter.with_policy(policy)), None),
+        (base, policy) => (base.clone(), policy.cloned()),
+    };
+    Rule::Limit { scope, source, policy }
+}
+
+/// What a route's keys start with: its path escaped (so it holds no `|`,
+/// and no client's path or key can pose as another route's), then `|`.
+fn scope(path: &str) -> Arc<[u8]> {
+    let mut scope = String::with_capacity(path.len() + 8);
+    push_key_value(&mut scope, &path);
+    scope.push('|');
+    Arc::from(scope.into_bytes())
+}
+
+impl PerRoute {
+    /// The rules of `routes` (each stated route and its policy, `None`
+    /// for exempt), each deciding on `base` (the layer's limiter, deciding
+    /// by the default policy); an error names a route that is stated twice
+    /// or is no route's path.
+    pub(super) fn new(
+        base: Source,
+        routes: Vec<(String, Option<Policy>)>,
+        limit_unmatched: bool,
+    ) -> Result<PerRoute, Error> {
+        let invalid = |why: String| Err(Error::InvalidConfig(format!("the routes of `{}`: {why}", quote(base.name()))));
+        let mut stated = HashMap::with_capacity(routes.len());
+        for (path, policy) in routes {
+            if !path.starts_with('/') {
+                return invalid(format!(
+                    "`{}` is no route's path: name it as `Router::route` was given it, from its `/`",
+                    quote(&path)
+                ));
+            }
+            let rule = match policy {
+                Some(policy) => limit(scope(&path), &base, Some(&policy)),
+                None => Rule::Exempt,
+            };
+            if stated.insert(path.clone().into_boxed_str(), rule).is_some() {
+                return invalid(format!("route `{}` is stated twice", quote(&path)));
+            }
+        }
+        let unmatched = match limit_unmatched {
+            // No route's scope is empty: every escaped path starts with `%2F`.
+            true => limit(Arc::from(&b"|"[..]), &base, None),
+            false => Rule::Exempt,
+        };
+        Ok(PerRoute { base, stated, unmatched })
+    }
+
+    pub(super) fn name(&self) -> &str {
+        self.base.name()
+    }
+
+    /// What decides `request`, by the route axum matched (not its URI, so
+    /// `/users/1` and `/users/2` count as `/users/{id}`); `None` when exempt.
+    pub(super) fn choose(&self, request: &Request) -> Option<Chosen> {
+        let rule = match request.extensions().get::<MatchedPath>() {
+            Some(route) => match self.stated.get(route.as_str()) {
+                Some(rule) => rule,
+                None => {
+                    let (source, scope) = (self.base.clone(), Some(scope(route.as_str())));
+                    return Some(Chosen { source, policy: None, scope });
+                }
+            },
+            None => &self.unmatched,
+        };
+        match rule {
+            Rule::Exempt => None,
+            Rule::Limit { scope, source, policy } => {
+                Some(Chosen { source: source.clone(), policy: policy.clone(), scope: Some(scope.clone()) })
+            }
+        }
+    }
+
+    /// The same limits with another `on_error` where the limiter is built here.
+    pub(super) fn with_on_error(&self, on_error: OnError) -> PerRoute {
+        let base = self.base.with_on_error(on_error);
+        let rebase = |rule: &Rule| match rule {
+            Rule::Limit { scope, source: Source::Lazy(_), policy } => {
+                Rule::Limit { scope: scope.clone(), source: base.clone(), policy: policy.clone() }
+            }
+            rule => rule.clone(),
+        };
+        let stated = self.stated.iter().map(|(path, rule)| (path.clone(), rebase(rule))).collect();
+        let unmatched = rebase(&self.unmatched);
+        PerRoute { base, stated, unmatched }
+    }
+}
