@@ -65,7 +65,7 @@ impl Eval {
         // The policy goes once when every call shares it (the common batch).
         let shared = calls.iter().all(|c| c.plan.policy == first.plan.policy);
         let policies = if shared { &calls[..1] } else { calls };
-        let words = words(calls);
+        let words = words(calls.iter().map(|c| c.call));
         let bytes: usize = calls.iter().map(|c| c.key.len() + 16).sum::<usize>()
             + policies.iter().map(|c| c.plan.policy.len() + 16).sum::<usize>();
         let mut cmd = Cmd::with_capacity(6 + 2 * calls.len(), 96 + first.key.len() + words.len() + bytes);

@@ -1,7 +1,6 @@
 //! What a script call sends after its key: a single call's ARGV, or a
 //! batch's words (`lua/batch.lua`).
 
-use crate::backend::redis::batches::batched::Batched;
 use crate::backend::{CallKind, PermitId, Refunded, CLIENT_CLOCK_SLACK_US};
 use redis::Cmd;
 
@@ -82,14 +81,14 @@ const PERMIT_WORD: usize = WORD + 16;
 /// A batch's words (`lua/batch.lua`): none when every call is the common
 /// call (cost 1, a check, Redis's clock), which the script then decides
 /// without unpacking anything; else one word per call, all of one width.
-pub(crate) fn words(calls: &[Batched]) -> Vec<u8> {
-    let common = |c: &Sent| c.cost == 1 && c.kind == CallKind::Check && c.now_us.is_none();
-    if calls.iter().all(|b| common(&b.call)) {
+pub(crate) fn words(calls: impl ExactSizeIterator<Item = Sent> + Clone) -> Vec<u8> {
+    let common = |c: Sent| c.cost == 1 && c.kind == CallKind::Check && c.now_us.is_none();
+    if calls.clone().all(common) {
         return Vec::new();
     }
-    let width = if calls.iter().any(|b| kind_number(b.call.kind).1.is_some()) { PERMIT_WORD } else { WORD };
+    let width = if calls.clone().any(|c| kind_number(c.kind).1.is_some()) { PERMIT_WORD } else { WORD };
     let mut words = vec![0u8; width * calls.len()];
-    for (word, Batched { call, .. }) in words.chunks_exact_mut(width).zip(calls) {
+    for (word, call) in words.chunks_exact_mut(width).zip(calls) {
         let (now, slack) = match call.now_us {
             Some(now) => (crate::clock::bounded(now) as f64, (CLIENT_CLOCK_SLACK_US / 1000) as f64),
             None => (-1.0, 0.0),
@@ -109,7 +108,11 @@ pub(crate) fn words(calls: &[Batched]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::redis::batches::batched::gcra_calls as batched;
+
+    /// A batch's calls: (cost, kind, client clock).
+    fn batched(calls: &[(u64, CallKind, Option<u64>)]) -> std::vec::IntoIter<Sent> {
+        calls.iter().map(|&(cost, kind, now_us)| Sent { cost, kind, now_us }).collect::<Vec<_>>().into_iter()
+    }
 
     fn sent(write: fn(&mut Cmd, &[u8], Sent), cost: u64, kind: CallKind, now_us: Option<u64>) -> Vec<Vec<u8>> {
         let mut cmd = Cmd::new();
@@ -138,10 +141,10 @@ mod tests {
     #[test]
     fn a_batch_of_common_calls_sends_no_words_else_one_per_call() {
         use CallKind::*;
-        assert_eq!(words(&batched(&[(1, Check, None), (1, Check, None)])), Vec::<u8>::new());
+        assert_eq!(words(batched(&[(1, Check, None), (1, Check, None)])), Vec::<u8>::new());
         let mixed = batched(&[(1, Check, None), (5, Peek, Some(9)), (2, Check, None)]);
         let expected = [word([1.0, 0.0, -1.0, 0.0]), word([5.0, 1.0, 9.0, 60.0 * 1000.0]), word([2.0, 0.0, -1.0, 0.0])];
-        assert_eq!(words(&mixed), expected.concat());
+        assert_eq!(words(mixed), expected.concat());
     }
 
     #[test]
@@ -152,7 +155,7 @@ mod tests {
         assert_eq!(sent(arguments, 2, CallKind::Release(id), None), [b"P".to_vec(), b"2".to_vec(), text(b'4')]);
         let calls = batched(&[(1, CallKind::Renew(id), None), (1, CallKind::Peek, None)]);
         let expected = [word([1.0, 5.0, -1.0, 0.0]), id.0.to_vec(), word([1.0, 1.0, -1.0, 0.0]), vec![0; 16]];
-        assert_eq!(words(&calls), expected.concat(), "every word as wide as a permit's");
+        assert_eq!(words(calls), expected.concat(), "every word as wide as a permit's");
     }
 
     #[test]
@@ -165,6 +168,6 @@ mod tests {
         assert_eq!(sent(arguments, 3, CallKind::Refund(of), Some(9)), expected);
         let calls = batched(&[(1, CallKind::Check, None), (3, CallKind::Refund(of), None)]);
         let expected = [word([1.0, 0.0, -1.0, 0.0]), vec![0; 16], word([3.0, 2.0, -1.0, 0.0]), times];
-        assert_eq!(words(&calls), expected.concat(), "every word as wide as a refund's");
+        assert_eq!(words(calls), expected.concat(), "every word as wide as a refund's");
     }
 }
