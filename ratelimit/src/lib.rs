@@ -34,36 +34,18 @@ mod call;
 mod clock;
 mod config;
 mod decision;
-mod deny_cache;
-mod dry_run;
 mod error;
-#[cfg(feature = "redis")]
-mod global_redis;
+mod global;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;
 mod key;
-mod key_buf;
-mod lazy;
-mod lease;
 mod limiter;
-mod limiting;
-mod live_scopes;
-mod lost_permit;
-mod macro_support;
 pub mod observe;
-mod on_error;
-mod outage_log;
 mod permit;
-mod pipeline;
 mod policy;
-mod policy_text;
 mod prefetch;
 mod rate_limited;
-mod refund;
-mod releasing;
-mod runtime;
-mod scope;
 mod site;
 mod store;
 
@@ -75,12 +57,12 @@ mod store;
 #[doc(hidden)]
 pub mod __private {
     pub use crate::call::Call;
+    pub use crate::key::buf::{KeyBuf, KeyWriter};
     pub use crate::key::{push_key_integer, push_key_value, KeyInteger};
-    pub use crate::key_buf::{KeyBuf, KeyWriter};
-    pub use crate::limiting::OnLimit;
-    pub use crate::lost_permit::watched;
-    pub use crate::macro_support::{AsPolicy, Cost, DenialError, Failed, Fallback, IntoDenial};
+    pub use crate::limiter::enforcement::OnLimit;
+    pub use crate::permit::lost::watched;
     pub use crate::permit::Ticket;
+    pub use crate::site::macro_support::{AsPolicy, Cost, DenialError, Failed, Fallback, IntoDenial};
     pub use crate::site::Site;
     pub use crate::{OnError, Policy, RateLimited};
     pub use redlimit_grammar::{Rate, Strategy};
@@ -109,11 +91,13 @@ pub use backend::RedisOptions;
 pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
 pub use config::policies;
 pub use decision::{Decision, Quota};
-pub use dry_run::{is_dry_run, set_dry_run, DRY_RUN_VAR};
 pub use error::{Error, Failure};
+pub use global::scope::scope;
+pub use global::{global, init, init_from_env, REDIS_URL_VAR};
+pub use limiter::dry_run::{is_dry_run, set_dry_run, DRY_RUN_VAR};
+pub use limiter::on_error::OnError;
 pub use limiter::Limiter;
-pub use lost_permit::{permit_lost, until_permit_lost};
-pub use on_error::OnError;
+pub use permit::lost::{permit_lost, until_permit_lost};
 pub use permit::Permit;
 pub use policy::{Policy, Rate, Strategy};
 pub use prefetch::{PrefetchStats, DEFAULT_PREFETCH_TTL};
@@ -134,6 +118,4 @@ pub use redlimit_grammar::AlgorithmKind;
 /// # Ok::<(), redlimit::Error>(())
 /// ```
 pub use redlimit_grammar::{GrammarError, Param, PolicySpec};
-pub use runtime::{global, init, init_from_env, REDIS_URL_VAR};
-pub use scope::scope;
 pub use store::Store;

@@ -27,7 +27,7 @@ pub struct Store {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) prefix: Arc<str>,
     /// Dropped permits' releases on their way, which acquisitions wait for.
-    pub(crate) releasing: Arc<crate::releasing::Releasing>,
+    pub(crate) releasing: Arc<crate::permit::releasing::Releasing>,
 }
 
 impl Store {

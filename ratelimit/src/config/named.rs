@@ -3,7 +3,8 @@
 //! (`LazyLimiter` holds one for a named policy).
 
 use super::registry::{self, Loaded};
-use crate::{runtime, Limiter, OnError, Policy, Store};
+use crate::global;
+use crate::{Limiter, OnError, Policy, Store};
 use arc_swap::ArcSwapOption;
 use std::borrow::Cow;
 use std::future::Future;
@@ -81,7 +82,7 @@ impl NamedLimiter {
                 drop(loaded);
                 // Boxed: building the store is a deep future (see `Site`).
                 let store: Pin<Box<dyn Future<Output = Result<&'static Store, crate::Error>> + Send>> =
-                    Box::pin(runtime::global());
+                    Box::pin(global::global());
                 match store.await {
                     Ok(store) => {
                         first = cached.is_none();

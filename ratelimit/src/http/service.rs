@@ -11,7 +11,7 @@ use super::limits::source::Source;
 use super::limits::Limits;
 use super::response::{problem, respond};
 use crate::call::Call;
-use crate::limiting::OnLimit;
+use crate::limiter::enforcement::OnLimit;
 use crate::{Decision, Limiter, Permit, Policy, RateLimited};
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};

@@ -7,7 +7,7 @@
 //! one atomic load.
 
 use super::headers::{merge_rate_limit_fields, rate_limit_headers, HeaderStyle, RATELIMIT};
-use crate::live_scopes::LiveScopes;
+use crate::global::live_scopes::LiveScopes;
 use crate::{Decision, Limiter};
 use axum::http::{Request, Response, StatusCode};
 use std::future::Future;

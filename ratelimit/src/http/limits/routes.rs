@@ -6,9 +6,9 @@
 use super::per_route::PerRoute;
 use super::source::Source;
 use super::Limits;
+use crate::global::lazy::LazyLimiter;
 use crate::http::layer::RateLimitLayer;
-use crate::lazy::LazyLimiter;
-use crate::limiting::Enforcement;
+use crate::limiter::enforcement::Enforcement;
 use crate::{Error, Limiter, Policy};
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -2,8 +2,8 @@
 //! comes from (given, or built on the global store at the first request),
 //! and [`Chosen`]: what decides one request.
 
-use crate::lazy::LazyLimiter;
-use crate::limiting::Enforcement;
+use crate::global::lazy::LazyLimiter;
+use crate::limiter::enforcement::Enforcement;
 use crate::{Limiter, OnError, Policy};
 use std::sync::Arc;
 

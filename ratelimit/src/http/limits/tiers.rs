@@ -2,8 +2,8 @@
 //! free and pro), each counted by its own limiter.
 
 use super::source::{Chosen, Source};
-use crate::lazy::LazyLimiter;
-use crate::limiting::Enforcement;
+use crate::global::lazy::LazyLimiter;
+use crate::limiter::enforcement::Enforcement;
 use crate::{Error, Limiter, OnError, Policy};
 use axum::extract::Request;
 use axum::http::{HeaderName, StatusCode};

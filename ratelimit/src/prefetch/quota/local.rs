@@ -264,7 +264,7 @@ impl LocalQuota {
     fn answer(&self, now: u64) -> Decision {
         let Some((decision, at)) = &self.taken else {
             // Unreachable: permits are only spent after a refill recorded its answer.
-            return crate::on_error::unsettled(true, self.left, std::time::SystemTime::now());
+            return crate::limiter::on_error::unsettled(true, self.left, std::time::SystemTime::now());
         };
         aged(decision, Duration::from_micros(now.saturating_sub(*at)), self.left)
     }

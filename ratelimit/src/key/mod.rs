@@ -1,6 +1,8 @@
 //! Storage keys, and the escaping that keeps key templates collision-free.
 
-use crate::key_buf::KeyWriter;
+pub(crate) mod buf;
+
+use crate::key::buf::KeyWriter;
 use crate::policy::{Params, Policy};
 use std::fmt::{self, Write};
 

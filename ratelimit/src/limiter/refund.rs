@@ -6,7 +6,7 @@
 //! permits came back.
 
 use crate::call::{CallKind, Refunded};
-use crate::outage_log::{rounded, OutageLog, Report, LOG_INTERVAL};
+use crate::limiter::outage_log::{rounded, OutageLog, Report, LOG_INTERVAL};
 use crate::{algo, observe, Decision, Error, Limiter};
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -5,9 +5,13 @@
 //! the one way a call becomes a permit: `acquire`, annotated functions and
 //! the HTTP layer all go through it.
 
+pub(crate) mod lease;
+pub(crate) mod lost;
+pub(crate) mod releasing;
+
 use crate::call::{Call, CallKind, PermitId, Refunded};
-use crate::lease::{Lease, Renewed, FIRST_PAUSE, LONGEST_PAUSE};
-use crate::limiting::OnLimit;
+use crate::limiter::enforcement::OnLimit;
+use crate::permit::lease::{Lease, Renewed, FIRST_PAUSE, LONGEST_PAUSE};
 use crate::{AlgorithmKind, Decision, DenialReason, Error, Limiter, OnError, RateLimited};
 use std::fmt;
 use std::sync::atomic::Ordering;

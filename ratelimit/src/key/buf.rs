@@ -150,7 +150,7 @@ impl KeyWriter for KeyBuf {
 
 #[cfg(test)]
 mod tests {
-    use super::{KeyBuf, KeyWriter, INLINE};
+    use crate::key::buf::{KeyBuf, KeyWriter, INLINE};
     use std::borrow::Cow;
 
     #[test]

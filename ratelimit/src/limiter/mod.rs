@@ -2,14 +2,22 @@
 //! (`check`, `peek`) or reset; `limiting.rs` holds `limit` and `wait`. Every
 //! call decides through the one pipeline in `pipeline.rs`.
 
+pub(crate) mod deny_cache;
+pub(crate) mod dry_run;
+pub(crate) mod enforcement;
+pub(crate) mod on_error;
+pub(crate) mod outage_log;
+mod pipeline;
+pub(crate) mod refund;
+
 use crate::backend::memory::MemoryBound;
 use crate::backend::{Binding, Bound, MemoryBackend, Unavailable};
 use crate::call::{Call, CallKind};
-use crate::deny_cache::DenyCache;
-use crate::limiting::Enforcement;
+use crate::limiter::deny_cache::DenyCache;
+use crate::limiter::enforcement::Enforcement;
+use crate::limiter::outage_log::OutageLog;
+use crate::limiter::refund::RefundLog;
 use crate::observe::{LimiterMetrics, PermitMetrics};
-use crate::outage_log::OutageLog;
-use crate::refund::RefundLog;
 use crate::{AlgorithmKind, Decision, Error, OnError, Policy, Store};
 use once_cell::sync::OnceCell;
 use std::fmt;
@@ -295,7 +303,7 @@ impl Limiter {
     /// Whether a call this limiter would deny passes: it, its policy or the
     /// process is in dry run.
     pub fn is_dry_run(&self) -> bool {
-        self.rule.trial || crate::dry_run::is_dry_run()
+        self.rule.trial || crate::limiter::dry_run::is_dry_run()
     }
 
     /// Sets what [`limit`](Self::limit) does when the store cannot answer.

@@ -132,7 +132,7 @@ pub(crate) fn rounded(d: Duration) -> Duration {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::limiter::outage_log::*;
 
     const S: u64 = 1_000_000;
 

@@ -2,9 +2,11 @@
 //! code makes. Not a public API: it changes with the macro, which is pinned
 //! to this crate.
 
+pub(crate) mod macro_support;
+
 use crate::call::Call;
-use crate::lazy::LazyLimiter;
-use crate::limiting::{Enforcement, OnLimit};
+use crate::global::lazy::LazyLimiter;
+use crate::limiter::enforcement::{Enforcement, OnLimit};
 use crate::permit::Ticket;
 use crate::{OnError, Policy, RateLimited};
 use std::borrow::Cow;

@@ -1,5 +1,7 @@
 //! [`Policy`]: an algorithm with its validated parameters.
 
+mod text;
+
 use crate::Error;
 use redlimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
 pub use redlimit_grammar::{Rate, Strategy};

@@ -2,8 +2,8 @@
 //! place that does it.
 
 use crate::call::Call;
+use crate::limiter::outage_log::{rounded, OutageLog, Recovery, Report, LOG_INTERVAL};
 use crate::observe::error_kind;
-use crate::outage_log::{rounded, OutageLog, Recovery, Report, LOG_INTERVAL};
 use crate::{Decision, Error, Limiter, RateLimited};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -3,10 +3,11 @@
 //! with each call. Annotated functions and `RateLimitLayer`s decide through one.
 
 use crate::config::named::NamedLimiter;
-use crate::limiting::Enforcement;
-use crate::outage_log::OutageLog;
+use crate::global::{self, scope};
+use crate::limiter::enforcement::Enforcement;
+use crate::limiter::outage_log::OutageLog;
 use crate::prefetch::SitePrefetch;
-use crate::{runtime, scope, Limiter, Policy, RateLimited};
+use crate::{Limiter, Policy, RateLimited};
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
@@ -182,7 +183,7 @@ impl LazyLimiter {
         }
     }
 
-    /// Inside a [`scope`](crate::scope): the limiter on the scope's store,
+    /// Inside a [`scope`](crate::global::scope): the limiter on the scope's store,
     /// deciding by this call's policy.
     fn scoped(&self, per_call: Option<&Policy>) -> Option<Result<Limiter, Arc<str>>> {
         if !scope::may_be_inside() {
@@ -213,7 +214,7 @@ impl LazyLimiter {
         built: &tokio::sync::OnceCell<Limiter>,
         degraded: &once_cell::sync::OnceCell<Limiter>,
     ) -> Current {
-        match runtime::global().await {
+        match global::global().await {
             Ok(store) => {
                 let mut first = false;
                 let limiter = built.get_or_init(|| {

@@ -4,7 +4,7 @@
 
 use crate::clock::process_now_us;
 use crate::error::Failure;
-use crate::outage_log::{rounded, OutageLog, Recovery, Report};
+use crate::limiter::outage_log::{rounded, OutageLog, Recovery, Report};
 use crate::{Error, RedisOptions, Store, REDIS_URL_VAR};
 use std::sync::Mutex;
 use std::time::Duration;

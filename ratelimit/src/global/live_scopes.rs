@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// The count of one task-local's scopes ([`scope`](crate::scope)'s store,
+/// The count of one task-local's scopes ([`scope`](crate::global::scope)'s store,
 /// the HTTP layer's record of decisions).
 #[derive(Debug)]
 pub(crate) struct LiveScopes(AtomicUsize);

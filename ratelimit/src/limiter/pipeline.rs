@@ -17,7 +17,7 @@
 use crate::backend::{Answer, BoxFuture};
 use crate::call::{Call, CallKind};
 use crate::clock::{process_now_us, process_ns};
-use crate::deny_cache::DenyCache;
+use crate::limiter::deny_cache::DenyCache;
 use crate::observe::{self, LimiterMetrics};
 use crate::{Decision, Error, Limiter};
 use once_cell::sync::OnceCell;

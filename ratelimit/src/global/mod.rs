@@ -1,6 +1,12 @@
 //! The global store that annotated functions use: set at start-up, or
 //! built from the environment by the first limited call.
 
+pub(crate) mod lazy;
+pub(crate) mod live_scopes;
+#[cfg(feature = "redis")]
+pub(crate) mod redis;
+pub(crate) mod scope;
+
 use crate::{Error, Store};
 use tokio::sync::OnceCell;
 
@@ -107,7 +113,7 @@ pub async fn global() -> Result<&'static Store, Error> {
 /// The global store on the Redis at `url`, connected in the background.
 #[cfg(feature = "redis")]
 async fn on_redis(url: &str) -> Result<&'static Store, Error> {
-    crate::global_redis::global(url, &GLOBAL).await
+    crate::global::redis::global(url, &GLOBAL).await
 }
 
 /// Built without Redis, a Redis URL in the environment is a mistake to

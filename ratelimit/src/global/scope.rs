@@ -2,7 +2,7 @@
 //! future runs, instead of the global one: how a test gives each case its
 //! own store (and clock) in one test binary.
 
-use crate::live_scopes::LiveScopes;
+use crate::global::live_scopes::LiveScopes;
 use crate::{Limiter, OnError, Policy, Store};
 use std::collections::HashMap;
 use std::future::Future;

@@ -107,7 +107,7 @@ impl Limiter {
             Ok(decision) => (decision, true),
             Err(error) => match self.enforcement.on_error.settle(self, call, &error) {
                 Err(denied) if self.is_dry_run() => {
-                    crate::dry_run::would_have_denied(self);
+                    crate::limiter::dry_run::would_have_denied(self);
                     return Ok((denied.decision().clone(), false));
                 }
                 settled => (settled?, false),
@@ -116,7 +116,7 @@ impl Limiter {
         if decision.allowed {
             Ok((decision, by_store))
         } else if self.is_dry_run() {
-            crate::dry_run::would_have_denied(self);
+            crate::limiter::dry_run::would_have_denied(self);
             Ok((decision, false))
         } else {
             Err(self.denial(call.key, decision, false))
