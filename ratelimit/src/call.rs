@@ -49,7 +49,7 @@ pub enum CallKind {
     /// Give back up to the cost of the call [`Refunded`] describes, never
     /// past an untouched state, and report the state as a check of cost 0
     /// would. Only for the algorithms that keep refunds (`algo::refunds`);
-    /// any other store answers [`Error::InvalidConfig`] and writes nothing.
+    /// any other store answers [`Error::InvalidConfig`](crate::Error::InvalidConfig) and writes nothing.
     Refund(Refunded),
     /// Hold `cost` permits as the permit `id` for one lease, if they fit.
     Acquire(PermitId),

@@ -81,12 +81,12 @@ pub enum Error {
 #[derive(Clone)]
 pub struct Failure {
     message: Arc<str>,
-    source: Option<Source>,
+    source: Option<Cause>,
 }
 
 /// The original error behind a [`Failure`]: shown and chained, never named.
 #[derive(Clone)]
-struct Source(Arc<dyn StdError + Send + Sync>);
+struct Cause(Arc<dyn StdError + Send + Sync>);
 
 // Only the Redis store fails this way; a memory-only build makes none.
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
@@ -98,7 +98,7 @@ impl Failure {
 
     /// A failure described by `message`, caused by `source`.
     pub(crate) fn caused_by(message: impl Into<String>, source: impl StdError + Send + Sync + 'static) -> Failure {
-        Failure { message: message.into().into(), source: Some(Source(Arc::new(source))) }
+        Failure { message: message.into().into(), source: Some(Cause(Arc::new(source))) }
     }
 }
 
@@ -114,19 +114,19 @@ impl fmt::Debug for Failure {
     }
 }
 
-impl fmt::Display for Source {
+impl fmt::Display for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
     }
 }
 
-impl fmt::Debug for Source {
+impl fmt::Debug for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
     }
 }
 
-impl StdError for Source {
+impl StdError for Cause {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         self.0.source()
     }

@@ -19,17 +19,17 @@ use crate::Strategy;
 /// long the store must keep the key).
 #[derive(Debug, Clone)]
 pub(crate) struct Windows {
-    slots: Vec<Option<Slot>>,
+    slots: Vec<Option<Window>>,
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Slot {
+struct Window {
     start: u64,
     count: u64,
     window_us: u64,
 }
 
-impl Slot {
+impl Window {
     fn pair(self) -> (u64, u64) {
         (self.start, self.count)
     }
@@ -50,12 +50,12 @@ pub(crate) fn decide(
     cost: u64,
     kind: CallKind,
 ) -> (Outcome, bool) {
-    let stored: &[Option<Slot>] = state.as_ref().map_or(&[], |w| &w.slots);
+    let stored: &[Option<Window>] = state.as_ref().map_or(&[], |w| &w.slots);
     // Judged at the latest start if now is earlier: no call goes back before
     // a recorded one. Inside live windows, any time from there on finds the
     // same windows, so a write that starts none needs no time recorded.
     let now = stored.iter().flatten().map(|slot| slot.start).fold(now, u64::max);
-    let current = |i: usize| live(stored.get(i).copied().flatten().map(Slot::pair), &strategies[i], now);
+    let current = |i: usize| live(stored.get(i).copied().flatten().map(Window::pair), &strategies[i], now);
     if let CallKind::Refund(of) = kind {
         let mut slots: Vec<Option<(u64, u64)>> = (0..strategies.len()).map(current).collect();
         return refund(strategies, state, &mut slots, now, cost, of.taken_us);
@@ -97,14 +97,15 @@ pub(crate) fn decide(
     let known = state.as_ref().is_some_and(|w| w.slots.len() >= strategies.len());
     if write && !known {
         // A new key, or one stored under fewer strategies.
-        let slot = |i: usize| after(i).map(|(start, count)| Slot { start, count, window_us: strategies[i].window_us });
+        let slot =
+            |i: usize| after(i).map(|(start, count)| Window { start, count, window_us: strategies[i].window_us });
         *state = Some(Windows { slots: (0..strategies.len()).map(slot).collect() });
     } else if let (true, Some(windows)) = (write, state.as_mut()) {
         // Each window follows from its own stored value: written in place.
         let (own, kept) = windows.slots.split_at_mut(strategies.len());
         for (slot, s) in own.iter_mut().zip(strategies) {
-            let (start, count) = taken(live(slot.map(Slot::pair), s, now), take, now, cost).unwrap_or_default();
-            *slot = Some(Slot { start, count, window_us: s.window_us });
+            let (start, count) = taken(live(slot.map(Window::pair), s, now), take, now, cost).unwrap_or_default();
+            *slot = Some(Window { start, count, window_us: s.window_us });
         }
         // Windows beyond the policy's count the call while they run.
         let mut outlives = false;
@@ -117,7 +118,7 @@ pub(crate) fn decide(
         // The store keeps the key until this call's reset: while a kept
         // window outlives it, the later end the key was kept to stands.
         moves_expiry = !outlives;
-        let ended = |slot: &Option<Slot>| slot.is_none_or(|s| now - s.start >= s.window_us);
+        let ended = |slot: &Option<Window>| slot.is_none_or(|s| now - s.start >= s.window_us);
         while windows.slots.len() > strategies.len() && windows.slots.last().is_some_and(ended) {
             windows.slots.pop();
         }
@@ -134,7 +135,7 @@ pub(crate) fn decide(
             }
         }
         let within =
-            |slot: &Slot| now - slot.start >= slot.window_us || slot.start + slot.window_us <= now + reset_after_us;
+            |slot: &Window| now - slot.start >= slot.window_us || slot.start + slot.window_us <= now + reset_after_us;
         moves_expiry = grown && windows.slots.iter().flatten().all(within);
     }
     let outcome = Outcome {
@@ -211,7 +212,7 @@ fn refund(
     let slots = live
         .iter()
         .zip(strategies)
-        .map(|(slot, s)| slot.map(|(start, count)| Slot { start, count, window_us: s.window_us }))
+        .map(|(slot, s)| slot.map(|(start, count)| Window { start, count, window_us: s.window_us }))
         .collect();
     let (outcome, _) = decide(strategies, &mut Some(Windows { slots }), now, 0, CallKind::Peek);
     // As for a check: a kept window outliving the reset keeps the key's end.

@@ -14,7 +14,7 @@ use crate::backend::{CallKind, Outcome};
 /// Water level in units, when it was last drained, and the rate `(n, p)`
 /// it drains at (a change of rate converts it).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Bucket {
+pub(crate) struct LeakyBucket {
     level: u64,
     last: u64,
     rate: (u64, u64),
@@ -25,7 +25,7 @@ pub(crate) struct Bucket {
 pub(crate) fn decide(
     capacity: u64,
     (n, p): (u64, u64),
-    state: &mut Option<Bucket>,
+    state: &mut Option<LeakyBucket>,
     now: u64,
     cost: u64,
     kind: CallKind,
@@ -71,7 +71,7 @@ pub(crate) fn decide(
         _ => false,
     };
     if write {
-        *state = Some(Bucket { level: after, last: now, rate: (n, p) });
+        *state = Some(LeakyBucket { level: after, last: now, rate: (n, p) });
     }
     let outcome = Outcome {
         allowed,

@@ -26,8 +26,8 @@ pub(crate) enum State {
     FixedWindow(fixed_window::Windows),
     SlidingWindow(sliding_window::SubWindows),
     SlidingLog(sliding_log::Log),
-    TokenBucket(token_bucket::Bucket),
-    LeakyBucket(leaky_bucket::Bucket),
+    TokenBucket(token_bucket::TokenBucket),
+    LeakyBucket(leaky_bucket::LeakyBucket),
     Gcra(gcra::Tat),
     Concurrency(concurrency::Holders),
 }

@@ -19,7 +19,7 @@ const REBASE_FROM: u64 = 1 << 48;
 
 /// One admitted call, or several admitted at the same µs (or into a full log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
+struct Logged {
     /// When it was admitted, µs.
     at: u64,
     /// The weight of every entry before it since the log started.
@@ -28,7 +28,7 @@ struct Entry {
     weight: u64,
 }
 
-impl Entry {
+impl Logged {
     fn through(&self) -> u64 {
         self.before + self.weight
     }
@@ -38,7 +38,7 @@ impl Entry {
 /// running totals.
 #[derive(Debug, Clone)]
 pub(crate) struct Log {
-    entries: VecDeque<Entry>,
+    entries: VecDeque<Logged>,
 }
 
 impl Log {
@@ -123,7 +123,7 @@ fn write(log: &mut Log, widest: u64, now: u64, taken: u64) {
         }
         newest => {
             let before = newest.map_or(0, |e| e.through());
-            log.entries.push_back(Entry { at: now, before, weight: taken });
+            log.entries.push_back(Logged { at: now, before, weight: taken });
         }
     }
     // The oldest entry's total is at most the newest's: checked only then.
@@ -188,7 +188,7 @@ mod tests {
     #[test]
     fn running_totals_are_lowered_before_they_grow_large() {
         let s = strategies("10/1s");
-        let start = |before| Entry { at: 1_000_000, before, weight: 3 };
+        let start = |before| Logged { at: 1_000_000, before, weight: 3 };
         let mut log = Some(Log { entries: VecDeque::from([start(REBASE_FROM + 5)]) });
         let d = decide(&s, &mut log, 1_500_000, 4, false);
         assert!(d.allowed && d.remaining == 3);

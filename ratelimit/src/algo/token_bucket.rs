@@ -16,7 +16,7 @@ use crate::backend::{CallKind, Outcome};
 /// The units missing to be full, when they were last counted, and the
 /// rate `(n, p)` they are counted at (a change of rate converts them).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Bucket {
+pub(crate) struct TokenBucket {
     missing: u64,
     last: u64,
     rate: (u64, u64),
@@ -27,7 +27,7 @@ pub(crate) struct Bucket {
 pub(crate) fn decide(
     capacity: u64,
     (n, p): (u64, u64),
-    state: &mut Option<Bucket>,
+    state: &mut Option<TokenBucket>,
     now: u64,
     cost: u64,
     kind: CallKind,
@@ -71,7 +71,7 @@ pub(crate) fn decide(
         _ => false,
     };
     if write {
-        *state = Some(Bucket { missing: after, last: now, rate: (n, p) });
+        *state = Some(TokenBucket { missing: after, last: now, rate: (n, p) });
     }
     let outcome = Outcome {
         allowed,

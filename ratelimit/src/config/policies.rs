@@ -61,7 +61,7 @@
 
 pub use super::{LoadError, PolicySet, POLICIES_FILE_VAR, POLICIES_VAR};
 
-use super::registry::{self, Source};
+use super::registry::{self, SetSource};
 use crate::Policy;
 use std::path::Path;
 
@@ -75,13 +75,13 @@ use std::path::Path;
 /// assert!(err.to_string().starts_with("/nonexistent/policies.toml: cannot read the policies file"));
 /// ```
 pub fn load(path: impl AsRef<Path>) -> Result<usize, LoadError> {
-    registry::load(Source::File(path.as_ref().to_path_buf()))
+    registry::load(SetSource::File(path.as_ref().to_path_buf()))
 }
 
 /// Loads policies from TOML text; `origin` names it in error messages. A
 /// [`reload`] afterwards parses the same text again.
 pub fn load_str(origin: &str, text: &str) -> Result<usize, LoadError> {
-    registry::load(Source::Text { origin: origin.to_string(), text: text.to_string() })
+    registry::load(SetSource::Text { origin: origin.to_string(), text: text.to_string() })
 }
 
 /// Loads policies from the environment now (`REDLIMIT_POLICIES_FILE` or
@@ -89,7 +89,7 @@ pub fn load_str(origin: &str, text: &str) -> Result<usize, LoadError> {
 /// problem: call it at start-up to fail fast on a bad configuration.
 /// Neither variable set loads an empty set.
 pub fn load_env() -> Result<usize, LoadError> {
-    registry::load(Source::Env)
+    registry::load(SetSource::Env)
 }
 
 /// Reads the last source loaded again (the file, the text, or the

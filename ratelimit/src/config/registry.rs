@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 /// Where the current set was read from; `reload` reads it again.
 #[derive(Debug, Clone)]
-pub(crate) enum Source {
+pub(crate) enum SetSource {
     File(PathBuf),
     Text { origin: String, text: String },
     Env,
@@ -31,13 +31,13 @@ pub(crate) struct Loaded {
     pub note: Option<String>,
 }
 
-struct Registry {
+struct PolicyRegistry {
     current: ArcSwap<Loaded>,
-    source: Mutex<Option<Source>>,
+    source: Mutex<Option<SetSource>>,
     lazy: OnceCell<()>,
 }
 
-static REGISTRY: Lazy<Registry> = Lazy::new(|| Registry {
+static REGISTRY: Lazy<PolicyRegistry> = Lazy::new(|| PolicyRegistry {
     current: ArcSwap::from_pointee(Loaded { generation: 0, set: PolicySet::default(), note: None }),
     source: Mutex::new(None),
     lazy: OnceCell::new(),
@@ -59,7 +59,7 @@ fn install(set: PolicySet, note: Option<String>) {
 
 /// Reads `source`, makes it the one `reload` reads, and installs what it
 /// holds; on failure the installed set stays as it was.
-pub(crate) fn load(source: Source) -> Result<usize, LoadError> {
+pub(crate) fn load(source: SetSource) -> Result<usize, LoadError> {
     // An explicit load wins over the lazy one from the environment.
     REGISTRY.lazy.get_or_init(|| ());
     let mut slot = REGISTRY.source.lock().unwrap_or_else(PoisonError::into_inner);
@@ -71,11 +71,11 @@ pub(crate) fn load(source: Source) -> Result<usize, LoadError> {
 pub(crate) fn reload() -> Result<usize, LoadError> {
     REGISTRY.lazy.get_or_init(|| ());
     let mut slot = REGISTRY.source.lock().unwrap_or_else(PoisonError::into_inner);
-    let source = slot.get_or_insert(Source::Env).clone();
+    let source = slot.get_or_insert(SetSource::Env).clone();
     read_and_install(&source)
 }
 
-fn read_and_install(source: &Source) -> Result<usize, LoadError> {
+fn read_and_install(source: &SetSource) -> Result<usize, LoadError> {
     let (set, note) = read(source)?;
     let count = set.len();
     tracing::info!(target: "redlimit", policies = count, origin = %set.origin(), "rate limit policies loaded");
@@ -84,11 +84,11 @@ fn read_and_install(source: &Source) -> Result<usize, LoadError> {
 }
 
 /// The set a source holds, and a note when it holds nothing by design.
-pub(crate) fn read(source: &Source) -> Result<(PolicySet, Option<String>), LoadError> {
+pub(crate) fn read(source: &SetSource) -> Result<(PolicySet, Option<String>), LoadError> {
     match source {
-        Source::File(path) => PolicySet::read(path).map(|set| (set, None)),
-        Source::Text { origin, text } => PolicySet::parse(origin, text).map(|set| (set, None)),
-        Source::Env => {
+        SetSource::File(path) => PolicySet::read(path).map(|set| (set, None)),
+        SetSource::Text { origin, text } => PolicySet::parse(origin, text).map(|set| (set, None)),
+        SetSource::Env => {
             let file = std::env::var_os(POLICIES_FILE_VAR).filter(|v| !v.is_empty());
             let inline = std::env::var(POLICIES_VAR).ok().filter(|v| !v.trim().is_empty());
             match (file, inline) {
@@ -113,8 +113,8 @@ fn load_lazily() {
     if slot.is_some() {
         return;
     }
-    *slot = Some(Source::Env);
-    match read(&Source::Env) {
+    *slot = Some(SetSource::Env);
+    match read(&SetSource::Env) {
         Ok((set, note)) => {
             if !set.is_empty() {
                 tracing::info!(target: "redlimit", policies = set.len(), origin = %set.origin(), "rate limit policies loaded");

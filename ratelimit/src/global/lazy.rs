@@ -21,13 +21,13 @@ pub(crate) struct LazyLimiter {
     pub(crate) enforcement: Enforcement,
     /// The quotas every limiter it gives spends (an annotated function's `prefetch = k`).
     pub(crate) prefetch: SitePrefetch,
-    source: Source,
+    source: PolicySource,
     /// Calls settled because the named policy is not configured: logged as an outage is.
     unconfigured: OutageLog,
 }
 
 #[derive(Debug)]
-enum Source {
+enum PolicySource {
     /// Written in code (for the attribute: validated at compile time), or
     /// `None` when each call brings its own: the limiter is then built from
     /// the first call's, since every call decides by its own anyway.
@@ -69,7 +69,7 @@ impl LazyLimiter {
     }
 
     const fn built_from(name: Cow<'static, str>, policy: Option<Policy>, enforcement: Enforcement) -> LazyLimiter {
-        let source = Source::Fixed {
+        let source = PolicySource::Fixed {
             policy,
             built: tokio::sync::OnceCell::const_new(),
             degraded: once_cell::sync::OnceCell::new(),
@@ -83,7 +83,7 @@ impl LazyLimiter {
         policy: Cow<'static, str>,
         enforcement: Enforcement,
     ) -> LazyLimiter {
-        let source = Source::Named(NamedLimiter::new(policy, enforcement.on_error));
+        let source = PolicySource::Named(NamedLimiter::new(policy, enforcement.on_error));
         LazyLimiter { name, enforcement, prefetch: SitePrefetch::off(), source, unconfigured: OutageLog::new() }
     }
 
@@ -91,8 +91,10 @@ impl LazyLimiter {
     #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     pub(crate) fn with_enforcement(&self, enforcement: Enforcement) -> LazyLimiter {
         match &self.source {
-            Source::Fixed { policy, .. } => LazyLimiter::built_from(self.name.clone(), policy.clone(), enforcement),
-            Source::Named(named) => {
+            PolicySource::Fixed { policy, .. } => {
+                LazyLimiter::built_from(self.name.clone(), policy.clone(), enforcement)
+            }
+            PolicySource::Named(named) => {
                 LazyLimiter::named(self.name.clone(), Cow::Owned(named.policy().to_string()), enforcement)
             }
         }
@@ -106,7 +108,7 @@ impl LazyLimiter {
 
     /// `limiter` made this one's: its enforcement and its quotas.
     fn finish(&self, limiter: Limiter) -> Limiter {
-        limiter.enforced_by(self.enforcement).with_site_prefetch(&self.prefetch)
+        limiter.enforcing(self.enforcement).with_site_prefetch(&self.prefetch)
     }
 
     #[cfg_attr(not(feature = "axum"), allow(dead_code))]
@@ -117,8 +119,8 @@ impl LazyLimiter {
     /// The configured policy's name, for a named limiter.
     fn policy_name(&self) -> Option<&str> {
         match &self.source {
-            Source::Named(named) => Some(named.policy()),
-            Source::Fixed { .. } => None,
+            PolicySource::Named(named) => Some(named.policy()),
+            PolicySource::Fixed { .. } => None,
         }
     }
 
@@ -145,7 +147,7 @@ impl LazyLimiter {
             return ready;
         }
         match &self.source {
-            Source::Fixed { policy, built, degraded } => {
+            PolicySource::Fixed { policy, built, degraded } => {
                 let Some(policy) = policy.as_ref().or(per_call) else {
                     return Err("no policy was given for this call".into());
                 };
@@ -156,7 +158,7 @@ impl LazyLimiter {
                 let (limiter, first) = build.await;
                 Ok((apply(Cow::Owned(limiter), per_call), first))
             }
-            Source::Named(named) => {
+            PolicySource::Named(named) => {
                 let (configured, first) = Box::pin(named.current(&self.name)).await;
                 let limiter = configured.limiter.as_ref().map_err(Arc::clone)?;
                 Ok((apply(Cow::Owned(self.finish(limiter.clone())), per_call), first))
@@ -173,10 +175,10 @@ impl LazyLimiter {
             return Some(scoped.map(|limiter| (Cow::Owned(self.finish(limiter)), false)));
         }
         match &self.source {
-            Source::Fixed { built, .. } => {
+            PolicySource::Fixed { built, .. } => {
                 built.get().map(|limiter| Ok((apply(Cow::Borrowed(limiter), per_call), false)))
             }
-            Source::Named(named) => named.cached().map(|configured| {
+            PolicySource::Named(named) => named.cached().map(|configured| {
                 let limiter = configured.limiter.as_ref().map_err(Arc::clone)?;
                 Ok((apply(Cow::Owned(self.finish(limiter.clone())), per_call), false))
             }),
@@ -192,9 +194,9 @@ impl LazyLimiter {
         let configured;
         let policy = match (&self.source, per_call) {
             (_, Some(policy)) => Ok(policy),
-            (Source::Fixed { policy: Some(policy), .. }, None) => Ok(policy),
-            (Source::Fixed { policy: None, .. }, None) => Err("no policy was given for this call".into()),
-            (Source::Named(named), None) => {
+            (PolicySource::Fixed { policy: Some(policy), .. }, None) => Ok(policy),
+            (PolicySource::Fixed { policy: None, .. }, None) => Err("no policy was given for this call".into()),
+            (PolicySource::Named(named), None) => {
                 configured = named.configured_policy();
                 configured.as_ref().map_err(Arc::clone)
             }

@@ -1,4 +1,4 @@
-//! [`Cost`]: the permits a [`RateLimitLayer`](super::RateLimitLayer)
+//! [`RequestCost`]: the permits a [`RateLimitLayer`](super::RateLimitLayer)
 //! request takes, fixed for the layer or computed from each request.
 
 use axum::extract::Request;
@@ -12,7 +12,7 @@ type CostFn = Arc<dyn Fn(&Request) -> Option<u64> + Send + Sync>;
 
 /// What a request costs: the same for every request, or computed from it.
 #[derive(Clone)]
-pub(super) enum Cost {
+pub(super) enum RequestCost {
     Fixed(u64),
     By {
         cost_of: CostFn,
@@ -21,9 +21,9 @@ pub(super) enum Cost {
     },
 }
 
-impl Cost {
-    pub(super) fn by(cost_of: impl Fn(&Request) -> Option<u64> + Send + Sync + 'static) -> Cost {
-        Cost::By { cost_of: Arc::new(cost_of), told_panic: Arc::default() }
+impl RequestCost {
+    pub(super) fn by(cost_of: impl Fn(&Request) -> Option<u64> + Send + Sync + 'static) -> RequestCost {
+        RequestCost::By { cost_of: Arc::new(cost_of), told_panic: Arc::default() }
     }
 
     /// The permits `request` takes; `Err` carries the status and detail to
@@ -32,8 +32,8 @@ impl Cost {
     /// `500` when the function panics (a bug of the server's, logged once).
     pub(super) fn of(&self, request: &Request, limiter: &str) -> Result<u64, (StatusCode, String)> {
         let (cost_of, told_panic) = match self {
-            Cost::Fixed(cost) => return Ok(*cost),
-            Cost::By { cost_of, told_panic } => (cost_of, told_panic),
+            RequestCost::Fixed(cost) => return Ok(*cost),
+            RequestCost::By { cost_of, told_panic } => (cost_of, told_panic),
         };
         // A panic would otherwise take the connection down with it; the
         // function only reads the request, so nothing is left half done.

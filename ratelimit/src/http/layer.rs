@@ -1,12 +1,12 @@
 //! [`RateLimitLayer`]: a tower layer that limits any route by a request key
 //! (its options and where its limiter comes from; `service.rs` decides).
 
-use super::cost::Cost;
+use super::cost::RequestCost;
 use super::fields::headers::HeaderStyle;
 use super::fields::quota::QuotaUnit;
 use super::key::{KeyBy, MissingKey};
 use super::limits::per_request::PerRequest;
-use super::limits::source::Source;
+use super::limits::source::LimiterSource;
 use super::limits::tiers::Tiers;
 use super::limits::Limits;
 use super::service::{RateLimitService, Shared};
@@ -31,7 +31,7 @@ use std::sync::Arc;
 /// `RateLimit-Policy`, `RateLimit`, problem+json) and never reaches the
 /// route; an allowed one carries the same header fields unless
 /// [`headers_on_allowed(false)`](Self::headers_on_allowed). When the store
-/// cannot decide, the limiter's [`OnError`] applies (503 under `Deny`).
+/// cannot decide, the limiter's [`OnError`](crate::OnError) applies (503 under `Deny`).
 /// [`exempt`](Self::exempt) lets chosen requests through uncounted,
 /// [`on_rejected`](Self::on_rejected) builds your own response to a denial,
 /// [`cost_by`](Self::cost_by) charges each request a cost computed from it,
@@ -87,7 +87,11 @@ impl RateLimitLayer {
     pub fn new(name: impl Into<Arc<str>>, policy: Policy) -> RateLimitLayer {
         let name: Arc<str> = name.into();
         let name = Cow::Owned(name.to_string());
-        RateLimitLayer::with_source(Source::Lazy(Arc::new(LazyLimiter::fixed(name, policy, Enforcement::DEFAULT))))
+        RateLimitLayer::with_source(LimiterSource::Lazy(Arc::new(LazyLimiter::fixed(
+            name,
+            policy,
+            Enforcement::DEFAULT,
+        ))))
     }
 
     /// A layer applying the configured policy named `policy` (see
@@ -95,7 +99,7 @@ impl RateLimitLayer {
     /// store. A [`reload`](crate::policies::reload) that changes the policy
     /// applies from the next request, keeping the counts that still fit. A
     /// policy that is not configured lets requests through uncounted (with a
-    /// WARN each time), or answers 503 under [`OnError::Deny`].
+    /// WARN each time), or answers 503 under [`OnError::Deny`](crate::OnError::Deny).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -117,10 +121,14 @@ impl RateLimitLayer {
     pub fn named(name: impl Into<Arc<str>>, policy: impl Into<String>) -> RateLimitLayer {
         let name: Arc<str> = name.into();
         let (name, policy) = (Cow::Owned(name.to_string()), Cow::Owned(policy.into()));
-        RateLimitLayer::with_source(Source::Lazy(Arc::new(LazyLimiter::named(name, policy, Enforcement::DEFAULT))))
+        RateLimitLayer::with_source(LimiterSource::Lazy(Arc::new(LazyLimiter::named(
+            name,
+            policy,
+            Enforcement::DEFAULT,
+        ))))
     }
 
-    /// A layer deciding on `limiter` (its store, its [`OnError`]).
+    /// A layer deciding on `limiter` (its store, its [`OnError`](crate::OnError)).
     ///
     /// At most one export at a time per API key: a second one is denied
     /// while the first is in flight, and passes once it is done.
@@ -166,7 +174,7 @@ impl RateLimitLayer {
     /// # Ok(()) }
     /// ```
     pub fn from_limiter(limiter: Limiter) -> RateLimitLayer {
-        RateLimitLayer::with_source(Source::Limiter(limiter))
+        RateLimitLayer::with_source(LimiterSource::Limiter(limiter))
     }
 
     /// A layer choosing each request's policy among `tiers` (plans such as
@@ -269,12 +277,13 @@ impl RateLimitLayer {
         policy_of: impl Fn(&Request) -> Option<P> + Send + Sync + 'static,
     ) -> RateLimitLayer {
         let name: Arc<str> = name.into();
-        let source = Source::Lazy(Arc::new(LazyLimiter::per_call(Cow::Owned(name.to_string()), Enforcement::DEFAULT)));
+        let source =
+            LimiterSource::Lazy(Arc::new(LazyLimiter::per_call(Cow::Owned(name.to_string()), Enforcement::DEFAULT)));
         RateLimitLayer::with_limits(Limits::PerRequest(Arc::new(PerRequest::new(source, policy_of))))
     }
 
     /// [`per_request`](Self::per_request) on `limiter` (its name, store and
-    /// [`OnError`]; its own policy is not used).
+    /// [`OnError`](crate::OnError); its own policy is not used).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -306,10 +315,13 @@ impl RateLimitLayer {
         limiter: Limiter,
         policy_of: impl Fn(&Request) -> Option<P> + Send + Sync + 'static,
     ) -> RateLimitLayer {
-        RateLimitLayer::with_limits(Limits::PerRequest(Arc::new(PerRequest::new(Source::Limiter(limiter), policy_of))))
+        RateLimitLayer::with_limits(Limits::PerRequest(Arc::new(PerRequest::new(
+            LimiterSource::Limiter(limiter),
+            policy_of,
+        ))))
     }
 
-    fn with_source(source: Source) -> RateLimitLayer {
+    fn with_source(source: LimiterSource) -> RateLimitLayer {
         RateLimitLayer::with_limits(Limits::One(source))
     }
 
@@ -317,7 +329,7 @@ impl RateLimitLayer {
         let shared = Shared {
             limits,
             key: KeyBy::client_ip(TrustedProxies::none()),
-            cost: Cost::Fixed(1),
+            cost: RequestCost::Fixed(1),
             unit: QuotaUnit::Requests,
             missing_key: MissingKey::default(),
             headers_on_allowed: true,

@@ -2,7 +2,7 @@
 //! and exempted (`layer.rs` builds the layer and says where its limiter
 //! comes from).
 
-use super::cost::Cost;
+use super::cost::RequestCost;
 use super::fields::headers::HeaderStyle;
 use super::fields::quota::QuotaUnit;
 use super::key::{KeyBy, MissingKey};
@@ -25,7 +25,7 @@ impl RateLimitLayer {
     /// header fields count whole requests of this cost: under `10/1m` at a
     /// cost of 2, `q=5`.
     pub fn cost(mut self, cost: u64) -> RateLimitLayer {
-        Arc::make_mut(&mut self.shared).cost = Cost::Fixed(cost);
+        Arc::make_mut(&mut self.shared).cost = RequestCost::Fixed(cost);
         self
     }
 
@@ -92,7 +92,7 @@ impl RateLimitLayer {
     /// # Ok(()) }
     /// ```
     pub fn cost_by(mut self, cost_of: impl Fn(&Request) -> Option<u64> + Send + Sync + 'static) -> RateLimitLayer {
-        Arc::make_mut(&mut self.shared).cost = Cost::by(cost_of);
+        Arc::make_mut(&mut self.shared).cost = RequestCost::by(cost_of);
         self
     }
 

@@ -2,12 +2,12 @@
 //! does with each request: find its key, ask the limiter, answer or call the
 //! route and add the header fields.
 
-use super::cost::Cost;
+use super::cost::RequestCost;
 use super::fields::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, Counted, HeaderStyle};
 use super::fields::quota::QuotaUnit;
 use super::held_body::holding;
 use super::key::{KeyBy, MissingKey};
-use super::limits::source::Source;
+use super::limits::source::LimiterSource;
 use super::limits::Limits;
 use super::response::{problem, respond};
 use crate::call::Call;
@@ -27,7 +27,7 @@ use std::task::{Context, Poll};
 pub(super) struct Shared {
     pub(super) limits: Limits,
     pub(super) key: KeyBy,
-    pub(super) cost: Cost,
+    pub(super) cost: RequestCost,
     /// What a permit is, when the fields count permits.
     pub(super) unit: QuotaUnit,
     pub(super) missing_key: MissingKey,
@@ -157,7 +157,7 @@ impl Shared {
     /// another unit).
     fn counted(&self) -> Counted {
         match (&self.cost, self.unit) {
-            (Cost::Fixed(cost), QuotaUnit::Requests) => Counted::Requests(*cost),
+            (RequestCost::Fixed(cost), QuotaUnit::Requests) => Counted::Requests(*cost),
             (_, unit) => Counted::Permits(unit),
         }
     }
@@ -195,7 +195,7 @@ impl Shared {
 
     /// Decides one request of `cost` permits on `source`'s limiter, by
     /// `policy` when the request gave one.
-    async fn decide(&self, source: Source, policy: Option<Policy>, key: Vec<u8>, cost: u64) -> Verdict {
+    async fn decide(&self, source: LimiterSource, policy: Option<Policy>, key: Vec<u8>, cost: u64) -> Verdict {
         let limiter = match source.limiter(policy.as_ref()).await {
             Ok(limiter) => limiter.with_layer_enforcement(self.dry_run, self.refund_on.is_some()),
             Err(why) => return self.without_policy(&source, &why, &key),
@@ -218,8 +218,8 @@ impl Shared {
 
     /// A request whose named policy is not configured: settled by `on_error`
     /// as a store failure would be (503 under `Deny`, else through uncounted).
-    fn without_policy(&self, source: &Source, why: &str, key: &[u8]) -> Verdict {
-        let Source::Lazy(lazy) = source else { return Verdict::Pass(None) };
+    fn without_policy(&self, source: &LimiterSource, why: &str, key: &[u8]) -> Verdict {
+        let LimiterSource::Lazy(lazy) = source else { return Verdict::Pass(None) };
         match lazy.settle_unconfigured("request", lazy.name(), why, key) {
             Ok(()) => Verdict::Pass(None),
             Err(denied) => {

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-/// Bytes kept in place: a prefix and a number or an id fit, and with the
+/// Storage kept in place: a prefix and a number or an id fit, and with the
 /// two bytes that say which form it takes and its length, the whole buffer
 /// fills one cache line.
 const INLINE: usize = 62;
@@ -20,10 +20,10 @@ const INLINE: usize = 62;
 /// push_key_integer(&mut key, &42u64);
 /// assert_eq!(key.as_bytes(), b"user:42");
 /// ```
-pub struct KeyBuf(Bytes);
+pub struct KeyBuf(Storage);
 
 /// Small, since a generated function's future holds it and every call moves that future.
-enum Bytes {
+enum Storage {
     Inline {
         len: u8,
         bytes: [u8; INLINE],
@@ -36,14 +36,14 @@ impl KeyBuf {
     /// An empty key.
     #[inline]
     pub const fn new() -> KeyBuf {
-        KeyBuf(Bytes::Inline { len: 0, bytes: [0; INLINE] })
+        KeyBuf(Storage::Inline { len: 0, bytes: [0; INLINE] })
     }
 
     /// Appends `text`.
     #[inline]
     pub fn push_str(&mut self, text: &str) {
         match &mut self.0 {
-            Bytes::Inline { len, bytes } => {
+            Storage::Inline { len, bytes } => {
                 let start = usize::from(*len);
                 let end = start + text.len();
                 match bytes.get_mut(start..end) {
@@ -56,11 +56,11 @@ impl KeyBuf {
                         let mut heap = Vec::with_capacity(end * 2);
                         heap.extend_from_slice(&bytes[..start]);
                         heap.extend_from_slice(text.as_bytes());
-                        self.0 = Bytes::Spilled(heap);
+                        self.0 = Storage::Spilled(heap);
                     }
                 }
             }
-            Bytes::Spilled(heap) => heap.extend_from_slice(text.as_bytes()),
+            Storage::Spilled(heap) => heap.extend_from_slice(text.as_bytes()),
         }
     }
 
@@ -68,16 +68,16 @@ impl KeyBuf {
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         match &self.0 {
-            Bytes::Inline { len, bytes } => &bytes[..usize::from(*len)],
-            Bytes::Spilled(heap) => heap,
+            Storage::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Storage::Spilled(heap) => heap,
         }
     }
 
     /// Keeps the first `to` bytes written (all of them, when fewer were).
     fn truncate(&mut self, to: usize) {
         match &mut self.0 {
-            Bytes::Inline { len, .. } => *len = (*len).min(u8::try_from(to).unwrap_or(u8::MAX)),
-            Bytes::Spilled(heap) => heap.truncate(to),
+            Storage::Inline { len, .. } => *len = (*len).min(u8::try_from(to).unwrap_or(u8::MAX)),
+            Storage::Spilled(heap) => heap.truncate(to),
         }
     }
 }

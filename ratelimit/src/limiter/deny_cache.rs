@@ -15,7 +15,7 @@
 //! outlasts the one the store gave. The limiter reads that time once per call
 //! and passes it in.
 
-use crate::backend::memory::sharded::{Expires, Key, Scope, Sharded};
+use crate::backend::memory::sharded::{Expires, MapKey, Namespace, Sharded};
 use crate::key::MAX_RAW_KEY_LEN;
 use crate::Decision;
 use std::time::Duration;
@@ -30,13 +30,13 @@ const SWEEP_EVERY_US: u64 = 1_000_000;
 /// One limiter's remembered denials, by user key.
 #[derive(Debug)]
 pub(crate) struct DenyCache {
-    denials: Sharded<Entry>,
+    denials: Sharded<Denial>,
     /// Keys are the user's alone: one limiter's.
-    unscoped: Scope,
+    unscoped: Namespace,
 }
 
 #[derive(Debug)]
-struct Entry {
+struct Denial {
     cost: u64,
     /// The policy the store decided by ([`Policy::fingerprint`](crate::Policy)).
     policy: u64,
@@ -49,7 +49,7 @@ struct Entry {
     decision: Decision,
 }
 
-impl Expires for Entry {
+impl Expires for Denial {
     fn expires_at_us(&self) -> u64 {
         self.until
     }
@@ -69,7 +69,7 @@ impl DenyCache {
         if self.denials.len() == 0 {
             return None;
         }
-        let mut found = self.denials.entry(Key { scope: &self.unscoped, key }, now);
+        let mut found = self.denials.entry(MapKey { scope: &self.unscoped, key }, now);
         let entry = found.get_mut()?;
         if now >= entry.until {
             found.remove();
@@ -97,13 +97,13 @@ impl DenyCache {
         if decision.allowed || cost == 0 || retry_after.is_zero() || key.len() > MAX_RAW_KEY_LEN {
             return;
         }
-        let mut slot = self.denials.entry(Key { scope: &self.unscoped, key }, at);
+        let mut slot = self.denials.entry(MapKey { scope: &self.unscoped, key }, at);
         // A flood of new keys against a full shard costs no scans: their
         // denials are just not remembered until the next sweep.
         if slot.shard_len() >= PER_SHARD && slot.get_mut().is_none() {
             return;
         }
-        slot.insert(Entry {
+        slot.insert(Denial {
             cost,
             policy,
             at,
@@ -117,7 +117,7 @@ impl DenyCache {
     /// another cost was admitted and changed the key's state).
     pub(crate) fn forget(&self, key: &[u8]) {
         if self.denials.len() != 0 {
-            self.denials.remove(Key { scope: &self.unscoped, key });
+            self.denials.remove(MapKey { scope: &self.unscoped, key });
         }
     }
 

@@ -66,11 +66,11 @@ impl Limiter {
         cost: u64,
         max_wait: Option<Duration>,
     ) -> Result<Decision, RateLimited> {
-        self.wait_by(Call::check(key.as_ref(), cost), max_wait).await.map(|(decision, _)| decision)
+        self.wait_taken(Call::check(key.as_ref(), cost), max_wait).await.map(|(decision, _)| decision)
     }
 
     /// [`wait`](Self::wait), and whether the store took the permits ([`enforce`](Self::enforce)).
-    pub(crate) async fn wait_by(
+    pub(crate) async fn wait_taken(
         &self,
         call: Call<'_>,
         max_wait: Option<Duration>,

@@ -1,6 +1,7 @@
-//! [`Limiter`]: a name, a policy and a store, and the calls that report
-//! (`check`, `peek`) or reset; `limiting.rs` holds `limit` and `wait`. Every
-//! call decides through the one pipeline in `pipeline.rs`.
+//! [`Limiter`]: a name, a policy bound to a store, and what a caller sees
+//! of its decisions. Every call decides through the one pipeline
+//! (`pipeline.rs`); `enforcement.rs` turns a decision into what the caller
+//! sees (`limit`, `wait`, and every admitted call).
 
 pub(crate) mod deny_cache;
 pub(crate) mod dry_run;
@@ -324,7 +325,7 @@ impl Limiter {
     /// This limiter enforcing as `enforcement` says (an annotated function's
     /// or a layer's settings): its dry run, `on_error`, what a denial does
     /// when admitted, and whether admitted calls keep what they took.
-    pub(crate) fn enforced_by(self, enforcement: Enforcement) -> Limiter {
+    pub(crate) fn enforcing(self, enforcement: Enforcement) -> Limiter {
         let limiter = self.with_dry_run(enforcement.dry_run);
         Limiter { enforcement, ..limiter }
     }

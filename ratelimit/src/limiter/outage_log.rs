@@ -34,11 +34,11 @@ pub(crate) struct Recovery {
 pub(crate) struct OutageLog {
     /// Set while failing: what a success reads, the only cost when all is well.
     failing: AtomicBool,
-    state: Mutex<State>,
+    state: Mutex<Outage>,
 }
 
 #[derive(Debug, Default)]
-struct State {
+struct Outage {
     failing: bool,
     /// The current outage has had a line.
     reported: bool,
@@ -59,7 +59,7 @@ impl Default for OutageLog {
 impl OutageLog {
     pub(crate) const fn new() -> OutageLog {
         let state =
-            State { failing: false, reported: false, since_us: 0, last_line_us: None, unreported: 0, failures: 0 };
+            Outage { failing: false, reported: false, since_us: 0, last_line_us: None, unreported: 0, failures: 0 };
         OutageLog { failing: AtomicBool::new(false), state: Mutex::new(state) }
     }
 
@@ -67,12 +67,12 @@ impl OutageLog {
     pub(crate) fn failed(&self, now_us: u64) -> Option<Report> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if !state.failing {
-            *state = State {
+            *state = Outage {
                 failing: true,
                 since_us: now_us,
                 last_line_us: state.last_line_us,
                 unreported: state.unreported,
-                ..State::default()
+                ..Outage::default()
             };
             self.failing.store(true, Ordering::Relaxed);
         }

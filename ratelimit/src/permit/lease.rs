@@ -121,12 +121,12 @@ fn warn_never_renewed(limiter: &Limiter) {
 
 /// A release of `lease`'s key on its way: the store's next acquisition of
 /// that name and key waits until it is dropped (answered, failed or abandoned).
-struct Releasing {
+struct PendingRelease {
     lease: Arc<Lease>,
     number: u64,
 }
 
-impl Drop for Releasing {
+impl Drop for PendingRelease {
     fn drop(&mut self) {
         let limiter = &self.lease.limiter;
         limiter.inner.store.releasing.end(&limiter.inner.name, &self.lease.key, self.number);
@@ -205,7 +205,7 @@ impl Lease {
         }
         // Begun here, in the drop, so an acquisition that follows it waits.
         let number = self.limiter.inner.store.releasing.begin(&self.limiter.inner.name, &self.key);
-        let mut first = Some(Releasing { lease: self.clone(), number });
+        let mut first = Some(PendingRelease { lease: self.clone(), number });
         runtime.spawn(async move {
             let give_up = tokio::time::Instant::now() + self.limiter.lease();
             let mut pause = FIRST_PAUSE;

@@ -100,7 +100,7 @@ impl Limiter {
         let (decision, taken) = match on_limit {
             OnLimit::Error => self.enforce(call, self.decide(call.key, call.cost, CallKind::Check).await)?,
             // Boxed: a waiting call sleeps anyway, and its state would otherwise size every call's future.
-            OnLimit::Wait(max_wait) => Box::pin(self.wait_by(call, max_wait)).await?,
+            OnLimit::Wait(max_wait) => Box::pin(self.wait_taken(call, max_wait)).await?,
         };
         Ok(self.permit(call, decision, taken, None))
     }

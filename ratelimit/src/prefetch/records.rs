@@ -4,7 +4,7 @@
 //! or the whole prefetch is dropped.
 
 use super::{Prefetch, PrefetchStats, PREFETCHED, RETURNED, SPENT, WASTED};
-use crate::prefetch::quota::{now_us, Held, LetGo, Moved, Quota};
+use crate::prefetch::quota::{now_us, KeyQuota, LetGo, Moved, Unspent};
 use crate::{observe, Limiter};
 use metrics::Counter;
 use std::collections::HashMap;
@@ -25,7 +25,7 @@ pub(crate) const MAX_RECORDS: usize = 4096;
 /// share, kept alive by a record holding permits), then key.
 #[derive(Debug)]
 pub(super) struct Records {
-    by_limiter: HashMap<usize, HashMap<Box<[u8]>, Arc<Quota>>>,
+    by_limiter: HashMap<usize, HashMap<Box<[u8]>, Arc<KeyQuota>>>,
     len: usize,
     /// Twice what the last sweep kept: a new key sweeps again on reaching it.
     sweep_at: usize,
@@ -66,7 +66,7 @@ impl Prefetch {
 
     /// The quota of `key` under `limiter`, made if new; `None` when every
     /// record is taken and none is idle (the call goes without prefetch).
-    pub(super) fn quota(&self, limiter: &Limiter, key: &[u8]) -> Option<Arc<Quota>> {
+    pub(super) fn quota(&self, limiter: &Limiter, key: &[u8]) -> Option<Arc<KeyQuota>> {
         let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
         let records = quotas.get_or_insert_with(|| Records {
             by_limiter: HashMap::new(),
@@ -91,7 +91,7 @@ impl Prefetch {
                 return None;
             }
         }
-        let quota = Arc::new(Quota::default());
+        let quota = Arc::new(KeyQuota::default());
         records.by_limiter.entry(owner).or_default().insert(key.into(), quota.clone());
         records.len += 1;
         Some(quota)
@@ -157,7 +157,7 @@ impl Prefetch {
 }
 
 /// Gives `held` back on the current runtime, counted in `tally`; wasted without one.
-fn give_back_later(key: Box<[u8]>, held: Held, now: u64, tally: Arc<Tally>) {
+fn give_back_later(key: Box<[u8]>, held: Unspent, now: u64, tally: Arc<Tally>) {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => drop(runtime.spawn(async move {
             let let_go = held.let_go(&key, now).await;

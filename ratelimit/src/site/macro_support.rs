@@ -19,7 +19,7 @@ use std::sync::Arc;
 )]
 pub trait IntoDenial: Sized {
     /// The value a denied call returns, from the denial
-    /// [`Site::check`](crate::__private::Site::check) gave.
+    /// [`Site::call`](crate::__private::Site::call) gave.
     fn from_denial(denied: Box<RateLimited>) -> Self;
 }
 

@@ -12,7 +12,7 @@ mod sweeper;
 
 use super::{Answer, Backend, Binding, Bound, BoxFuture, Call, CallKind, Outcome, CLIENT_CLOCK_SLACK_US};
 use crate::algo::{self, State};
-use crate::backend::memory::sharded::{Expires, Key, Scope, Sharded};
+use crate::backend::memory::sharded::{Expires, MapKey, Namespace, Sharded};
 use crate::backend::memory::sweeper::Sweep;
 use crate::clock::{process_now_us, Clock};
 use crate::{Decision, Error, Policy};
@@ -56,11 +56,11 @@ const SHARDS: usize = 64;
 /// ```
 #[derive(Debug)]
 pub struct MemoryBackend {
-    keys: Arc<Sharded<Entry>>,
+    keys: Arc<Sharded<Stored>>,
 }
 
 #[derive(Debug)]
-struct Entry {
+struct Stored {
     /// `None` only while a decision runs on an expired entry.
     state: Option<State>,
     expires_at_us: u64,
@@ -69,14 +69,14 @@ struct Entry {
     process_timed: bool,
 }
 
-impl Sweep for Sharded<Entry> {
+impl Sweep for Sharded<Stored> {
     fn sweep(&self) {
         let now = process_now_us();
         self.purge_where(|entry| entry.process_timed && entry.expires_at_us <= now);
     }
 }
 
-impl Expires for Entry {
+impl Expires for Stored {
     fn expires_at_us(&self) -> u64 {
         self.expires_at_us
     }
@@ -130,9 +130,9 @@ impl Backend for MemoryBackend {
 
 /// One limiter's keys and policy.
 pub(crate) struct MemoryBound {
-    keys: Arc<Sharded<Entry>>,
+    keys: Arc<Sharded<Stored>>,
     /// Scopes the user's keys, as the limiter's prefix does on Redis; hashed once.
-    prefix: Scope,
+    prefix: Namespace,
     policy: Policy,
 }
 
@@ -148,7 +148,7 @@ impl MemoryBound {
     #[inline]
     fn decide_at(&self, key: &[u8], cost: u64, kind: CallKind, read: impl FnOnce() -> Option<u64>) -> Outcome {
         let mut client_clock = false;
-        let (mut entry, now) = self.keys.entry_timed(Key { scope: &self.prefix, key }, || {
+        let (mut entry, now) = self.keys.entry_timed(MapKey { scope: &self.prefix, key }, || {
             let read = read();
             client_clock = read.is_some();
             read.map_or_else(process_now_us, crate::clock::bounded)
@@ -158,7 +158,7 @@ impl MemoryBound {
         let slack = if client_clock { CLIENT_CLOCK_SLACK_US } else { 0 };
         let expiry = |outcome: &Outcome| outcome.now_us + outcome.reset_after_us + slack;
         // An untouched key decides on an entry of its own, kept if it wrote a state.
-        let mut fresh = Entry { state: None, expires_at_us: 0, process_timed: !client_clock };
+        let mut fresh = Stored { state: None, expires_at_us: 0, process_timed: !client_clock };
         let held = entry.get_mut();
         let is_new = held.is_none();
         let decided = held.unwrap_or(&mut fresh);
@@ -193,7 +193,7 @@ impl Bound for MemoryBound {
     }
 
     fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>> {
-        self.keys.remove(Key { scope: &self.prefix, key });
+        self.keys.remove(MapKey { scope: &self.prefix, key });
         Box::pin(std::future::ready(Ok(())))
     }
 

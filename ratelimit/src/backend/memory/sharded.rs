@@ -42,14 +42,14 @@ struct Shard<V> {
 #[derive(Debug)]
 struct Slot<V> {
     scope: u64,
-    key: Bytes,
+    key: StoredKey,
     value: V,
 }
 
 /// A key's bytes: in the slot itself when short, as most keys are, so
 /// finding a key reads no memory beyond its slot; boxed otherwise.
 #[derive(Debug)]
-enum Bytes {
+enum StoredKey {
     Short { len: u8, bytes: [u8; SHORT_KEY] },
     Long(Box<[u8]>),
 }
@@ -57,22 +57,22 @@ enum Bytes {
 /// The longest key kept in its slot: the room a boxed one takes, and a word.
 const SHORT_KEY: usize = 22;
 
-impl Bytes {
-    fn new(key: &[u8]) -> Bytes {
+impl StoredKey {
+    fn new(key: &[u8]) -> StoredKey {
         match u8::try_from(key.len()) {
             Ok(len) if key.len() <= SHORT_KEY => {
                 let mut bytes = [0; SHORT_KEY];
                 bytes[..key.len()].copy_from_slice(key);
-                Bytes::Short { len, bytes }
+                StoredKey::Short { len, bytes }
             }
-            _ => Bytes::Long(key.into()),
+            _ => StoredKey::Long(key.into()),
         }
     }
 
     fn get(&self) -> &[u8] {
         match self {
-            Bytes::Short { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or_default(),
-            Bytes::Long(bytes) => bytes,
+            StoredKey::Short { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or_default(),
+            StoredKey::Long(bytes) => bytes,
         }
     }
 }
@@ -81,19 +81,19 @@ impl Bytes {
 /// id that stands for its bytes, and the map's keyed hash already run over
 /// it, so a call hashes and compares only its own key.
 #[derive(Debug, Clone)]
-pub(crate) struct Scope {
+pub(crate) struct Namespace {
     id: u64,
     hashed: u64,
 }
 
 /// A key within a scope: two keys are the same only when both parts are.
 #[derive(Clone, Copy)]
-pub(crate) struct Key<'a> {
-    pub(crate) scope: &'a Scope,
+pub(crate) struct MapKey<'a> {
+    pub(crate) scope: &'a Namespace,
     pub(crate) key: &'a [u8],
 }
 
-impl Key<'_> {
+impl MapKey<'_> {
     fn is(&self, slot: &Slot<impl Sized>) -> bool {
         slot.scope == self.scope.id && same(slot.key.get(), self.key)
     }
@@ -104,7 +104,7 @@ pub(crate) struct Entry<'a, V> {
     map: &'a Sharded<V>,
     shard: MutexGuard<'a, Shard<V>>,
     hash: u64,
-    key: Key<'a>,
+    key: MapKey<'a>,
 }
 
 impl<V: Expires> Sharded<V> {
@@ -117,12 +117,12 @@ impl<V: Expires> Sharded<V> {
     }
 
     /// `bytes` as the first part of keys of this map.
-    pub(crate) fn scope(&self, bytes: &[u8]) -> Scope {
+    pub(crate) fn scope(&self, bytes: &[u8]) -> Namespace {
         // Ids are only ever added, so a poisoned lock holds nothing half-written.
         let mut scopes = self.scopes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let next = scopes.len() as u64;
         let id = *scopes.entry(bytes.into()).or_insert(next);
-        Scope { id, hashed: self.hasher.scope(id) }
+        Namespace { id, hashed: self.hasher.scope(id) }
     }
 
     /// Values held, including expired ones not swept yet.
@@ -131,14 +131,14 @@ impl<V: Expires> Sharded<V> {
     }
 
     /// `key`'s shard, locked; dead values are swept from it first when due.
-    pub(crate) fn entry<'a>(&'a self, key: Key<'a>, now_us: u64) -> Entry<'a, V> {
+    pub(crate) fn entry<'a>(&'a self, key: MapKey<'a>, now_us: u64) -> Entry<'a, V> {
         self.entry_timed(key, || now_us).0
     }
 
     /// `key`'s shard, locked, and the time `now` reads once it is (swept
     /// by that time when due, as [`Sharded::entry`] does).
     #[inline]
-    pub(crate) fn entry_timed<'a>(&'a self, key: Key<'a>, now: impl FnOnce() -> u64) -> (Entry<'a, V>, u64) {
+    pub(crate) fn entry_timed<'a>(&'a self, key: MapKey<'a>, now: impl FnOnce() -> u64) -> (Entry<'a, V>, u64) {
         let mut entry = self.locked(key);
         let now_us = now();
         if now_us >= entry.shard.next_sweep_us {
@@ -148,12 +148,12 @@ impl<V: Expires> Sharded<V> {
     }
 
     /// Drops `key`'s value. No sweep: the caller may not know the map's time.
-    pub(crate) fn remove(&self, key: Key<'_>) {
+    pub(crate) fn remove(&self, key: MapKey<'_>) {
         self.locked(key).remove();
     }
 
     #[inline]
-    fn locked<'a>(&'a self, key: Key<'a>) -> Entry<'a, V> {
+    fn locked<'a>(&'a self, key: MapKey<'a>) -> Entry<'a, V> {
         let hash = self.hasher.key(key.scope.hashed, key.key);
         // The table uses the low bits and the top seven: pick the shard from others.
         let index = (hash >> 32) as usize & (self.shards.len() - 1);
@@ -220,7 +220,7 @@ impl<V> Entry<'_, V> {
     /// Holds `value` for a key that holds none (the caller found none
     /// under this lock), without looking for it again.
     pub(crate) fn insert_new(&mut self, value: V) {
-        let slot = Slot { scope: self.key.scope.id, key: Bytes::new(self.key.key), value };
+        let slot = Slot { scope: self.key.scope.id, key: StoredKey::new(self.key.key), value };
         let map = self.map;
         self.shard.slots.insert_unique(self.hash, slot, |slot| map.hash_of(slot));
         self.map.len.fetch_add(1, Ordering::Relaxed);
@@ -255,7 +255,7 @@ mod tests {
     fn values_are_found_replaced_removed_and_swept_when_due() {
         let map = Sharded::<u64>::new(4);
         let none = map.scope(b"");
-        let key = |key| Key { scope: &none, key };
+        let key = |key| MapKey { scope: &none, key };
         map.entry(key(b"a"), 0).insert(10);
         map.entry(key(b"b"), 0).insert(5_000_000);
         map.entry(key(b"a"), 0).insert(20);
@@ -274,14 +274,14 @@ mod tests {
         let map = Sharded::<u64>::new(2);
         let none = map.scope(b"");
         for i in 0..10_000u64 {
-            map.entry(Key { scope: &none, key: &i.to_le_bytes() }, 0).insert(if i < 10 { u64::MAX } else { 5 });
+            map.entry(MapKey { scope: &none, key: &i.to_le_bytes() }, 0).insert(if i < 10 { u64::MAX } else { 5 });
         }
         let room = |map: &Sharded<u64>| map.shards.iter().map(|s| s.lock().unwrap().slots.capacity()).sum::<usize>();
         assert!(room(&map) >= 10_000);
         map.purge_where(|&expires| expires <= 5);
         assert_eq!(map.len(), 10);
         assert!(room(&map) <= 100, "{} slots kept for 10 values", room(&map));
-        assert_eq!(map.entry(Key { scope: &none, key: &3u64.to_le_bytes() }, 0).get_mut().copied(), Some(u64::MAX));
+        assert_eq!(map.entry(MapKey { scope: &none, key: &3u64.to_le_bytes() }, 0).get_mut().copied(), Some(u64::MAX));
     }
 
     #[test]
@@ -290,12 +290,12 @@ mod tests {
         let (none, other) = (map.scope(b""), map.scope(b"x"));
         let keys: Vec<Vec<u8>> = (0..=40).flat_map(|len| [vec![b'k'; len], vec![len as u8; len]]).collect();
         for (i, key) in keys.iter().enumerate() {
-            map.entry(Key { scope: &none, key }, 0).insert(i as u64);
-            map.entry(Key { scope: &other, key }, 0).insert(1000 + i as u64);
+            map.entry(MapKey { scope: &none, key }, 0).insert(i as u64);
+            map.entry(MapKey { scope: &other, key }, 0).insert(1000 + i as u64);
         }
         let expected = |map: &Sharded<u64>| {
             keys.iter().enumerate().all(|(i, key)| {
-                let held = |scope, map: &Sharded<u64>| map.entry(Key { scope, key }, 0).get_mut().copied();
+                let held = |scope, map: &Sharded<u64>| map.entry(MapKey { scope, key }, 0).get_mut().copied();
                 // The empty key appears twice: its later insert replaced the value.
                 let last = keys.iter().rposition(|k| k == key).unwrap_or(i) as u64;
                 held(&none, map) == Some(last) && held(&other, map) == Some(1000 + last)
@@ -303,7 +303,7 @@ mod tests {
         };
         assert!(expected(&map));
         for i in 0..1000u64 {
-            map.entry(Key { scope: &none, key: &i.to_le_bytes() }, 0).insert(u64::MAX);
+            map.entry(MapKey { scope: &none, key: &i.to_le_bytes() }, 0).insert(u64::MAX);
         }
         map.purge_where(|&value| value == u64::MAX);
         assert!(expected(&map), "found again once the table grew and shrank");
@@ -313,7 +313,7 @@ mod tests {
     fn keys_that_differ_in_any_byte_are_distinct() {
         let map = Sharded::<u64>::new(1);
         let (none, a) = (map.scope(b""), map.scope(b"a"));
-        let key = |key| Key { scope: &none, key };
+        let key = |key| MapKey { scope: &none, key };
         for bytes in [&b""[..], b"a", b"a\0", b"\0a", b"ab"] {
             map.entry(key(bytes), 0).insert(bytes.len() as u64 + 100);
         }
@@ -321,9 +321,9 @@ mod tests {
         assert_eq!(map.entry(key(b"a\0"), 0).get_mut().copied(), Some(102));
         // The same bytes split elsewhere between scope and key are another key,
         // and a scope made again from the same bytes is the same scope.
-        map.entry(Key { scope: &a, key: b"b" }, 0).insert(1);
+        map.entry(MapKey { scope: &a, key: b"b" }, 0).insert(1);
         assert_eq!(map.entry(key(b"ab"), 0).get_mut().copied(), Some(102));
-        assert_eq!(map.entry(Key { scope: &a, key: b"b" }, 0).get_mut().copied(), Some(1));
-        assert_eq!(map.entry(Key { scope: &map.scope(b"a"), key: b"b" }, 0).get_mut().copied(), Some(1));
+        assert_eq!(map.entry(MapKey { scope: &a, key: b"b" }, 0).get_mut().copied(), Some(1));
+        assert_eq!(map.entry(MapKey { scope: &map.scope(b"a"), key: b"b" }, 0).get_mut().copied(), Some(1));
     }
 }

@@ -11,7 +11,7 @@ use super::connection::{is_dead_socket, Connection};
 use super::scripts::arguments::{arguments, words, Sent};
 use super::scripts::family::Family;
 use super::scripts::plan::Plan;
-use super::scripts::registry::Registry;
+use super::scripts::registry::ScriptRegistry;
 use crate::backend::{CallKind, Outcome};
 use crate::Error;
 use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
@@ -27,7 +27,7 @@ pub(crate) struct Eval {
     pub(super) breaker: Arc<Breaker>,
     pub(super) response_timeout: Duration,
     pub(super) retry_interval: Duration,
-    pub(super) registry: Registry,
+    pub(super) registry: ScriptRegistry,
 }
 
 impl Eval {

@@ -18,7 +18,7 @@ use self::connection::options::RedisOptions;
 use self::connection::{endpoint, failure, Connection};
 use self::eval::Eval;
 use self::scripts::plan;
-use self::scripts::registry::Registry;
+use self::scripts::registry::ScriptRegistry;
 use super::{Backend, Binding, Bound};
 use crate::Error;
 use std::fmt;
@@ -83,7 +83,7 @@ impl RedisBackend {
             breaker: Arc::new(Breaker::new()),
             response_timeout: options.response_timeout,
             retry_interval: options.retry_interval,
-            registry: Registry::new(grouping.crosses_slots()),
+            registry: ScriptRegistry::new(grouping.crosses_slots()),
         });
         let batcher = options.batching.then(|| Batcher::new(eval.clone(), grouping));
         Ok(RedisBackend { connection, options, eval, batcher })

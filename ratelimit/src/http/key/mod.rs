@@ -69,10 +69,10 @@ pub enum MissingKey {
 /// # Ok::<(), redlimit::Error>(())
 /// ```
 #[derive(Clone)]
-pub struct KeyBy(Source);
+pub struct KeyBy(KeySource);
 
 #[derive(Clone)]
-enum Source {
+enum KeySource {
     /// The proxies to see through, and how many leading bits of an IPv6 address are the client.
     ClientIp(TrustedProxies, u8),
     Header(HeaderName),
@@ -141,7 +141,7 @@ impl KeyBy {
     /// # Ok::<(), redlimit::Error>(())
     /// ```
     pub fn client_ip(proxies: TrustedProxies) -> KeyBy {
-        KeyBy(Source::ClientIp(proxies, 64))
+        KeyBy(KeySource::ClientIp(proxies, 64))
     }
 
     /// For [`client_ip`](Self::client_ip): how many leading bits of an IPv6
@@ -149,8 +149,10 @@ impl KeyBy {
     /// apart). Any other key is an error.
     pub fn ipv6_prefix(self, bits: u8) -> Result<KeyBy, crate::Error> {
         match self.0 {
-            Source::ClientIp(proxies, _) if (1..=128).contains(&bits) => Ok(KeyBy(Source::ClientIp(proxies, bits))),
-            Source::ClientIp(..) => {
+            KeySource::ClientIp(proxies, _) if (1..=128).contains(&bits) => {
+                Ok(KeyBy(KeySource::ClientIp(proxies, bits)))
+            }
+            KeySource::ClientIp(..) => {
                 Err(crate::Error::InvalidConfig(format!("an IPv6 prefix of {bits} bits: give 1 to 128")))
             }
             _ => Err(crate::Error::InvalidConfig("an IPv6 prefix only applies to `KeyBy::client_ip`".into())),
@@ -160,14 +162,14 @@ impl KeyBy {
     /// The value of header `name` (its raw bytes); a request without it has no key.
     /// A name that is not a valid header name is an error naming it.
     pub fn header(name: &str) -> Result<KeyBy, crate::Error> {
-        HeaderName::try_from(name).map(|name| KeyBy(Source::Header(name))).map_err(|_| {
+        HeaderName::try_from(name).map(|name| KeyBy(KeySource::Header(name))).map_err(|_| {
             crate::Error::InvalidConfig(format!("`{}` is not a valid HTTP header name", redlimit_grammar::quote(name)))
         })
     }
 
     /// Whatever `f` returns; `None` means the request has no key.
     pub fn function(f: impl Fn(&Request) -> Option<String> + Send + Sync + 'static) -> KeyBy {
-        KeyBy(Source::Function(Arc::new(f)))
+        KeyBy(KeySource::Function(Arc::new(f)))
     }
 
     /// The key of `request`: `Ok(None)` when it has none (a missing header,
@@ -175,21 +177,21 @@ impl KeyBy {
     /// and the request carries no peer address.
     pub fn key(&self, request: &Request) -> Result<Option<Vec<u8>>, MissingPeer> {
         match &self.0 {
-            Source::ClientIp(proxies, ipv6_prefix) => {
+            KeySource::ClientIp(proxies, ipv6_prefix) => {
                 let ConnectInfo(peer) = request.extensions().get::<ConnectInfo<SocketAddr>>().ok_or(MissingPeer)?;
                 Ok(Some(client_key(proxies.client_ip(peer.ip(), request.headers()), *ipv6_prefix).into_bytes()))
             }
-            Source::Header(name) => Ok(request.headers().get(name).map(|v| v.as_bytes().to_vec())),
-            Source::Function(f) => Ok(f(request).map(String::into_bytes)),
+            KeySource::Header(name) => Ok(request.headers().get(name).map(|v| v.as_bytes().to_vec())),
+            KeySource::Function(f) => Ok(f(request).map(String::into_bytes)),
         }
     }
 
     /// What the key is, for messages (never the key itself).
     pub(crate) fn describe(&self) -> String {
         match &self.0 {
-            Source::ClientIp(..) => "client IP".into(),
-            Source::Header(name) => format!("header `{name}`"),
-            Source::Function(_) => "key function".into(),
+            KeySource::ClientIp(..) => "client IP".into(),
+            KeySource::Header(name) => format!("header `{name}`"),
+            KeySource::Function(_) => "key function".into(),
         }
     }
 }
@@ -197,11 +199,11 @@ impl KeyBy {
 impl fmt::Debug for KeyBy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
-            Source::ClientIp(proxies, ipv6_prefix) => {
+            KeySource::ClientIp(proxies, ipv6_prefix) => {
                 f.debug_tuple("ClientIp").field(proxies).field(ipv6_prefix).finish()
             }
-            Source::Header(name) => f.debug_tuple("Header").field(name).finish(),
-            Source::Function(_) => f.write_str("Function"),
+            KeySource::Header(name) => f.debug_tuple("Header").field(name).finish(),
+            KeySource::Function(_) => f.write_str("Function"),
         }
     }
 }

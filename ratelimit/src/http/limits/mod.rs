@@ -14,7 +14,7 @@ pub(super) mod tiers;
 
 use self::per_request::PerRequest;
 use self::per_route::PerRoute;
-use self::source::{Chosen, Source};
+use self::source::{Chosen, LimiterSource};
 use self::tiers::Tiered;
 use crate::OnError;
 use axum::extract::Request;
@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// request or per route.
 #[derive(Clone)]
 pub(super) enum Limits {
-    One(Source),
+    One(LimiterSource),
     Tiered(Arc<Tiered>),
     PerRequest(Arc<PerRequest>),
     PerRoute(Arc<PerRoute>),

@@ -1,7 +1,7 @@
 //! [`PerRequest`]: the limits of a [`RateLimitLayer::per_request`](crate::http::RateLimitLayer::per_request)
 //! layer, one limiter deciding each request by the policy computed from it.
 
-use super::source::{Chosen, Source};
+use super::source::{Chosen, LimiterSource};
 use crate::{OnError, Policy};
 use axum::extract::Request;
 use axum::http::StatusCode;
@@ -15,7 +15,7 @@ type PolicyFn = Arc<dyn Fn(&Request) -> Option<Policy> + Send + Sync>;
 
 /// One limiter (its name, store and keys) and the function that gives each request's policy.
 pub(crate) struct PerRequest {
-    source: Source,
+    source: LimiterSource,
     policy_of: PolicyFn,
     /// Whether a request given no policy was already logged.
     told_none: Arc<AtomicBool>,
@@ -23,7 +23,7 @@ pub(crate) struct PerRequest {
 
 impl PerRequest {
     pub(crate) fn new<P: Borrow<Policy>>(
-        source: Source,
+        source: LimiterSource,
         policy_of: impl Fn(&Request) -> Option<P> + Send + Sync + 'static,
     ) -> PerRequest {
         let policy_of: PolicyFn = Arc::new(move |request| policy_of(request).map(|p| p.borrow().clone()));

@@ -1,7 +1,7 @@
 //! [`PerRoute`]: the limits of a [`RateLimitLayer::per_route`](crate::http::RateLimitLayer::per_route)
 //! layer, built: one limiter, and the rule of each route it was told of.
 
-use super::source::{Chosen, Source};
+use super::source::{Chosen, LimiterSource};
 use crate::key::push_key_value;
 use crate::{Error, OnError, Policy};
 use axum::extract::{MatchedPath, Request};
@@ -12,19 +12,19 @@ use std::sync::Arc;
 /// A per-route layer's limits, built.
 pub(crate) struct PerRoute {
     /// The layer's one limiter, deciding by the default policy.
-    base: Source,
+    base: LimiterSource,
     /// The stated routes, by path.
-    stated: HashMap<Box<str>, Rule>,
-    unmatched: Rule,
+    stated: HashMap<Box<str>, RouteRule>,
+    unmatched: RouteRule,
 }
 
 #[derive(Clone)]
-enum Rule {
+enum RouteRule {
     Exempt,
     /// Counted under `scope` on `source`, by `policy` when the request gives it.
     Limit {
         scope: Arc<[u8]>,
-        source: Source,
+        source: LimiterSource,
         policy: Option<Policy>,
     },
 }
@@ -32,12 +32,12 @@ enum Rule {
 /// A route's rule deciding by `policy` (the default when `None`) on
 /// `base`: a given limiter is bound to it once, here; a lazy one, built
 /// only at the first request, takes it with each request.
-fn limit(scope: Arc<[u8]>, base: &Source, policy: Option<&Policy>) -> Rule {
+fn limit(scope: Arc<[u8]>, base: &LimiterSource, policy: Option<&Policy>) -> RouteRule {
     let (source, policy) = match (base, policy) {
-        (Source::Limiter(limiter), Some(policy)) => (Source::Limiter(limiter.with_policy(policy)), None),
+        (LimiterSource::Limiter(limiter), Some(policy)) => (LimiterSource::Limiter(limiter.with_policy(policy)), None),
         (base, policy) => (base.clone(), policy.cloned()),
     };
-    Rule::Limit { scope, source, policy }
+    RouteRule::Limit { scope, source, policy }
 }
 
 /// What a route's keys start with: its path escaped (so it holds no `|`,
@@ -55,7 +55,7 @@ impl PerRoute {
     /// by the default policy); an error names a route that is stated twice
     /// or is no route's path.
     pub(super) fn new(
-        base: Source,
+        base: LimiterSource,
         routes: Vec<(String, Option<Policy>)>,
         limit_unmatched: bool,
     ) -> Result<PerRoute, Error> {
@@ -70,7 +70,7 @@ impl PerRoute {
             }
             let rule = match policy {
                 Some(policy) => limit(scope(&path), &base, Some(&policy)),
-                None => Rule::Exempt,
+                None => RouteRule::Exempt,
             };
             if stated.insert(path.clone().into_boxed_str(), rule).is_some() {
                 return invalid(format!("route `{}` is stated twice", quote(&path)));
@@ -79,7 +79,7 @@ impl PerRoute {
         let unmatched = match limit_unmatched {
             // No route's scope is empty: every escaped path starts with `%2F`.
             true => limit(Arc::from(&b"|"[..]), &base, None),
-            false => Rule::Exempt,
+            false => RouteRule::Exempt,
         };
         Ok(PerRoute { base, stated, unmatched })
     }
@@ -102,8 +102,8 @@ impl PerRoute {
             None => &self.unmatched,
         };
         match rule {
-            Rule::Exempt => None,
-            Rule::Limit { scope, source, policy } => {
+            RouteRule::Exempt => None,
+            RouteRule::Limit { scope, source, policy } => {
                 Some(Chosen { source: source.clone(), policy: policy.clone(), scope: Some(scope.clone()) })
             }
         }
@@ -112,9 +112,9 @@ impl PerRoute {
     /// The same limits with another `on_error` where the limiter is built here.
     pub(super) fn with_on_error(&self, on_error: OnError) -> PerRoute {
         let base = self.base.with_on_error(on_error);
-        let rebase = |rule: &Rule| match rule {
-            Rule::Limit { scope, source: Source::Lazy(_), policy } => {
-                Rule::Limit { scope: scope.clone(), source: base.clone(), policy: policy.clone() }
+        let rebase = |rule: &RouteRule| match rule {
+            RouteRule::Limit { scope, source: LimiterSource::Lazy(_), policy } => {
+                RouteRule::Limit { scope: scope.clone(), source: base.clone(), policy: policy.clone() }
             }
             rule => rule.clone(),
         };

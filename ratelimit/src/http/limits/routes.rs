@@ -4,7 +4,7 @@
 //! default policy unless the route states its own (`per_route.rs` decides).
 
 use super::per_route::PerRoute;
-use super::source::Source;
+use super::source::LimiterSource;
 use super::Limits;
 use crate::global::lazy::LazyLimiter;
 use crate::http::layer::RateLimitLayer;
@@ -192,12 +192,12 @@ impl RateLimitLayer {
     pub fn per_route(name: impl Into<Arc<str>>, routes: RouteLimits) -> Result<RateLimitLayer, Error> {
         let name: Arc<str> = name.into();
         let lazy = LazyLimiter::fixed(Cow::Owned(name.to_string()), routes.default.clone(), Enforcement::DEFAULT);
-        let per_route = PerRoute::new(Source::Lazy(Arc::new(lazy)), routes.routes, routes.limit_unmatched)?;
+        let per_route = PerRoute::new(LimiterSource::Lazy(Arc::new(lazy)), routes.routes, routes.limit_unmatched)?;
         Ok(RateLimitLayer::with_limits(Limits::PerRoute(Arc::new(per_route))))
     }
 
     /// [`per_route`](Self::per_route) on `limiter` (its name, store and
-    /// [`OnError`]; its own policy is not used, the routes' are).
+    /// [`OnError`](crate::OnError); its own policy is not used, the routes' are).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -219,7 +219,7 @@ impl RateLimitLayer {
     /// # Ok(()) }
     /// ```
     pub fn per_route_on(limiter: Limiter, routes: RouteLimits) -> Result<RateLimitLayer, Error> {
-        let base = Source::Limiter(limiter.with_policy(&routes.default));
+        let base = LimiterSource::Limiter(limiter.with_policy(&routes.default));
         let per_route = PerRoute::new(base, routes.routes, routes.limit_unmatched)?;
         Ok(RateLimitLayer::with_limits(Limits::PerRoute(Arc::new(per_route))))
     }

@@ -1,4 +1,4 @@
-//! [`Source`]: where one limiter of a [`RateLimitLayer`](crate::http::RateLimitLayer)
+//! [`LimiterSource`]: where one limiter of a [`RateLimitLayer`](crate::http::RateLimitLayer)
 //! comes from (given, or built on the global store at the first request),
 //! and [`Chosen`]: what decides one request.
 
@@ -9,18 +9,18 @@ use std::sync::Arc;
 
 /// Where a layer's (or a tier's) limiter comes from.
 #[derive(Clone)]
-pub(crate) enum Source {
+pub(crate) enum LimiterSource {
     /// Given, with its own store and `OnError`.
     Limiter(Limiter),
     /// Built on the global store at the first request.
     Lazy(Arc<LazyLimiter>),
 }
 
-impl Source {
+impl LimiterSource {
     pub(super) fn name(&self) -> &str {
         match self {
-            Source::Limiter(limiter) => limiter.name(),
-            Source::Lazy(lazy) => lazy.name(),
+            LimiterSource::Limiter(limiter) => limiter.name(),
+            LimiterSource::Lazy(lazy) => lazy.name(),
         }
     }
 
@@ -28,18 +28,20 @@ impl Source {
     /// policy; `Err` when a named policy is not configured.
     pub(crate) async fn limiter(&self, per_request: Option<&Policy>) -> Result<Limiter, Arc<str>> {
         match (self, per_request) {
-            (Source::Limiter(limiter), None) => Ok(limiter.clone()),
-            (Source::Limiter(limiter), Some(policy)) => Ok(limiter.with_policy(policy)),
-            (Source::Lazy(lazy), _) => lazy.current_ref(per_request).await.map(|(limiter, _)| limiter.into_owned()),
+            (LimiterSource::Limiter(limiter), None) => Ok(limiter.clone()),
+            (LimiterSource::Limiter(limiter), Some(policy)) => Ok(limiter.with_policy(policy)),
+            (LimiterSource::Lazy(lazy), _) => {
+                lazy.current_ref(per_request).await.map(|(limiter, _)| limiter.into_owned())
+            }
         }
     }
 
     /// The same source with another `on_error`; a given limiter keeps its own.
-    pub(super) fn with_on_error(&self, on_error: OnError) -> Source {
+    pub(super) fn with_on_error(&self, on_error: OnError) -> LimiterSource {
         match self {
-            Source::Limiter(limiter) => Source::Limiter(limiter.clone()),
-            Source::Lazy(lazy) => {
-                Source::Lazy(Arc::new(lazy.with_enforcement(Enforcement { on_error, ..lazy.enforcement() })))
+            LimiterSource::Limiter(limiter) => LimiterSource::Limiter(limiter.clone()),
+            LimiterSource::Lazy(lazy) => {
+                LimiterSource::Lazy(Arc::new(lazy.with_enforcement(Enforcement { on_error, ..lazy.enforcement() })))
             }
         }
     }
@@ -49,18 +51,18 @@ impl Source {
 /// request gives one, and what comes before the request's key in its
 /// counts (a route's, so routes count apart).
 pub(crate) struct Chosen {
-    pub(super) source: Source,
+    pub(super) source: LimiterSource,
     pub(super) policy: Option<Policy>,
     pub(super) scope: Option<Arc<[u8]>>,
 }
 
 impl Chosen {
-    pub(super) fn by(source: Source, policy: Option<Policy>) -> Chosen {
+    pub(super) fn by(source: LimiterSource, policy: Option<Policy>) -> Chosen {
         Chosen { source, policy, scope: None }
     }
 
     /// The limiter, its policy and the full key of a request keyed `key`.
-    pub(crate) fn keyed(self, key: Vec<u8>) -> (Source, Option<Policy>, Vec<u8>) {
+    pub(crate) fn keyed(self, key: Vec<u8>) -> (LimiterSource, Option<Policy>, Vec<u8>) {
         let key = match self.scope {
             Some(scope) => [&scope[..], &key].concat(),
             None => key,

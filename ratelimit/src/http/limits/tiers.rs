@@ -1,7 +1,7 @@
 //! [`Tiers`]: a policy chosen per request among named tiers (plans such as
 //! free and pro), each counted by its own limiter.
 
-use super::source::{Chosen, Source};
+use super::source::{Chosen, LimiterSource};
 use crate::global::lazy::LazyLimiter;
 use crate::limiter::enforcement::Enforcement;
 use crate::{Error, Limiter, OnError, Policy};
@@ -173,7 +173,7 @@ impl Tiers {
             return invalid("there is none; add one with `Tiers::tier`".into());
         }
         let listed = self.tiers.iter().map(|(name, _)| format!("`{}`", quote(name))).collect::<Vec<_>>().join(", ");
-        let mut tiers: Vec<(Arc<str>, Source)> = Vec::with_capacity(self.tiers.len());
+        let mut tiers: Vec<(Arc<str>, LimiterSource)> = Vec::with_capacity(self.tiers.len());
         for (tier, policy) in self.tiers {
             if tiers.iter().any(|(seen, _)| **seen == *tier) {
                 return invalid(format!("tier `{}` is listed twice", quote(&tier)));
@@ -181,12 +181,14 @@ impl Tiers {
             let limiter_name = Cow::Owned(format!("{layer}.{tier}"));
             let source = match policy {
                 TierPolicy::Fixed(policy) => {
-                    Source::Lazy(Arc::new(LazyLimiter::fixed(limiter_name, policy, Enforcement::DEFAULT)))
+                    LimiterSource::Lazy(Arc::new(LazyLimiter::fixed(limiter_name, policy, Enforcement::DEFAULT)))
                 }
-                TierPolicy::Named(policy) => {
-                    Source::Lazy(Arc::new(LazyLimiter::named(limiter_name, Cow::Owned(policy), Enforcement::DEFAULT)))
-                }
-                TierPolicy::Limiter(limiter) => Source::Limiter(limiter),
+                TierPolicy::Named(policy) => LimiterSource::Lazy(Arc::new(LazyLimiter::named(
+                    limiter_name,
+                    Cow::Owned(policy),
+                    Enforcement::DEFAULT,
+                ))),
+                TierPolicy::Limiter(limiter) => LimiterSource::Limiter(limiter),
             };
             if let Some((other, _)) = tiers.iter().find(|(_, seen)| seen.name() == source.name()) {
                 return invalid(format!(
@@ -213,7 +215,7 @@ impl Tiers {
 pub(crate) struct Tiered {
     name: Arc<str>,
     by: TierBy,
-    tiers: Vec<(Arc<str>, Source)>,
+    tiers: Vec<(Arc<str>, LimiterSource)>,
     fallback: Option<usize>,
     /// The tiers' names, for messages.
     listed: String,

@@ -3,7 +3,7 @@
 //! nothing. Every method is a few loads and stores under that lock;
 //! `mod.rs` makes the calls to the store around them.
 
-use super::{Held, Moved, PolicyId};
+use super::{Moved, PolicyId, Unspent};
 use crate::backend::Refunded;
 use crate::{Decision, Error, Limiter};
 use std::time::Duration;
@@ -42,12 +42,12 @@ pub(crate) struct LocalQuota {
     /// outcome is of the refill it waited for.
     refills: u64,
     /// The last refill's outcome when it took nothing, for its waiters.
-    failed: Option<Failed>,
+    failed: Option<RefillFailed>,
 }
 
 /// A refill that took nothing: a denial or a store failure.
 #[derive(Debug)]
-struct Failed {
+struct RefillFailed {
     /// Its number in `refills`.
     refill: u64,
     policy: PolicyId,
@@ -140,7 +140,7 @@ impl LocalQuota {
         cost: u64,
         now: u64,
         (max, ttl_us): (u64, u64),
-    ) -> (Option<Held>, u64, u64) {
+    ) -> (Option<Unspent>, u64, u64) {
         let same = self.from.as_ref().is_some_and(|(_, of)| *of == policy);
         // A key called less often than once per ttl takes only its own
         // cost, so it gets exactly the answers it gets without prefetch.
@@ -178,7 +178,7 @@ impl LocalQuota {
                 self.last_refill_us = None;
                 let outcome = outcome.map(|(decision, _)| decision);
                 let refill = self.refills;
-                self.failed = Some(Failed { refill, policy, cost, at: back, outcome: outcome.clone() });
+                self.failed = Some(RefillFailed { refill, policy, cost, at: back, outcome: outcome.clone() });
                 return outcome;
             }
         };
@@ -202,7 +202,9 @@ impl LocalQuota {
     /// force at `now`: the key is at its limit, and a call may wait to share
     /// the next refill's denial.
     fn denied(&self, policy: PolicyId, cost: u64, now: u64) -> bool {
-        let Some(Failed { policy: of, cost: denied, at, outcome: Ok(denial), .. }) = &self.failed else { return false };
+        let Some(RefillFailed { policy: of, cost: denied, at, outcome: Ok(denial), .. }) = &self.failed else {
+            return false;
+        };
         let until = denial.retry_after.map_or(u64::MAX, |retry| at.saturating_add(retry.as_micros() as u64));
         *of == policy && *denied == cost && now < until
     }
@@ -252,11 +254,11 @@ impl LocalQuota {
     }
 
     /// The permits still held, taken out to give back.
-    pub(crate) fn take_held(&mut self) -> Option<Held> {
+    pub(crate) fn take_held(&mut self) -> Option<Unspent> {
         let left = std::mem::take(&mut self.left);
         let from = self.from.as_ref().map(|(from, _)| from.clone());
         let of = self.taken.as_ref().map(|(decision, _)| Refunded::of(decision));
-        (left > 0).then_some(Held { left, window_end_us: self.window_end_us, from, of })
+        (left > 0).then_some(Unspent { left, window_end_us: self.window_end_us, from, of })
     }
 
     /// The answer of a call that leaves `self.left` here: the refill's

@@ -49,7 +49,7 @@ pub(crate) struct Moved {
 
 /// Permits taken out of a quota to give back.
 #[derive(Debug)]
-pub(crate) struct Held {
+pub(crate) struct Unspent {
     pub(crate) left: u64,
     pub(crate) window_end_us: Option<u64>,
     pub(crate) from: Option<Limiter>,
@@ -57,7 +57,7 @@ pub(crate) struct Held {
     pub(crate) of: Option<Refunded>,
 }
 
-impl Held {
+impl Unspent {
     /// Gives them back: refunded while they may still count in the store,
     /// else wasted (a fixed window that ended, a refund that failed).
     pub(crate) async fn let_go(self, key: &[u8], now: u64) -> LetGo {
@@ -69,7 +69,7 @@ impl Held {
 
     /// [`let_go`](Self::let_go) by a call's `deadline`: a give-back cut
     /// there is counted as a refund that failed.
-    async fn let_go_by(self, key: &[u8], now: u64, deadline: Deadline) -> LetGo {
+    async fn let_go_within(self, key: &[u8], now: u64, deadline: Deadline) -> LetGo {
         let wasted = LetGo { returned: 0, wasted: self.left };
         deadline.within(self.let_go(key, now)).await.unwrap_or(wasted)
     }
@@ -79,7 +79,7 @@ impl Held {
 /// await (spending is a few loads and stores), and the wake-up of the
 /// calls waiting for a refill.
 #[derive(Debug, Default)]
-pub(crate) struct Quota {
+pub(crate) struct KeyQuota {
     state: std::sync::Mutex<LocalQuota>,
     refilled: tokio::sync::Notify,
 }
@@ -87,7 +87,7 @@ pub(crate) struct Quota {
 /// Ends a refill however its call ends (a dropped future included): no
 /// refill is in flight any more, and its waiters wake.
 struct Refilling<'a> {
-    quota: &'a Quota,
+    quota: &'a KeyQuota,
     /// The refills come back when this one was sent: it is the one in flight while they stay this many.
     refill: u64,
 }
@@ -101,20 +101,20 @@ impl Drop for Refilling<'_> {
 
 /// A call counted in the room of the refill it waits for: dropped before
 /// that refill comes back (the call was cancelled), it gives the room back.
-struct Counted<'a> {
-    quota: &'a Quota,
+struct InRoom<'a> {
+    quota: &'a KeyQuota,
     cost: u64,
     /// The refills come back when the call began to wait.
     refill: u64,
 }
 
-impl Drop for Counted<'_> {
+impl Drop for InRoom<'_> {
     fn drop(&mut self) {
         self.quota.state().leave(self.refill, self.cost);
     }
 }
 
-impl Quota {
+impl KeyQuota {
     pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, LocalQuota> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -150,7 +150,7 @@ impl Quota {
             return alone(limiter, key, cost, (moved, deadline)).await;
         };
         if let Some((refilled, seen, counted)) = waiting {
-            let _room = Counted { quota: self, cost: counted, refill: seen };
+            let _room = InRoom { quota: self, cost: counted, refill: seen };
             deadline.within(refilled).await?;
             let mut state = self.state();
             let now = now_us(limiter);
@@ -196,7 +196,7 @@ impl Quota {
         let taking = deadline.by(take(limiter, key, cost, cost.max(size)));
         // Sent together: the give-back costs no round trip of its own.
         let (let_go, taken) = match held {
-            Some(held) => tokio::join!(held.let_go_by(key, sent, deadline), taking),
+            Some(held) => tokio::join!(held.let_go_within(key, sent, deadline), taking),
             None => (LetGo::default(), taking.await),
         };
         moved.let_go = let_go;

@@ -1,4 +1,4 @@
-//! [`Registry`]: the scripts a backend uses, made on first use, and loaded
+//! [`ScriptRegistry`]: the scripts a backend uses, made on first use, and loaded
 //! again after Redis loses them.
 
 use super::family::{Family, FAMILIES};
@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 /// `SCRIPT FLUSH`): the calls that meet `NOSCRIPT` then wait for one reload
 /// of every script made here and try again, instead of each sending its
 /// own `SCRIPT LOAD`.
-pub(crate) struct Registry {
+pub(crate) struct ScriptRegistry {
     /// The scripts are flagged to reach a cluster node's other slots.
     cross_slot: bool,
     scripts: [OnceLock<Arc<Script>>; FAMILIES],
@@ -24,9 +24,9 @@ pub(crate) struct Registry {
     reloading: tokio::sync::Mutex<()>,
 }
 
-impl Registry {
-    pub(crate) fn new(cross_slot: bool) -> Registry {
-        Registry {
+impl ScriptRegistry {
+    pub(crate) fn new(cross_slot: bool) -> ScriptRegistry {
+        ScriptRegistry {
             cross_slot,
             scripts: Default::default(),
             loaded: Default::default(),
@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn a_family_has_one_script_whatever_the_policy() {
-        let registry = Registry::new(false);
+        let registry = ScriptRegistry::new(false);
         let policies = [Policy::gcra("7/3s", 2).unwrap(), Policy::gcra("1/1h", 90).unwrap()];
         let [one, two] = policies.map(|p| Arc::as_ptr(registry.script(plan(&p, true).family)));
         assert_eq!(one, two);
