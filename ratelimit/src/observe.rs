@@ -160,13 +160,9 @@ fn describe() {
 /// the core never names it. One load while none is registered.
 pub(crate) type Observer = fn(&crate::Limiter, &Decision);
 
-static OBSERVER: std::sync::OnceLock<Observer> = std::sync::OnceLock::new();
-
-/// Registers the observer of admitted calls; the first registered stays.
-#[cfg_attr(not(feature = "axum"), allow(dead_code))]
-pub(crate) fn observe_admitted(observer: Observer) {
-    let _ = OBSERVER.set(observer);
-}
+/// The observer of admitted calls, registered (`OnceLock::set`) by whatever
+/// wants them; the first registered stays.
+pub(crate) static OBSERVER: std::sync::OnceLock<Observer> = std::sync::OnceLock::new();
 
 /// Tells the registered observer, if any, of a call `limiter` admitted.
 #[inline]

@@ -42,7 +42,7 @@ pub struct RateLimited {
     reason: DenialReason,
     /// The limiter's name was made up by `#[rate_limit]` (module path and
     /// function), so what a client is shown leaves it out.
-    named_by_default: bool,
+    pub(crate) named_by_default: bool,
 }
 
 /// Why a call was denied.
@@ -131,13 +131,6 @@ impl RateLimited {
     /// When the same call would pass, if ever.
     pub fn retry_after(&self) -> Option<Duration> {
         self.decision.retry_after
-    }
-
-    /// The limiter's name as a client may be shown it (an HTTP body): `None`
-    /// when `#[rate_limit]` made it up from the module path.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) fn public_name(&self) -> Option<&str> {
-        (!self.named_by_default).then_some(&*self.limiter)
     }
 
     /// The denial in words; the limiter's name only when `named`.

@@ -7,7 +7,7 @@ use crate::global::{self, scope};
 use crate::limiter::enforcement::Enforcement;
 use crate::limiter::outage_log::OutageLog;
 use crate::prefetch::SitePrefetch;
-use crate::{Limiter, Policy, RateLimited};
+use crate::{Limiter, OnError, Policy, RateLimited};
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
@@ -87,31 +87,12 @@ impl LazyLimiter {
         LazyLimiter { name, enforcement, prefetch: SitePrefetch::off(), source, unconfigured: OutageLog::new() }
     }
 
-    /// The same limiter, not built yet, enforcing by `enforcement`.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) fn with_enforcement(&self, enforcement: Enforcement) -> LazyLimiter {
-        match &self.source {
-            PolicySource::Fixed { policy, .. } => {
-                LazyLimiter::built_from(self.name.clone(), policy.clone(), enforcement)
-            }
-            PolicySource::Named(named) => {
-                LazyLimiter::named(self.name.clone(), Cow::Owned(named.policy().to_string()), enforcement)
-            }
-        }
-    }
-
-    /// What it enforces.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) fn enforcement(&self) -> Enforcement {
-        self.enforcement
-    }
-
     /// `limiter` made this one's: its enforcement and its quotas.
     fn finish(&self, limiter: Limiter) -> Limiter {
         limiter.enforcing(self.enforcement).with_site_prefetch(&self.prefetch)
     }
 
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
+    /// The limiter's name.
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
@@ -124,18 +105,18 @@ impl LazyLimiter {
         }
     }
 
-    /// Settles a call that [`current`](Self::current) found no policy for
-    /// (`why`) by `on_error`; `limiter` is the name to log it under.
+    /// Settles a call that [`current_ref`](Self::current_ref) found no
+    /// policy for (`why`) by `on_error`; `subject` names the call in the log.
     #[allow(clippy::result_large_err)] // the denial every caller returns as is
     pub(crate) fn settle_unconfigured(
         &self,
+        on_error: OnError,
         subject: &str,
-        limiter: &str,
         why: &str,
         key: &[u8],
     ) -> Result<(), RateLimited> {
         let policy = self.policy_name().unwrap_or_default();
-        self.enforcement.on_error.without_policy(subject, (limiter, policy), why, key, &self.unconfigured)
+        on_error.without_policy(subject, (&self.name, policy), why, key, &self.unconfigured)
     }
 
     /// The limiter for this call, deciding by `per_call` when given, and

@@ -15,18 +15,19 @@ use tokio::task::JoinHandle;
 /// The last frame waits for the release, so a client that sends its next
 /// request on reading the response never finds its own permit still held.
 pub(super) fn holding(body: Body, permit: Permit) -> Body {
-    Body::new(HeldBody { inner: body, state: Sending::Sending(permit), last: None })
+    Body::new(HeldBody { inner: body, state: PermitState::Sending(permit), last: None })
 }
 
 struct HeldBody {
     inner: Body,
-    state: Sending,
+    state: PermitState,
     /// What ends the body, answered once the release is done: its last
     /// frame, or `None` when the body ended after the frame before.
     last: Option<Option<Frame<Bytes>>>,
 }
 
-enum Sending {
+/// Where the body's permit is.
+enum PermitState {
     /// The body is being sent; the permit is held.
     Sending(Permit),
     /// The body has ended; its permit is being given back.
@@ -39,9 +40,11 @@ impl HeldBody {
     /// Starts giving the permit back, on a task of its own so a body
     /// dropped mid-way cannot stop it.
     fn release(&mut self) {
-        let Sending::Sending(permit) = std::mem::replace(&mut self.state, Sending::Done) else { return };
+        let PermitState::Sending(permit) = std::mem::replace(&mut self.state, PermitState::Done) else { return };
         match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => self.state = Sending::Releasing(runtime.spawn(async move { drop(permit.release().await) })),
+            Ok(runtime) => {
+                self.state = PermitState::Releasing(runtime.spawn(async move { drop(permit.release().await) }))
+            }
             // No runtime to wait on: dropped, the permit goes back as it can.
             Err(_) => drop(permit),
         }
@@ -54,7 +57,7 @@ impl http_body::Body for HeldBody {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.get_mut();
-        if let Sending::Sending(_) = this.state {
+        if let PermitState::Sending(_) = this.state {
             match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
                 // A frame after which the body has more to send.
                 Some(Ok(frame)) if !this.inner.is_end_stream() => return Poll::Ready(Some(Ok(frame))),
@@ -73,10 +76,10 @@ impl http_body::Body for HeldBody {
                 }
             }
         }
-        if let Sending::Releasing(release) = &mut this.state {
+        if let PermitState::Releasing(release) = &mut this.state {
             // A release that failed leaves the lease to run out; the body is sent either way.
             let _ = ready!(Pin::new(release).poll(cx));
-            this.state = Sending::Done;
+            this.state = PermitState::Done;
         }
         match this.last.take() {
             Some(last) => Poll::Ready(last.map(Ok)),
@@ -88,7 +91,7 @@ impl http_body::Body for HeldBody {
     /// Never ended while the permit is held, so the server takes the last
     /// frame (and with it gives the permit back) even of an empty body.
     fn is_end_stream(&self) -> bool {
-        matches!(self.state, Sending::Done) && self.last.is_none()
+        matches!(self.state, PermitState::Done) && self.last.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {

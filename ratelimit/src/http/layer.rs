@@ -13,7 +13,7 @@ use super::service::{RateLimitService, Shared};
 use super::TrustedProxies;
 use crate::global::lazy::LazyLimiter;
 use crate::limiter::enforcement::Enforcement;
-use crate::{Error, Limiter, Policy};
+use crate::{Error, Limiter, OnError, Policy};
 use axum::extract::Request;
 use std::borrow::{Borrow, Cow};
 use std::sync::Arc;
@@ -335,6 +335,7 @@ impl RateLimitLayer {
             headers_on_allowed: true,
             style: HeaderStyle::default(),
             told_missing_peer: Arc::default(),
+            on_error: OnError::Allow,
             dry_run: false,
             exempt: Vec::new(),
             on_rejected: None,

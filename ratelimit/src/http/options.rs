@@ -155,8 +155,7 @@ impl RateLimitLayer {
     /// [`OnError::Allow`]). A layer built with [`from_limiter`](Self::from_limiter)
     /// uses that limiter's setting and ignores this.
     pub fn on_error(mut self, on_error: OnError) -> RateLimitLayer {
-        let shared = Arc::make_mut(&mut self.shared);
-        shared.limits = shared.limits.with_on_error(on_error);
+        Arc::make_mut(&mut self.shared).on_error = on_error;
         self
     }
 

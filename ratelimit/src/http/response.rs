@@ -142,7 +142,8 @@ pub(crate) fn respond(
 /// seconds `Retry-After` says, or that the limiter could not decide.
 /// `cost` is the permits one request takes.
 fn detail(denied: &RateLimited, retry_after: Option<u64>, cost: u64) -> String {
-    let name = denied.public_name().map(quote);
+    // A name `#[rate_limit]` made up from the module path is not the client's to see.
+    let name = (!denied.named_by_default).then(|| quote(denied.limiter()));
     let mut out = String::new();
     match (denied.reason(), denied.policy()) {
         (DenialReason::Limited, Some(policy)) => {

@@ -12,7 +12,7 @@ use super::limits::Limits;
 use super::response::{problem, respond};
 use crate::call::Call;
 use crate::limiter::enforcement::OnLimit;
-use crate::{Decision, Limiter, Permit, Policy, RateLimited};
+use crate::{Decision, Limiter, OnError, Permit, Policy, RateLimited};
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -38,6 +38,8 @@ pub(super) struct Shared {
     /// A request any of these match passes uncounted.
     pub(super) exempt: Vec<Exempt>,
     pub(super) on_rejected: Option<OnRejected>,
+    /// What a limiter built here (not one given) does when the store fails.
+    pub(super) on_error: OnError,
     /// Requests are decided and recorded, never denied.
     pub(super) dry_run: bool,
     /// A response with a status this returns true for gives its request's permits back.
@@ -128,7 +130,7 @@ impl Admitted {
         // The permit keeps what the store took (not a cost of 0, nor what
         // `on_error` or a dry run let through): that alone comes back.
         if shared.refund_on.as_ref().is_some_and(|refund_on| refund_on(status)) {
-            self.refunded = self.permit.refunded().await.map(Box::new);
+            self.refunded = self.permit.ticket.refunded().await.map(Box::new);
         }
         self
     }
@@ -196,17 +198,20 @@ impl Shared {
     /// Decides one request of `cost` permits on `source`'s limiter, by
     /// `policy` when the request gave one.
     async fn decide(&self, source: LimiterSource, policy: Option<Policy>, key: Vec<u8>, cost: u64) -> Verdict {
-        let limiter = match source.limiter(policy.as_ref()).await {
-            Ok(limiter) => limiter.with_layer_enforcement(self.dry_run, self.refund_on.is_some()),
+        let mut limiter = match source.limiter(policy.as_ref(), self.on_error).await {
+            Ok(limiter) if self.dry_run => limiter.with_dry_run(true),
+            Ok(limiter) => limiter,
             Err(why) => return self.without_policy(&source, &why, &key),
         };
+        // The permit keeps what the store took, for `refund_on` to give back.
+        limiter.enforcement.refunds = self.refund_on.is_some();
         match limiter.admit(Call::check(&key, cost), OnLimit::Error).await {
             Ok(permit) => {
                 // A decision with nothing to reset and taken from no store (the
                 // store failed and `on_error = allow` let the call through)
                 // says nothing true about the limit, so no header fields; a
                 // store's answer to a cost of 0 on an untouched key does.
-                let stated = permit.taken() || !permit.decision().reset_after.is_zero();
+                let stated = permit.taken || !permit.decision().reset_after.is_zero();
                 Verdict::Pass(Some(Admitted { permit, limiter, stated, refunded: None }))
             }
             Err(denied) => {
@@ -220,7 +225,7 @@ impl Shared {
     /// as a store failure would be (503 under `Deny`, else through uncounted).
     fn without_policy(&self, source: &LimiterSource, why: &str, key: &[u8]) -> Verdict {
         let LimiterSource::Lazy(lazy) = source else { return Verdict::Pass(None) };
-        match lazy.settle_unconfigured("request", lazy.name(), why, key) {
+        match lazy.settle_unconfigured(self.on_error, "request", why, key) {
             Ok(()) => Verdict::Pass(None),
             Err(denied) => {
                 let detail = format!(

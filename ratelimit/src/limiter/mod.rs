@@ -313,15 +313,6 @@ impl Limiter {
         self
     }
 
-    /// This limiter as a layer decides by it: in dry run when the layer is
-    /// (or it already was), keeping what each call took when the layer refunds.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) fn with_layer_enforcement(self, dry_run: bool, refunds: bool) -> Limiter {
-        let mut limiter = if dry_run { self.with_dry_run(true) } else { self };
-        limiter.enforcement.refunds = refunds;
-        limiter
-    }
-
     /// This limiter enforcing as `enforcement` says (an annotated function's
     /// or a layer's settings): its dry run, `on_error`, what a denial does
     /// when admitted, and whether admitted calls keep what they took.

@@ -199,10 +199,11 @@ impl Limiter {
 /// Outside a tokio runtime a permit is never renewed: it holds one lease.
 pub struct Permit {
     decision: Decision,
-    ticket: Ticket,
-    /// The store took its permits (not `on_error`, nor a dry run letting a denial through).
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    taken: bool,
+    /// What it gives back.
+    pub(crate) ticket: Ticket,
+    /// The store took its permits (not `on_error`, nor a dry run letting a
+    /// denial through): its decision says something true of the store.
+    pub(crate) taken: bool,
 }
 
 impl Permit {
@@ -267,20 +268,6 @@ impl Permit {
             }
             None => Ok(()),
         }
-    }
-
-    /// Whether the store took its permits: its decision says something true
-    /// of the store's state.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) fn taken(&self) -> bool {
-        self.taken
-    }
-
-    /// Gives back what the call took, when its limiter's caller refunds
-    /// ([`Ticket::refund`]), and returns the key's state after it.
-    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
-    pub(crate) async fn refunded(&mut self) -> Option<Decision> {
-        self.ticket.refunded().await
     }
 
     /// The decision and what the permit gives back, apart.
@@ -356,6 +343,10 @@ impl fmt::Debug for Ticket {
 
 impl fmt::Debug for Permit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Permit").field("decision", &self.decision).field("held", &self.is_held()).finish()
+        f.debug_struct("Permit")
+            .field("decision", &self.decision)
+            .field("taken", &self.taken)
+            .field("held", &self.is_held())
+            .finish()
     }
 }

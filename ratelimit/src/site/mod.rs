@@ -15,7 +15,6 @@ use std::sync::{Mutex, PoisonError};
 /// One annotated function's limiter, built on its first call on the global store.
 #[derive(Debug)]
 pub struct Site {
-    name: &'static str,
     limiter: LazyLimiter,
     named_by_default: bool,
 }
@@ -24,21 +23,21 @@ impl Site {
     /// A site; `policy` comes from a constant the macro validated at compile time.
     pub const fn new(name: &'static str, policy: Policy, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::fixed(Cow::Borrowed(name), policy, enforcement(on_limit, on_error));
-        Site { name, limiter, named_by_default: false }
+        Site { limiter, named_by_default: false }
     }
 
     /// A site whose policy is the one named `policy` in the configured set
     /// (`#[rate_limit(policy = "search")]`), followed across reloads.
     pub const fn configured(name: &'static str, policy: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::named(Cow::Borrowed(name), Cow::Borrowed(policy), enforcement(on_limit, on_error));
-        Site { name, limiter, named_by_default: false }
+        Site { limiter, named_by_default: false }
     }
 
     /// A site whose every call gives its policy
     /// (`#[rate_limit(policy = plan_policy(&user))]`): see [`call`](Self::call).
     pub const fn per_call(name: &'static str, on_limit: OnLimit, on_error: OnError) -> Site {
         let limiter = LazyLimiter::per_call(Cow::Borrowed(name), enforcement(on_limit, on_error));
-        Site { name, limiter, named_by_default: false }
+        Site { limiter, named_by_default: false }
     }
 
     /// Puts the site in dry run (`dry_run = true`): its calls are decided
@@ -104,7 +103,8 @@ impl Site {
             Err(why) => {
                 // Settled without I/O: spend the task's budget as I/O would, so a loop of such calls yields.
                 tokio::task::coop::consume_budget().await;
-                return match self.limiter.settle_unconfigured("call", self.name, &why, call.key) {
+                let on_error = self.limiter.enforcement.on_error;
+                return match self.limiter.settle_unconfigured(on_error, "call", &why, call.key) {
                     Ok(()) => Ok(Ticket::default()),
                     Err(denied) => Err(self.denial(denied)),
                 };
@@ -134,25 +134,25 @@ impl Site {
     /// took nothing.
     pub fn let_through(&self, decided: Result<Ticket, Box<RateLimited>>) -> Ticket {
         decided.unwrap_or_else(|denied| {
-            tracing::warn!(target: "redlimit", limiter = self.name, %denied, "denial could not be waited out; call allowed");
+            tracing::warn!(target: "redlimit", limiter = self.limiter.name(), %denied, "denial could not be waited out; call allowed");
             Ticket::default()
         })
     }
 
     /// Warns once per site when another site already uses the same default name.
     fn warn_if_default_name_shared(&'static self) {
-        static DEFAULT_NAMES: Mutex<Vec<(&'static str, usize)>> = Mutex::new(Vec::new());
-        let (name, address) = (self.name, self as *const Site as usize);
+        static DEFAULT_NAMES: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
+        let (name, address) = (self.limiter.name(), self as *const Site as usize);
         let mut names = DEFAULT_NAMES.lock().unwrap_or_else(PoisonError::into_inner);
-        if names.iter().any(|&(other_name, other)| other_name == name && other != address) {
+        if names.iter().any(|(other_name, other)| other_name == name && *other != address) {
             tracing::warn!(
                 target: "redlimit",
                 limiter = name,
                 "two #[rate_limit] functions have the default name `{name}` (methods of two types in one module?), so they share one limit; give each a `name = \"...\"` if that is not intended",
             );
         }
-        if !names.contains(&(name, address)) {
-            names.push((name, address));
+        if !names.iter().any(|(other_name, other)| other_name == name && *other == address) {
+            names.push((name.to_string(), address));
         }
     }
 }

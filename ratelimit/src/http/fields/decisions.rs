@@ -115,7 +115,7 @@ impl<S> tower_layer::Layer<S> for DecisionHeadersLayer {
 
     fn layer(&self, inner: S) -> DecisionHeadersService<S> {
         // The core tells the observer of every admitted call; this records it.
-        crate::observe::observe_admitted(record);
+        let _ = crate::observe::OBSERVER.set(record);
         DecisionHeadersService { inner }
     }
 }

@@ -16,7 +16,6 @@ use self::per_request::PerRequest;
 use self::per_route::PerRoute;
 use self::source::{Chosen, LimiterSource};
 use self::tiers::Tiered;
-use crate::OnError;
 use axum::extract::Request;
 use axum::http::StatusCode;
 use std::sync::Arc;
@@ -51,16 +50,6 @@ impl Limits {
             Limits::Tiered(tiered) => tiered.choose(request).map(Some),
             Limits::PerRequest(per_request) => per_request.choose(request).map(Some),
             Limits::PerRoute(per_route) => Ok(per_route.choose(request)),
-        }
-    }
-
-    /// The same limits with another `on_error` wherever the limiter is built here.
-    pub(super) fn with_on_error(&self, on_error: OnError) -> Limits {
-        match self {
-            Limits::One(source) => Limits::One(source.with_on_error(on_error)),
-            Limits::Tiered(tiered) => Limits::Tiered(Arc::new(tiered.with_on_error(on_error))),
-            Limits::PerRequest(per_request) => Limits::PerRequest(Arc::new(per_request.with_on_error(on_error))),
-            Limits::PerRoute(per_route) => Limits::PerRoute(Arc::new(per_route.with_on_error(on_error))),
         }
     }
 }

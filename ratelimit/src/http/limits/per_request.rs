@@ -2,7 +2,7 @@
 //! layer, one limiter deciding each request by the policy computed from it.
 
 use super::source::{Chosen, LimiterSource};
-use crate::{OnError, Policy};
+use crate::Policy;
 use axum::extract::Request;
 use axum::http::StatusCode;
 use std::borrow::Borrow;
@@ -52,15 +52,6 @@ impl PerRequest {
                 }
                 Err((StatusCode::INTERNAL_SERVER_ERROR, String::new()))
             }
-        }
-    }
-
-    /// The same limits with another `on_error` where the limiter is built here.
-    pub(super) fn with_on_error(&self, on_error: OnError) -> PerRequest {
-        PerRequest {
-            source: self.source.with_on_error(on_error),
-            policy_of: self.policy_of.clone(),
-            told_none: self.told_none.clone(),
         }
     }
 }

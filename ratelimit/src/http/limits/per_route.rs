@@ -3,7 +3,7 @@
 
 use super::source::{Chosen, LimiterSource};
 use crate::key::push_key_value;
-use crate::{Error, OnError, Policy};
+use crate::{Error, Policy};
 use axum::extract::{MatchedPath, Request};
 use redlimit_grammar::quote;
 use std::collections::HashMap;
@@ -107,19 +107,5 @@ impl PerRoute {
                 Some(Chosen { source: source.clone(), policy: policy.clone(), scope: Some(scope.clone()) })
             }
         }
-    }
-
-    /// The same limits with another `on_error` where the limiter is built here.
-    pub(super) fn with_on_error(&self, on_error: OnError) -> PerRoute {
-        let base = self.base.with_on_error(on_error);
-        let rebase = |rule: &RouteRule| match rule {
-            RouteRule::Limit { scope, source: LimiterSource::Lazy(_), policy } => {
-                RouteRule::Limit { scope: scope.clone(), source: base.clone(), policy: policy.clone() }
-            }
-            rule => rule.clone(),
-        };
-        let stated = self.stated.iter().map(|(path, rule)| (path.clone(), rebase(rule))).collect();
-        let unmatched = rebase(&self.unmatched);
-        PerRoute { base, stated, unmatched }
     }
 }

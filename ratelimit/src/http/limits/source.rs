@@ -3,7 +3,6 @@
 //! and [`Chosen`]: what decides one request.
 
 use crate::global::lazy::LazyLimiter;
-use crate::limiter::enforcement::Enforcement;
 use crate::{Limiter, OnError, Policy};
 use std::sync::Arc;
 
@@ -25,23 +24,14 @@ impl LimiterSource {
     }
 
     /// The limiter deciding now, by `per_request` when the request gave a
-    /// policy; `Err` when a named policy is not configured.
-    pub(crate) async fn limiter(&self, per_request: Option<&Policy>) -> Result<Limiter, Arc<str>> {
+    /// policy; `Err` when a named policy is not configured. One built here
+    /// settles a store failure by `on_error`; a given limiter keeps its own.
+    pub(crate) async fn limiter(&self, per_request: Option<&Policy>, on_error: OnError) -> Result<Limiter, Arc<str>> {
         match (self, per_request) {
             (LimiterSource::Limiter(limiter), None) => Ok(limiter.clone()),
             (LimiterSource::Limiter(limiter), Some(policy)) => Ok(limiter.with_policy(policy)),
             (LimiterSource::Lazy(lazy), _) => {
-                lazy.current_ref(per_request).await.map(|(limiter, _)| limiter.into_owned())
-            }
-        }
-    }
-
-    /// The same source with another `on_error`; a given limiter keeps its own.
-    pub(super) fn with_on_error(&self, on_error: OnError) -> LimiterSource {
-        match self {
-            LimiterSource::Limiter(limiter) => LimiterSource::Limiter(limiter.clone()),
-            LimiterSource::Lazy(lazy) => {
-                LimiterSource::Lazy(Arc::new(lazy.with_enforcement(Enforcement { on_error, ..lazy.enforcement() })))
+                lazy.current_ref(per_request).await.map(|(limiter, _)| limiter.into_owned().with_on_error(on_error))
             }
         }
     }

@@ -4,7 +4,7 @@
 use super::source::{Chosen, LimiterSource};
 use crate::global::lazy::LazyLimiter;
 use crate::limiter::enforcement::Enforcement;
-use crate::{Error, Limiter, OnError, Policy};
+use crate::{Error, Limiter, Policy};
 use axum::extract::Request;
 use axum::http::{HeaderName, StatusCode};
 use redlimit_grammar::quote;
@@ -243,17 +243,6 @@ impl Tiered {
                     self.by.describe()
                 ),
             )),
-        }
-    }
-
-    /// The same tiers with another `on_error` wherever the limiter is built here.
-    pub(super) fn with_on_error(&self, on_error: OnError) -> Tiered {
-        Tiered {
-            name: self.name.clone(),
-            by: self.by.clone(),
-            tiers: self.tiers.iter().map(|(tier, source)| (tier.clone(), source.with_on_error(on_error))).collect(),
-            fallback: self.fallback,
-            listed: self.listed.clone(),
         }
     }
 }
