@@ -105,7 +105,10 @@ end
 local function on_kept()
   local all, f = call('HGETALL', key), {}
   for i = 1, #all, 2 do f[all[i]] = tonumber(all[i + 1]) end
-  local now, last, w = time_read or redis_time(), 1, window * 1000
+  -- `now` (never sent to this script) becomes the time judged at, as in
+  -- fixed_window.lua: Redis's, moved up to the latest start.
+  now = time_read or redis_time()
+  local last, w = 1, window * 1000
   while f['s' .. (last + 1)] do last = last + 1 end
   for j = 1, last do
     if f['s' .. j] and f['s' .. j] > now then now = f['s' .. j] end
@@ -173,7 +176,7 @@ end
 local function on_hash()
   local h = call('HMGET', key, 's1', 'c1', 's2', 'w1')
   if h[3] then return on_kept() end
-  local now = time_read or redis_time()
+  now = time_read or redis_time()
   local s, count, t = tonumber(h[1]), tonumber(h[2]), 0
   if s and count then
     if now < s then now = s end

@@ -6,8 +6,12 @@ local cross_slot = true
 -- script call share.
 
 -- The library functions every call uses, as locals of the script: a
--- global's field is two table lookups at every use.
+-- global's field is two table lookups at every use. Only the fixed windows
+-- (fixed_window.lua, fixed_window_counter.lua) call `try`: the other
+-- scripts share this head and leave it unread.
+-- luacheck: push ignore 211/try
 local call, try, struct_pack, struct_unpack = redis.call, redis.pcall, struct.pack, struct.unpack
+-- luacheck: pop
 
 -- Redis's clock in µs, read once per script call: Redis itself expires keys
 -- by one time for a whole script, and the calls of a batch waited together,
@@ -180,7 +184,10 @@ end
 local function on_kept()
   local all, f = call('HGETALL', key), {}
   for i = 1, #all, 2 do f[all[i]] = tonumber(all[i + 1]) end
-  local now, last, w = time_read or redis_time(), 1, window * 1000
+  -- `now` (never sent to this script) becomes the time judged at, as in
+  -- fixed_window.lua: Redis's, moved up to the latest start.
+  now = time_read or redis_time()
+  local last, w = 1, window * 1000
   while f['s' .. (last + 1)] do last = last + 1 end
   for j = 1, last do
     if f['s' .. j] and f['s' .. j] > now then now = f['s' .. j] end
@@ -248,7 +255,7 @@ end
 local function on_hash()
   local h = call('HMGET', key, 's1', 'c1', 's2', 'w1')
   if h[3] then return on_kept() end
-  local now = time_read or redis_time()
+  now = time_read or redis_time()
   local s, count, t = tonumber(h[1]), tonumber(h[2]), 0
   if s and count then
     if now < s then now = s end
