@@ -1,6 +1,6 @@
 -- head.lua: joined after the runtime's `local cross_slot = true|false`
 -- (the script is flagged allow-cross-slot-keys; batch.lua reads it), and
--- before the function `decider` (prelude.lua): what the calls of one
+-- before the function `decider` (lua/README.md): what the calls of one
 -- script call share.
 
 -- The library functions every call uses, as locals of the script: a

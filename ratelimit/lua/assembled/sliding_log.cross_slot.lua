@@ -2,7 +2,7 @@
 local cross_slot = true
 -- head.lua: joined after the runtime's `local cross_slot = true|false`
 -- (the script is flagged allow-cross-slot-keys; batch.lua reads it), and
--- before the function `decider` (prelude.lua): what the calls of one
+-- before the function `decider` (lua/README.md): what the calls of one
 -- script call share.
 
 -- The library functions every call uses, as locals of the script: a
@@ -25,55 +25,18 @@ local function redis_time()
   return time_read
 end
 local function decider(policy)
--- policy_windows.lua: the windows reader (prelude.lua's `policy`).
+-- policy_windows.lua: the windows reader. Sets `precision` (µs; 0 but for
+-- a sliding window), then `limits` and `windows` (µs), one entry per
+-- strategy in declared order, from `policy` (lua/README.md).
 local precision = struct_unpack('<d', policy)
 local limits, windows = {}, {}
 for i = 1, (#policy - 8) / 16 do
   limits[i], windows[i] = struct_unpack('<dd', policy, 16 * i - 7)
 end
 return function(key, cost, kind, now, slack, permit)
--- prelude.lua: the contract every script shares. One script per family
--- of algorithm (ratelimit/src/backend/redis/family.rs), whatever the
--- policy: the policy's numbers travel with each call (prelude.lua).
---
--- The runtime makes a policy reader and, after it, this prelude and the
--- algorithm into one function, `decider(policy)`, which reads the policy
--- and returns the function `decide(key, cost, kind, now, slack, permit)`,
--- which decides one call on `key` under it; and joins batch.lua after it,
--- which reads each call's values from KEYS and ARGV (in the forms it
--- describes), makes a `decide` once per policy and calls it once per call.
---
--- KEYS[1]  the key of the (first) call: the one key Redis routes by.
--- A call's values:
---   policy  the policy's numbers, binary little-endian doubles, each an
---           integer held exactly, so reading them parses no text; the
---           reader, chosen by the family, sets them (for every call of
---           that policy: the locals `decide` reads):
---             policy_windows.lua  precision (µs; 0 but for a sliding
---                                 window), then each strategy's limit and
---                                 window (µs);
---             policy_bucket.lua   capacity, n, p (the rate in lowest terms:
---                                 n units per p µs); policy_gcra.lua the
---                                 same with the burst;
---             policy_counter.lua  the limit, then the window in ms as
---                                 decimal text (what PEXPIRE is given);
---   cost    integer >= 0 (may exceed 2^53: then it is above every limit,
---           and no script multiplies it before checking that);
---   kind    0 = a check; 1 = peek (decide, write nothing); 2 = refund (give
---           back up to cost permits of the call `permit` names, never past
---           an untouched state, and reply as a check of cost 0 would; sent
---           only to the scripts that keep refunds: fixed_window,
---           fixed_window_counter, token_bucket, leaky_bucket, gcra); for
---           the concurrency script, 3 = acquire, 4 = release, 5 = renew the
---           permit `permit`;
---   now     integer µs since the epoch, or nil: Redis's own clock (TIME,
---           read by clock.lua);
---   slack   TTL slack in ms added to every expiry (0 on Redis's clock);
---   permit  a concurrency call's permit id (16 bytes); for a refund, the
---           refunded call's times, struct.pack('<dd', taken, window end):
---           when it was judged and when its key would have been untouched
---           again (µs since the epoch); else nil.
--- Every value comes from the runtime, so none is ever malformed.
+-- prelude.lua: opens `decide(key, cost, kind, now, slack, permit)` in every
+-- script, after the family's policy reader has set the policy's numbers
+-- (lua/README.md: how a script is joined, and what each value means).
 --
 -- Sets `peek`, `refund` and `server_clock`; clock.lua sets `now` when nil.
 local peek = kind == 1
@@ -161,8 +124,8 @@ end
 -- renumber them. An entry at s counts for window W while now - s < W
 -- (half-open). Twin: src/algo/sliding_log.rs.
 --
--- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (prelude.lua)
--- Values     prelude.lua's (KEYS and ARGV: batch.lua).
+-- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (policy_windows.lua)
+-- Values     decide's (lua/README.md, "A call's values").
 -- Returns    the window reply (window.lua).
 --
 -- State (a sorted set of entries): score = the µs the call was admitted at,
@@ -303,44 +266,13 @@ return window_reply(violated, counts, taken, reset, retry, ends)
 end
 end
 -- batch.lua: joined last in every script, after the function
--- `decider(policy)` (fragments.rs): reads the policy once and returns
--- `decide(key, cost, kind, now, slack, permit)`, which decides one call
--- under it (prelude.lua says what each value means). Here: the calls a
--- script call carries, and their values.
---
--- KEYS, ARGV  one call: its key KEYS[1] and at most five ARGV, as text, a
---             later one needing the earlier ones (the runtime leaves out
---             the trailing ones that are the common call's):
---               [1] policy; [2] cost (absent = 1); [3] kind, its digit
---               (absent = 0, a check), then 16 bytes for a concurrency
---               call (its permit's id) or a refund (the refunded call's
---               times, struct.pack('<dd', taken, window end)); [4] now (absent or empty = Redis's
---               clock); [5] slack (sent with [4]; absent = 0);
---             or a batch of m calls:
---               ARGV[1]  m, as text (shorter than any policy, so a batch
---                        is told from a single call);
---               ARGV[2]  the calls' words: empty when every call is the
---                        common call (cost 1, a check, Redis's clock), else
---                        m words of one width, call j's from byte
---                        (j - 1) * width: struct.pack('<dddd', cost, kind,
---                        now, slack), now = -1 for Redis's clock, then, 48
---                        bytes wide, the 16 bytes a single call's kind
---                        carries (read for kinds 2 to 5 only);
---               the keys: every key declared, where the server takes that
---                        (one server, Sentinel): call j's is KEYS[j]; or
---                        only KEYS[1] declared (a cluster node takes
---                        declared keys of one slot only): all m keys follow,
---                        call j's at ARGV[2 + j];
---               then the policies: one, every call's, or one per call.
--- Returns     for one call, its reply as the algorithm's header says; for a
---             batch whose calls all answered with the bucket reply
---             (set_state.lua), the m replies' 16 bytes joined in order into
---             one string; else a table of the m replies in order, in the
---             place of a call that failed (its key holds another type of
---             value) a table of one string, its error (no reply of an
---             algorithm has that shape; an error element would fail the
---             whole batch in clients); or the error NONLOCAL, having
---             decided nothing (see below).
+-- `decider(policy)`, which reads a policy once and returns `decide`, which
+-- decides one call under it. Here: the calls a script call carries, one or
+-- a batch, read from KEYS and ARGV, and the script's reply, in the forms
+-- lua/README.md gives ("KEYS and ARGV", "Replies"): one call's reply as
+-- its algorithm answers it; a batch's bucket replies joined into one
+-- string, or a table of its replies, a failed call's its error's one
+-- string in a table; or the error NONLOCAL, having decided nothing.
 -- The calls of a batch are decided one after another, so a key that appears
 -- twice sees its own earlier decision, exactly as separate script calls
 -- would. On a cluster the script is flagged allow-cross-slot-keys
