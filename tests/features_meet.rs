@@ -134,7 +134,7 @@ fn buckets_with_plan_changes_late_refunds_and_prefetch() {
         for (store, lines, processes) in run(algo, seed) {
             let all = calls(&lines);
             let of = |keys: &[u32]| all.iter().filter(|c| keys.contains(&c.key)).copied().collect::<Vec<_>>();
-            // README's prefetch bound: min(rate × prefetch_ttl, P × (k − 1)) more; the
+            // The prefetch guide's bound: min(rate × prefetch_ttl, P × (k − 1)) more; the
             // key's plans differ in capacity, and a permit may be spent under another's debt.
             let ttl_s = DEFAULT_PREFETCH_TTL.as_secs_f64();
             let slack = (RATE as f64 * ttl_s).min((processes as u64 * (K - 1)) as f64);

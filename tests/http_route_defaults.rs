@@ -212,7 +212,7 @@ fn routes_stated_wrong_are_errors_naming_them() {
 }
 
 /// On the global store (set once here: the only test of this binary that
-/// uses it), under the layer's name, with the keys README documents.
+/// uses it), under the layer's name, with the keys the HTTP guide documents.
 #[tokio::test]
 async fn on_the_global_store_keys_are_the_escaped_route_then_the_client_key() {
     let clock = ManualClock::new();

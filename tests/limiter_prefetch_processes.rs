@@ -9,7 +9,7 @@
 //! At its limit: every admitted call's time, read from the system clock
 //! (one clock for every process on this machine, and Redis's own) before
 //! and after the call, is replayed: a fixed window admits at most its limit
-//! per window, exactly, and a bucket or GCRA within the README's bound for
+//! per window, exactly, and a bucket or GCRA within the prefetch guide's bound for
 //! every interval. Every run is a count of decisions, never a duration, so
 //! a slow machine only spreads the same calls over more time.
 
@@ -160,7 +160,7 @@ fn run(server: &RedisServer, name: &str, policy_text: &str) -> Run {
 /// The rate of every bucket and GCRA policy held at its limit, per second.
 const AT_RATE_PER_S: u64 = 5000;
 
-/// README's bound on the calls a bucket or GCRA policy (at `AT_RATE_PER_S`)
+/// The prefetch guide's bound on the calls a bucket or GCRA policy (at `AT_RATE_PER_S`)
 /// admits under prefetch in any span of `span_us`: what it holds when full,
 /// its rate over the span, and the lesser of its rate over the prefetch TTL
 /// and what the processes may hold (k - 1 each).
@@ -237,7 +237,7 @@ fn check_windows(policy: &Policy, admitted: &[Admitted]) {
 }
 
 /// For every span T, the calls made wholly within some span of T number
-/// at most README's bound ("Hot keys: prefetch").
+/// at most the bound the prefetch guide states (`redlimit::guide::prefetch`).
 fn check_intervals(algo: &str, policy: &Policy, admitted: &[Admitted], ttl_us: u64) {
     let mut calls = admitted.to_vec();
     calls.sort_unstable_by_key(|a| a.before_us);

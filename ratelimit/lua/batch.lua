@@ -1,42 +1,11 @@
 -- batch.lua: joined last in every script, after the function
--- `decider(policy)` (fragments.rs): reads the policy once and returns
--- `decide(key, cost, kind, now, slack, permit)`, which decides one call
--- under it (prelude.lua says what each value means). Here: the calls a
--- script call carries, and their values.
---
--- KEYS, ARGV  one call: its key KEYS[1] and at most five ARGV, as text, a
---             later one needing the earlier ones (the runtime leaves out
---             the trailing ones that are the common call's):
---               [1] policy; [2] cost (absent = 1); [3] kind, its digit
---               (absent = 0, a check), then 16 bytes for a concurrency
---               call (its permit's id) or a refund (the refunded call's
---               times, struct.pack('<dd', taken, window end)); [4] now (absent or empty = Redis's
---               clock); [5] slack (sent with [4]; absent = 0);
---             or a batch of m calls:
---               ARGV[1]  m, as text (shorter than any policy, so a batch
---                        is told from a single call);
---               ARGV[2]  the calls' words: empty when every call is the
---                        common call (cost 1, a check, Redis's clock), else
---                        m words of one width, call j's from byte
---                        (j - 1) * width: struct.pack('<dddd', cost, kind,
---                        now, slack), now = -1 for Redis's clock, then, 48
---                        bytes wide, the 16 bytes a single call's kind
---                        carries (read for kinds 2 to 5 only);
---               the keys: every key declared, where the server takes that
---                        (one server, Sentinel): call j's is KEYS[j]; or
---                        only KEYS[1] declared (a cluster node takes
---                        declared keys of one slot only): all m keys follow,
---                        call j's at ARGV[2 + j];
---               then the policies: one, every call's, or one per call.
--- Returns     for one call, its reply as the algorithm's header says; for a
---             batch whose calls all answered with the bucket reply
---             (set_state.lua), the m replies' 16 bytes joined in order into
---             one string; else a table of the m replies in order, in the
---             place of a call that failed (its key holds another type of
---             value) a table of one string, its error (no reply of an
---             algorithm has that shape; an error element would fail the
---             whole batch in clients); or the error NONLOCAL, having
---             decided nothing (see below).
+-- `decider(policy)`, which reads a policy once and returns `decide`, which
+-- decides one call under it. Here: the calls a script call carries, one or
+-- a batch, read from KEYS and ARGV, and the script's reply, in the forms
+-- lua/README.md gives ("KEYS and ARGV", "Replies"): one call's reply as
+-- its algorithm answers it; a batch's bucket replies joined into one
+-- string, or a table of its replies, a failed call's its error's one
+-- string in a table; or the error NONLOCAL, having decided nothing.
 -- The calls of a batch are decided one after another, so a key that appears
 -- twice sees its own earlier decision, exactly as separate script calls
 -- would. On a cluster the script is flagged allow-cross-slot-keys

@@ -2,7 +2,7 @@
 -- lease. Twin: src/algo/concurrency.rs.
 --
 -- Policy     local limit, lease = <limit>, <lease µs>  (policy_concurrency.lua)
--- A call     prelude.lua's values; `kind` 3 acquire, 4 release, 5 renew
+-- A call     decide's values (lua/README.md); `kind` 3 acquire, 4 release, 5 renew
 --            the permit `permit` (its 16-byte id), `cost` its weight; any
 --            other kind reports whether `cost` permits are free and holds
 --            nothing.

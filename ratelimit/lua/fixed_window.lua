@@ -2,8 +2,8 @@
 -- hit after the previous window ended; pass iff every strategy has
 -- count + cost <= limit. Twin: src/algo/fixed_window.rs.
 --
--- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (prelude.lua)
--- Values     prelude.lua's (KEYS and ARGV: batch.lua).
+-- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (policy_windows.lua)
+-- Values     decide's (lua/README.md, "A call's values").
 -- Returns    the window reply (window.lua).
 --
 -- State (a hash): for strategy i (1-based) "s<i>" = window start µs, "c<i>"

@@ -9,9 +9,10 @@
 -- no `now` (the runtime never sends one to it), and reads TIME only to
 -- date its reply, to judge a refund and to read fixed_window.lua's hash.
 --
--- Policy     local limit, window, window_text = <L>, <W ms>, '<W ms>'  (prelude.lua)
+-- Policy     local limit, window, window_text = <L>, <W ms>, '<W ms>'  (policy_counter.lua)
 --            (the window as a number and as the text PEXPIRE is given)
--- Values     prelude.lua's (cost and kind; never now; KEYS and ARGV: batch.lua).
+-- Values     decide's (lua/README.md, "A call's values"): cost and kind;
+--            never now, and no slack.
 -- Returns    the counter reply {v, now}: now = Redis's TIME in µs, the
 --            time of the decision, and v = count * (W + 2) + t, where
 --              count  permits taken in the window after the call (as if
@@ -40,7 +41,7 @@
 -- holding 0 is a running window, and none is an ended one. It gives back
 -- only while the refunded call's window runs: Redis's time is more than
 -- `margin` µs before that window's end (`permit` holds it after its
--- start, prelude.lua), so the count lowered is never a later window's.
+-- start, lua/README.md), so the count lowered is never a later window's.
 -- A counter written under another window W' is judged by this policy's W
 -- from its start, as the memory store does: it runs until that start + W
 -- (the TTL + W - W'), and a write makes it this policy's counter (its
@@ -105,7 +106,10 @@ end
 local function on_kept()
   local all, f = call('HGETALL', key), {}
   for i = 1, #all, 2 do f[all[i]] = tonumber(all[i + 1]) end
-  local now, last, w = time_read or redis_time(), 1, window * 1000
+  -- `now` (never sent to this script) becomes the time judged at, as in
+  -- fixed_window.lua: Redis's, moved up to the latest start.
+  now = time_read or redis_time()
+  local last, w = 1, window * 1000
   while f['s' .. (last + 1)] do last = last + 1 end
   for j = 1, last do
     if f['s' .. j] and f['s' .. j] > now then now = f['s' .. j] end
@@ -173,7 +177,7 @@ end
 local function on_hash()
   local h = call('HMGET', key, 's1', 'c1', 's2', 'w1')
   if h[3] then return on_kept() end
-  local now = time_read or redis_time()
+  now = time_read or redis_time()
   local s, count, t = tonumber(h[1]), tonumber(h[2]), 0
   if s and count then
     if now < s then now = s end

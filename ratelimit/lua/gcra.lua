@@ -1,11 +1,11 @@
 -- gcra.lua: the generic cell rate algorithm, answering as redis-cell's
 -- CL.THROTTLE key burst count period qty does. Twin: src/algo/gcra.rs.
 --
--- Policy     local burst, n, p = <burst>, <n>, <p>  (prelude.lua)
+-- Policy     local burst, n, p = <burst>, <n>, <p>  (policy_gcra.lua)
 --            (limit = burst + 1; the rate in lowest terms, n per p µs.
 --            Times are in units of 1/n µs: the emission interval is p
 --            units, the tolerance (burst + 1) * p units)
--- Values     prelude.lua's (KEYS and ARGV: batch.lua). Followed by set_state.lua.
+-- Values     decide's (lua/README.md, "A call's values"). Followed by set_state.lua.
 -- Returns    the bucket reply (set_state.lua), where v counts in units how
 --            far the TAT is ahead of now (redis-cell's ttl):
 --              allowed  v = the debt after the call (as if taken, for a

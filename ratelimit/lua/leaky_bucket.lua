@@ -2,11 +2,12 @@
 -- to the level and passes iff the level stays within capacity.
 -- Twin: src/algo/leaky_bucket.rs.
 --
--- Policy     local capacity, n, p = <capacity>, <n>, <p>  (prelude.lua)
+-- Policy     local capacity, n, p = <capacity>, <n>, <p>  (policy_bucket.lua)
 --            (capacity in requests; the rate in lowest terms, n units per
 --            p µs: one request is p units, the bucket drains n units per
 --            µs; full = capacity * p)
--- Values     prelude.lua's (KEYS and ARGV: batch.lua). Between bucket_read.lua and bucket_state.lua, set_state.lua.
+-- Values     decide's (lua/README.md, "A call's values").
+--            Between bucket_read.lua and bucket_state.lua, set_state.lua.
 -- Returns    the bucket reply (set_state.lua), v for the level in units:
 --              allowed  v = the level after the call (as if taken, for a
 --                       peek or cost 0; after it was lowered, for a refund);

@@ -1,2 +1,3 @@
--- policy_concurrency.lua: the concurrency reader (prelude.lua's `policy`).
+-- policy_concurrency.lua: the concurrency reader. Sets `limit` and `lease`
+-- (µs) from `policy` (lua/README.md).
 local limit, lease = struct_unpack('<dd', policy)

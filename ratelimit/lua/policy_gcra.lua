@@ -1,2 +1,3 @@
--- policy_gcra.lua: the buckets reader (prelude.lua's `policy`), for gcra.
+-- policy_gcra.lua: the gcra reader. Sets `burst` and the rate in lowest
+-- terms, n units per p µs, from `policy` (lua/README.md).
 local burst, n, p = struct_unpack('<ddd', policy)

@@ -1,45 +1,6 @@
--- prelude.lua: the contract every script shares. One script per family
--- of algorithm (ratelimit/src/backend/redis/family.rs), whatever the
--- policy: the policy's numbers travel with each call (prelude.lua).
---
--- The runtime makes a policy reader and, after it, this prelude and the
--- algorithm into one function, `decider(policy)`, which reads the policy
--- and returns the function `decide(key, cost, kind, now, slack, permit)`,
--- which decides one call on `key` under it; and joins batch.lua after it,
--- which reads each call's values from KEYS and ARGV (in the forms it
--- describes), makes a `decide` once per policy and calls it once per call.
---
--- KEYS[1]  the key of the (first) call: the one key Redis routes by.
--- A call's values:
---   policy  the policy's numbers, binary little-endian doubles, each an
---           integer held exactly, so reading them parses no text; the
---           reader, chosen by the family, sets them (for every call of
---           that policy: the locals `decide` reads):
---             policy_windows.lua  precision (µs; 0 but for a sliding
---                                 window), then each strategy's limit and
---                                 window (µs);
---             policy_bucket.lua   capacity, n, p (the rate in lowest terms:
---                                 n units per p µs); policy_gcra.lua the
---                                 same with the burst;
---             policy_counter.lua  the limit, then the window in ms as
---                                 decimal text (what PEXPIRE is given);
---   cost    integer >= 0 (may exceed 2^53: then it is above every limit,
---           and no script multiplies it before checking that);
---   kind    0 = a check; 1 = peek (decide, write nothing); 2 = refund (give
---           back up to cost permits of the call `permit` names, never past
---           an untouched state, and reply as a check of cost 0 would; sent
---           only to the scripts that keep refunds: fixed_window,
---           fixed_window_counter, token_bucket, leaky_bucket, gcra); for
---           the concurrency script, 3 = acquire, 4 = release, 5 = renew the
---           permit `permit`;
---   now     integer µs since the epoch, or nil: Redis's own clock (TIME,
---           read by clock.lua);
---   slack   TTL slack in ms added to every expiry (0 on Redis's clock);
---   permit  a concurrency call's permit id (16 bytes); for a refund, the
---           refunded call's times, struct.pack('<dd', taken, window end):
---           when it was judged and when its key would have been untouched
---           again (µs since the epoch); else nil.
--- Every value comes from the runtime, so none is ever malformed.
+-- prelude.lua: opens `decide(key, cost, kind, now, slack, permit)` in every
+-- script, after the family's policy reader has set the policy's numbers
+-- (lua/README.md: how a script is joined, and what each value means).
 --
 -- Sets `peek`, `refund` and `server_clock`; clock.lua sets `now` when nil.
 local peek = kind == 1

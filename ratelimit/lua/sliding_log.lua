@@ -4,8 +4,8 @@
 -- renumber them. An entry at s counts for window W while now - s < W
 -- (half-open). Twin: src/algo/sliding_log.rs.
 --
--- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (prelude.lua)
--- Values     prelude.lua's (KEYS and ARGV: batch.lua).
+-- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (policy_windows.lua)
+-- Values     decide's (lua/README.md, "A call's values").
 -- Returns    the window reply (window.lua).
 --
 -- State (a sorted set of entries): score = the µs the call was admitted at,

@@ -5,7 +5,7 @@
 -- sub-windows, and sliding_window_totals.lua beyond.
 --
 -- Policy     local precision, limits, windows = <P µs>, {<L_1>, ...}, {<W_1 µs>, ...}
--- Values     prelude.lua's (KEYS and ARGV: batch.lua).
+-- Values     decide's (lua/README.md, "A call's values").
 -- Returns    the window reply (window.lua).
 --
 -- State (a hash): sub_windows.lua's fields, and "p" = the precision P.

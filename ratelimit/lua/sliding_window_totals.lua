@@ -4,7 +4,7 @@
 -- holds. Twin: src/algo/sliding_window.rs (the same as the hash layout's).
 --
 -- Policy     local precision, limits, windows = <P µs>, {<L_1>, ...}, {<W_1 µs>, ...}
--- Values     prelude.lua's (KEYS and ARGV: batch.lua).
+-- Values     decide's (lua/README.md, "A call's values").
 -- Returns    the window reply (window.lua).
 --
 -- State (a hash): sub_windows.lua's fields, and besides them "l" = the

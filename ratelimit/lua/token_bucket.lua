@@ -1,11 +1,12 @@
 -- token_bucket.lua: starts full, refills continuously; pass iff tokens >= cost.
 -- Twin: src/algo/token_bucket.rs.
 --
--- Policy     local capacity, n, p = <capacity>, <n>, <p>  (prelude.lua)
+-- Policy     local capacity, n, p = <capacity>, <n>, <p>  (policy_bucket.lua)
 --            (capacity in tokens; the rate in lowest terms, n units per
 --            p µs: one token is p units, the bucket gains n units per µs;
 --            full = capacity * p)
--- Values     prelude.lua's (KEYS and ARGV: batch.lua). Between bucket_read.lua and bucket_state.lua, set_state.lua.
+-- Values     decide's (lua/README.md, "A call's values").
+--            Between bucket_read.lua and bucket_state.lua, set_state.lua.
 -- Returns    the bucket reply (set_state.lua), v for the units owed (missing
 --            to be full; the tokens held are full - v, none when v > full):
 --              allowed  v = the units owed after the call (as if taken, for

@@ -1,32 +1,7 @@
 #![warn(missing_docs)]
 // docs.rs (nightly, `--cfg docsrs`) notes on each gated item the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
-//! Distributed rate limiting for async Rust: one attribute on an async
-//! function, decided atomically on Redis, or in memory when no Redis is set.
-//!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
-//! use redlimit::{Limiter, ManualClock, Policy, Store};
-//! use std::time::Duration;
-//!
-//! let clock = ManualClock::new();
-//! let store = Store::memory().with_clock(clock.clone()); // or Store::redis("redis://...").await?
-//! let limiter = Limiter::new("login", Policy::sliding_log("5/3s")?, &store);
-//!
-//! for _ in 0..5 {
-//!     assert!(limiter.check("alice", 1).await?.allowed);
-//! }
-//! let denied = limiter.check("alice", 1).await?;
-//! assert_eq!(denied.retry_after, Some(Duration::from_secs(3)));
-//! clock.advance(Duration::from_secs(3));
-//! assert_eq!(limiter.check("alice", 1).await?.remaining, 4);
-//! # Ok(()) }
-//! ```
-//!
-//! Every algorithm (`fixed_window`, `sliding_window`, `sliding_log`,
-//! `token_bucket`, `leaky_bucket`, `gcra`, and `concurrency`, which bounds
-//! how many calls run at once: [`Limiter::acquire`]) is one Lua script on
-//! Redis and an identical in-memory twin; see [`Policy`] for their parameters.
+#![doc = include_str!("../docs/crate.md")]
 
 mod algo;
 mod backend;
@@ -36,6 +11,7 @@ mod config;
 mod decision;
 mod error;
 mod global;
+pub mod guide;
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 pub mod http;

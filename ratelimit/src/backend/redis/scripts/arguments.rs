@@ -1,5 +1,5 @@
 //! What a script call sends after its key: a single call's ARGV, or a
-//! batch's words (`lua/batch.lua`).
+//! batch's words. The format: `lua/README.md` ("KEYS and ARGV").
 
 use crate::backend::{CallKind, PermitId, Refunded, CLIENT_CLOCK_SLACK_US};
 use redis::Cmd;
@@ -13,9 +13,8 @@ pub(crate) struct Sent {
     pub(crate) now_us: Option<u64>,
 }
 
-/// The call's kind as the scripts read it (`lua/prelude.lua`), and the 16
-/// bytes after it: the permit a concurrency call is about
-/// (`lua/concurrency.lua`), or the call a refund gives back to.
+/// The call's kind as the scripts read it, and the 16 bytes after it
+/// (`lua/README.md`, "A call's values").
 fn kind_number(kind: CallKind) -> (u8, Option<[u8; 16]>) {
     match kind {
         CallKind::Check => (0, None),
@@ -54,9 +53,7 @@ impl redis::ToRedisArgs for KindText {
     }
 }
 
-/// A single call's ARGV (`lua/batch.lua`): the policy, cost, kind, now
-/// and slack as text, leaving out the trailing ones that are the common
-/// call's (cost 1, a check, Redis's clock).
+/// A single call's ARGV, the trailing common ones left out (`lua/README.md`).
 pub(crate) fn arguments(cmd: &mut Cmd, policy: &[u8], call: Sent) {
     cmd.arg(policy);
     if let Some(now) = call.now_us {
@@ -71,16 +68,13 @@ pub(crate) fn arguments(cmd: &mut Cmd, policy: &[u8], call: Sent) {
     }
 }
 
-/// A batched call's word (`lua/batch.lua`): cost, kind, now (-1: Redis's
-/// clock) and slack as four little-endian doubles, then, in a batch with a
-/// permit call or a refund, 16 bytes: its permit's id, the refunded call's
-/// times, or zeros.
+/// The width of a batched call's word, without and with its 16 bytes
+/// (`lua/README.md`).
 const WORD: usize = 32;
 const PERMIT_WORD: usize = WORD + 16;
 
-/// A batch's words (`lua/batch.lua`): none when every call is the common
-/// call (cost 1, a check, Redis's clock), which the script then decides
-/// without unpacking anything; else one word per call, all of one width.
+/// A batch's words: none when every call is the common call, else one per
+/// call, all of one width (`lua/README.md`).
 pub(crate) fn words(calls: impl ExactSizeIterator<Item = Sent> + Clone) -> Vec<u8> {
     let common = |c: Sent| c.cost == 1 && c.kind == CallKind::Check && c.now_us.is_none();
     if calls.clone().all(common) {

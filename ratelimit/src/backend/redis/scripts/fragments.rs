@@ -1,8 +1,5 @@
 //! The Lua files a script is made of (`lua/`), and how one family's
-//! fragments join into one script: `lua/head.lua`, then the function
-//! `decider(policy)`: the family's policy reader, returning the function
-//! `decide(key, cost, kind, now, slack, permit)`: `lua/prelude.lua` and the
-//! algorithm's fragments; then `lua/batch.lua`.
+//! fragments join into one script (`lua/README.md` draws it).
 
 pub(super) const HEAD: &str = include_str!("../../../../lua/head.lua");
 pub(super) const PRELUDE: &str = include_str!("../../../../lua/prelude.lua");
@@ -34,11 +31,9 @@ pub(super) const BATCH: &str = include_str!("../../../../lua/batch.lua");
 /// with it (and `cross_slot` set, so a batch checks its keys first).
 pub(crate) const CROSS_SLOT: &str = "#!lua flags=allow-cross-slot-keys\n";
 
-/// The `local cross_slot = true|false` line, opened by [`CROSS_SLOT`] when
-/// set; head.lua; the function `decider(policy)`: the policy reader (the
-/// first of `fragments`), then the prelude and the other fragments as the
-/// function `decide` it returns, so a batch reads a policy once; then
-/// batch.lua, which calls `decide` once per call.
+/// One family's script: `fragments` is its policy reader, then its
+/// algorithm's fragments, joined as `lua/README.md` draws it, so a batch
+/// reads a policy once and decides each call with the `decide` it returns.
 pub(super) fn join(fragments: &[&str], cross_slot: bool) -> String {
     let mut source = String::new();
     if cross_slot {

@@ -24,7 +24,7 @@ use crate::policy::{Policy, Strategy};
 
 /// The source of the script that decides `policy` on Redis, e.g. to run it
 /// by hand with `EVAL`, its ARGV starting with [`policy_argument`]'s
-/// (`lua/prelude.lua`). Every policy of one family shares it.
+/// (`lua/README.md`). Every policy of one family shares it.
 /// `server_clock`: decided on Redis's own clock (no time sent), where a
 /// fixed window of one strategy is a counter (see
 /// [`fixed_window_counter_source`]).
@@ -44,7 +44,7 @@ pub fn script_source(policy: &Policy, server_clock: bool) -> String {
 }
 
 /// The policy's numbers as its script reads them: the first ARGV of a call
-/// (`lua/prelude.lua`).
+/// (`lua/README.md`).
 ///
 /// ```
 /// use redlimit::__private::policy_argument;

@@ -13,7 +13,7 @@ use redlimit_grammar::AlgorithmKind;
 pub(crate) const TOTALS_FROM_SUB_WINDOWS: u64 = 16;
 
 /// How one policy is decided on Redis: its family's script, the policy's
-/// numbers as the script reads them (ARGV, `lua/prelude.lua`), and how to
+/// numbers as the script reads them (ARGV 1, `lua/README.md`), and how to
 /// read the reply. Made once per bound policy, by a few small writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {

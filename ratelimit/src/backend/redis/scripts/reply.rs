@@ -1,18 +1,5 @@
 //! Every script's reply, turned into an [`Outcome`]: one decoder per reply
-//! family, chosen when a limiter is bound.
-//!
-//! - The window scripts (`lua/window.lua`) return a table of integers.
-//! - The buckets and gcra (`lua/set_state.lua`) return 16 bytes, two
-//!   little-endian doubles: a number `v` (`v >= 0` allowed, `v < 0` denied,
-//!   and `v` or `-1 - v` counts in units the state the decision turned on:
-//!   what the key owes: how far gcra's TAT is ahead of now, the units a
-//!   token bucket lacks to be full, a leaky bucket's level) and the time it
-//!   decided at. With the policy's
-//!   numbers and the call's cost, that one number gives every field, by
-//!   the same formulas as the in-process twins (`algo/*.rs`). A batch of
-//!   them, every call answered, returns its replies joined into one string.
-//! - The fixed window counter (`lua/fixed_window_counter.lua`) returns two
-//!   integers: the decision packed in one, and Redis's time.
+//! family, chosen when a limiter is bound. The replies: `lua/README.md`.
 
 use super::counter::Counter;
 use crate::algo::ceil_div;

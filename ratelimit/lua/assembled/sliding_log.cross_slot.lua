@@ -1,0 +1,373 @@
+#!lua flags=allow-cross-slot-keys
+local cross_slot = true
+-- head.lua: joined after the runtime's `local cross_slot = true|false`
+-- (the script is flagged allow-cross-slot-keys; batch.lua reads it), and
+-- before the function `decider` (lua/README.md): what the calls of one
+-- script call share.
+
+-- The library functions every call uses, as locals of the script: a
+-- global's field is two table lookups at every use. Only the fixed windows
+-- (fixed_window.lua, fixed_window_counter.lua) call `try`: the other
+-- scripts share this head and leave it unread.
+-- luacheck: push ignore 211/try
+local call, try, struct_pack, struct_unpack = redis.call, redis.pcall, struct.pack, struct.unpack
+-- luacheck: pop
+
+-- Redis's clock in µs, read once per script call: Redis itself expires keys
+-- by one time for a whole script, and the calls of a batch waited together,
+-- so judging them at one time is judging them as if they came in the same µs.
+local time_read = false
+local function redis_time()
+  if not time_read then
+    local t = call('TIME')
+    time_read = t[1] * 1000000 + t[2]
+  end
+  return time_read
+end
+local function decider(policy)
+-- policy_windows.lua: the windows reader. Sets `precision` (µs; 0 but for
+-- a sliding window), then `limits` and `windows` (µs), one entry per
+-- strategy in declared order, from `policy` (lua/README.md).
+local precision = struct_unpack('<d', policy)
+local limits, windows = {}, {}
+for i = 1, (#policy - 8) / 16 do
+  limits[i], windows[i] = struct_unpack('<dd', policy, 16 * i - 7)
+end
+return function(key, cost, kind, now, slack, permit)
+-- prelude.lua: opens `decide(key, cost, kind, now, slack, permit)` in every
+-- script, after the family's policy reader has set the policy's numbers
+-- (lua/README.md: how a script is joined, and what each value means).
+--
+-- Sets `peek`, `refund` and `server_clock`; clock.lua sets `now` when nil.
+local peek = kind == 1
+local refund = kind == 2
+local server_clock = not now
+-- clock.lua: joined after prelude.lua in every script that reads a time
+-- (all but fixed_window_counter.lua, whose window Redis times by the key's
+-- TTL): Redis's clock when the call sent none.
+--
+-- Sets `read_at`, the time read (the call's `now`, or TIME once per script call:
+-- head.lua's `redis_time`). The algorithm then
+-- moves `now` up to the latest time its state records, if that is later,
+-- so no call is judged before one already recorded for the key and a late
+-- call can never reopen capacity; `now` is the time judged at and replied.
+-- TTLs are set from `read_at`, as Redis expires keys by the time it reads.
+if server_clock then now = time_read or redis_time() end
+local read_at = now
+-- window.lua: joined after clock.lua in the three window scripts
+-- (fixed_window, sliding_window and its totals layout, sliding_log): what
+-- they decide alike from their per-strategy counts.
+--
+-- The policy (policy_windows.lua) sets `limits` and `windows` (µs), one entry
+-- per strategy in declared order.
+--
+-- Every window script returns the window reply, built by `window_reply`:
+--   {allowed (1|0), limit, remaining, reset_after_us,
+--    retry_after_us (-1 = none), violated (bit i-1 = strategy i),
+--    now (µs: the time the call was judged at, see clock.lua)}
+-- where limit and remaining are the strategy with the least room; only
+-- when there are several strategies, followed by one triple per strategy
+-- (declared order): remaining_i, reset_after_us_i after the call, and
+-- retry_after_us_i, when that strategy alone would let the call pass
+-- (-1 = not violated, or no wait helps).
+local k = #limits
+
+-- Each violated strategy's own retry time, set by the script while it
+-- finds the call's (the latest of them); read only when k > 1.
+local retries = {}
+
+-- Which strategies a call of `cost` violates, from each one's count before
+-- the call: the bits of `violated`, and whether some limit is below the
+-- cost (then no wait would help: no retry time).
+local function judge(counts)
+  local violated, never, bit = 0, false, 1
+  for i = 1, k do
+    if cost > limits[i] then never = true end
+    if counts[i] + cost > limits[i] then violated = violated + bit end
+    bit = bit * 2
+  end
+  return violated, never
+end
+
+-- Whether strategy i's bit is set in `violated`.
+local function violates(violated, i)
+  local bit = 2 ^ (i - 1)
+  return violated % (bit * 2) >= bit
+end
+
+-- The reply: `counts` before the call, `taken` what the call took (0 when
+-- denied), `ends` each strategy's reset after the call (read only when
+-- there are several).
+local function window_reply(violated, counts, taken, reset, retry, ends)
+  local best_limit, best_rem = 0, nil
+  local reply = {violated == 0 and 1 or 0, 0, 0, reset, retry, violated, now}
+  for i = 1, k do
+    local rem = limits[i] - (counts[i] + taken)
+    if rem < 0 then rem = 0 end
+    if best_rem == nil or rem < best_rem then best_limit, best_rem = limits[i], rem end
+    if k > 1 then reply[5 + 3 * i], reply[6 + 3 * i], reply[7 + 3 * i] = rem, ends[i], retries[i] or -1 end
+  end
+  reply[2], reply[3] = best_limit, best_rem
+  return reply
+end
+
+-- Sets the key's TTL to outlive a reset `us` after `now` (the slack
+-- added), counted from `read_at`: Redis expires keys by the time it reads.
+local function expire_after(us)
+  local ms = math.floor((us + now - read_at + 999) / 1000) + slack
+  if ms < 1 then ms = 1 end
+  call('PEXPIRE', key, string.format('%d', ms))
+end
+-- sliding_log.lua: an exact log of admitted calls, one entry per call (not
+-- per permit), so a call's work never depends on its cost: a few commands,
+-- O(log n) each in the entries n, and at most O(n) to trim or (rarely)
+-- renumber them. An entry at s counts for window W while now - s < W
+-- (half-open). Twin: src/algo/sliding_log.rs.
+--
+-- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (policy_windows.lua)
+-- Values     decide's (lua/README.md, "A call's values").
+-- Returns    the window reply (window.lua).
+--
+-- State (a sorted set of entries): score = the µs the call was admitted at,
+-- member = "<before>:<weight>": its permits, and the weight of every entry
+-- before it since the log started (a running total). Scores strictly
+-- increase, and so do running totals: a call is judged at the newest
+-- entry's time if now is earlier (clock.lua), and a call admitted at the
+-- newest entry's very µs joins that entry. Strategy i counts total -
+-- before of the oldest entry with s > now - W_i, total being the newest's
+-- before + weight. Entries with s <= now - widest are trimmed on the next
+-- write. Written only when allowed, cost > 0 and not a peek, always
+-- followed by PEXPIRE to the reset.
+--
+-- At most `max_entries` entries (src/algo/sliding_log.rs, MAX_ENTRIES): a
+-- call admitted when the log is full joins the newest entry, which takes
+-- the call's time, so that weight counts until the later call leaves: a
+-- full log errs toward denying. When the oldest running total reaches
+-- 2^48, every entry's is lowered by it, keeping totals exact in doubles.
+local max_entries = 1000
+local rebase_from = 2 ^ 48
+
+-- An entry's running total before it and its weight.
+local function entry(member)
+  local before, weight = string.match(member, '^(%d+):(%d+)$')
+  return tonumber(before), tonumber(weight)
+end
+
+local function member(before, weight)
+  return string.format('%d:%d', before, weight)
+end
+
+local widest = 0
+for i = 1, k do
+  if windows[i] > widest then widest = windows[i] end
+end
+
+local newest = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+local newest_at, newest_before, newest_weight = tonumber(newest[2]), 0, 0
+local total = 0
+if newest_at then
+  newest_before, newest_weight = entry(newest[1])
+  total = newest_before + newest_weight
+  if newest_at > now then now = newest_at end
+end
+-- Whether some entry is still in the widest window.
+local alive = newest_at and newest_at + widest > now
+
+local counts, by_window = {}, {}
+for i = 1, k do
+  local window = windows[i]
+  local c = by_window[window]
+  if c == nil then
+    c = 0
+    if newest_at and newest_at + window > now then
+      local first = call('ZRANGEBYSCORE', key, '(' .. string.format('%d', now - window), '+inf', 'LIMIT', 0, 1)
+      c = total - entry(first[1])
+    end
+    by_window[window] = c
+  end
+  counts[i] = c
+end
+local violated, never = judge(counts)
+local taken = violated == 0 and cost or 0
+
+-- Reset: when the newest entry leaves the window; a call that takes is
+-- the newest, at now.
+local reset, ends = 0, {}
+for i = 1, k do
+  local e = 0
+  if taken > 0 then
+    e = windows[i]
+  elseif alive then
+    e = newest_at + windows[i] - now
+    if e < 0 then e = 0 end
+  end
+  ends[i] = e
+  if e > reset then reset = e end
+end
+
+-- Retry (denials only): for a violated strategy, the weight up to the
+-- running total total + cost - L_i must leave; the entry holding it (the
+-- first whose before + weight reaches it, found by bisecting the ranks)
+-- leaves at its time + W_i.
+local retry = -1
+if violated ~= 0 and not never then
+  retry = 0
+  local size = call('ZCARD', key)
+  for i = 1, k do
+    if violates(violated, i) then
+      local must_leave = total + cost - limits[i]
+      local lo, hi = 0, size - 1
+      while lo < hi do
+        local mid = math.floor((lo + hi) / 2)
+        local before, weight = entry(call('ZRANGE', key, mid, mid)[1])
+        if before + weight >= must_leave then hi = mid else lo = mid + 1 end
+      end
+      local hit = call('ZRANGE', key, lo, lo, 'WITHSCORES')
+      local r = tonumber(hit[2]) + windows[i] - now
+      retries[i] = r
+      if r > retry then retry = r end
+    end
+  end
+end
+
+if taken > 0 and not peek then
+  local at = string.format('%d', now)
+  call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - widest))
+  -- written: the running total before the entry this call wrote.
+  local written = 0
+  if alive and (newest_at == now or call('ZCARD', key) >= max_entries) then
+    written = newest_before
+    call('ZREM', key, newest[1])
+    call('ZADD', key, at, member(written, newest_weight + taken))
+  else
+    if alive then written = total end
+    call('ZADD', key, at, member(written, taken))
+  end
+  -- The oldest entry's total is at most the newest's: read only if needed.
+  local base = 0
+  if written >= rebase_from then base = entry(call('ZRANGE', key, 0, 0)[1]) end
+  if base >= rebase_from then
+    local all = call('ZRANGE', key, 0, -1, 'WITHSCORES')
+    call('DEL', key)
+    for j = 1, #all, 1000 do
+      local args = {}
+      for m = j, math.min(j + 999, #all), 2 do
+        local before, weight = entry(all[m])
+        args[#args + 1] = all[m + 1]
+        args[#args + 1] = member(before - base, weight)
+      end
+      call('ZADD', key, unpack(args))
+    end
+  end
+  expire_after(reset)
+end
+
+return window_reply(violated, counts, taken, reset, retry, ends)
+end
+end
+-- batch.lua: joined last in every script, after the function
+-- `decider(policy)`, which reads a policy once and returns `decide`, which
+-- decides one call under it. Here: the calls a script call carries, one or
+-- a batch, read from KEYS and ARGV, and the script's reply, in the forms
+-- lua/README.md gives ("KEYS and ARGV", "Replies"): one call's reply as
+-- its algorithm answers it; a batch's bucket replies joined into one
+-- string, or a table of its replies, a failed call's its error's one
+-- string in a table; or the error NONLOCAL, having decided nothing.
+-- The calls of a batch are decided one after another, so a key that appears
+-- twice sees its own earlier decision, exactly as separate script calls
+-- would. On a cluster the script is flagged allow-cross-slot-keys
+-- (`cross_slot` is set), which lets it reach keys of the node's other slots.
+
+if #ARGV[1] >= 8 then
+  local cost, kind, slack, permit = 1, 0, 0, nil
+  if ARGV[2] then cost = ARGV[2] + 0 end
+  if ARGV[3] then
+    kind = string.byte(ARGV[3]) - 48
+    if #ARGV[3] > 1 then permit = string.sub(ARGV[3], 2) end
+  end
+  if ARGV[5] then slack = ARGV[5] + 0 end
+  local reply, now = decider(ARGV[1])(KEYS[1], cost, kind, tonumber(ARGV[4]), slack, permit)
+  -- The bucket reply's two numbers (set_state.lua), packed.
+  if now then return struct_pack('<dd', reply, now) end
+  return reply
+end
+
+local m, words = tonumber(ARGV[1]), ARGV[2]
+local width = #words / m
+-- Call j's key is ARGV[key_at + j], or KEYS[j] when every key is declared.
+local key_at, policy_at = false, 2
+if #KEYS == 1 then key_at, policy_at = 2, m + 2 end
+local shared = #ARGV == policy_at + 1
+
+-- The runtime groups a cluster batch by the slots it last learnt; if they
+-- moved, a key may now be on another node, and touching it would fail the
+-- script after the calls before it had written. So every key is tried
+-- first, and a batch with a key of another node is refused whole.
+if cross_slot then
+  for j = 2, m do
+    local found = redis.pcall('EXISTS', ARGV[key_at + j])
+    if type(found) == 'table' and found.err then
+      return redis.error_reply('NONLOCAL a key of this batch is not served by this node')
+    end
+  end
+end
+
+-- Call j's values after its key, from its word.
+local function word(j)
+  local at = (j - 1) * width + 1
+  local cost, kind, now, slack = struct_unpack('<dddd', words, at)
+  if now < 0 then now = nil end
+  local permit = nil
+  if kind >= 2 then permit = string.sub(words, at + 32, at + 47) end
+  return cost, kind, now, slack, permit
+end
+
+-- Each call on its own: its failure is its reply, not the batch's. A call
+-- fails at its first read, before it writes, so a failed call took nothing.
+-- One decide per run of calls with the same policy: a policy is read once.
+local keys, argv = KEYS, ARGV
+-- A bucket reply's two numbers (set_state.lua) go to `numbers`, packed at
+-- the end: a batch of them all answered is one pack, one string.
+local replies, numbers, joined = {}, {}, true
+
+-- A call's place in `replies` when it did not answer with the bucket reply:
+-- its failure as a table of its one string, or its reply.
+local function settled(ok, reply)
+  joined = false
+  if ok then return reply end
+  if type(reply) == 'table' and reply.err then return {reply.err} end
+  return {tostring(reply)}
+end
+
+if shared and width == 0 and not key_at then
+  -- The common batch: one policy, every call the common call, every key
+  -- declared, so its loop reads nothing but each key (every bytecode
+  -- counts, once per call).
+  local decide = decider(argv[policy_at + 1])
+  for j = 1, m do
+    local ok, reply, now = pcall(decide, keys[j], 1, 0, nil, 0)
+    if ok and now then numbers[2 * j - 1], numbers[2 * j] = reply, now else replies[j] = settled(ok, reply) end
+  end
+else
+  local read_policy, decide = false, false
+  for j = 1, m do
+    local policy = argv[policy_at + (shared and 1 or j)]
+    if policy ~= read_policy then read_policy, decide = policy, decider(policy) end
+    local key = key_at and argv[key_at + j] or keys[j]
+    local ok, reply, now
+    -- The common call's word is empty, so it needs no unpacking.
+    if width == 0 then
+      ok, reply, now = pcall(decide, key, 1, 0, nil, 0)
+    else
+      ok, reply, now = pcall(decide, key, word(j))
+    end
+    if ok and now then numbers[2 * j - 1], numbers[2 * j] = reply, now else replies[j] = settled(ok, reply) end
+  end
+end
+if joined then return struct_pack('<' .. string.rep('d', 2 * m), unpack(numbers)) end
+if next(numbers) then
+  for j = 1, m do
+    if numbers[2 * j] then replies[j] = struct_pack('<dd', numbers[2 * j - 1], numbers[2 * j]) end
+  end
+end
+return replies
