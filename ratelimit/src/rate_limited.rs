@@ -32,8 +32,15 @@ use std::time::Duration;
 /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(60)));
 /// # Ok(()) }
 /// ```
+///
+/// One word: what it says is boxed, so a user's `Result<_, RateLimited>`
+/// (or an error enum holding one) stays small.
 #[derive(Debug, Clone)]
-pub struct RateLimited {
+pub struct RateLimited(pub(crate) Box<Denial>);
+
+/// What a denial says.
+#[derive(Debug, Clone)]
+pub(crate) struct Denial {
     limiter: Arc<str>,
     key: Key,
     /// `None` exactly when the reason is [`DenialReason::PolicyNotConfigured`].
@@ -91,69 +98,69 @@ impl RateLimited {
         decision: Decision,
         reason: DenialReason,
     ) -> RateLimited {
-        RateLimited { limiter, key: Key::new(key), policy, decision, reason, named_by_default: false }
+        RateLimited(Box::new(Denial { limiter, key: Key::new(key), policy, decision, reason, named_by_default: false }))
     }
 
     /// Marks the limiter's name as made up by `#[rate_limit]`: a client is not shown it.
     pub(crate) fn named_by_default(mut self) -> RateLimited {
-        self.named_by_default = true;
+        self.0.named_by_default = true;
         self
     }
 
     /// Why the call was denied.
     pub fn reason(&self) -> DenialReason {
-        self.reason
+        self.0.reason
     }
 
     /// The limiter's name.
     pub fn limiter(&self) -> &str {
-        &self.limiter
+        &self.0.limiter
     }
 
     /// The key the call was counted under, byte for byte.
     pub fn key(&self) -> &Key {
-        &self.key
+        &self.0.key
     }
 
     /// The limiter's policy (its `Display` reads `sliding_log 10/1s,100/1m`);
     /// `None` when the call named a configured policy that does not exist.
     pub fn policy(&self) -> Option<&Policy> {
-        self.policy.as_ref()
+        self.0.policy.as_ref()
     }
 
     /// The full decision. When the limiter could not decide (any reason but
     /// [`DenialReason::Limited`]) no store state was read: `remaining` is 0
     /// and `retry_after` is `None`.
     pub fn decision(&self) -> &Decision {
-        &self.decision
+        &self.0.decision
     }
 
     /// When the same call would pass, if ever.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.decision.retry_after
+        self.0.decision.retry_after
     }
 
     /// The denial in words; the limiter's name only when `named`.
     fn describe(&self, f: &mut impl fmt::Write, named: bool) -> fmt::Result {
         match named {
-            true => write!(f, "rate limited by `{}`", quote(&*self.limiter))?,
+            true => write!(f, "rate limited by `{}`", quote(&*self.0.limiter))?,
             false => write!(f, "rate limited")?,
         }
-        let policy = match (self.reason, self.policy.as_ref()) {
+        let policy = match (self.0.reason, self.0.policy.as_ref()) {
             (DenialReason::Limited, Some(policy)) => policy,
             (DenialReason::StoreUnavailable, _) => return write!(f, ": the rate limit store is unavailable"),
             _ => return write!(f, ": its named policy is not configured"),
         };
         write!(f, " (")?;
-        if self.decision.violated.is_empty() {
+        if self.0.decision.violated.is_empty() {
             write!(f, "{policy}")?;
         } else {
-            for (i, s) in self.decision.violated.iter().enumerate() {
+            for (i, s) in self.0.decision.violated.iter().enumerate() {
                 write!(f, "{}{s}", if i > 0 { ", " } else { "" })?;
             }
             write!(f, " exceeded")?;
         }
-        match self.decision.retry_after {
+        match self.0.decision.retry_after {
             Some(wait) => write!(f, "); retry after {}", format_wait(wait)),
             None => write!(f, "); this cost can never pass: it exceeds what the policy admits"),
         }

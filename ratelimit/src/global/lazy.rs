@@ -166,6 +166,16 @@ impl LazyLimiter {
         }
     }
 
+    /// A fixed policy's limiter, once built, when no scope may hold another:
+    /// what a site lends its calls, with nothing to look up or own.
+    #[inline]
+    pub(crate) fn built(&self) -> Option<&Limiter> {
+        match &self.source {
+            PolicySource::Fixed { policy: Some(_), built, .. } if !scope::may_be_inside() => built.get(),
+            _ => None,
+        }
+    }
+
     /// Inside a [`scope`](crate::global::scope): the limiter on the scope's store,
     /// deciding by this call's policy.
     fn scoped(&self, per_call: Option<&Policy>) -> Option<Result<Limiter, Arc<str>>> {

@@ -143,7 +143,7 @@ pub(crate) fn respond(
 /// `cost` is the permits one request takes.
 fn detail(denied: &RateLimited, retry_after: Option<u64>, cost: u64) -> String {
     // A name `#[rate_limit]` made up from the module path is not the client's to see.
-    let name = (!denied.named_by_default).then(|| quote(denied.limiter()));
+    let name = (!denied.0.named_by_default).then(|| quote(denied.limiter()));
     let mut out = String::new();
     match (denied.reason(), denied.policy()) {
         (DenialReason::Limited, Some(policy)) => {

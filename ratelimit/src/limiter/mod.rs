@@ -8,7 +8,7 @@ pub(crate) mod dry_run;
 pub(crate) mod enforcement;
 pub(crate) mod on_error;
 pub(crate) mod outage_log;
-mod pipeline;
+pub(crate) mod pipeline;
 pub(crate) mod refund;
 
 use crate::backend::memory::MemoryBound;

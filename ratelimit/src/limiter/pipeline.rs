@@ -34,14 +34,22 @@ pub(crate) struct Deciding<'a, K> {
     key: K,
     cost: u64,
     kind: CallKind,
-    stage: Stage<'a>,
+    progress: Progress<'a>,
 }
 
-enum Stage<'a> {
-    /// Not polled yet.
-    Start,
+/// How far one call is through the pipeline: what [`Limiter::poll_decide`]
+/// keeps between polls, for whichever future drives the call.
+#[derive(Default)]
+pub(crate) struct Progress<'a> {
+    /// Polled once: its budget is spent and the store asked.
+    asked: bool,
+    /// What it waits for after its first poll; `None` for an answer made at once.
+    waiting: Option<Waiting<'a>>,
+}
+
+enum Waiting<'a> {
     /// The store's round trip, and what its answer teaches the deny cache.
-    Asking {
+    Store {
         answer: BoxFuture<'a, Result<Decision, Error>>,
         remember: Option<Remembering<'a>>,
         sent_ns: u64,
@@ -49,8 +57,7 @@ enum Stage<'a> {
         span: Option<Box<Span>>,
     },
     /// A check through the key's local quota (`Limiter::with_prefetch`).
-    Prefetching(BoxFuture<'a, Result<Decision, Error>>),
-    Done,
+    Prefetch(BoxFuture<'a, Result<Decision, Error>>),
 }
 
 /// The deny cache taking part in a call, and the call's time in this
@@ -68,30 +75,42 @@ impl<K> Unpin for Deciding<'_, K> {}
 impl Limiter {
     /// Decides `key`'s call of `cost` and `kind` (see [`Deciding`]).
     pub(crate) fn decide<K: AsRef<[u8]>>(&self, key: K, cost: u64, kind: CallKind) -> Deciding<'_, K> {
-        Deciding { limiter: self, key, cost, kind, stage: Stage::Start }
+        Deciding { limiter: self, key, cost, kind, progress: Progress::default() }
     }
 
     /// Asks the store, or the deny cache in front of a remote one: the
     /// pipeline's one question, which prefetch's refills ask too.
-    pub(crate) fn ask(&self, call: Call<'_>) -> (Answer<'_>, Option<Remembering<'_>>) {
-        let remember = self.deny_cache(call).map(|cache| Remembering {
-            cache,
-            // The store's own clock is not this process's: date by ours.
-            at_us: self.inner.store.clock.now_us().map_or_else(process_now_us, crate::clock::bounded),
-        });
+    #[inline]
+    pub(crate) fn ask(&self, call: Call<'_>, remember: Option<Remembering<'_>>) -> Answer<'_> {
         if let Some(Remembering { cache, at_us }) = remember {
             if let Some(remembered) = cache.get(call.key, call.cost, || self.rule.fingerprint(), at_us) {
-                return (Answer::Now(Ok(remembered)), None);
+                return Answer::Now(Ok(remembered));
             }
         }
-        (self.rule.bound.decide(call, &*self.inner.store.clock), remember)
+        self.rule.bound.decide(call, &*self.inner.store.clock)
+    }
+
+    /// The deny cache taking part in this call, if any, and the call's time
+    /// in this process: a check (not a peek, nor a permit's acquisition: a
+    /// permit can be given back at any moment) of some cost, on a store in
+    /// another process (one in this process decides as fast as the cache
+    /// would answer, and the same).
+    #[inline]
+    fn remembering(&self, call: Call<'_>) -> Option<Remembering<'_>> {
+        if !self.rule.remote {
+            return None;
+        }
+        let cache = self.deny_cache.as_deref().filter(|_| call.kind == CallKind::Check && call.cost > 0)?;
+        // The store's own clock is not this process's: date by ours.
+        let at_us = self.inner.store.clock.now_us().map_or_else(process_now_us, crate::clock::bounded);
+        Some(Remembering { cache, at_us })
     }
 
     /// [`ask`](Self::ask), its round trip awaited and timed, and its answer
     /// remembered: a prefetch refill's store call, counted by the call it serves.
     pub(crate) async fn asked(&self, call: Call<'_>) -> Result<Decision, Error> {
-        let (answer, remember) = self.ask(call);
-        let result = match answer {
+        let remember = self.remembering(call);
+        let result = match self.ask(call, remember) {
             Answer::Now(result) => result,
             Answer::Later(answer) => {
                 let sent_ns = process_ns();
@@ -104,19 +123,11 @@ impl Limiter {
         result
     }
 
-    /// The deny cache, if it takes part in this call: a check (not a peek,
-    /// nor a permit's acquisition: a permit can be given back at any
-    /// moment), not cost 0, and a store in another process (one in this
-    /// process decides as fast as the cache would answer, and the same).
-    fn deny_cache(&self, call: Call<'_>) -> Option<&DenyCache> {
-        let takes_part = self.rule.remote && call.kind == CallKind::Check && call.cost > 0;
-        self.deny_cache.as_deref().filter(|_| takes_part)
-    }
-
     /// What a store's answer teaches the deny cache: a denial is
     /// remembered, an admission forgets the key's denials (a smaller cost
     /// got through and changed the state: a remembered denial of a larger
     /// one may now name too early a time).
+    #[inline]
     fn remember(&self, call: Call<'_>, remember: Option<Remembering<'_>>, result: &Result<Decision, Error>) {
         if let (Some(Remembering { cache, at_us }), Ok(decision)) = (remember, result) {
             match decision.allowed {
@@ -134,8 +145,9 @@ impl Limiter {
     /// not a peek's, nor a refund's) or the store's failure counted in the
     /// metrics, and recorded in its span; an answer also ends the limiter's
     /// outage, if one was logged.
-    fn counted(&self, result: Result<Decision, Error>, kind: CallKind, span: Option<Span>) -> Result<Decision, Error> {
-        match &result {
+    #[inline]
+    fn count(&self, result: &Result<Decision, Error>, kind: CallKind, span: Option<Span>) {
+        match result {
             Ok(decision) => {
                 if matches!(kind, CallKind::Check | CallKind::Acquire(_)) {
                     self.metrics().decided(decision.allowed);
@@ -145,13 +157,13 @@ impl Limiter {
             Err(error) => observe::store_error(error),
         }
         if let Some(span) = span {
-            observe::record(&span, &result);
+            observe::record(&span, result);
         }
-        result
     }
 
     /// The decision span of a call that decides (a refund does not), while
     /// some subscriber takes DEBUG events.
+    #[inline]
     fn span(&self, cost: u64, kind: CallKind) -> Option<Span> {
         let wanted = !matches!(kind, CallKind::Refund(_)) && observe::decision_span_wanted();
         wanted.then(|| observe::decision_span(&self.inner.name, self.rule.policy.algorithm().name(), cost))
@@ -174,60 +186,120 @@ impl Limiter {
     }
 }
 
+impl Limiter {
+    /// The first poll's question, while a subscriber takes DEBUG events: in
+    /// the decision's span, which records the answer. Out of line, so the
+    /// common call carries nothing of it.
+    #[cold]
+    #[inline(never)]
+    fn ask_in_span<'a>(
+        &'a self,
+        waiting: &mut Option<Waiting<'a>>,
+        call: Call<'_>,
+        span: Span,
+    ) -> Option<Result<Decision, Error>> {
+        let limiter = self;
+        let entered = span.enter();
+        let remember = limiter.remembering(call);
+        match limiter.ask(call, remember) {
+            Answer::Now(result) => {
+                limiter.remember(call, remember, &result);
+                drop(entered);
+                limiter.count(&result, call.kind, Some(span));
+                Some(result)
+            }
+            Answer::Later(answer) => {
+                drop(entered);
+                let span = Some(Box::new(span));
+                *waiting = Some(Waiting::Store { answer, remember, sent_ns: process_ns(), span });
+                None
+            }
+        }
+    }
+}
+
+impl<'a, K> Deciding<'a, K> {
+    /// The limiter it decides for.
+    pub(crate) fn limiter(&self) -> &'a Limiter {
+        self.limiter
+    }
+}
+
 impl<K: AsRef<[u8]>> Future for Deciding<'_, K> {
     type Output = Result<Decision, Error>;
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Deciding { limiter, key, cost, kind, stage } = self.get_mut();
-        let (limiter, cost, kind) = (*limiter, *cost, *kind);
-        let call = Call { key: key.as_ref(), cost, kind };
-        if let Stage::Start = stage {
+        let this = self.get_mut();
+        let call = Call { key: this.key.as_ref(), cost: this.cost, kind: this.kind };
+        this.limiter.poll_decide(call, &mut this.progress, cx)
+    }
+}
+
+impl Limiter {
+    /// The pipeline, one poll at a time: `call` at `progress`. Its first
+    /// poll spends the budget and answers at once when it can (a store in
+    /// this process, a remembered denial, a prefetched permit); else it
+    /// keeps the round trip (or the prefetch) in `progress` and answers
+    /// when that does.
+    #[inline]
+    pub(crate) fn poll_decide<'a>(
+        &'a self,
+        call: Call<'_>,
+        progress: &mut Progress<'a>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Decision, Error>> {
+        let limiter = self;
+        if !progress.asked {
             // Spent before the store is asked, so no answer waits across a yield.
             ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
-            if let Some(prefetch) = limiter.prefetch_for(kind, cost) {
+            progress.asked = true;
+            if let Some(prefetch) = limiter.prefetch_for(call.kind, call.cost) {
                 // Boxed, with its own copy of the key: only a limiter with
                 // prefetch pays for its local quota's state.
-                let key: Box<[u8]> = call.key.into();
-                *stage = Stage::Prefetching(Box::pin(async move { limiter.prefetched(prefetch, &key, cost).await }));
+                let (key, cost): (Box<[u8]>, u64) = (call.key.into(), call.cost);
+                let spend = Box::pin(async move { limiter.prefetched(prefetch, &key, cost).await });
+                progress.waiting = Some(Waiting::Prefetch(spend));
+            } else if let Some(span) = limiter.span(call.cost, call.kind) {
+                if let Some(result) = limiter.ask_in_span(&mut progress.waiting, call, span) {
+                    return Poll::Ready(result);
+                }
             } else {
-                let span = limiter.span(cost, kind);
-                let entered = span.as_ref().map(Span::enter);
-                match limiter.ask(call) {
-                    (Answer::Now(result), remember) => {
+                let remember = limiter.remembering(call);
+                match limiter.ask(call, remember) {
+                    Answer::Now(result) => {
                         limiter.remember(call, remember, &result);
-                        drop(entered);
-                        *stage = Stage::Done;
-                        return Poll::Ready(limiter.counted(result, kind, span));
+                        limiter.count(&result, call.kind, None);
+                        return Poll::Ready(result);
                     }
-                    (Answer::Later(answer), remember) => {
-                        drop(entered);
-                        let span = span.map(Box::new);
-                        *stage = Stage::Asking { answer, remember, sent_ns: process_ns(), span };
+                    Answer::Later(answer) => {
+                        let waiting = Waiting::Store { answer, remember, sent_ns: process_ns(), span: None };
+                        progress.waiting = Some(waiting);
                     }
                 }
             }
         }
-        match stage {
-            Stage::Asking { answer, remember, sent_ns, span } => {
+        let result = match &mut progress.waiting {
+            Some(Waiting::Store { answer, remember, sent_ns, span }) => {
                 let entered = span.as_deref().map(Span::enter);
                 let result = ready!(answer.as_mut().poll(cx));
                 drop(entered);
                 // A refund is not a decision: the metric times the store's decisions.
-                if !matches!(kind, CallKind::Refund(_)) {
+                if !matches!(call.kind, CallKind::Refund(_)) {
                     limiter.store_took(*sent_ns);
                 }
                 limiter.remember(call, *remember, &result);
-                let span = span.take().map(|span| *span);
-                *stage = Stage::Done;
-                Poll::Ready(limiter.counted(result, kind, span))
+                limiter.count(&result, call.kind, span.take().map(|span| *span));
+                result
             }
-            Stage::Prefetching(checking) => {
-                let result = ready!(checking.as_mut().poll(cx));
-                *stage = Stage::Done;
-                Poll::Ready(limiter.counted(result, kind, None))
+            Some(Waiting::Prefetch(spending)) => {
+                let result = ready!(spending.as_mut().poll(cx));
+                limiter.count(&result, call.kind, None);
+                result
             }
-            Stage::Start | Stage::Done => panic!("a decision polled after it was answered"),
-        }
+            None => panic!("a decision polled after it was answered"),
+        };
+        progress.waiting = None;
+        Poll::Ready(result)
     }
 }

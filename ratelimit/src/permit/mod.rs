@@ -9,13 +9,18 @@ pub(crate) mod lease;
 pub(crate) mod lost;
 pub(crate) mod releasing;
 
+use crate::backend::BoxFuture;
 use crate::call::{Call, CallKind, PermitId, Refunded};
 use crate::limiter::enforcement::OnLimit;
+use crate::limiter::pipeline::Deciding;
 use crate::permit::lease::{Lease, Renewed, FIRST_PAUSE, LONGEST_PAUSE};
 use crate::{AlgorithmKind, Decision, DenialReason, Error, Limiter, OnError, RateLimited};
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 impl Limiter {
@@ -89,30 +94,69 @@ impl Limiter {
     /// the HTTP layer. A denial waits under `OnLimit::Wait`; a store failure
     /// is settled by `on_error`; a dry run lets a denial through. A rate
     /// policy's permits are spent; a concurrency policy's are leased.
-    pub(crate) async fn admit(&self, call: Call<'_>, on_limit: OnLimit) -> Result<Permit, RateLimited> {
-        if self.rule.policy.algorithm() == AlgorithmKind::Concurrency {
-            // Boxed: a lease costs more than the box, and its waiting state
-            // would otherwise size the future of every rate policy's call.
-            return Box::pin(self.leased(call, on_limit)).await;
+    ///
+    /// The common call (a rate policy, a denial returned) is the pipeline's
+    /// [`Deciding`] and its answer made into a permit in the same poll, so a
+    /// store in this process admits in one poll; a lease or a wait is a
+    /// future of its own, boxed, since its state is larger than the call's.
+    #[inline]
+    pub(crate) fn admit<'a>(&'a self, call: Call<'a>, on_limit: OnLimit) -> Admitting<'a> {
+        if self.decides_only(on_limit) {
+            return Admitting::Deciding { call, deciding: self.decide(call.key, call.cost, CallKind::Check) };
         }
-        // The check awaited here, not inside another future: the common
-        // call (a site's, a layer's) adds no future to the pipeline's.
-        let (decision, taken) = match on_limit {
-            OnLimit::Error => self.enforce(call, self.decide(call.key, call.cost, CallKind::Check).await)?,
-            // Boxed: a waiting call sleeps anyway, and its state would otherwise size every call's future.
-            OnLimit::Wait(max_wait) => Box::pin(self.wait_taken(call, max_wait)).await?,
+        match on_limit {
+            OnLimit::Wait(max_wait) if self.rule.policy.algorithm() != AlgorithmKind::Concurrency => {
+                Admitting::Other(Box::pin(async move {
+                    let (decision, taken) = self.wait_taken(call, max_wait).await?;
+                    Ok(self.permit(call, decision, taken, None))
+                }))
+            }
+            _ => Admitting::Other(Box::pin(self.leased(call, on_limit))),
+        }
+    }
+
+    /// Whether admitting a call is deciding it and no more: a rate policy's
+    /// call whose denial is returned, not waited out.
+    #[inline]
+    pub(crate) fn decides_only(&self, on_limit: OnLimit) -> bool {
+        on_limit == OnLimit::Error && self.rule.policy.algorithm() != AlgorithmKind::Concurrency
+    }
+
+    /// What a rate policy's decision, enforced, gives its caller: a permit
+    /// (its permits spent), or the denial.
+    #[inline]
+    pub(crate) fn admitted(&self, call: Call<'_>, decided: Result<Decision, Error>) -> Result<Permit, RateLimited> {
+        let (decision, taken) = match decided {
+            // An admission is the common answer: no `enforce` to move it through.
+            Ok(decision) if decision.allowed => (decision, true),
+            decided => self.enforce(call, decided)?,
         };
         Ok(self.permit(call, decision, taken, None))
     }
 
-    /// The permit of an admitted call: its lease, and what it took when the
-    /// limiter's caller refunds and the store took something.
+    /// The permit of an admitted call: its decision and its ticket.
+    #[inline]
     fn permit(&self, call: Call<'_>, decision: Decision, taken: bool, lease: Option<Renewed>) -> Permit {
-        let refund = (self.enforcement.refunds && taken && call.cost > 0).then(|| {
-            let of = Refunded::of(&decision);
-            Box::new(Refund { limiter: self.clone(), key: call.key.into(), cost: call.cost, of })
-        });
-        Permit { decision, ticket: Ticket { lease, refund }, taken }
+        let ticket = self.ticket(call, &decision, taken, lease);
+        Permit { decision, ticket, taken }
+    }
+
+    /// What an admitted call gives back: its lease, and, when the limiter's
+    /// caller refunds and the store took something, what it took.
+    #[inline]
+    pub(crate) fn ticket(&self, call: Call<'_>, decision: &Decision, taken: bool, lease: Option<Renewed>) -> Ticket {
+        let refund = match self.enforcement.refunds && taken && call.cost > 0 {
+            true => Some(self.kept_for_refund(call, decision)),
+            false => None,
+        };
+        Ticket { lease, refund }
+    }
+
+    /// What a refund of `call`, answered by `decision`, gives back.
+    #[cold]
+    fn kept_for_refund(&self, call: Call<'_>, decision: &Decision) -> Box<Refund> {
+        let of = Refunded::of(decision);
+        Box::new(Refund { limiter: self.clone(), key: call.key.into(), cost: call.cost, of })
     }
 
     /// [`admit`](Self::admit) under a concurrency policy: a lease of the
@@ -171,6 +215,29 @@ impl Limiter {
         let held = decision.allowed && call.cost > 0 && (taken || local);
         let lease = held.then(|| Lease::start(call, self.clone(), id, local, asked_at));
         Ok(self.permit(call, decision, taken, lease))
+    }
+}
+
+/// [`Limiter::admit`]'s future.
+pub(crate) enum Admitting<'a> {
+    /// A rate policy's check, admitted as soon as the pipeline answers.
+    Deciding { call: Call<'a>, deciding: Deciding<'a, &'a [u8]> },
+    /// A lease, or a wait for a permit.
+    Other(BoxFuture<'a, Result<Permit, RateLimited>>),
+}
+
+impl Future for Admitting<'_> {
+    type Output = Result<Permit, RateLimited>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Admitting::Deciding { call, deciding } => {
+                let decided = ready!(Pin::new(&mut *deciding).poll(cx));
+                Poll::Ready(deciding.limiter().admitted(*call, decided))
+            }
+            Admitting::Other(other) => other.as_mut().poll(cx),
+        }
     }
 }
 
@@ -325,14 +392,21 @@ impl Ticket {
 }
 
 impl Drop for Ticket {
+    #[inline]
     fn drop(&mut self) {
-        if let Some((lease, renewal)) = self.lease.take() {
-            if let Some(renewal) = renewal {
-                renewal.abort();
-            }
-            lease.give_back();
+        if let Some(held) = self.lease.take() {
+            give_back(held);
         }
     }
+}
+
+/// Stops a lease's renewals and gives its permit back.
+#[cold]
+fn give_back((lease, renewal): Renewed) {
+    if let Some(renewal) = renewal {
+        renewal.abort();
+    }
+    lease.give_back();
 }
 
 impl fmt::Debug for Ticket {

@@ -239,9 +239,11 @@ impl Limiter {
 
     /// The prefetch taking part in this call: a check of some cost, under
     /// an algorithm that takes prefetch.
+    #[inline]
     pub(crate) fn prefetch_for(&self, kind: CallKind, cost: u64) -> Option<&Prefetch> {
-        let takes = || kind == CallKind::Check && cost > 0 && refused(self.rule.policy.algorithm()).is_none();
-        self.prefetch.as_deref().filter(|_| takes())
+        let prefetch = self.prefetch.as_deref()?;
+        let takes = kind == CallKind::Check && cost > 0 && refused(self.rule.policy.algorithm()).is_none();
+        takes.then_some(prefetch)
     }
 
     /// One check through the local quota, in its span (the pipeline counts

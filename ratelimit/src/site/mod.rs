@@ -4,13 +4,19 @@
 
 pub(crate) mod macro_support;
 
+use crate::backend::BoxFuture;
 use crate::call::Call;
 use crate::global::lazy::LazyLimiter;
 use crate::limiter::enforcement::{Enforcement, OnLimit};
-use crate::permit::Ticket;
+use crate::limiter::pipeline::Progress;
+use crate::limiter::Limiter;
+use crate::permit::{Permit, Ticket};
 use crate::{OnError, Policy, RateLimited};
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
+use std::task::{ready, Context, Poll};
 
 /// One annotated function's limiter, built on its first call on the global store.
 #[derive(Debug)]
@@ -74,8 +80,8 @@ impl Site {
     /// Decides one call of the function, by `policy` when the call gives
     /// one (a [`per_call`](Self::per_call) site: the site's limiter is
     /// built once, and each call decides by its own policy through
-    /// [`Limiter::with_policy`](crate::Limiter::with_policy), so a key's
-    /// count carries over when its policy changes within an algorithm).
+    /// [`Limiter::with_policy`](crate::limiter::Limiter::with_policy), so a
+    /// key's count carries over when its policy changes within an algorithm).
     ///
     /// `Ok(ticket)` runs the body, which holds the ticket until it ends (a
     /// concurrency policy's lease is given back then; under `refund_on` it
@@ -87,7 +93,13 @@ impl Site {
     /// shown to the decision's observer (the HTTP layer's fields).
     ///
     /// The denial is boxed: every call moves this `Result`, and a box is one word.
-    pub async fn call(&'static self, policy: Option<&Policy>, call: Call<'_>) -> Result<Ticket, Box<RateLimited>> {
+    pub fn call<'a>(&'static self, policy: Option<&'a Policy>, call: Call<'a>) -> SiteCall<'a> {
+        SiteCall { site: self, policy, call, state: SiteState::Start, progress: Progress::default() }
+    }
+
+    /// [`call`](Self::call) on a limiter it must look up, build or own
+    /// (in a scope, a policy given per call or configured by name).
+    async fn call_owned(&'static self, policy: Option<&Policy>, call: Call<'_>) -> Result<Ticket, Box<RateLimited>> {
         // Boxed: only a call that builds or looks up the limiter waits for it.
         let current = match self.limiter.ready(policy) {
             Some(ready) => ready,
@@ -110,10 +122,18 @@ impl Site {
                 };
             }
         };
-        match limiter.admit(call, limiter.enforcement.on_limit).await {
+        let admitted = limiter.admit(call, limiter.enforcement.on_limit).await;
+        self.ticket(&limiter, admitted)
+    }
+
+    /// What an admission gives the body: its ticket, the decision shown to
+    /// the observer; or the denial, boxed.
+    #[inline]
+    fn ticket(&self, limiter: &Limiter, admitted: Result<Permit, RateLimited>) -> Result<Ticket, Box<RateLimited>> {
+        match admitted {
             Ok(permit) => {
                 let (decision, ticket) = permit.into_parts();
-                crate::observe::admitted(&limiter, &decision);
+                crate::observe::admitted(limiter, &decision);
                 Ok(ticket)
             }
             Err(denied) => Err(self.denial(denied)),
@@ -153,6 +173,61 @@ impl Site {
         }
         if !names.iter().any(|(other_name, other)| other_name == name && *other == address) {
             names.push((name.to_string(), address));
+        }
+    }
+}
+
+/// [`Site::call`]'s future. When the site's limiter is built and lent (a
+/// policy written in code, outside every scope) and its call a rate
+/// policy's that returns its denial, it drives the pipeline itself
+/// ([`Limiter::poll_decide`]) and makes what the answer gives the body in
+/// the same poll, so a store in this process answers in the first poll;
+/// else the call that admits it (a lease, a wait) or looks up, builds or
+/// owns its limiter, boxed.
+pub struct SiteCall<'a> {
+    site: &'static Site,
+    policy: Option<&'a Policy>,
+    call: Call<'a>,
+    state: SiteState<'a>,
+    progress: Progress<'a>,
+}
+
+enum SiteState<'a> {
+    Start,
+    Deciding(&'static Limiter),
+    Other(BoxFuture<'a, Result<Ticket, Box<RateLimited>>>),
+}
+
+impl Future for SiteCall<'_> {
+    type Output = Result<Ticket, Box<RateLimited>>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let SiteCall { site, policy, call, state, progress } = self.get_mut();
+        let (site, call): (&'static Site, Call<'_>) = (site, *call);
+        if let SiteState::Start = state {
+            *state = match (*policy, site.limiter.built()) {
+                (None, Some(limiter)) if limiter.decides_only(limiter.enforcement.on_limit) => {
+                    SiteState::Deciding(limiter)
+                }
+                (policy, _) => SiteState::Other(Box::pin(site.call_owned(policy, call))),
+            };
+        }
+        match state {
+            SiteState::Deciding(limiter) => {
+                let limiter: &'static Limiter = limiter;
+                let decided = ready!(limiter.poll_decide(call, progress, cx));
+                Poll::Ready(match decided {
+                    // An admission is the common answer: no permit to make and take apart.
+                    Ok(decision) if decision.allowed => {
+                        crate::observe::admitted(limiter, &decision);
+                        Ok(limiter.ticket(call, &decision, true, None))
+                    }
+                    decided => site.ticket(limiter, limiter.admitted(call, decided)),
+                })
+            }
+            SiteState::Other(other) => other.as_mut().poll(cx),
+            SiteState::Start => unreachable!("a call is started in its first poll"),
         }
     }
 }
