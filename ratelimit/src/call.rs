@@ -2,7 +2,7 @@
 //! the key, the cost and the [`CallKind`], from the entry point down to the
 //! store; and the names a call gives the permits it holds or refunds.
 
-use crate::Decision;
+use crate::decision::Decision;
 
 /// One call: which key, how many permits, and what it does with them.
 ///

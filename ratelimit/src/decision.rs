@@ -1,8 +1,7 @@
 //! [`Decision`]: what the store answered for one call.
 
-use crate::backend::{Outcome, QuotaOutcome};
-use crate::{Policy, Strategy};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use crate::policy::Strategy;
+use std::time::{Duration, SystemTime};
 
 /// The answer to one [`check`](crate::Limiter::check) or [`peek`](crate::Limiter::peek).
 ///
@@ -109,46 +108,4 @@ impl Decision {
     pub fn can_never_pass(&self) -> bool {
         !self.allowed && self.retry_after.is_none()
     }
-}
-
-impl Decision {
-    /// A store's outcome for `policy` as a decision. Inlined: the memory
-    /// store builds it in place, in its caller's answer.
-    #[inline(always)]
-    pub(crate) fn from_outcome(outcome: Outcome, policy: &Policy) -> Decision {
-        let Outcome { allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us, quotas } = outcome;
-        // Most decisions violate nothing and carry no quotas: nothing to look up.
-        let (violated, quotas) = match (violated, quotas.is_empty()) {
-            (0, true) => (Vec::new(), Vec::new()),
-            _ => violated_and_quotas(policy, violated, &quotas),
-        };
-        Decision {
-            allowed,
-            limit,
-            remaining,
-            reset_after: Duration::from_micros(reset_after_us),
-            retry_after: retry_after_us.map(Duration::from_micros),
-            violated,
-            decided_at: UNIX_EPOCH + Duration::from_micros(now_us),
-            quotas,
-        }
-    }
-}
-
-/// The violated strategies (bit `i`: strategy `i`) and the per-strategy quotas, by strategy.
-#[cold]
-fn violated_and_quotas(policy: &Policy, violated: u32, quotas: &[QuotaOutcome]) -> (Vec<Strategy>, Vec<Quota>) {
-    let strategies = policy.strategies();
-    let violated = strategies.iter().enumerate().filter(|(i, _)| violated >> i & 1 == 1).map(|(_, s)| *s).collect();
-    let quotas = quotas
-        .iter()
-        .zip(strategies)
-        .map(|(quota, &strategy)| Quota {
-            strategy,
-            remaining: quota.remaining,
-            reset_after: Duration::from_micros(quota.reset_after_us),
-            retry_after: quota.retry_after_us.map(Duration::from_micros),
-        })
-        .collect();
-    (violated, quotas)
 }

@@ -26,7 +26,8 @@
 //! feature, a program with no `tracing` subscriber at all does not see it
 //! through the `log` crate either).
 
-use crate::{Decision, Error};
+use crate::decision::Decision;
+use crate::error::Error;
 use metrics::{Counter, Histogram};
 use std::time::Duration;
 use tracing::field::Empty;
@@ -155,23 +156,6 @@ fn describe() {
     });
 }
 
-/// What is told of each call an annotated function admitted: the HTTP
-/// layer registers one (its `DecisionHeadersLayer` writes their fields), so
-/// the core never names it. One load while none is registered.
-pub(crate) type Observer = fn(&crate::Limiter, &Decision);
-
-/// The observer of admitted calls, registered (`OnceLock::set`) by whatever
-/// wants them; the first registered stays.
-pub(crate) static OBSERVER: std::sync::OnceLock<Observer> = std::sync::OnceLock::new();
-
-/// Tells the registered observer, if any, of a call `limiter` admitted.
-#[inline]
-pub(crate) fn admitted(limiter: &crate::Limiter, decision: &Decision) {
-    if let Some(observer) = OBSERVER.get() {
-        observer(limiter, decision);
-    }
-}
-
 /// Counts a call the store could not decide.
 pub(crate) fn store_error(error: &Error) {
     metrics::counter!(STORE_ERRORS_TOTAL, "kind" => error_kind(error)).increment(1);
@@ -229,7 +213,7 @@ pub(crate) fn record(span: &Span, result: &Result<Decision, Error>) {
 #[cfg(test)]
 mod tests {
     use super::error_kind;
-    use crate::Error;
+    use crate::error::Error;
     use std::time::Duration;
 
     #[test]

@@ -1,6 +1,7 @@
 //! [`RateLimited`] (the error a denied call returns), its [`Key`] and [`DenialReason`].
 
-use crate::{Decision, Policy};
+use crate::decision::Decision;
+use crate::policy::Policy;
 use redlimit_grammar::quote;
 use std::fmt;
 use std::sync::Arc;

@@ -11,7 +11,7 @@
 
 use super::{judge, least_room, retry_times};
 use crate::backend::{CallKind, Outcome, QuotaOutcome};
-use crate::Strategy;
+use crate::policy::Strategy;
 
 /// Per strategy (declared order): the current window's start and count, and
 /// the length it runs by: its last writer's policy's, or a longer one it was

@@ -5,20 +5,20 @@
 //! arithmetic is on integers (microseconds, or units scaled by a reduced
 //! rate) so both sides compute exactly the same numbers.
 
+mod bucket;
 mod concurrency;
 mod fixed_window;
 mod gcra;
-mod leaky_bucket;
 mod sliding_log;
 mod sliding_window;
-mod token_bucket;
 
 #[cfg(all(test, feature = "redis"))]
 pub(crate) use sliding_log::MAX_ENTRIES as SLIDING_LOG_MAX_ENTRIES;
 
 use crate::backend::{CallKind, Outcome};
-use crate::policy::{Params, Policy};
-use crate::{AlgorithmKind, Error, Strategy};
+use crate::error::Error;
+use crate::policy::{Params, Policy, Strategy};
+use redlimit_grammar::AlgorithmKind;
 
 /// A key's state in the memory backend, one variant per algorithm.
 #[derive(Debug, Clone)]
@@ -26,8 +26,8 @@ pub(crate) enum State {
     FixedWindow(fixed_window::Windows),
     SlidingWindow(sliding_window::SubWindows),
     SlidingLog(sliding_log::Log),
-    TokenBucket(token_bucket::TokenBucket),
-    LeakyBucket(leaky_bucket::LeakyBucket),
+    TokenBucket(bucket::Bucket),
+    LeakyBucket(bucket::Bucket),
     Gcra(gcra::Tat),
     Concurrency(concurrency::Holders),
 }
@@ -136,8 +136,8 @@ pub(crate) fn decide(
             run_sliding!(sliding_window, SlidingWindow, strategies, *precision_us)
         }
         Params::SlidingLog { strategies } => run_sliding!(sliding_log, SlidingLog, strategies),
-        Params::TokenBucket { capacity, .. } => run_copied!(token_bucket, TokenBucket, *capacity, rate),
-        Params::LeakyBucket { capacity, .. } => run_copied!(leaky_bucket, LeakyBucket, *capacity, rate),
+        Params::TokenBucket { capacity, .. } => run_copied!(bucket, TokenBucket, *capacity, rate),
+        Params::LeakyBucket { capacity, .. } => run_copied!(bucket, LeakyBucket, *capacity, rate),
         Params::Gcra { burst, .. } => run_copied!(gcra, Gcra, *burst, rate),
         Params::Concurrency { limit, lease_us } => {
             let mut current = match state.take() {

@@ -4,7 +4,7 @@
 
 use super::{judge, least_room, retry_times};
 use crate::backend::{Outcome, QuotaOutcome};
-use crate::Strategy;
+use crate::policy::Strategy;
 use std::collections::VecDeque;
 
 /// The most entries one key's log holds. A call admitted when the log is

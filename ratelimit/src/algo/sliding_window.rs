@@ -6,7 +6,7 @@
 
 use super::{judge, least_room, retry_times};
 use crate::backend::{Outcome, QuotaOutcome};
-use crate::Strategy;
+use crate::policy::Strategy;
 use std::collections::VecDeque;
 
 /// Sub-window index (`start / precision`) and its count, oldest first: a
@@ -142,7 +142,7 @@ pub(crate) fn decide(
 #[cfg(test)]
 mod tests {
     use super::{convert, decide, SubWindows};
-    use crate::Strategy;
+    use crate::policy::Strategy;
     use std::collections::VecDeque;
 
     const S: u64 = 1_000_000;

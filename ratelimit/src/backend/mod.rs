@@ -17,10 +17,13 @@ pub(crate) use self::unavailable::Unavailable;
 pub use crate::call::{Call, CallKind, PermitId, Refunded};
 
 use crate::clock::Clock;
-use crate::{Decision, Error, Policy};
+use crate::decision::{Decision, Quota};
+use crate::error::Error;
+use crate::policy::{Policy, Strategy};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
 
 /// With a client-supplied clock, keys are kept this long past their reset:
 /// Redis expires keys by its own clock, so a client clock running behind (or
@@ -161,10 +164,45 @@ pub struct Outcome {
 impl Outcome {
     /// This outcome as the caller's [`Decision`] under `policy`, the policy
     /// the store was bound with: what a store's [`Bound::decide`] answers.
+    /// Inlined: the memory store builds it in place, in its caller's answer.
     #[inline(always)]
     pub fn into_decision(self, policy: &Policy) -> Decision {
-        Decision::from_outcome(self, policy)
+        let outcome = self;
+        let Outcome { allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us, quotas } = outcome;
+        // Most decisions violate nothing and carry no quotas: nothing to look up.
+        let (violated, quotas) = match (violated, quotas.is_empty()) {
+            (0, true) => (Vec::new(), Vec::new()),
+            _ => violated_and_quotas(policy, violated, &quotas),
+        };
+        Decision {
+            allowed,
+            limit,
+            remaining,
+            reset_after: Duration::from_micros(reset_after_us),
+            retry_after: retry_after_us.map(Duration::from_micros),
+            violated,
+            decided_at: UNIX_EPOCH + Duration::from_micros(now_us),
+            quotas,
+        }
     }
+}
+
+/// The violated strategies (bit `i`: strategy `i`) and the per-strategy quotas, by strategy.
+#[cold]
+fn violated_and_quotas(policy: &Policy, violated: u32, quotas: &[QuotaOutcome]) -> (Vec<Strategy>, Vec<Quota>) {
+    let strategies = policy.strategies();
+    let violated = strategies.iter().enumerate().filter(|(i, _)| violated >> i & 1 == 1).map(|(_, s)| *s).collect();
+    let quotas = quotas
+        .iter()
+        .zip(strategies)
+        .map(|(quota, &strategy)| Quota {
+            strategy,
+            remaining: quota.remaining,
+            reset_after: Duration::from_micros(quota.reset_after_us),
+            retry_after: quota.retry_after_us.map(Duration::from_micros),
+        })
+        .collect();
+    (violated, quotas)
 }
 
 /// One strategy's part of an [`Outcome`].

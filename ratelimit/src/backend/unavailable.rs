@@ -3,7 +3,7 @@
 
 use super::{Answer, Backend, Binding, Bound, BoxFuture, Call};
 use crate::clock::Clock;
-use crate::Error;
+use crate::error::Error;
 use std::sync::Arc;
 
 /// A backend that only reports why the real one could not be built.

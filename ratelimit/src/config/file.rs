@@ -1,7 +1,7 @@
 //! Reading a policies document: TOML with one table per named policy, in the
 //! attribute's own option names, checked by the shared grammar.
 
-use crate::Policy;
+use crate::policy::Policy;
 use redlimit_grammar::{
     check_policy_name, parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, Param, PolicySpec, MAX_LIMIT,
 };

@@ -4,7 +4,10 @@
 
 use super::registry::{self, Loaded};
 use crate::global;
-use crate::{Limiter, OnError, Policy, Store};
+use crate::limiter::on_error::OnError;
+use crate::limiter::Limiter;
+use crate::policy::Policy;
+use crate::store::Store;
 use arc_swap::ArcSwapOption;
 use std::borrow::Cow;
 use std::future::Future;
@@ -81,7 +84,7 @@ impl NamedLimiter {
                 // lands meanwhile, the next call sees the mismatch and rebuilds.
                 drop(loaded);
                 // Boxed: building the store is a deep future (see `Site`).
-                let store: Pin<Box<dyn Future<Output = Result<&'static Store, crate::Error>> + Send>> =
+                let store: Pin<Box<dyn Future<Output = Result<&'static Store, crate::error::Error>> + Send>> =
                     Box::pin(global::global());
                 match store.await {
                     Ok(store) => {

@@ -62,7 +62,7 @@
 pub use super::{LoadError, PolicySet, POLICIES_FILE_VAR, POLICIES_VAR};
 
 use super::registry::{self, SetSource};
-use crate::Policy;
+use crate::policy::Policy;
 use std::path::Path;
 
 /// Loads the policies of a TOML file and makes it the source [`reload`]

@@ -1,6 +1,6 @@
 //! [`PolicySet`]: named, validated policies; [`LoadError`]: every problem found.
 
-use crate::Policy;
+use crate::policy::Policy;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;

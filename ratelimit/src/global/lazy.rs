@@ -5,9 +5,12 @@
 use crate::config::named::NamedLimiter;
 use crate::global::{self, scope};
 use crate::limiter::enforcement::Enforcement;
+use crate::limiter::on_error::OnError;
 use crate::limiter::outage_log::OutageLog;
+use crate::limiter::Limiter;
+use crate::policy::Policy;
 use crate::prefetch::SitePrefetch;
-use crate::{Limiter, OnError, Policy, RateLimited};
+use crate::rate_limited::RateLimited;
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;

@@ -7,7 +7,8 @@ pub(crate) mod live_scopes;
 pub(crate) mod redis;
 pub(crate) mod scope;
 
-use crate::{Error, Store};
+use crate::error::Error;
+use crate::store::Store;
 use tokio::sync::OnceCell;
 
 static GLOBAL: OnceCell<Store> = OnceCell::const_new();

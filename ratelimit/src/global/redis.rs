@@ -2,10 +2,12 @@
 //! `REDLIMIT_REDIS_URL` names, so calls never wait on a Redis that cannot be
 //! reached (feature `redis`).
 
+use crate::backend::RedisOptions;
 use crate::clock::process_now_us;
-use crate::error::Failure;
+use crate::error::{Error, Failure};
+use crate::global::REDIS_URL_VAR;
 use crate::limiter::outage_log::{rounded, OutageLog, Recovery, Report};
-use crate::{Error, RedisOptions, Store, REDIS_URL_VAR};
+use crate::store::Store;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::{Notify, OnceCell};

@@ -3,7 +3,10 @@
 //! own store (and clock) in one test binary.
 
 use crate::global::live_scopes::LiveScopes;
-use crate::{Limiter, OnError, Policy, Store};
+use crate::limiter::on_error::OnError;
+use crate::limiter::Limiter;
+use crate::policy::Policy;
+use crate::store::Store;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};

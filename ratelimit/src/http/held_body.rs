@@ -1,7 +1,7 @@
 //! A response body holding its request's concurrency permit until the body
 //! is sent: a streamed response counts as in flight until its last frame.
 
-use crate::Permit;
+use crate::permit::Permit;
 use axum::body::{Body, Bytes};
 use http_body::{Frame, SizeHint};
 use std::future::Future;

@@ -3,11 +3,14 @@
 
 use super::fields::headers::{insert_rate_limit_headers_per_request, retry_after_secs, Counted, HeaderStyle};
 use super::fields::quota::PolicyItem;
-use crate::{AlgorithmKind, Decision, DenialReason, Policy, RateLimited};
+use crate::decision::Decision;
+use crate::policy::Policy;
+use crate::rate_limited::{DenialReason, RateLimited};
 use axum::http::header::{HeaderMap, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use redlimit_grammar::quote;
+use redlimit_grammar::AlgorithmKind;
 use std::fmt::Write;
 
 /// The media type of the body (RFC 9457).

@@ -245,7 +245,7 @@ mod tests {
     #[cfg(feature = "redis")]
     use super::storage_key;
     use super::{key_prefix, push_key_integer, push_key_value};
-    use crate::Policy;
+    use crate::policy::Policy;
 
     #[test]
     fn every_layout_names_its_state_format_version() {

@@ -16,8 +16,8 @@
 //! and passes it in.
 
 use crate::backend::memory::sharded::{Expires, MapKey, Namespace, Sharded};
+use crate::decision::Decision;
 use crate::key::MAX_RAW_KEY_LEN;
-use crate::Decision;
 use std::time::Duration;
 
 const SHARDS: usize = 16;
@@ -150,7 +150,7 @@ fn still_violated(decision: &mut Decision, elapsed: Duration) {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::limiter::deny_cache::*;
 
     fn denial(retry_us: u64, reset_us: u64) -> Decision {
         Decision {

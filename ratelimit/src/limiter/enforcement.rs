@@ -6,7 +6,11 @@
 //! [`Limiter::wait`] enforce.
 
 use crate::call::{Call, CallKind};
-use crate::{Decision, Error, Limiter, OnError, RateLimited};
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::limiter::on_error::OnError;
+use crate::rate_limited::RateLimited;
+use crate::Limiter;
 use std::time::Duration;
 
 /// What a denied call does.

@@ -14,13 +14,18 @@ pub(crate) mod refund;
 use crate::backend::memory::MemoryBound;
 use crate::backend::{Binding, Bound, MemoryBackend, Unavailable};
 use crate::call::{Call, CallKind};
+use crate::decision::Decision;
+use crate::error::Error;
 use crate::limiter::deny_cache::DenyCache;
 use crate::limiter::enforcement::Enforcement;
+use crate::limiter::on_error::OnError;
 use crate::limiter::outage_log::OutageLog;
 use crate::limiter::refund::RefundLog;
 use crate::observe::{LimiterMetrics, PermitMetrics};
-use crate::{AlgorithmKind, Decision, Error, OnError, Policy, Store};
+use crate::policy::Policy;
+use crate::store::Store;
 use once_cell::sync::OnceCell;
+use redlimit_grammar::AlgorithmKind;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -388,7 +393,7 @@ impl Limiter {
         let policy = bound_as(&self.rule.policy, self.rule.trial);
         let binding = Binding { prefix: &inner.store.prefix, name: &inner.name, policy: &policy, server_clock: true };
         let local: MemoryBound = inner.local.get_or_init(MemoryBackend::new).bind_memory(binding);
-        Decision::from_outcome(local.decide_now(call, inner.store.clock.now_us()), &self.rule.policy)
+        local.decide_now(call, inner.store.clock.now_us()).into_decision(&self.rule.policy)
     }
 }
 

@@ -2,9 +2,12 @@
 //! place that does it.
 
 use crate::call::Call;
+use crate::decision::Decision;
+use crate::error::Error;
 use crate::limiter::outage_log::{rounded, OutageLog, Recovery, Report, LOG_INTERVAL};
 use crate::observe::error_kind;
-use crate::{Decision, Error, Limiter, RateLimited};
+use crate::rate_limited::RateLimited;
+use crate::Limiter;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -17,9 +17,11 @@
 use crate::backend::{Answer, BoxFuture};
 use crate::call::{Call, CallKind};
 use crate::clock::{process_now_us, process_ns};
+use crate::decision::Decision;
+use crate::error::Error;
 use crate::limiter::deny_cache::DenyCache;
 use crate::observe::{self, LimiterMetrics};
-use crate::{Decision, Error, Limiter};
+use crate::Limiter;
 use once_cell::sync::OnceCell;
 use std::future::Future;
 use std::pin::Pin;

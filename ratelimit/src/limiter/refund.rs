@@ -6,8 +6,10 @@
 //! permits came back.
 
 use crate::call::{CallKind, Refunded};
+use crate::decision::Decision;
+use crate::error::Error;
 use crate::limiter::outage_log::{rounded, OutageLog, Report, LOG_INTERVAL};
-use crate::{algo, observe, Decision, Error, Limiter};
+use crate::{algo, observe, Limiter};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 impl Limiter {

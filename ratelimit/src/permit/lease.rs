@@ -6,7 +6,9 @@
 
 use crate::backend::Answer;
 use crate::call::{Call, CallKind, PermitId};
-use crate::{Decision, Error, Limiter};
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::Limiter;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

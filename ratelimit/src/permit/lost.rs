@@ -3,8 +3,7 @@
 //! generated code runs such a body with its permits' leases in a task-local
 //! (`watched`), which these read.
 
-use crate::permit::lease::Lease;
-use crate::permit::Ticket;
+use crate::permit::{lease::Lease, Ticket};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

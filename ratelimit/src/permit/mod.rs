@@ -7,14 +7,18 @@
 
 pub(crate) mod lease;
 pub(crate) mod lost;
-pub(crate) mod releasing;
 
 use crate::backend::BoxFuture;
 use crate::call::{Call, CallKind, PermitId, Refunded};
+use crate::decision::Decision;
+use crate::error::Error;
 use crate::limiter::enforcement::OnLimit;
+use crate::limiter::on_error::OnError;
 use crate::limiter::pipeline::Deciding;
 use crate::permit::lease::{Lease, Renewed, FIRST_PAUSE, LONGEST_PAUSE};
-use crate::{AlgorithmKind, Decision, DenialReason, Error, Limiter, OnError, RateLimited};
+use crate::rate_limited::{DenialReason, RateLimited};
+use crate::Limiter;
+use redlimit_grammar::AlgorithmKind;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;

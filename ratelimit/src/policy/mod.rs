@@ -2,7 +2,7 @@
 
 mod text;
 
-use crate::Error;
+use crate::error::Error;
 use redlimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
 pub use redlimit_grammar::{Rate, Strategy};
 use std::borrow::Cow;

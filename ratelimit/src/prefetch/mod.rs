@@ -13,11 +13,14 @@ mod quota;
 mod records;
 
 use crate::backend::CallKind;
+use crate::decision::Decision;
+use crate::error::Error;
 use crate::prefetch::quota::{alone, Deadline, Moved};
-use crate::{algo, observe, AlgorithmKind, Decision, Error, Limiter};
+use crate::{algo, observe, Limiter};
 use records::{Records, Tally};
 #[cfg(test)]
 use records::{MAX_RECORDS, SWEEP_ABOVE};
+use redlimit_grammar::AlgorithmKind;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tracing::Instrument;

@@ -1,6 +1,9 @@
 //! A prefetching limiter's map of keys stays bounded.
 
-use crate::{Limiter, ManualClock, Policy, Store};
+use crate::clock::ManualClock;
+use crate::policy::Policy;
+use crate::store::Store;
+use crate::Limiter;
 use std::time::Duration;
 
 #[tokio::test]

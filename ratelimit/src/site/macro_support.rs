@@ -1,8 +1,8 @@
 //! The traits `#[rate_limit]` output calls through, each with a diagnostic
 //! that reads as the attribute's own error at the user's token.
 
-use crate::policy::Params;
-use crate::{Policy, RateLimited};
+use crate::policy::{Params, Policy};
+use crate::rate_limited::RateLimited;
 use redlimit_grammar::{Rate, Strategy};
 use std::borrow::Cow;
 use std::future::Future;

@@ -6,12 +6,15 @@ pub(crate) mod macro_support;
 
 use crate::backend::BoxFuture;
 use crate::call::Call;
+use crate::decision::Decision;
 use crate::global::lazy::LazyLimiter;
 use crate::limiter::enforcement::{Enforcement, OnLimit};
+use crate::limiter::on_error::OnError;
 use crate::limiter::pipeline::Progress;
 use crate::limiter::Limiter;
 use crate::permit::{Permit, Ticket};
-use crate::{OnError, Policy, RateLimited};
+use crate::policy::Policy;
+use crate::rate_limited::RateLimited;
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
@@ -133,7 +136,7 @@ impl Site {
         match admitted {
             Ok(permit) => {
                 let (decision, ticket) = permit.into_parts();
-                crate::observe::admitted(limiter, &decision);
+                observe_admitted(limiter, &decision);
                 Ok(ticket)
             }
             Err(denied) => Err(self.denial(denied)),
@@ -180,7 +183,7 @@ impl Site {
 /// [`Site::call`]'s future. When the site's limiter is built and lent (a
 /// policy written in code, outside every scope) and its call a rate
 /// policy's that returns its denial, it drives the pipeline itself
-/// ([`Limiter::poll_decide`]) and makes what the answer gives the body in
+/// (`Limiter::poll_decide`) and makes what the answer gives the body in
 /// the same poll, so a store in this process answers in the first poll;
 /// else the call that admits it (a lease, a wait) or looks up, builds or
 /// owns its limiter, boxed.
@@ -220,7 +223,7 @@ impl Future for SiteCall<'_> {
                 Poll::Ready(match decided {
                     // An admission is the common answer: no permit to make and take apart.
                     Ok(decision) if decision.allowed => {
-                        crate::observe::admitted(limiter, &decision);
+                        observe_admitted(limiter, &decision);
                         Ok(limiter.ticket(call, &decision, true, None))
                     }
                     decided => site.ticket(limiter, limiter.admitted(call, decided)),
@@ -232,6 +235,23 @@ impl Future for SiteCall<'_> {
     }
 }
 
+/// What is told of each call an annotated function admitted: the HTTP
+/// layer registers one (its `DecisionHeadersLayer` writes their fields), so
+/// the core never names it. One load while none is registered.
+pub(crate) type Observer = fn(&Limiter, &Decision);
+
+/// The observer of admitted calls, registered (`OnceLock::set`) by whatever
+/// wants them; the first registered stays.
+pub(crate) static OBSERVER: std::sync::OnceLock<Observer> = std::sync::OnceLock::new();
+
+/// Tells the registered observer, if any, of a call `limiter` admitted.
+#[inline]
+fn observe_admitted(limiter: &Limiter, decision: &Decision) {
+    if let Some(observer) = OBSERVER.get() {
+        observer(limiter, decision);
+    }
+}
+
 /// A site's enforcement: refunds and dry run are added by the builders.
 const fn enforcement(on_limit: OnLimit, on_error: OnError) -> Enforcement {
     Enforcement { on_limit, on_error, dry_run: false, refunds: false }
@@ -240,7 +260,9 @@ const fn enforcement(on_limit: OnLimit, on_error: OnError) -> Enforcement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DenialReason, ManualClock, Store};
+    use crate::clock::ManualClock;
+    use crate::rate_limited::DenialReason;
+    use crate::store::Store;
     use std::sync::Once;
 
     /// The global store these sites are built on: memory, a clock that stands still.

@@ -15,7 +15,8 @@ use crate::algo::{self, State};
 use crate::backend::memory::sharded::{Expires, MapKey, Namespace, Sharded};
 use crate::backend::memory::sweeper::Sweep;
 use crate::clock::{process_now_us, Clock};
-use crate::{Decision, Error, Policy};
+use crate::error::Error;
+use crate::policy::Policy;
 use std::sync::Arc;
 
 /// Independently locked shards: concurrent callers rarely contend.
@@ -189,7 +190,7 @@ impl Bound for MemoryBound {
             return Answer::Now(Err(error));
         }
         let outcome = self.decide_at(call.key, call.cost, call.kind, || clock.now_us());
-        Answer::Now(Ok(Decision::from_outcome(outcome, &self.policy)))
+        Answer::Now(Ok(outcome.into_decision(&self.policy)))
     }
 
     fn reset<'a>(&'a self, key: &[u8]) -> BoxFuture<'a, Result<(), Error>> {
@@ -205,6 +206,7 @@ impl Bound for MemoryBound {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decision::Decision;
 
     const T0: u64 = 1_767_225_600_000_000;
 
@@ -217,7 +219,7 @@ mod tests {
         let clock = now_us.map(crate::ManualClock::starting_at);
         let clock: &dyn Clock = match &clock {
             Some(clock) => clock,
-            None => &crate::ServerClock,
+            None => &crate::clock::ServerClock,
         };
         match bound.decide(call, clock) {
             Answer::Now(decision) => decision.unwrap(),

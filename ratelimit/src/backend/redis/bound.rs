@@ -8,7 +8,9 @@ use super::scripts::family::Family;
 use super::scripts::plan::Plan;
 use crate::backend::{Answer, Bound, BoxFuture, Call, CallKind};
 use crate::clock::Clock;
-use crate::{AlgorithmKind, Decision, Error, Policy};
+use crate::error::Error;
+use crate::policy::Policy;
+use redlimit_grammar::AlgorithmKind;
 use std::sync::Arc;
 
 /// A limiter's prefix and policy bound to a Redis backend: the prefix of
@@ -46,7 +48,7 @@ impl Bound for RedisBound {
                 Some(batcher) => batcher.decide(&self.plan, storage_key, sent).await,
                 None => self.eval.one(&self.plan, &storage_key, sent).await,
             };
-            outcome.map(|outcome| Decision::from_outcome(outcome, &self.policy))
+            outcome.map(|outcome| outcome.into_decision(&self.policy))
         }))
     }
 

@@ -13,7 +13,7 @@ use super::scripts::family::Family;
 use super::scripts::plan::Plan;
 use super::scripts::registry::ScriptRegistry;
 use crate::backend::{CallKind, Outcome};
-use crate::Error;
+use crate::error::Error;
 use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
 use std::future::Future;
 use std::sync::atomic::Ordering;

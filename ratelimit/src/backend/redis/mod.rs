@@ -20,7 +20,7 @@ use self::eval::Eval;
 use self::scripts::plan;
 use self::scripts::registry::ScriptRegistry;
 use super::{Backend, Binding, Bound};
-use crate::Error;
+use crate::error::Error;
 use std::fmt;
 use std::sync::Arc;
 

@@ -7,8 +7,9 @@
 //! one atomic load.
 
 use super::headers::{merge_rate_limit_fields, rate_limit_headers, HeaderStyle, RATELIMIT};
+use crate::decision::Decision;
 use crate::global::live_scopes::LiveScopes;
-use crate::{Decision, Limiter};
+use crate::limiter::Limiter;
 use axum::http::{Request, Response, StatusCode};
 use std::future::Future;
 use std::pin::Pin;
@@ -115,7 +116,7 @@ impl<S> tower_layer::Layer<S> for DecisionHeadersLayer {
 
     fn layer(&self, inner: S) -> DecisionHeadersService<S> {
         // The core tells the observer of every admitted call; this records it.
-        let _ = crate::observe::OBSERVER.set(record);
+        let _ = crate::site::OBSERVER.set(record);
         DecisionHeadersService { inner }
     }
 }

@@ -70,7 +70,7 @@ pub(super) fn value(text: String) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Policy;
+    use crate::policy::Policy;
 
     #[test]
     fn sf_strings_escape_quotes_and_backslashes_and_replace_the_rest() {

@@ -4,8 +4,10 @@
 
 use super::field_text::{ceil_secs, policy_field, state_field, value};
 use super::quota::{item_states, PolicyItem, QuotaUnit};
-use crate::{AlgorithmKind, Decision, Policy};
+use crate::decision::Decision;
+use crate::policy::Policy;
 use axum::http::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use redlimit_grammar::AlgorithmKind;
 use std::time::Duration;
 
 /// `RateLimit-Policy`: the quota policies, one item per rule.
@@ -258,7 +260,9 @@ mod tests {
 
     #[tokio::test]
     async fn state_fields_count_each_strategy_down_with_the_clock() {
-        use crate::{Limiter, ManualClock, Store};
+        use crate::clock::ManualClock;
+        use crate::limiter::Limiter;
+        use crate::store::Store;
         let clock = ManualClock::new();
         let store = Store::memory().with_clock(clock.clone());
         let limiter = Limiter::new("t", Policy::fixed_window("2/1s,5/1m").unwrap(), &store);
@@ -282,7 +286,9 @@ mod tests {
     #[tokio::test]
     async fn a_cost_per_request_is_restated_in_whole_requests() {
         const REQUESTS_OF_3: Counted = Counted::Requests(3);
-        use crate::{Limiter, ManualClock, Store};
+        use crate::clock::ManualClock;
+        use crate::limiter::Limiter;
+        use crate::store::Store;
         let store = Store::memory().with_clock(ManualClock::new());
         let field = |h: &HeaderMap, name: &HeaderName| h[name].to_str().unwrap().to_owned();
         let bucket = Limiter::new("t", Policy::token_bucket(10, "1/1s").unwrap(), &store);

@@ -9,8 +9,8 @@
 //! A concurrency rule is no rate: `q` and `r` count requests in flight, and
 //! there is no `w` or `t`, since a permit comes back when a request ends.
 
-use crate::policy::Params;
-use crate::{Decision, Policy};
+use crate::decision::Decision;
+use crate::policy::{Params, Policy};
 use std::time::Duration;
 
 const SECOND_US: u128 = 1_000_000;
@@ -288,7 +288,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_concurrency_rule_has_no_window_and_no_reset() {
-        use crate::{Limiter, Store};
+        use crate::limiter::Limiter;
+        use crate::store::Store;
         let policy = Policy::concurrency(2, "30s").unwrap();
         let item = PolicyItem::of(&policy).remove(0);
         assert_eq!(

@@ -147,7 +147,7 @@ impl KeyBy {
     /// For [`client_ip`](Self::client_ip): how many leading bits of an IPv6
     /// address name one client (1 to 128; default 64, 128 = every address
     /// apart). Any other key is an error.
-    pub fn ipv6_prefix(self, bits: u8) -> Result<KeyBy, crate::Error> {
+    pub fn ipv6_prefix(self, bits: u8) -> Result<KeyBy, crate::error::Error> {
         match self.0 {
             KeySource::ClientIp(proxies, _) if (1..=128).contains(&bits) => {
                 Ok(KeyBy(KeySource::ClientIp(proxies, bits)))
@@ -161,7 +161,7 @@ impl KeyBy {
 
     /// The value of header `name` (its raw bytes); a request without it has no key.
     /// A name that is not a valid header name is an error naming it.
-    pub fn header(name: &str) -> Result<KeyBy, crate::Error> {
+    pub fn header(name: &str) -> Result<KeyBy, crate::error::Error> {
         HeaderName::try_from(name).map(|name| KeyBy(KeySource::Header(name))).map_err(|_| {
             crate::Error::InvalidConfig(format!("`{}` is not a valid HTTP header name", redlimit_grammar::quote(name)))
         })

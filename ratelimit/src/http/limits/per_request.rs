@@ -2,7 +2,7 @@
 //! layer, one limiter deciding each request by the policy computed from it.
 
 use super::source::{Chosen, LimiterSource};
-use crate::Policy;
+use crate::policy::Policy;
 use axum::extract::Request;
 use axum::http::StatusCode;
 use std::borrow::Borrow;

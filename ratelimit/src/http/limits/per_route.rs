@@ -2,8 +2,9 @@
 //! layer, built: one limiter, and the rule of each route it was told of.
 
 use super::source::{Chosen, LimiterSource};
+use crate::error::Error;
 use crate::key::push_key_value;
-use crate::{Error, Policy};
+use crate::policy::Policy;
 use axum::extract::{MatchedPath, Request};
 use redlimit_grammar::quote;
 use std::collections::HashMap;

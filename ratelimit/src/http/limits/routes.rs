@@ -6,10 +6,12 @@
 use super::per_route::PerRoute;
 use super::source::LimiterSource;
 use super::Limits;
+use crate::error::Error;
 use crate::global::lazy::LazyLimiter;
 use crate::http::layer::RateLimitLayer;
 use crate::limiter::enforcement::Enforcement;
-use crate::{Error, Limiter, Policy};
+use crate::limiter::Limiter;
+use crate::policy::Policy;
 use std::borrow::Cow;
 use std::sync::Arc;
 

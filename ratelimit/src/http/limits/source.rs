@@ -3,7 +3,9 @@
 //! and [`Chosen`]: what decides one request.
 
 use crate::global::lazy::LazyLimiter;
-use crate::{Limiter, OnError, Policy};
+use crate::limiter::on_error::OnError;
+use crate::limiter::Limiter;
+use crate::policy::Policy;
 use std::sync::Arc;
 
 /// Where a layer's (or a tier's) limiter comes from.

@@ -2,9 +2,11 @@
 //! free and pro), each counted by its own limiter.
 
 use super::source::{Chosen, LimiterSource};
+use crate::error::Error;
 use crate::global::lazy::LazyLimiter;
 use crate::limiter::enforcement::Enforcement;
-use crate::{Error, Limiter, Policy};
+use crate::limiter::Limiter;
+use crate::policy::Policy;
 use axum::extract::Request;
 use axum::http::{HeaderName, StatusCode};
 use redlimit_grammar::quote;
@@ -146,7 +148,7 @@ impl Tiers {
         self.with(name.into(), TierPolicy::Named(policy.into()))
     }
 
-    /// Tier `name` decides on `limiter` (its store, its [`OnError`]). Give
+    /// Tier `name` decides on `limiter` (its store, its [`OnError`](crate::OnError)). Give
     /// each tier's limiter its own name: the name keeps the counts apart.
     pub fn tier_limiter(self, name: impl Into<String>, limiter: Limiter) -> Tiers {
         self.with(name.into(), TierPolicy::Limiter(limiter))

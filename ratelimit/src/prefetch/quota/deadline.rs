@@ -4,7 +4,8 @@
 //! call that timed out does, so prefetch never makes a call wait longer
 //! than the store's own bound.
 
-use crate::{Error, Limiter};
+use crate::error::Error;
+use crate::Limiter;
 use std::future::Future;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -51,7 +52,8 @@ impl Deadline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Policy, Store};
+    use crate::policy::Policy;
+    use crate::store::Store;
 
     #[tokio::test]
     async fn a_call_never_answered_fails_at_its_deadline_as_a_store_timeout() {

@@ -5,7 +5,9 @@
 
 use super::{Moved, PolicyId, Unspent};
 use crate::backend::Refunded;
-use crate::{Decision, Error, Limiter};
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::Limiter;
 use std::time::Duration;
 
 /// What this process holds of one key's permits, and how much it takes next.

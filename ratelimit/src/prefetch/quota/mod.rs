@@ -20,10 +20,13 @@ mod deadline;
 mod local;
 
 use crate::call::{Call, Refunded};
-use crate::{AlgorithmKind, Decision, Error, Limiter};
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::Limiter;
 pub(crate) use deadline::Deadline;
 pub(crate) use local::LocalQuota;
 use local::{Arrival, Refilled};
+use redlimit_grammar::AlgorithmKind;
 
 /// Which policy permits were taken under: its fingerprint and whether it is a dry run.
 pub(crate) type PolicyId = (u64, bool);

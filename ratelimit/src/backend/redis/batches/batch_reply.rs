@@ -4,7 +4,7 @@
 use super::batched::{BatchFailure, Batched};
 use crate::backend::redis::scripts::arguments::Sent;
 use crate::backend::{CallKind, Outcome};
-use crate::Error;
+use crate::error::Error;
 use redis::Value;
 
 /// The outcomes of a batch of `calls` that replied `reply`: one result per

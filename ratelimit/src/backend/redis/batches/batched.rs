@@ -2,7 +2,7 @@
 
 use crate::backend::redis::scripts::arguments::Sent;
 use crate::backend::redis::scripts::plan::Plan;
-use crate::Error;
+use crate::error::Error;
 use std::sync::Arc;
 
 /// One call of a batch: its storage key, the call, and its policy's plan.

@@ -1,7 +1,6 @@
 //! [`Breaker`]: after a failure to reach the store, fail fast for a while.
 
-use crate::error::Failure;
-use crate::Error;
+use crate::error::{Error, Failure};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

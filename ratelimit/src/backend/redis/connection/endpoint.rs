@@ -6,7 +6,7 @@
 //!   (`rediss+sentinel://` for TLS to the Redis nodes); credentials are for
 //!   the Redis nodes, the sentinels are asked without them.
 
-use crate::Error;
+use crate::error::Error;
 use redis::{ConnectionInfo, IntoConnectionInfo};
 use redlimit_grammar::quote;
 

@@ -1,8 +1,7 @@
 //! What a redis-rs error means for this crate: an [`Error`] classified by
 //! what happened, its text kept, its type hidden behind `source()`.
 
-use crate::error::Failure;
-use crate::Error;
+use crate::error::{Error, Failure};
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 /// What happened, as far as a caller can act on it.

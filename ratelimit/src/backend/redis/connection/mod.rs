@@ -20,25 +20,18 @@
 //! after a failure (`breaker.rs`), and what a redis-rs error means
 //! (`failure.rs`).
 //!
-//! # Bounds, reconnects, the breaker
+//! # Bounds, resends, the breaker
 //!
-//! - `RedisBackend::connect` is bounded as a whole by `connect_timeout`;
-//!   `RedisOptions::validate` bounds every duration to 1 ms..1 h and
-//!   `reconnect_retries` to 100, so no arithmetic on them overflows.
-//! - No redis-rs type is public: a redis-rs error becomes `Connection`,
-//!   `Auth`, `Server`, `Protocol` or `InvalidConfig` by its kind (`failure.rs`),
-//!   its text in the message, the error itself behind `source()`.
-//! - A decision is never resent. A peek, `SCRIPT LOAD` and `DEL` are resent
-//!   once (doing them twice is doing them once); after `NOSCRIPT` or
-//!   `READONLY` the call is resent too (Redis refused it without running it).
-//!   The Sentinel master goes through the same path. On a cluster the `PING`
-//!   goes to the key's node, per group of 256 slots; redis-rs's cluster
-//!   connection itself resends a request whose node connection dropped, so a
-//!   decision whose connection drops mid-call on a cluster can be counted
+//! - `connect` is bounded as a whole by `connect_timeout`; every duration of
+//!   `RedisOptions` is bounded to 1 ms..1 h, so no arithmetic overflows.
+//! - A peek, `SCRIPT LOAD` and `DEL` are resent once, and any call after
+//!   `NOSCRIPT` or `READONLY` (Redis refused it without running it); a
+//!   decision never is. redis-rs's cluster connection resends a request
+//!   whose node connection dropped, so there a decision can be counted
 //!   twice (never admitted twice).
 //! - The breaker opens on a timeout, a refused connect or any other
-//!   unavailability except a dead socket (the manager is already replacing
-//!   it): while open, calls fail fast with `Error::Unavailable`.
+//!   unavailability except a dead socket (being replaced already), and
+//!   calls fail fast with `Error::Unavailable` while it is open.
 
 pub(super) mod breaker;
 pub(super) mod endpoint;

@@ -1,6 +1,6 @@
 //! [`RedisOptions`]: the Redis connection's timeouts and retry settings.
 
-use crate::Error;
+use crate::error::Error;
 use std::time::Duration;
 
 /// Timeouts and retry settings of the Redis connection. Every default is set

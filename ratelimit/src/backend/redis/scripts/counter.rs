@@ -26,8 +26,7 @@
 //! memory store does: a window that grows runs to its start plus the
 //! longer window, never to the shorter one's TTL.
 
-use crate::policy::Params;
-use crate::Policy;
+use crate::policy::{Params, Policy};
 
 /// Limits below this keep a count and a cost below 2^21, the counter's
 /// unit of window (`lua/fixed_window_counter.lua`).
@@ -56,7 +55,7 @@ impl Counter {
 #[cfg(test)]
 mod tests {
     use crate::backend::redis::scripts::counter::Counter;
-    use crate::Policy;
+    use crate::policy::Policy;
 
     #[test]
     fn only_one_strategy_whose_reply_fits_a_double_is_counted_by_ttl() {

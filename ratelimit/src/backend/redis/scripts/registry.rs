@@ -69,7 +69,7 @@ impl ScriptRegistry {
 mod tests {
     use super::super::plan::plan;
     use super::*;
-    use crate::Policy;
+    use crate::policy::Policy;
 
     #[test]
     fn a_family_has_one_script_whatever_the_policy() {

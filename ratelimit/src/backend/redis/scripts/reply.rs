@@ -4,7 +4,7 @@
 use super::counter::Counter;
 use crate::algo::ceil_div;
 use crate::backend::{Outcome, QuotaOutcome};
-use crate::Error;
+use crate::error::Error;
 use redis::Value;
 use redlimit_grammar::AlgorithmKind;
 

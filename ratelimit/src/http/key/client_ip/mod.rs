@@ -3,7 +3,7 @@
 //! proxies wrote.
 
 use super::forwarded::{self, is_port};
-use crate::Error;
+use crate::error::Error;
 use axum::http::HeaderMap;
 use ipnet::{IpNet, Ipv4Net};
 use std::net::IpAddr;

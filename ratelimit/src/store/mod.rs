@@ -1,11 +1,13 @@
 //! [`Store`]: a backend, the clock that drives it, and the key prefix.
 
+pub(crate) mod releasing;
+
 use crate::backend::{Backend, MemoryBackend};
 #[cfg(feature = "redis")]
 use crate::backend::{RedisBackend, RedisOptions};
 use crate::clock::{Clock, ServerClock};
 #[cfg(feature = "redis")]
-use crate::Error;
+use crate::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
@@ -27,7 +29,7 @@ pub struct Store {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) prefix: Arc<str>,
     /// Dropped permits' releases on their way, which acquisitions wait for.
-    pub(crate) releasing: Arc<crate::permit::releasing::Releasing>,
+    pub(crate) releasing: Arc<crate::store::releasing::Releasing>,
 }
 
 impl Store {

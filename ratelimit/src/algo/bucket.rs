@@ -1,23 +1,26 @@
-//! Twin of `lua/token_bucket.lua`: starts full, refills continuously.
+//! Twin of `lua/token_bucket.lua` and `lua/leaky_bucket.lua`, the same
+//! arithmetic under two names: a token bucket starts full and refills
+//! continuously, a leaky bucket starts empty and drains continuously, and
+//! either way what a key owes is the units it misses to be full (the
+//! tokens taken) or its level (the water poured in).
 //!
-//! With the rate reduced to `n` per `p` µs, one token is `p` units and the
-//! bucket gains `n` units per µs, so every refill is exact on integers
+//! With the rate reduced to `n` per `p` µs, one permit is `p` units and the
+//! bucket pays off `n` units per µs, so every refill is exact on integers
 //! (1 token per 3 s arrives at exactly 3 s).
 //!
-//! The state is what the key owes, the units missing to be full, whatever
-//! the capacity: a call under a smaller capacity than the one that took
-//! them is judged against the whole debt (`owed + cost * p <= full`) and a
-//! write keeps it, so a plan change never forgets what a larger plan took.
-//! The arithmetic is the leaky bucket's, its level being the debt.
+//! What a key owes is kept whatever the capacity: a call under a smaller
+//! capacity than the one that took it is judged against the whole debt
+//! (`owed + cost * p <= full`) and a write keeps it, so a plan change never
+//! forgets what a larger plan took.
 
 use super::{ceil_div, owed_at, refunded_units};
 use crate::backend::{CallKind, Outcome};
 
-/// The units missing to be full, when they were last counted, and the
-/// rate `(n, p)` they are counted at (a change of rate converts them).
+/// The units a key owes, when they were last counted, and the rate
+/// `(n, p)` they are counted at (a change of rate converts them).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct TokenBucket {
-    missing: u64,
+pub(crate) struct Bucket {
+    owed: u64,
     last: u64,
     rate: (u64, u64),
 }
@@ -27,7 +30,7 @@ pub(crate) struct TokenBucket {
 pub(crate) fn decide(
     capacity: u64,
     (n, p): (u64, u64),
-    state: &mut Option<TokenBucket>,
+    state: &mut Option<Bucket>,
     now: u64,
     cost: u64,
     kind: CallKind,
@@ -37,17 +40,17 @@ pub(crate) fn decide(
     // the state was counted at another rate, now this one's.
     let was = state.as_ref().map_or((n, p), |b| b.rate);
     let (mut owed, last, converted) = state.as_ref().map_or((0, now, false), |b| {
-        let (missing, last) = owed_at(b.missing, b.last, b.rate, (n, p), now);
-        (missing, last, b.rate != (n, p))
+        let (owed, last) = owed_at(b.owed, b.last, b.rate, (n, p), now);
+        (owed, last, b.rate != (n, p))
     });
-    // Judged at the last count if now is earlier: a late call finds no
-    // more than the bucket held then.
+    // Judged at the last count if now is earlier: a late call finds the
+    // bucket owing no less than it did then.
     let now = now.max(last);
-    let gained = ((now - last) as u128) * n as u128;
-    owed = if gained >= owed as u128 { 0 } else { owed - gained as u64 };
+    let paid = ((now - last) as u128) * n as u128;
+    owed = if paid >= owed as u128 { 0 } else { owed - paid as u64 };
 
     // A refund gives back what its call may still owe (`refunded_units`),
-    // never above full, then reports the bucket as a check of cost 0 would.
+    // never past an untouched bucket, then reports it as a check of cost 0 would.
     let before = owed;
     let cost = match kind {
         CallKind::Refund(refunded) => {
@@ -71,7 +74,7 @@ pub(crate) fn decide(
         _ => false,
     };
     if write {
-        *state = Some(TokenBucket { missing: after, last: now, rate: (n, p) });
+        *state = Some(Bucket { owed: after, last: now, rate: (n, p) });
     }
     let outcome = Outcome {
         allowed,

@@ -93,7 +93,7 @@ fn named(name: &str, key: &[u8]) -> Box<[u8]> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::store::releasing::*;
     use std::future::Future;
     use std::task::{Context, Poll, Waker};
 
