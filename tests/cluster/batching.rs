@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Group commit on a real Redis Cluster (3 masters, 3 replicas): waiting
 //! calls whose keys are in several slots of one node go in one script call
 //! (flagged `allow-cross-slot-keys`); when the slots have moved since the

@@ -1,10 +1,9 @@
-#![cfg(feature = "redis")]
 //! The same behaviour on a real Redis Cluster (3 masters, 3 replicas on
 //! loopback): every convention (one test each, on one cluster they share),
 //! parity with the memory twin, scripts on every node, hostile keys, and a
 //! master failover under load (each of these two on a cluster of its own).
 
-#[path = "cases/behaviour.rs"]
+#[path = "../cases/behaviour.rs"]
 mod behaviour;
 
 use once_cell::sync::OnceCell;

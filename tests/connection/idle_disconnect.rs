@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Redis closing idle clients (`timeout 1`, as managed services and NAT
 //! boxes do) is not an outage: after every idle spell, calls are decided by
 //! Redis, none fails and none is settled by `on_error`, on a single server

@@ -1,10 +1,9 @@
-#![cfg(feature = "redis")]
 //! Each misconfiguration is an error that says what it is: a malformed URL
 //! (every form) names the wrong part and never the password, nothing
 //! listening is a connection failure, a wrong password an authentication
 //! failure. Each prints the error text it pins.
 //!
-//! `cargo test --test misconfig_errors`
+//! `cargo test --test connection misconfig_errors::`
 
 use redlimit::{Error, Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::redis_server::{free_port, RedisServer};

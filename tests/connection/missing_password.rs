@@ -1,11 +1,10 @@
-#![cfg(feature = "redis")]
 //! A URL without the password, to a server that requires one, fails
 //! `Store::redis` with the same `Error::Auth` as a wrong password, for a
 //! single server, a master found through Sentinel and a cluster: start-up
 //! asks a command that needs the credentials, instead of every later call
 //! meeting `NOAUTH`.
 //!
-//! `cargo test --test misconfig_missing_password`
+//! `cargo test --test connection missing_password::`
 
 use redlimit::{Error, Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::redis_server::{free_cluster_port, free_port, RedisServer};

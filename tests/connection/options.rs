@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! `RedisOptions`: no duration panics or silently turns a safeguard off.
 //! Every value either connects or is refused with an error naming the field.
 

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Sentinel: a master, a replica and a sentinel on loopback. After
 //! `SENTINEL FAILOVER` the old master answers writes with READONLY; the
 //! limiter asks the sentinel again and carries on, with its state.

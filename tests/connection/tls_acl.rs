@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! TLS and ACL: a redis-server that speaks only TLS, with a certificate
 //! made by this test, the default user off and a user allowed only what the
 //! limiter needs. Decisions work; a wrong password or an untrusted

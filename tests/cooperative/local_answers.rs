@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Answers made in this process (a remembered denial, the memory store) take
 //! part in tokio's cooperative budget: tasks looping on them yield like I/O,
 //! so on a small runtime they cannot starve another task's call.

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Failing fast is an answer made in this process, and takes part in
 //! tokio's cooperative budget like one: with Redis frozen (SIGSTOP) and the
 //! breaker open, four tasks looping on `check` (each answered `Unavailable`

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! The `axum_server` example, twice, over real HTTP: two processes on
 //! loopback ports sharing one private Redis, so one limit spans both.
 //!

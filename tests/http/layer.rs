@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! `RateLimitLayer` in front of an axum router, on both stores with one
 //! manual clock: keys, header fields on allowed and denied responses,
 //! requests without a key or a peer address, and a store that is down.

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! A bucket's or gcra's refund gives back only what the refunded call still
 //! holds: never more than the state would have had if that call had never
 //! been made, however late the refund comes. Right away, all of its

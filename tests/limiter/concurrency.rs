@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Atomicity under concurrency: many tasks on one key admit exactly the limit.
 
 use redlimit::{Limiter, Policy, Store};

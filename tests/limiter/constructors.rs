@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Every public constructor under arbitrary input: no panic, a clear error
 //! for what the grammar rejects, and every policy accepted decides without
 //! an error on both stores (memory, and Redis on its own clock and on a

@@ -1,8 +1,7 @@
-#![cfg(feature = "redis")]
 //! Every convention of DESIGN.md "Algorithms" on both backends: the memory
 //! store and a private single Redis, driven by one manual clock.
 
-#[path = "cases/behaviour.rs"]
+#[path = "../cases/behaviour.rs"]
 mod behaviour;
 
 use redlimit_test_support::stores::BothStores;

@@ -2,7 +2,7 @@
 //! seconds, rounded up to the millisecond, with no more decimals than it
 //! needs (`3s`, `9.966s`, `0.999s`), never `999ms` next to `9.966s`.
 //!
-//! `cargo test --test denial_texts`
+//! `cargo test --test limiter denial_texts::`
 
 use redlimit::{Limiter, ManualClock, Policy, Store};
 use std::time::Duration;

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! The deny cache: a denial is remembered in process until its
 //! `retry_after`, so a flooding client costs no round trip, and the cache
 //! never admits anything (it only repeats what the store said, until the

@@ -1,10 +1,9 @@
-#![cfg(feature = "redis")]
 //! A dry-run trial counts in a state of its own, on both stores: beside the
 //! enforced policy of the same limiter name and key it spends none of that
 //! policy's count, and it reports what it alone would have done (denials
 //! after its own limit). A trial by policy (`Policy::with_dry_run` through
 //! `with_policy`), by limiter (`Limiter::with_dry_run`) and by layer
-//! (`RateLimitLayer::dry_run`) alike; the attribute's is in macro_dry_run.rs.
+//! (`RateLimitLayer::dry_run`) alike; the attribute's is in macros/dry_run.rs.
 
 use axum::routing::get;
 use axum::Router;

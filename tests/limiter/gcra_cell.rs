@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! GCRA answers exactly as redis-cell's `CL.THROTTLE key burst count period qty`
 //! does: (limited, limit, remaining, retry_after, reset_after), on both backends.
 //!

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Keys come from users: whatever the bytes, no panic, no error, no shared
 //! limit between distinct keys, and nothing unbounded stored in Redis.
 

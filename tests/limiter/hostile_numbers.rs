@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Hostile numbers: huge costs, out-of-range strategies and policies built at
 //! run time from bad values give clear errors or clean denials, never a
 //! panic or a silently wrong limit.

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Seeded random timelines replayed on both backends for every algorithm:
 //! the memory twin and the Lua script must agree on every field of every
 //! decision, refunds' answers included. A failure prints the seed, the step
@@ -73,7 +72,7 @@ async fn replay(steps_back: bool) {
         for seed in 0..4u64 {
             let name = format!("parity-{index}-{seed}");
             // The backends are compared, not the in-process deny cache (its
-            // own tests are in limiter_deny_cache.rs).
+            // own tests are in limiter/deny_cache.rs).
             let on_memory = Limiter::new(name.as_str(), policy.clone(), &both.memory).with_deny_cache(false);
             let on_redis = Limiter::new(name.as_str(), policy.clone(), &both.redis).with_deny_cache(false);
             let mut rng = SmallRng::seed_from_u64(seed * 1000 + index as u64);

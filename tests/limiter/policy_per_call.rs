@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! A policy chosen per call (`Limiter::with_policy`) decides exactly as a
 //! limiter built with that policy: the same random timelines replayed on a
 //! fixed limiter and on a limiter of another policy asked per call with

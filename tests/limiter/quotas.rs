@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! `Decision::quotas`: every strategy's own state after a multi-strategy
 //! window decision (for IETF `RateLimit` headers), the same on both backends.
 

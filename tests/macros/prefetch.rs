@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! `#[rate_limit(prefetch = k)]`: every call of a site spends the quota its
 //! calls share, on Redis, and the window stays exact; two `redlimit::scope`s
 //! (two stores) never spend each other's permits.

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! The memory store's concurrency state, kept by id and by lease end, gives
 //! the script's answers where a scan of every permit was never asked to:
 //! hundreds of permits on one key, an id acquired again while held, calls

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Every call is answered within its response timeout, the first included:
 //! the first call of a family of algorithm on a store loads its script, and
 //! that load and the call share the call's one deadline. The server is

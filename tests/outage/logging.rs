@@ -1,10 +1,9 @@
-#![cfg(feature = "redis")]
 //! A minute-long outage under load costs a bounded number of log lines, not
 //! one per call: the first failure at WARN at once, then one line per 10 s
 //! counting the calls settled meanwhile, and the recovery once. Time is a
 //! manual clock: thousands of calls spread over 60 s of it, no real wait.
 //!
-//! `cargo test --test outage_logging`
+//! `cargo test --test outage logging::`
 
 use redlimit::{Limiter, ManualClock, OnError, Policy, RedisOptions, Store};
 use redlimit_test_support::log_capture::LogCapture;

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Redis killed, frozen and restarted under concurrent load: every call
 //! returns within its timeout plus a margin, `on_error` decides while the
 //! store is away, and decisions flow through Redis again by themselves

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Soak, briefly: 32 tasks decide on 8 keys of a private Redis while it is
 //! killed (SIGKILL) and restarted, left idle past its idle `timeout` (so it
 //! closes every client), and kept down while calls meet refused connects.

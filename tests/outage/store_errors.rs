@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! A call settled by `on_error` is counted, and a limiter's first failure
 //! is logged at WARN (saying whether it was allowed or denied, never the key).
 

@@ -3,7 +3,6 @@
 //! random ones, replayed on the memory store and on a real Redis, compared
 //! field by field; and the edges a lease must keep (never renewed once
 //! ended, never released twice).
-#![cfg(feature = "redis")]
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

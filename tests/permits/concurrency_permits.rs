@@ -14,7 +14,7 @@
 //! spawned by the drop does, so the Redis cases poll a bounded number of
 //! times for it.
 //!
-//! `cargo test --test concurrency_permits` (the Redis cases need `redis-server`)
+//! `cargo test --test permits concurrency_permits::` (the Redis cases need `redis-server`)
 
 use redlimit::{rate_limit, Limiter, Policy, RateLimited, Store};
 use std::time::Duration;

@@ -11,7 +11,7 @@
 //! Count-bounded: a fixed number of calls (200 rounds, which on the code
 //! before this ordering leaked permits every run), no timing asserted.
 //!
-//! `cargo test --test permit_release_order` (the Redis cases need `redis-server`)
+//! `cargo test --test permits release_order::` (the Redis cases need `redis-server`)
 
 use redlimit::{rate_limit, Limiter, Policy, RateLimited, Store};
 

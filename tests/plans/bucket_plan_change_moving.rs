@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! A bucket's capacity changing on a key, with time moving: one key decided
 //! under capacities drawn per call at one rate. What a key owes is kept
 //! whole whatever capacity decides next, so every admitted call, replayed

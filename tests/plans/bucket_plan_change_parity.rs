@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Seeded random timelines on one key whose plan changes per call, within
 //! one algorithm (capacities and rates drawn per call): the memory twin
 //! and the Lua script agree on every field of every decision, checks,

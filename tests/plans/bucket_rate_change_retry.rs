@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! A bucket's or gcra's rate changing on a key: a call denied under the new
 //! rate names a `retry_after` that obeying succeeds, whether the rate got
 //! faster or slower, on both stores (a manual clock moved by exactly the

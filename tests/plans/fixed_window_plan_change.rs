@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! A fixed window's state across plan changes, on Redis's own clock, where
 //! a policy of one strategy is a counter and one of several a hash: both
 //! stores keep one state for them, so a policy gaining a strategy keeps

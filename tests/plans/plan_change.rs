@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! A key's state across a change of its policy, under concurrency: tasks on
 //! one key each pick one of several plans per call (the same algorithm and
 //! rate, other limits), so the plan changes between nearly every two calls.

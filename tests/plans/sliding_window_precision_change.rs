@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! A sliding window keeps its counts across a change of precision, on both
 //! stores: a call under another precision first moves each counted
 //! sub-window to the new sub-window holding its last microsecond, so a

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Prefetch's burst bound holds per key, whatever policy decides it: a key
 //! decided under many policies (one per call, `Limiter::with_policy`) holds
 //! at most `k - 1` permits in this process, not `k - 1` per policy. Both

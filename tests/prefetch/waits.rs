@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! A prefetching call on a key out of permits waits for at most one refill
 //! it did not send: calls that find a refill in flight share its denial
 //! instead of queueing one refill each behind it. Under load, this test's

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! What the Redis backend promises: one EVALSHA per decision, scripts loaded
 //! at start-up and reloaded after SCRIPT FLUSH, a TTL on every key, bounded
 //! connects and round trips.

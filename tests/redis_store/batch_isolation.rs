@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! A batch decides each of its calls on its own: a call whose key holds
 //! another type of value (another client wrote a list there) fails alone,
 //! and every other call of its batch is answered and charged exactly as if

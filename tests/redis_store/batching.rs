@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Group commit on one server: calls of one limiter that wait at the same
 //! time are decided in one script call, each exactly as it would have been
 //! decided alone, in arrival order.

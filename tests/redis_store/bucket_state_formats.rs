@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! The bucket scripts keep their state as 33 bytes (`struct.pack('<ddBdd', ..)`:
 //! no number parsing or formatting per call), and gcra its TAT as 24 or 32
 //! bytes, each with the rate it is counted in; a key in that form gets the

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! Two clients whose local clocks differ by seconds (an offset injected into
 //! their clock) agree exactly when decisions use Redis server time; with
 //! client time, the skew shows up as over-admission. This is why server time

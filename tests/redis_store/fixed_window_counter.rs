@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! A fixed window of one strategy on Redis's own clock is a counter whose
 //! TTL is the window (`lua/fixed_window_counter.lua`): the same
 //! conventions as every other decision, with the window timed by Redis.

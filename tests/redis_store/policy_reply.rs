@@ -1,9 +1,8 @@
-#![cfg(feature = "redis")]
 //! The bucket scripts (token_bucket, leaky_bucket, gcra) answer
 //! with one number and the time they decided at (`lua/set_state.lua`), and
 //! the runtime rebuilds the decision from them. The time must be Redis's
 //! own: `Decision::decided_at` promises it, and the exactness check replays
-//! it. Every other field is pinned against the memory twin by limiter_parity.rs.
+//! it. Every other field is pinned against the memory twin by limiter/parity.rs.
 
 use redlimit::{Limiter, Policy, Store};
 use redlimit_test_support::redis_server::RedisServer;

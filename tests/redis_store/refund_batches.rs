@@ -1,7 +1,6 @@
-#![cfg(feature = "redis")]
 //! Refunds in group commit: calls waiting at the same time go in one
 //! script call, refunds among checks and peeks, and each is answered as it
-//! would have been alone, in arrival order (see `redis_batching.rs`).
+//! would have been alone, in arrival order (see `redis_store/batching.rs`).
 
 use futures_util::future::join_all;
 use redlimit::{Decision, Limiter, ManualClock, Policy, RedisOptions, Store};

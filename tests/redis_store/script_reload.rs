@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! After Redis loses its scripts (restart, failover, `SCRIPT FLUSH`), the
 //! calls that meet `NOSCRIPT` at the same time wait for one reload of every
 //! script bound on the backend instead of each sending its own `SCRIPT LOAD`.

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! With the server clock, gcra.lua, token_bucket.lua and leaky_bucket.lua
 //! set a key's TTL only when its reset moves into a new second (to that
 //! second's end) and otherwise keep it (`SETRANGE key 0 state`).

@@ -1,11 +1,10 @@
-#![cfg(feature = "redis")]
 //! The sliding log keeps one entry per admitted call, not per permit: a
 //! call of a million permits costs Redis what a call of one does, and a
 //! key holds at most 1 000 entries (a call admitted into a full log joins
 //! the newest entry). Both stores answer alike throughout; that the memory
 //! store also keeps one entry per call is pinned in `src/algo/sliding_log.rs`.
 //!
-//! `cargo test --test redis_sliding_log` (needs `redis-server`)
+//! `cargo test --test redis_store sliding_log::` (needs `redis-server`)
 
 use redis::aio::MultiplexedConnection;
 use redis::AsyncCommands;

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! The Redis backend decides a sliding window with many sub-windows by the
 //! totals layout (`lua/sliding_window_totals.lua`, O(1) per call) and one
 //! with few by the hash layout, and either way answers as the memory twin;

@@ -1,7 +1,6 @@
-#![cfg(feature = "redis")]
 //! `lua/sliding_window_totals.lua` (running totals, for many sub-windows)
 //! answers exactly as `lua/sliding_window.lua` (the hash layout, which
-//! tests/limiter_parity.rs holds to the Rust twin), field by field, on seeded random
+//! tests/limiter/parity.rs holds to the Rust twin), field by field, on seeded random
 //! timelines, across changes of precision too; the two layouts may follow
 //! each other on one key; and with many sub-windows a steady call reads no
 //! whole hash.

@@ -1,4 +1,3 @@
-#![cfg(feature = "redis")]
 //! On Redis's clock a bucket's or gcra's write in the second its key's TTL
 //! already runs to overwrites the state in place (`SETRANGE key 0 state`),
 //! which is only whole when the state it replaces is as long. gcra's state
