@@ -112,7 +112,7 @@ async fn a_bucket_keeps_what_it_owes() {
 /// Another algorithm keeps another state: the new policy starts from a
 /// fresh key instead of misreading the old one, which stays untouched
 /// (switching back finds it as it was). A sliding window's precision is no
-/// layout: its counts carry (tests/sliding_window_precision_change.rs).
+/// layout: its counts carry (tests/plans/sliding_window_precision_change.rs).
 #[tokio::test]
 async fn a_changed_layout_starts_fresh_and_leaves_the_old_state_alone() {
     let both = BothStores::start().await;

@@ -3,7 +3,7 @@
 //! records as usual on both stores, and never denies: a call it would deny
 //! passes, is counted in `redlimit_dry_run_denials_total` (and as `denied`
 //! in `redlimit_decisions_total`, as the store decided). A trial counts what
-//! it admitted in a state of its own (dry_run_trial_count.rs): switched
+//! it admitted in a state of its own (limiter/dry_run_trial_count.rs): switched
 //! off, the limiter enforces the enforced state, which the trial left alone.
 
 use redlimit::policies::PolicySet;

@@ -2,7 +2,7 @@
 //! `Limiter::refund` on both stores, one call at a time: a refunded permit
 //! can be used again, a refund never fills past the policy, a fixed window
 //! gives back only while its window runs, and the algorithms without
-//! refunds say why. Batches holding refunds are in `redis_refund_batches.rs`.
+//! refunds say why. Batches holding refunds are in `redis_store/refund_batches.rs`.
 
 use redlimit::{Error, Limiter, Policy, RedisOptions, Store};
 use redlimit_test_support::metrics_capture::{counter, histogram_samples, recorded};

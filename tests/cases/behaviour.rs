@@ -1,7 +1,7 @@
 //! Every convention of DESIGN.md "Algorithms", for every algorithm it
 //! concerns, as functions over any list of stores driven by one manual clock:
-//! `limiter_conventions.rs` runs each on memory and a single Redis,
-//! `redis_cluster.rs` on memory and a Redis Cluster.
+//! `limiter/conventions.rs` runs each on memory and a single Redis,
+//! `cluster/redis_cluster.rs` on memory and a Redis Cluster.
 
 use redlimit::{Decision, Limiter, ManualClock, Policy, Store};
 use std::time::Duration;

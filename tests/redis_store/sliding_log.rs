@@ -1,0 +1,160 @@
+//! The sliding log keeps one entry per admitted call, not per permit: a
+//! call of a million permits costs Redis what a call of one does, and a
+//! key holds at most 1 000 entries (a call admitted into a full log joins
+//! the newest entry). Both stores answer alike throughout; that the memory
+//! store also keeps one entry per call is pinned in `src/algo/sliding_log.rs`.
+//!
+//! `cargo test --test redis_store sliding_log::` (needs `redis-server`)
+
+use redis::aio::MultiplexedConnection;
+use redis::AsyncCommands;
+use redlimit::{Limiter, Policy, Store};
+use redlimit_test_support::redis_server::RedisServer;
+use redlimit_test_support::stores::BothStores;
+use std::time::{Duration, Instant};
+
+/// The entries a key holds at most (`src/algo/sliding_log.rs`).
+const MAX_ENTRIES: u64 = 1000;
+
+async fn connect(url: &str) -> MultiplexedConnection {
+    redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap()
+}
+
+/// `usec` spent in one command, by `INFO commandstats`.
+async fn usec(con: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")))
+        .and_then(|stats| stats.split(',').find_map(|field| field.strip_prefix("usec=")))
+        .map_or(0, |usec| usec.parse().unwrap())
+}
+
+/// The storage key of `name`'s limiter for the user key `key`.
+fn storage_key(name: &str, key: &str) -> String {
+    format!("redlimit:sliding_log/v2:{}:{name}:{key}", name.len())
+}
+
+#[tokio::test]
+async fn a_call_of_a_million_permits_takes_redis_under_10_ms_and_others_are_answered_meanwhile() {
+    let server = RedisServer::start();
+    let mut admin = connect(&server.url()).await;
+    let _: () =
+        redis::cmd("CONFIG").arg(&["SET", "slowlog-log-slower-than", "10000"]).query_async(&mut admin).await.unwrap();
+    let store = Store::redis(&server.url()).await.unwrap();
+    let limiter = Limiter::new("victim", Policy::sliding_log("1000000/1m").unwrap(), &store).with_deny_cache(false);
+    // The script loaded and run once, then the counters start from zero.
+    assert!(limiter.check("warm", 1).await.unwrap().allowed);
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut admin).await.unwrap();
+    let _: () = redis::cmd("SLOWLOG").arg("RESET").query_async(&mut admin).await.unwrap();
+
+    let mut other = connect(&server.url()).await;
+    let pings = async {
+        let mut slowest = Duration::ZERO;
+        for _ in 0..20 {
+            let sent = Instant::now();
+            let pong: String = redis::cmd("PING").query_async(&mut other).await.unwrap();
+            assert_eq!(pong, "PONG");
+            slowest = slowest.max(sent.elapsed());
+        }
+        slowest
+    };
+    let (big, slowest_ping) = tokio::join!(limiter.check("victim", 1_000_000), pings);
+    let big = big.unwrap();
+    assert!(big.allowed && big.remaining == 0, "{big:?}");
+    // A generous bound: a log of one entry per permit held every client for seconds.
+    assert!(slowest_ping < Duration::from_secs(1), "a PING waited {slowest_ping:?}");
+
+    let spent = usec(&mut admin, "evalsha").await;
+    assert!(spent > 0 && spent < 10_000, "the call took Redis {spent} µs");
+    let slow: u64 = redis::cmd("SLOWLOG").arg("LEN").query_async(&mut admin).await.unwrap();
+    assert_eq!(slow, 0, "no command took 10 ms or more");
+    let entries: u64 = admin.zcard(storage_key("victim", "victim")).await.unwrap();
+    assert_eq!(entries, 1, "one entry for the call");
+    let bytes: u64 =
+        redis::cmd("MEMORY").arg("USAGE").arg(storage_key("victim", "victim")).query_async(&mut admin).await.unwrap();
+    assert!(bytes < 1024, "the key holds {bytes} bytes");
+
+    let denied = limiter.check("victim", 1).await.unwrap();
+    let retry = denied.retry_after.unwrap();
+    assert!(retry > Duration::from_secs(59) && retry <= Duration::from_secs(60), "{denied:?}");
+}
+
+#[tokio::test]
+async fn a_call_of_a_million_permits_decides_alike_in_memory_and_on_redis() {
+    let both = BothStores::start().await;
+    let policy = Policy::sliding_log("1000000/1m").unwrap();
+    let mut decisions = Vec::new();
+    for (backend, store) in both.each() {
+        let limiter = Limiter::new(format!("big-{backend}"), policy.clone(), store).with_deny_cache(false);
+        let start = redlimit::Clock::now_us(&both.clock).unwrap();
+        let mut seen = Vec::new();
+        for (at_ms, cost) in [(0, 999_999), (10, 2), (20, 1), (30, 1_000_000), (60_000, 1_000_000)] {
+            both.clock.set_us(start + at_ms * 1000);
+            let d = limiter.check("k", cost).await.unwrap();
+            seen.push((d.allowed, d.remaining, d.retry_after, d.reset_after));
+        }
+        both.clock.set_us(start + 120_000_000);
+        decisions.push(seen);
+    }
+    assert_eq!(decisions[0], decisions[1], "memory and Redis");
+    let allowed: Vec<bool> = decisions[0].iter().map(|d| d.0).collect();
+    assert_eq!(allowed, [true, false, true, false, false]);
+    // Each denial names when enough weight leaves: the first entry, at 60 s.
+    assert_eq!(decisions[0][1].2, Some(Duration::from_millis(59_990)));
+    // A whole window later the first entry has left, not the one at 20 ms.
+    assert_eq!(decisions[0][4].2, Some(Duration::from_millis(20)));
+}
+
+#[tokio::test]
+async fn a_full_log_joins_its_newest_entry_and_errs_toward_denying() {
+    let both = BothStores::start().await;
+    let mut redis = connect(&both.server.url()).await;
+    let policy = Policy::sliding_log("5000/1h").unwrap();
+    let hour = 3_600_000_000;
+    let mut answers = Vec::new();
+    for (backend, store) in both.each() {
+        let name = format!("full-{backend}");
+        let limiter = Limiter::new(name.as_str(), policy.clone(), store).with_deny_cache(false);
+        let start = redlimit::Clock::now_us(&both.clock).unwrap();
+        // 1 010 calls a µs apart: the last 11 share the newest entry.
+        for i in 0..MAX_ENTRIES + 10 {
+            both.clock.set_us(start + i);
+            assert!(limiter.check("k", 1).await.unwrap().allowed, "{backend} call {i}");
+        }
+        if backend == "redis" {
+            let entries: u64 = redis.zcard(storage_key(&name, "k")).await.unwrap();
+            assert_eq!(entries, MAX_ENTRIES, "at most {MAX_ENTRIES} entries");
+        }
+        // 1 010 held, so 4 000 more need 10 to leave: the tenth call's, at start + 9 µs.
+        let denied = limiter.check("k", 4000).await.unwrap();
+        assert_eq!(denied.retry_after, Some(Duration::from_micros(hour + 9 - (MAX_ENTRIES + 9))), "{backend}");
+        // Once the 999 older calls left, the newest entry still counts all 11 it holds.
+        both.clock.set_us(start + hour + MAX_ENTRIES + 8);
+        let late = limiter.peek("k", 0).await.unwrap();
+        both.clock.set_us(start + hour + MAX_ENTRIES + 9);
+        let gone = limiter.peek("k", 0).await.unwrap();
+        answers.push((denied.remaining, denied.retry_after, denied.reset_after, late.remaining, gone.remaining));
+        both.clock.set_us(start + 3 * hour);
+    }
+    assert_eq!(answers[0], answers[1], "memory and Redis");
+    assert_eq!((answers[0].3, answers[0].4), (5000 - 11, 5000));
+}
+
+#[tokio::test]
+async fn running_totals_near_2_pow_48_are_lowered_on_redis() {
+    let both = BothStores::start().await;
+    let mut redis = connect(&both.server.url()).await;
+    let limiter = Limiter::new("rebase", Policy::sliding_log("10/1s").unwrap(), &both.redis).with_deny_cache(false);
+    let start = redlimit::Clock::now_us(&both.clock).unwrap();
+    // A log that ran for a long time: its one live entry of 3 permits has 2^48 + 5 before it.
+    let key = storage_key("rebase", "k");
+    let _: () = redis.zadd(&key, format!("{}:3", (1u64 << 48) + 5), start).await.unwrap();
+    let _: () = redis.pexpire(&key, 60_000).await.unwrap();
+    both.clock.set_us(start + 500_000);
+    let d = limiter.check("k", 4).await.unwrap();
+    assert!(d.allowed && d.remaining == 3, "{d:?}");
+    let members: Vec<String> = redis.zrange(&key, 0, -1).await.unwrap();
+    assert_eq!(members, ["0:3", "3:4"], "lowered by the oldest entry's total");
+    let denied = limiter.check("k", 4).await.unwrap();
+    assert_eq!(denied.retry_after, Some(Duration::from_millis(500)), "the first entry leaves at start + 1 s");
+}
