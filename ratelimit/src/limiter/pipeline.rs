@@ -58,8 +58,9 @@ enum Waiting<'a> {
         /// Boxed: only a program that takes DEBUG events pays for the span.
         span: Option<Box<Span>>,
     },
-    /// A check through the key's local quota (`Limiter::with_prefetch`).
-    Prefetch(BoxFuture<'a, Result<Decision, Error>>),
+    /// A check through the key's local quota (`Limiter::with_prefetch`),
+    /// and its span, boxed.
+    Prefetch(BoxFuture<'a, Result<Decision, Error>>, Option<Box<Span>>),
 }
 
 /// The deny cache taking part in a call, and the call's time in this
@@ -261,7 +262,8 @@ impl Limiter {
                 // prefetch pays for its local quota's state.
                 let (key, cost): (Box<[u8]>, u64) = (call.key.into(), call.cost);
                 let spend = Box::pin(async move { limiter.prefetched(prefetch, &key, cost).await });
-                progress.waiting = Some(Waiting::Prefetch(spend));
+                let span = limiter.span(cost, call.kind).map(Box::new);
+                progress.waiting = Some(Waiting::Prefetch(spend, span));
             } else if let Some(span) = limiter.span(call.cost, call.kind) {
                 if let Some(result) = limiter.ask_in_span(&mut progress.waiting, call, span) {
                     return Poll::Ready(result);
@@ -294,9 +296,11 @@ impl Limiter {
                 limiter.count(&result, call.kind, span.take().map(|span| *span));
                 result
             }
-            Some(Waiting::Prefetch(spending)) => {
+            Some(Waiting::Prefetch(spending, span)) => {
+                let entered = span.as_deref().map(Span::enter);
                 let result = ready!(spending.as_mut().poll(cx));
-                limiter.count(&result, call.kind, None);
+                drop(entered);
+                limiter.count(&result, call.kind, span.take().map(|span| *span));
                 result
             }
             None => panic!("a decision polled after it was answered"),

@@ -16,14 +16,13 @@ use crate::backend::CallKind;
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::prefetch::quota::{alone, Deadline, Moved};
-use crate::{algo, observe, Limiter};
+use crate::{algo, Limiter};
 use records::{Records, Tally};
 #[cfg(test)]
 use records::{MAX_RECORDS, SWEEP_ABOVE};
 use redlimit_grammar::AlgorithmKind;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tracing::Instrument;
 
 /// How long prefetched permits of a token bucket, leaky bucket or GCRA
 /// limiter may be spent after they were asked for, unless set with
@@ -249,19 +248,9 @@ impl Limiter {
         takes.then_some(prefetch)
     }
 
-    /// One check through the local quota, in its span (the pipeline counts
-    /// it once: the refills it makes are not decisions of their own).
+    /// One check through the local quota (the pipeline counts it once: the
+    /// refills it makes are not decisions of their own).
     pub(crate) async fn prefetched(&self, prefetch: &Prefetch, key: &[u8], cost: u64) -> Result<Decision, Error> {
-        if observe::decision_span_wanted() {
-            let span = observe::decision_span(&self.inner.name, self.rule.policy.algorithm().name(), cost);
-            let result = self.spend(prefetch, key, cost).instrument(span.clone()).await;
-            observe::record(&span, &result);
-            return result;
-        }
-        self.spend(prefetch, key, cost).await
-    }
-
-    async fn spend(&self, prefetch: &Prefetch, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let mut moved = Moved::default();
         let deadline = Deadline::from_now(self);
         let result = match prefetch.quota(self, key) {
