@@ -58,6 +58,9 @@ enum Waiting<'a> {
         /// Boxed: only a program that takes DEBUG events pays for the span.
         span: Option<Box<Span>>,
     },
+    /// An answer a remote store made without I/O, kept while the task
+    /// yields: its budget was spent.
+    Answered(Result<Decision, Error>),
     /// A check through the key's local quota (`Limiter::with_prefetch`),
     /// and its span, boxed.
     Prefetch(BoxFuture<'a, Result<Decision, Error>>, Option<Box<Span>>),
@@ -254,33 +257,56 @@ impl Limiter {
     ) -> Poll<Result<Decision, Error>> {
         let limiter = self;
         if !progress.asked {
-            // Spent before the store is asked, so no answer waits across a yield.
-            ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
+            // A store in this process (or a local quota) answers here: the
+            // budget is spent before it is asked, so no answer waits across a
+            // yield. A remote store's round trip spends it as I/O does.
+            let here = !limiter.rule.remote || limiter.prefetch.is_some();
+            if here {
+                ready!(tokio::task::coop::poll_proceed(cx)).made_progress();
+            }
             progress.asked = true;
-            if let Some(prefetch) = limiter.prefetch_for(call.kind, call.cost) {
+            let answered = if let Some(prefetch) = limiter.prefetch_for(call.kind, call.cost) {
                 // Boxed, with its own copy of the key: only a limiter with
                 // prefetch pays for its local quota's state.
                 let (key, cost): (Box<[u8]>, u64) = (call.key.into(), call.cost);
                 let spend = Box::pin(async move { limiter.prefetched(prefetch, &key, cost).await });
                 let span = limiter.span(cost, call.kind).map(Box::new);
                 progress.waiting = Some(Waiting::Prefetch(spend, span));
+                None
             } else if let Some(span) = limiter.span(call.cost, call.kind) {
-                if let Some(result) = limiter.ask_in_span(&mut progress.waiting, call, span) {
-                    return Poll::Ready(result);
-                }
+                limiter.ask_in_span(&mut progress.waiting, call, span)
             } else {
                 let remember = limiter.remembering(call);
                 match limiter.ask(call, remember) {
                     Answer::Now(result) => {
                         limiter.remember(call, remember, &result);
                         limiter.count(&result, call.kind, None);
-                        return Poll::Ready(result);
+                        Some(result)
                     }
                     Answer::Later(answer) => {
                         let waiting = Waiting::Store { answer, remember, sent_ns: process_ns(), span: None };
                         progress.waiting = Some(waiting);
+                        None
                     }
                 }
+            };
+            if let Some(result) = answered {
+                if here {
+                    return Poll::Ready(result);
+                }
+                // A remote store answered without I/O (a remembered denial,
+                // the breaker failing fast): spend the budget as I/O would,
+                // so a task looping on such answers yields to the others.
+                return match tokio::task::coop::poll_proceed(cx) {
+                    Poll::Ready(spent) => {
+                        spent.made_progress();
+                        Poll::Ready(result)
+                    }
+                    Poll::Pending => {
+                        progress.waiting = Some(Waiting::Answered(result));
+                        Poll::Pending
+                    }
+                };
             }
         }
         let result = match &mut progress.waiting {
@@ -303,6 +329,10 @@ impl Limiter {
                 limiter.count(&result, call.kind, span.take().map(|span| *span));
                 result
             }
+            Some(Waiting::Answered(_)) => match progress.waiting.take() {
+                Some(Waiting::Answered(result)) => return Poll::Ready(result),
+                _ => unreachable!("matched just above"),
+            },
             None => panic!("a decision polled after it was answered"),
         };
         progress.waiting = None;
