@@ -223,6 +223,8 @@ impl Limiter {
 }
 
 /// [`Limiter::admit`]'s future.
+// The large variant is the common one: boxing it would allocate per call.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Admitting<'a> {
     /// A rate policy's check, admitted as soon as the pipeline answers.
     Deciding { call: Call<'a>, deciding: Deciding<'a, &'a [u8]> },
