@@ -138,17 +138,7 @@ pub(crate) fn decide(
             |slot: &Window| now - slot.start >= slot.window_us || slot.start + slot.window_us <= now + reset_after_us;
         moves_expiry = grown && windows.slots.iter().flatten().all(within);
     }
-    let outcome = Outcome {
-        allowed: verdict.allowed,
-        limit,
-        remaining,
-        reset_after_us,
-        retry_after_us,
-        violated: if verdict.allowed { 0 } else { verdict.violated },
-        now_us: now,
-        quotas,
-    };
-    (outcome, moves_expiry)
+    (verdict.outcome((limit, remaining), (reset_after_us, retry_after_us), now, quotas), moves_expiry)
 }
 
 /// A stored window, if it still runs at `now`.

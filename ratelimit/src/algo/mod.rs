@@ -15,7 +15,7 @@ mod sliding_window;
 #[cfg(all(test, feature = "redis"))]
 pub(crate) use sliding_log::MAX_ENTRIES as SLIDING_LOG_MAX_ENTRIES;
 
-use crate::backend::{CallKind, Outcome};
+use crate::backend::{CallKind, Outcome, QuotaOutcome};
 use crate::error::Error;
 use crate::policy::{Params, Policy, Strategy};
 use redlimit_grammar::AlgorithmKind;
@@ -209,15 +209,26 @@ pub(crate) fn ceil_div(a: u128, b: u128) -> u128 {
     }
 }
 
-/// Combines per-strategy counts into an outcome: the strategy with the least
-/// room gives `limit`/`remaining` (the first one on a tie).
-///
-/// `counts[i]` is strategy `i`'s count before this call; `ends[i]` is when its
-/// oldest counted permits start to leave (used by the callers for retry).
+/// A window algorithm's verdict on a call: whether every strategy has room,
+/// whether one never can (a cost above its limit), and which have none.
 pub(crate) struct WindowVerdict {
     pub allowed: bool,
     pub never: bool,
     pub violated: u32,
+}
+
+impl WindowVerdict {
+    /// The call's outcome, with `(limit, remaining)` from [`least_room`].
+    pub(crate) fn outcome(
+        &self,
+        (limit, remaining): (u64, u64),
+        (reset_after_us, retry_after_us): (u64, Option<u64>),
+        now_us: u64,
+        quotas: Vec<QuotaOutcome>,
+    ) -> Outcome {
+        let violated = if self.allowed { 0 } else { self.violated };
+        Outcome { allowed: self.allowed, limit, remaining, reset_after_us, retry_after_us, violated, now_us, quotas }
+    }
 }
 
 /// Shared admission rule of the window algorithms: every strategy must fit

@@ -97,16 +97,7 @@ pub(crate) fn decide(strategies: &[Strategy], state: &mut Option<Log>, now: u64,
     if taken > 0 && !peek {
         write(state.get_or_insert_with(|| Log { entries: VecDeque::new() }), widest, now, taken);
     }
-    Outcome {
-        allowed: verdict.allowed,
-        limit,
-        remaining,
-        reset_after_us,
-        retry_after_us,
-        violated: if verdict.allowed { 0 } else { verdict.violated },
-        now_us: now,
-        quotas,
-    }
+    verdict.outcome((limit, remaining), (reset_after_us, retry_after_us), now, quotas)
 }
 
 /// Records `taken` permits admitted at `now` (no earlier than any entry):

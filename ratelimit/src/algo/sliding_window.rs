@@ -127,16 +127,7 @@ pub(crate) fn decide(
             _ => counts.push_back((current, taken)),
         }
     }
-    Outcome {
-        allowed: verdict.allowed,
-        limit,
-        remaining,
-        reset_after_us,
-        retry_after_us,
-        violated: if verdict.allowed { 0 } else { verdict.violated },
-        now_us: now,
-        quotas,
-    }
+    verdict.outcome((limit, remaining), (reset_after_us, retry_after_us), now, quotas)
 }
 
 #[cfg(test)]

@@ -93,5 +93,6 @@ mod tests {
     fn a_bound_limiter_can_be_shared_between_tasks() {
         fn shared<T: Send + Sync + 'static>() {}
         shared::<RedisBound>();
+        shared::<Eval>();
     }
 }

@@ -219,14 +219,3 @@ fn is_misrouted(error: &redis::RedisError) -> bool {
 pub(crate) async fn bounded<T>(timeout: Duration, future: impl Future<Output = T>) -> Result<T, Error> {
     tokio::time::timeout(timeout, future).await.map_err(|_| Error::Timeout(timeout))
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_bound_limiter_can_be_shared_between_tasks() {
-        fn shared<T: Send + Sync + 'static>() {}
-        shared::<Eval>();
-    }
-}
