@@ -42,9 +42,9 @@ use std::task::{Context, Poll};
 /// let response = app.call(Request::builder().uri("/").body(Body::empty())?).await?;
 /// assert_eq!(response.status(), 200);
 ///
-/// // The test's store saw both calls.
+/// // The test's store saw both calls (a peek answers as the next call would).
 /// let search = Limiter::new("search", Policy::fixed_window("10/1h")?, &store);
-/// assert_eq!(search.peek("ann", 1).await?.remaining, 8);
+/// assert_eq!(search.peek("ann", 1).await?.remaining, 10 - 2 - 1);
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
