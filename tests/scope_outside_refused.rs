@@ -23,25 +23,20 @@ async fn denying(user: &str) -> Result<(), RateLimited> {
 
 const FIX: &str = "never set (redlimit::init), while a redlimit::Scope is live";
 
-/// The scope's stores: memory, and Redis when built with it.
-async fn scope_stores() -> Vec<(&'static str, Store, Option<Box<dyn std::any::Any>>)> {
-    let mut stores = vec![("memory", Store::memory().with_clock(ManualClock::new()), None)];
-    #[cfg(feature = "redis")]
-    {
-        let server = redlimit_test_support::redis_server::RedisServer::start();
-        let store = Store::redis(&server.url()).await.unwrap().with_clock(ManualClock::new());
-        stores.push(("redis", store, Some(Box::new(server) as Box<dyn std::any::Any>)));
-    }
-    stores
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn a_call_outside_every_scope_while_one_is_live_is_refused() {
     std::env::remove_var(redlimit::REDIS_URL_VAR);
     let logs = LogCapture::default();
     let _guard = logs.install();
 
-    for (at, store, _server) in scope_stores().await {
+    #[cfg(feature = "redis")]
+    let server = redlimit_test_support::redis_server::RedisServer::start();
+    let scope_stores = [
+        ("memory", Store::memory().with_clock(ManualClock::new())),
+        #[cfg(feature = "redis")]
+        ("redis", Store::redis(&server.url()).await.unwrap().with_clock(ManualClock::new())),
+    ];
+    for (at, store) in scope_stores {
         let scope = Scope::new(store.clone());
         assert!(scope.run(allowing("ann")).await.is_ok(), "{at}: in the scope");
 

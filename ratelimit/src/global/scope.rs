@@ -92,7 +92,8 @@ impl Scope {
     }
 
     /// Calls `f` in this scope: for a service's `call`, which may decide
-    /// before it returns its future.
+    /// before it returns its future (`http::ScopeLayer`'s only).
+    #[cfg_attr(not(feature = "axum"), allow(dead_code))]
     pub(crate) fn sync_run<R>(&self, f: impl FnOnce() -> R) -> R {
         SCOPED.sync_scope(self.clone(), f)
     }
