@@ -68,7 +68,7 @@ pub use clock::{Clock, ManualClock, ServerClock, SystemClock};
 pub use config::policies;
 pub use decision::{Decision, Quota};
 pub use error::{Error, Failure};
-pub use global::scope::scope;
+pub use global::scope::{in_current_scope, scope, Scope};
 pub use global::{global, init, init_from_env, REDIS_URL_VAR};
 pub use limiter::dry_run::{is_dry_run, set_dry_run, DRY_RUN_VAR};
 pub use limiter::on_error::OnError;

@@ -1,6 +1,7 @@
 //! The global store that annotated functions use: set at start-up, or
 //! built from the environment by the first limited call.
 
+mod implicit;
 pub(crate) mod lazy;
 pub(crate) mod live_scopes;
 #[cfg(feature = "redis")]
@@ -60,7 +61,10 @@ pub async fn init_from_env() -> Result<&'static Store, Error> {
             tracing::info!(target: "redlimit", "rate limits are decided on Redis ({REDIS_URL_VAR} is set)");
             store
         }
-        None => memory(),
+        None => {
+            tracing::info!(target: "redlimit", "{REDIS_URL_VAR} is not set: rate limits are decided in memory, per process");
+            Store::memory()
+        }
     };
     init(store)?;
     GLOBAL.get().ok_or(Error::AlreadyInitialized)
@@ -84,7 +88,15 @@ pub fn init(store: Store) -> Result<(), Error> {
 
 /// The global store, built on first use from the environment when neither
 /// [`init`] nor [`init_from_env`] was called: `REDLIMIT_REDIS_URL` set
-/// means Redis; unset means the in-memory store, said once in a log line.
+/// means Redis; unset means the in-memory store, said once in a WARN line.
+///
+/// A store built this way refuses every call while a [`Scope`](crate::Scope)
+/// is live: each fails with an [`Error::InvalidConfig`] saying so, which
+/// the call's `on_error` settles and its limiter logs. A process that made
+/// a scope (a test) meant its calls for that scope's store, and one that
+/// reaches this store instead (a task spawned out of its scope, a server
+/// not wrapped in `http::ScopeLayer`) would otherwise pass on an in-memory
+/// store, on the real clock.
 ///
 /// Redis is connected in the background, started by the first call. No
 /// call waits longer than the default response timeout (250 ms) for it:
@@ -138,7 +150,11 @@ fn redis_url() -> Option<String> {
     std::env::var(REDIS_URL_VAR).ok().map(|url| url.trim().to_string()).filter(|url| !url.is_empty())
 }
 
+/// The in-memory store built for want of any other: said at WARN, since an
+/// app that set a store for its own limiters may have meant it for these too.
 fn memory() -> Store {
-    tracing::info!(target: "redlimit", "{REDIS_URL_VAR} is not set: rate limits are decided in memory, per process");
-    Store::memory()
+    tracing::warn!(target: "redlimit",
+        "no global rate limit store was set (redlimit::init) and {REDIS_URL_VAR} is not set: \
+         rate limits are decided in memory, per process");
+    implicit::implicit(Store::memory())
 }

@@ -96,7 +96,7 @@ async fn connect(url: String, global: &'static OnceCell<Store>) {
                     }
                 }
                 // Set by `init` meanwhile: that one stays.
-                let _ = global.set(store);
+                let _ = global.set(crate::global::implicit::implicit(store));
                 None
             }
             Err(error) => {

@@ -26,6 +26,7 @@ mod key;
 mod layer;
 mod options;
 mod response;
+mod scope_layer;
 mod service;
 
 // Declared after `options`: rustdoc lists `RateLimitLayer`'s methods in the
@@ -45,4 +46,5 @@ pub use layer::RateLimitLayer;
 pub use limits::routes::RouteLimits;
 pub use limits::tiers::{TierBy, Tiers};
 pub use response::{denial_response, PROBLEM_JSON, QUOTA_EXCEEDED};
+pub use scope_layer::{ScopeLayer, ScopeService};
 pub use service::RateLimitService;
