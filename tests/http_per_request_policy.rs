@@ -108,8 +108,7 @@ async fn two_users_two_plans(limit: RateLimitLayer, clock: &ManualClock, at: &st
 async fn each_user_gets_their_own_plan_on_the_memory_store() {
     let clock = ManualClock::new();
     let store = Store::memory().with_clock(clock.clone());
-    let limiter = Limiter::new("plans", Policy::fixed_window("1/1h").unwrap(), &store);
-    let limit = RateLimitLayer::per_request_on(limiter, plan_of).key(KeyBy::header("x-user").unwrap());
+    let limit = RateLimitLayer::per_request_on("plans", &store, plan_of).key(KeyBy::header("x-user").unwrap());
     two_users_two_plans(limit, &clock, "memory").await;
 }
 
@@ -117,8 +116,7 @@ async fn each_user_gets_their_own_plan_on_the_memory_store() {
 #[tokio::test]
 async fn each_user_gets_their_own_plan_on_redis() {
     let stores = redlimit_test_support::stores::BothStores::start().await;
-    let limiter = Limiter::new("plans", Policy::fixed_window("1/1h").unwrap(), &stores.redis);
-    let limit = RateLimitLayer::per_request_on(limiter, plan_of).key(KeyBy::header("x-user").unwrap());
+    let limit = RateLimitLayer::per_request_on("plans", &stores.redis, plan_of).key(KeyBy::header("x-user").unwrap());
     two_users_two_plans(limit, &stores.clock, "redis").await;
 }
 

@@ -62,7 +62,7 @@ async fn refunds_that_cannot_be_made_are_logged_and_change_no_result() {
     // A policy given per call that keeps no refunds: said once, at WARN.
     assert_eq!(per_tier("free").await, Err(Upstream));
     assert_eq!(per_tier("free").await, Err(Upstream));
-    assert_eq!(lines("refund_on refunds nothing: a sliding_log policy keeps no refunds"), 1, "{}", logs.text());
+    assert_eq!(lines("a refund gives nothing back: a sliding_log policy keeps no refunds"), 1, "{}", logs.text());
 
     // The store is frozen while the body runs: its refund fails, is logged,
     // and the function still returns its own error.

@@ -55,7 +55,7 @@ use crate::policy_const::policy;
 ///     let __redlimit_ticket_0 = { /* site, see `site` */ };
 ///     let __redlimit_result = async move { /* as above */ }.await;
 ///     // Spanned at the return type: a type that is not a `Result` is reported there.
-///     __redlimit_ticket_0.refund_if(Failed::failed(&__redlimit_result)).await;
+///     Site::refund_if(__redlimit_ticket_0, Failed::failed(&__redlimit_result)).await;
 ///     __redlimit_result
 /// ```
 pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments) -> TokenStream {
@@ -63,12 +63,13 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
     // What each site's call holds while the body runs, named by its place.
     let holders: Vec<Ident> =
         (0..configs.len()).map(|i| Ident::new(&format!("__redlimit_ticket_{i}"), Span::mixed_site())).collect();
-    // Those that keep what their call took, to give back (`refund_on`).
+    // Those whose body's failure gives back what their call took (`refund_on`).
     let tickets: Vec<Option<&Ident>> =
         configs.iter().zip(&holders).map(|(config, holder)| config.refund_on_err.then_some(holder)).collect();
+    // A denial gives back what every site before it took: the body they paid for never runs.
     let sites = configs.iter().enumerate().map(|(i, config)| {
-        let earlier: Vec<&Ident> = tickets[..i].iter().flatten().copied().collect();
-        site(config, sig, args, &holders[i], &earlier)
+        let outer = i + 1 < configs.len();
+        site(config, sig, args, &holders[i], &holders[..i], outer)
     });
     let fake_return = match item::return_type(sig) {
         Some(ty) if !item::mentions_impl_trait(ty) => {
@@ -104,7 +105,7 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
         let refunds = configs.iter().zip(&tickets).filter_map(|(config, ticket)| {
             let (krate, ticket) = (&config.krate, (*ticket)?);
             let failed = respan(quote!(#krate::__private::Failed::failed(&#result)), return_span(sig));
-            Some(quote!(#ticket.refund_if(#failed).await;))
+            Some(quote!(#krate::__private::Site::refund_if(#ticket, #failed).await;))
         });
         run = quote! {
             let #result = #run;
@@ -188,10 +189,18 @@ fn return_span(sig: &syn::Signature) -> Span {
 /// a ticket, and the return type is free.
 ///
 /// The block is bound to `holder` (`let holder = {..};`). With
-/// `refund_on = "err"` the site is built `.refunds()`, so its ticket keeps
-/// what the call took. A denial first gives back what the sites before it
-/// took (`earlier`): the body they paid for will not run.
-fn site(config: &Config, sig: &syn::Signature, args: &Arguments, holder: &Ident, earlier: &[&Ident]) -> TokenStream {
+/// `refund_on = "err"`, or when a site is stacked after it (`outer`), the
+/// site is built `.refunds()`, so its ticket keeps what the call took. A
+/// denial first gives back what the sites before it took (`earlier`:
+/// `Site::refund(holder).await;` each): the body they paid for will not run.
+fn site(
+    config: &Config,
+    sig: &syn::Signature,
+    args: &Arguments,
+    holder: &Ident,
+    earlier: &[Ident],
+    outer: bool,
+) -> TokenStream {
     let krate = &config.krate;
     let p = quote!(#krate::__private);
     let site = Ident::new("__RATELIMIT_SITE", Span::call_site());
@@ -207,7 +216,7 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments, holder: &Ident,
         }
     };
     let dry_run = if config.dry_run { quote!(.dry_run()) } else { quote!() };
-    let refunds = if config.refund_on_err { quote!(.refunds()) } else { quote!() };
+    let refunds = if config.refund_on_err || outer { quote!(.refunds()) } else { quote!() };
     let prefetch = config.prefetch.map(|k| {
         let k = Literal::u64_suffixed(k);
         quote!(.prefetch(#k))
@@ -291,7 +300,7 @@ fn site(config: &Config, sig: &syn::Signature, args: &Arguments, holder: &Ident,
     };
     let ticket = Ident::new("__redlimit_ticket", Span::mixed_site());
     let (ok, passes) = (quote!(#ticket), quote!(#ticket));
-    let give_back = quote!(#(#earlier.refund().await;)*);
+    let give_back = quote!(#(#p::Site::refund(#earlier).await;)*);
     // The call's answer: `Ok(ticket)` to run the body, else the denial.
     let decided = site_call.clone();
     let decide = match (&config.fallback, config.returns_denial) {

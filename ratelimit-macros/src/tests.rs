@@ -117,8 +117,28 @@ fn refund_on_keeps_what_was_taken_then_looks_at_the_result() {
     );
     assert_eq!(out.matches(". refunds ()").count(), 1, "{out}");
     assert_eq!(out.matches("Call :: check (").count(), 2, "{out}");
-    assert_eq!(out.matches("__redlimit_ticket_0 . refund () . await").count(), 1, "{out}");
-    assert!(out.contains("__redlimit_ticket_0 . refund_if (:: redlimit :: __private :: Failed :: failed (& __redlimit_result)) . await ; __redlimit_result"), "{out}");
+    assert_eq!(out.matches("Site :: refund (__redlimit_ticket_0) . await").count(), 1, "{out}");
+    assert!(out.contains("Site :: refund_if (__redlimit_ticket_0 , :: redlimit :: __private :: Failed :: failed (& __redlimit_result)) . await ; __redlimit_result"), "{out}");
+}
+
+/// Stacked sites: every one before the last keeps what its call took, and a
+/// later one's denial gives it back; no body's result is looked at.
+#[test]
+fn stacked_sites_give_back_what_a_later_denial_wasted() {
+    let out = expand(
+        quote!(algo = "gcra", rate = "1/1s", key = "<id>", name = "user"),
+        quote!(
+            #[rate_limit(algo = "gcra", rate = "5/1s", name = "global")]
+            #[rate_limit(algo = "concurrency", limit = 2, lease = "30s", name = "busy")]
+            async fn get(id: u64) -> Result<u64, E> {
+                Ok(id)
+            }
+        ),
+    );
+    assert_eq!(out.matches(". refunds ()").count(), 2, "the two outer sites: {out}");
+    assert_eq!(out.matches("Site :: refund (__redlimit_ticket_0) . await").count(), 2, "{out}");
+    assert_eq!(out.matches("Site :: refund (__redlimit_ticket_1) . await").count(), 1, "{out}");
+    assert!(!out.contains("refund_if"), "{out}");
 }
 
 /// On any error the function is emitted unchanged, followed by the errors.

@@ -5,8 +5,8 @@
 //!
 //! | name | kind | labels | what it counts |
 //! |---|---|---|---|
-//! | `redlimit_decisions_total` | counter | `limiter`, `algo`, `outcome` (`allowed` / `denied`) | every decision of `check`, `limit`, `wait` and annotated functions, including denials answered by the deny cache and decisions `on_error` made while the store could not answer; not `peek` |
-//! | `redlimit_dry_run_denials_total` | counter | `limiter`, `algo` | calls a limiter in dry run (`Policy::with_dry_run`, `Limiter::with_dry_run`, `redlimit::set_dry_run`) would have denied and let through; they are also counted as `denied` above, as the store decided |
+//! | `redlimit_decisions_total` | counter | `limiter`, `algo`, `outcome` (`allowed` / `denied` / `dry_run_denied`) | every decision of `check`, `limit`, `wait`, annotated functions and layers, including denials answered by the deny cache and decisions `on_error` made while the store could not answer; not `peek`. A limiter in dry run (`Policy::with_dry_run`, `Limiter::with_dry_run`, `dry_run = true`, a layer's `dry_run`, `redlimit::set_dry_run`) denies nothing: what it would have denied is `dry_run_denied`, never `denied`, so a denial-rate alert stays quiet during a trial |
+//! | `redlimit_dry_run_denials_total` | counter | `limiter`, `algo` | calls a limiter in dry run would have denied and let through (`limit`, `wait`, annotated functions, layers; not `check`, which lets nothing through) |
 //! | `redlimit_store_errors_total` | counter | `kind` (`connection`: refused, reset, dropped, DNS, TLS; `auth`: credentials refused; `server`: Redis answered an error; `timeout`; `unavailable`: failing fast after one of those, or still connecting; `protocol`: an unexpected reply; `config`) | every call the store could not decide, and every refund it could not make |
 //! | `redlimit_prefetch_permits_total` | counter | `limiter`, `kind` (`prefetched`: taken from the store by a refill; `spent`: by calls; `returned`: unspent and refunded; `wasted`: unspent and not given back) | permits of a limiter with prefetch (`Limiter::with_prefetch`, `prefetch = k`); its decisions are counted above, one each |
 //! | `redlimit_store_duration_seconds` | histogram | `limiter`, `algo` | how long a remote store (Redis) took to answer one call, successful or not; not recorded for the in-memory store or for denials the deny cache answered |
@@ -53,6 +53,8 @@ pub const PERMIT_LEASES_LOST_TOTAL: &str = "redlimit_permit_leases_lost_total";
 pub(crate) struct LimiterMetrics {
     allowed: Counter,
     denied: Counter,
+    /// Denials of a limiter in dry run, which denies nothing.
+    trial_denied: Counter,
     dry_run_denied: Counter,
     store_duration: Histogram,
 }
@@ -64,14 +66,21 @@ impl LimiterMetrics {
         LimiterMetrics {
             allowed: metrics::counter!(DECISIONS_TOTAL, "limiter" => limiter.clone(), "algo" => algo, "outcome" => "allowed"),
             denied: metrics::counter!(DECISIONS_TOTAL, "limiter" => limiter.clone(), "algo" => algo, "outcome" => "denied"),
+            trial_denied: metrics::counter!(DECISIONS_TOTAL, "limiter" => limiter.clone(), "algo" => algo, "outcome" => "dry_run_denied"),
             dry_run_denied: metrics::counter!(DRY_RUN_DENIALS_TOTAL, "limiter" => limiter.clone(), "algo" => algo),
             store_duration: metrics::histogram!(STORE_DURATION_SECONDS, "limiter" => limiter, "algo" => algo),
         }
     }
 
-    /// Counts one decision.
-    pub(crate) fn decided(&self, allowed: bool) {
-        if allowed { &self.allowed } else { &self.denied }.increment(1);
+    /// Counts one decision; a denial by a limiter in dry run (`in_dry_run`)
+    /// is a would-be denial: the call was, or would have been, let through.
+    pub(crate) fn decided(&self, allowed: bool, in_dry_run: bool) {
+        match (allowed, in_dry_run) {
+            (true, _) => &self.allowed,
+            (false, true) => &self.trial_denied,
+            (false, false) => &self.denied,
+        }
+        .increment(1);
     }
 
     /// Counts a call a dry run let through that would have been denied.
@@ -129,7 +138,7 @@ fn describe() {
     DESCRIBED.get_or_init(|| {
         metrics::describe_counter!(
             DECISIONS_TOTAL,
-            "Rate limit decisions, by limiter, algorithm and outcome (allowed or denied)."
+            "Rate limit decisions, by limiter, algorithm and outcome (allowed, denied, or dry_run_denied: a limiter in dry run would have denied)."
         );
         metrics::describe_counter!(
             STORE_ERRORS_TOTAL,

@@ -17,10 +17,16 @@
 mod axum_server;
 mod concurrency;
 mod controls;
+#[cfg(feature = "redis")]
+mod dry_run;
 mod fields;
 mod forwarded;
 #[cfg(feature = "redis")]
 mod layer;
 mod pacing_client;
+#[cfg(feature = "redis")]
+mod refund_fields;
 mod refunds;
 mod request_cost;
+#[cfg(feature = "redis")]
+mod stacked;

@@ -64,7 +64,7 @@ async fn server_errors_give_their_permits_back_on_redis() {
 #[tokio::test]
 async fn a_dry_run_pass_over_the_limit_gives_nothing_back() {
     let limiter = Limiter::new("refunds_dry", Policy::token_bucket(1, "1/1h").unwrap(), &Store::memory());
-    let mut app = app(refunding(&limiter).dry_run(true));
+    let mut app = app(refunding(&limiter).dry_run(true).dry_run_fields(true));
     assert_eq!(ask(&mut app, "/").await, (200, 0));
     assert_eq!(ask(&mut app, "/down").await, (502, 0), "over the limit, let through, not taken");
     assert_eq!(limiter.with_dry_run(true).peek("k", 1).await.unwrap().remaining, 0, "the trial's own state");
@@ -81,7 +81,7 @@ async fn a_policy_without_refunds_says_so_once() {
     assert_eq!(ask(&mut app, "/down").await, (502, 1));
     assert_eq!(ask(&mut app, "/down").await, (502, 0));
     assert_eq!(ask(&mut app, "/down").await.0, 429);
-    let said = logs.text().lines().filter(|l| l.contains("refund_on refunds nothing: a sliding_log policy")).count();
+    let said = logs.text().lines().filter(|l| l.contains("a refund gives nothing back: a sliding_log policy")).count();
     assert_eq!(said, 1, "{}", logs.text());
 }
 

@@ -15,3 +15,5 @@ mod dry_run;
 #[cfg(feature = "redis")]
 mod prefetch;
 mod scope;
+#[cfg(feature = "redis")]
+mod stacked;

@@ -6,7 +6,7 @@ use super::fields::headers::HeaderStyle;
 use super::fields::quota::QuotaUnit;
 use super::key::{KeyBy, MissingKey};
 use super::limits::per_request::PerRequest;
-use super::limits::source::LimiterSource;
+use super::limits::source::{LimiterSource, OnStore};
 use super::limits::tiers::Tiers;
 use super::limits::Limits;
 use super::service::{RateLimitService, Shared};
@@ -17,6 +17,7 @@ use crate::limiter::enforcement::Enforcement;
 use crate::limiter::on_error::OnError;
 use crate::limiter::Limiter;
 use crate::policy::Policy;
+use crate::store::Store;
 use axum::extract::Request;
 use std::borrow::{Borrow, Cow};
 use std::sync::Arc;
@@ -285,19 +286,20 @@ impl RateLimitLayer {
         RateLimitLayer::with_limits(Limits::PerRequest(Arc::new(PerRequest::new(source, policy_of))))
     }
 
-    /// [`per_request`](Self::per_request) on `limiter` (its name, store and
-    /// [`OnError`](crate::OnError); its own policy is not used).
+    /// [`per_request`](Self::per_request) on `store` instead of the global
+    /// store: requests are counted under the limiter name `name`, each by
+    /// the policy `policy_of` gives it, and a store failure is settled by
+    /// the layer's [`on_error`](Self::on_error).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
     /// use axum::{body::Body, extract::Request, routing::get, Router};
     /// use redlimit::http::{KeyBy, RateLimitLayer};
-    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use redlimit::{ManualClock, Policy, Store};
     /// use tower_service::Service;
     ///
     /// let store = Store::memory().with_clock(ManualClock::new());
-    /// let limiter = Limiter::new("api", Policy::fixed_window("2/1m")?, &store);
-    /// let layer = RateLimitLayer::per_request_on(limiter, |request: &Request| request.extensions().get::<Policy>().cloned())
+    /// let layer = RateLimitLayer::per_request_on("api", &store, |request: &Request| request.extensions().get::<Policy>().cloned())
     ///     .key(KeyBy::header("x-user")?);
     /// let mut app = Router::new().route("/", get(|| async { "hi" })).layer(layer);
     /// let request = |policy: &Policy| {
@@ -315,13 +317,12 @@ impl RateLimitLayer {
     /// # Ok(()) }
     /// ```
     pub fn per_request_on<P: Borrow<Policy>>(
-        limiter: Limiter,
+        name: impl Into<Arc<str>>,
+        store: &Store,
         policy_of: impl Fn(&Request) -> Option<P> + Send + Sync + 'static,
     ) -> RateLimitLayer {
-        RateLimitLayer::with_limits(Limits::PerRequest(Arc::new(PerRequest::new(
-            LimiterSource::Limiter(limiter),
-            policy_of,
-        ))))
+        let source = LimiterSource::OnStore(Arc::new(OnStore::new(name.into(), store)));
+        RateLimitLayer::with_limits(Limits::PerRequest(Arc::new(PerRequest::new(source, policy_of))))
     }
 
     fn with_source(source: LimiterSource) -> RateLimitLayer {
@@ -340,6 +341,7 @@ impl RateLimitLayer {
             told_missing_peer: Arc::default(),
             on_error: OnError::Allow,
             dry_run: false,
+            dry_run_fields: false,
             exempt: Vec::new(),
             on_rejected: None,
             refund_on: None,

@@ -153,7 +153,8 @@ impl RateLimitLayer {
     }
 
     /// What a request does when the store cannot decide (default
-    /// [`OnError::Allow`]). A layer built with [`from_limiter`](Self::from_limiter)
+    /// [`OnError::Allow`]). A layer given a limiter
+    /// ([`from_limiter`](Self::from_limiter), a tier's or a route's)
     /// uses that limiter's setting and ignores this.
     pub fn on_error(mut self, on_error: OnError) -> RateLimitLayer {
         Arc::make_mut(&mut self.shared).on_error = on_error;
@@ -162,9 +163,17 @@ impl RateLimitLayer {
 
     /// Puts the layer in dry run (shadow mode): every request is decided and
     /// recorded as usual, and one that would be denied reaches the route
-    /// anyway, counted in `redlimit_dry_run_denials_total` and logged
-    /// ([`Limiter::with_dry_run`](crate::Limiter::with_dry_run)). Its `RateLimit` fields still tell the
-    /// truth (`r=0`).
+    /// anyway, counted in `redlimit_dry_run_denials_total` (and as
+    /// `outcome="dry_run_denied"`, never `denied`, in
+    /// `redlimit_decisions_total`) and logged
+    /// ([`Limiter::with_dry_run`](crate::Limiter::with_dry_run)).
+    ///
+    /// Clients see nothing of the trial: its responses carry no
+    /// `RateLimit-Policy`, `RateLimit` or `Retry-After`, since a client
+    /// pacing by them would slow down for a limit that is not in force
+    /// ([`dry_run_fields`](Self::dry_run_fields) sends the first two). The
+    /// same holds for a limiter or policy in dry run, and under
+    /// [`set_dry_run`](crate::set_dry_run).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
@@ -180,11 +189,40 @@ impl RateLimitLayer {
     /// app.call(request()).await.unwrap();
     /// let would_deny = app.call(request()).await.unwrap();
     /// assert_eq!(would_deny.status(), 200);
-    /// assert_eq!(would_deny.headers()["ratelimit"], r#""1/1m";r=0;t=60"#);
+    /// assert_eq!(would_deny.headers().get("ratelimit"), None, "invisible to clients");
     /// # Ok(()) }
     /// ```
     pub fn dry_run(mut self, on: bool) -> RateLimitLayer {
         Arc::make_mut(&mut self.shared).dry_run = on;
+        self
+    }
+
+    /// Whether a request let through by a limiter in dry run carries that
+    /// limiter's `RateLimit-Policy` and `RateLimit` (default false: a trial
+    /// is invisible to clients). For a trial whose clients know of it and
+    /// want to see where they stand: `r=0` once the trial would deny. A
+    /// request let through is never told `Retry-After`: nothing refused it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use axum::{body::Body, extract::Request, routing::get, Router};
+    /// use redlimit::http::{KeyBy, RateLimitLayer};
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use tower_service::Service;
+    ///
+    /// let limiter = Limiter::new("trial", Policy::fixed_window("1/1m")?, &Store::memory().with_clock(ManualClock::new()));
+    /// let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key")?).dry_run(true).dry_run_fields(true);
+    /// let mut app = Router::new().route("/", get(|| async { "hello" })).layer(layer);
+    /// let request = || Request::builder().uri("/").header("x-api-key", "k1").body(Body::empty()).unwrap();
+    /// app.call(request()).await.unwrap();
+    /// let would_deny = app.call(request()).await.unwrap();
+    /// assert_eq!(would_deny.status(), 200);
+    /// assert_eq!(would_deny.headers()["ratelimit"], r#""1/1m";r=0;t=60"#);
+    /// assert_eq!(would_deny.headers().get("retry-after"), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn dry_run_fields(mut self, on: bool) -> RateLimitLayer {
+        Arc::make_mut(&mut self.shared).dry_run_fields = on;
         self
     }
 

@@ -99,6 +99,12 @@ pub fn denial_response(denied: &RateLimited, style: HeaderStyle) -> Response {
     respond(denied, denied.policy(), style, Counted::Requests(1), 1)
 }
 
+/// Marks a response as a limit's denial (a [`RateLimited`]'s, a layer's
+/// rejection): a [`RateLimitLayer`](super::RateLimitLayer) outside it gives
+/// back what its request took, since the route it paid for never ran.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeniedByLimit;
+
 /// The problem type of a 429 (draft-ietf-httpapi-ratelimit-headers, "Quota
 /// Exceeded"): the request went over one or more quota policies, listed in
 /// the `violated-policies` member.
@@ -106,8 +112,20 @@ pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-type
 
 /// [`denial_response`] when the caller already holds the policy: the
 /// fields count as `counted` says, and `cost` is what the denied request
-/// asked for.
+/// asked for. Marked [`DeniedByLimit`].
 pub(crate) fn respond(
+    denied: &RateLimited,
+    policy: Option<&Policy>,
+    style: HeaderStyle,
+    counted: Counted,
+    cost: u64,
+) -> Response {
+    let mut response = respond_unmarked(denied, policy, style, counted, cost);
+    response.extensions_mut().insert(DeniedByLimit);
+    response
+}
+
+fn respond_unmarked(
     denied: &RateLimited,
     policy: Option<&Policy>,
     style: HeaderStyle,

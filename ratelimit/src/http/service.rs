@@ -9,7 +9,7 @@ use super::held_body::holding;
 use super::key::{KeyBy, MissingKey};
 use super::limits::source::LimiterSource;
 use super::limits::Limits;
-use super::response::{problem, respond};
+use super::response::{problem, respond, DeniedByLimit};
 use crate::call::Call;
 use crate::decision::Decision;
 use crate::limiter::enforcement::OnLimit;
@@ -19,6 +19,7 @@ use crate::permit::Permit;
 use crate::policy::Policy;
 use crate::rate_limited::RateLimited;
 use axum::extract::Request;
+use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::future::Future;
@@ -47,6 +48,8 @@ pub(super) struct Shared {
     pub(super) on_error: OnError,
     /// Requests are decided and recorded, never denied.
     pub(super) dry_run: bool,
+    /// A limiter in dry run states its fields on the requests it lets through.
+    pub(super) dry_run_fields: bool,
     /// A response with a status this returns true for gives its request's permits back.
     pub(super) refund_on: Option<RefundOn>,
 }
@@ -122,19 +125,29 @@ impl Admitted {
         if !self.stated || !shared.headers_on_allowed {
             return None;
         }
+        // A trial enforces nothing: a client pacing by its fields would slow
+        // down for a limit that is not in force.
+        if self.limiter.is_dry_run() && !shared.dry_run_fields {
+            return None;
+        }
         let (policy, style) = (self.limiter.policy(), shared.style);
         let decision = self.refunded.as_deref().unwrap_or(self.permit.decision());
         let mut fields = HeaderMap::new();
         insert_rate_limit_headers_per_request(&mut fields, policy, decision, style, shared.counted());
+        // The request was let through: a trial's would-be denial names a wait nobody must keep.
+        fields.remove(RETRY_AFTER);
         Some(fields)
     }
 
     /// Gives the request's permits back, before its response leaves, when
-    /// `refund_on` says its response's `status` did not use them.
-    async fn refund_if(mut self, status: StatusCode, shared: &Shared) -> Admitted {
+    /// the route never ran (a limit inside this one denied it) or
+    /// `refund_on` says its response's status did not use them.
+    /// (Given what it reads of the response: a body is not `Sync`, so
+    /// `&Response` cannot live across the refund's await.)
+    async fn refund_if(mut self, status: StatusCode, denied_inside: bool, shared: &Shared) -> Admitted {
         // The permit keeps what the store took (not a cost of 0, nor what
         // `on_error` or a dry run let through): that alone comes back.
-        if shared.refund_on.as_ref().is_some_and(|refund_on| refund_on(status)) {
+        if denied_inside || shared.refund_on.as_ref().is_some_and(|refund_on| refund_on(status)) {
             self.refunded = self.permit.ticket.refunded().await.map(Box::new);
         }
         self
@@ -208,8 +221,9 @@ impl Shared {
             Ok(limiter) => limiter,
             Err(why) => return self.without_policy(&source, &why, &key),
         };
-        // The permit keeps what the store took, for `refund_on` to give back.
-        limiter.enforcement.refunds = self.refund_on.is_some();
+        // The permit keeps what the store took, for `refund_on` or a limit
+        // inside this one that denies the request to give back.
+        limiter.enforcement.refunds = true;
         match limiter.admit(Call::check(&key, cost), OnLimit::Error).await {
             Ok(permit) => {
                 // A decision with nothing to reset and taken from no store (the
@@ -284,10 +298,15 @@ where
             };
             match verdict {
                 Verdict::Respond(response) => Ok(response),
-                Verdict::Denied(denied, response) => match &shared.on_rejected {
-                    Some(on_rejected) => Ok(on_rejected(&denied, &request, response)),
-                    None => Ok(response),
-                },
+                Verdict::Denied(denied, response) => {
+                    let mut response = match &shared.on_rejected {
+                        Some(on_rejected) => on_rejected(&denied, &request, response),
+                        None => response,
+                    };
+                    // However it is shaped, a layer outside this one gives back what the request took.
+                    response.extensions_mut().insert(DeniedByLimit);
+                    Ok(response)
+                }
                 Verdict::Pass(None) => Ok(inner.call(request).await?.into_response()),
                 // The permit is held while the route's future runs and its
                 // body is sent, and given back when the body ends, or when
@@ -296,7 +315,8 @@ where
                     // An error returns at once (it need not be `Send`, so no
                     // await may follow it): dropped, the permit goes back.
                     let response = inner.call(request).await?.into_response();
-                    let admitted = admitted.refund_if(response.status(), &shared).await;
+                    let denied_inside = response.extensions().get::<DeniedByLimit>().is_some();
+                    let admitted = admitted.refund_if(response.status(), denied_inside, &shared).await;
                     Ok(admitted.answer(response, &shared))
                 }
             }

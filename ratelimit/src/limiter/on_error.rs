@@ -67,7 +67,7 @@ impl OnError {
         if let Some(report) = inner.outage.failed(now_us.unwrap_or_else(crate::clock::process_now_us)) {
             self.report(limiter, report, decision.allowed, error);
         }
-        limiter.metrics().decided(decision.allowed);
+        limiter.metrics().decided(decision.allowed, !decision.allowed && limiter.is_dry_run());
         match self {
             OnError::Deny => Err(limiter.denial(call.key, decision, true)),
             _ => Ok(decision),

@@ -156,7 +156,7 @@ impl Limiter {
         match result {
             Ok(decision) => {
                 if matches!(kind, CallKind::Check | CallKind::Acquire(_)) {
-                    self.metrics().decided(decision.allowed);
+                    self.metrics().decided(decision.allowed, !decision.allowed && self.is_dry_run());
                 }
                 self.enforcement.on_error.answered(self);
             }

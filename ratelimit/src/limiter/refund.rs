@@ -10,6 +10,7 @@ use crate::decision::Decision;
 use crate::error::Error;
 use crate::limiter::outage_log::{rounded, OutageLog, Report, LOG_INTERVAL};
 use crate::{algo, observe, Limiter};
+use redlimit_grammar::AlgorithmKind;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 impl Limiter {
@@ -77,8 +78,8 @@ impl Limiter {
 }
 
 /// The refunds of one limiter's admitted calls (an annotated function's
-/// `refund_on = "err"`, a layer's `refund_on`) that could not be made:
-/// logged as an outage is.
+/// `refund_on = "err"`, a layer's `refund_on`, and an outer limit's when an
+/// inner one denied the call) that could not be made: logged as an outage is.
 #[derive(Debug)]
 pub(crate) struct RefundLog {
     failures: OutageLog,
@@ -97,13 +98,18 @@ impl RefundLog {
     pub(crate) async fn refund(&self, limiter: &Limiter, key: &[u8], cost: u64, of: Refunded) -> Option<Decision> {
         let site = limiter.name();
         let algorithm = limiter.policy().algorithm();
+        // A concurrency permit comes back when its holder drops it: nothing is lost.
+        if algorithm == AlgorithmKind::Concurrency {
+            return None;
+        }
         if !algo::refunds(algorithm) {
-            // Only a policy named or given per call gets here: the macro
-            // refuses the option beside an inline policy that keeps none.
+            // A policy named or given per call, or an outer limit of a stack:
+            // the macro refuses `refund_on` beside an inline policy that keeps none.
             if !self.refused.swap(true, Ordering::Relaxed) {
                 tracing::warn!(target: "redlimit", limiter = site, algo = algorithm.name(),
-                    "refund_on refunds nothing: a {algorithm} policy keeps no refunds (fixed_window, \
-                     token_bucket, leaky_bucket and gcra do); said once");
+                    "a refund gives nothing back: a {algorithm} policy keeps no refunds (fixed_window, \
+                     token_bucket, leaky_bucket and gcra do), so a call that refund_on picked, or that a \
+                     limit inside this one denied, keeps its permits; said once");
             }
             return None;
         }

@@ -375,22 +375,14 @@ impl Ticket {
         self.lease.as_ref().map(|(lease, _)| lease)
     }
 
-    /// Gives back what the call took, when `failed`: its body returned
-    /// `Err(..)` (`refund_on = "err"`).
-    pub async fn refund_if(self, failed: bool) {
-        if failed {
-            self.refund().await;
-        }
+    /// The limiter a refund would give back through, when the ticket keeps one.
+    pub(crate) fn refunding(&self) -> Option<&Limiter> {
+        self.refund.as_ref().map(|refund| &refund.limiter)
     }
 
-    /// Gives back what the call took (its body did not run, or failed); a
-    /// failure is logged by the limiter, never returned.
-    pub async fn refund(mut self) {
-        self.refunded().await;
-    }
-
-    /// [`refund`](Self::refund), and the key's state after it: `None` when
-    /// there was nothing to give back or the refund failed (logged).
+    /// Gives back what the call took (its body did not run, or failed), and
+    /// returns the key's state after it: `None` when there was nothing to
+    /// give back or the refund failed (logged by the limiter).
     pub(crate) async fn refunded(&mut self) -> Option<Decision> {
         let Refund { limiter, key, cost, of } = *self.refund.take()?;
         limiter.inner.refunds.refund(&limiter, &key, cost, of).await

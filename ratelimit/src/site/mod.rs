@@ -57,8 +57,10 @@ impl Site {
         self
     }
 
-    /// Keeps what each call took, so its body's failure gives it back
-    /// (`refund_on = "err"`: [`Ticket::refund_if`]).
+    /// Keeps what each call took, so it can be given back
+    /// ([`refund_if`](Self::refund_if), [`refund`](Self::refund)): its
+    /// body's failure (`refund_on = "err"`), or a denial by a site stacked
+    /// after it (the body it paid for never runs).
     pub const fn refunds(mut self) -> Site {
         self.limiter.enforcement.refunds = true;
         self
@@ -162,6 +164,26 @@ impl Site {
         })
     }
 
+    /// Gives back what `ticket`'s call took when `failed`: its body returned
+    /// `Err(..)` (`refund_on = "err"`).
+    pub async fn refund_if(ticket: Ticket, failed: bool) {
+        if failed {
+            Site::refund(ticket).await;
+        }
+    }
+
+    /// Gives back what `ticket`'s call took (its body failed, or never ran:
+    /// a site stacked after it denied the call), and tells the observer
+    /// the key's state after the refund, so the fields it writes never show
+    /// a permit that came back as used. A failure is logged by the
+    /// limiter, never returned.
+    pub async fn refund(mut ticket: Ticket) {
+        let Some(limiter) = ticket.refunding().cloned() else { return };
+        if let Some(after) = ticket.refunded().await {
+            observe(&limiter, &after);
+        }
+    }
+
     /// Warns once per site when another site already uses the same default name.
     fn warn_if_default_name_shared(&'static self) {
         static DEFAULT_NAMES: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
@@ -247,6 +269,16 @@ pub(crate) static OBSERVER: std::sync::OnceLock<Observer> = std::sync::OnceLock:
 /// Tells the registered observer, if any, of a call `limiter` admitted.
 #[inline]
 fn observe_admitted(limiter: &Limiter, decision: &Decision) {
+    // A decision with nothing to reset was not made by a store (it failed and
+    // `on_error = allow` let the call through): it says nothing true about the limit.
+    if !decision.reset_after.is_zero() {
+        observe(limiter, decision);
+    }
+}
+
+/// Tells the registered observer, if any, of `limiter`'s state of a key.
+#[inline]
+fn observe(limiter: &Limiter, decision: &Decision) {
     if let Some(observer) = OBSERVER.get() {
         observer(limiter, decision);
     }

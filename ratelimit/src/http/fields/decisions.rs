@@ -10,6 +10,7 @@ use super::headers::{merge_rate_limit_fields, rate_limit_headers, HeaderStyle, R
 use crate::decision::Decision;
 use crate::global::live_scopes::LiveScopes;
 use crate::limiter::Limiter;
+use axum::http::header::RETRY_AFTER;
 use axum::http::{Request, Response, StatusCode};
 use std::future::Future;
 use std::pin::Pin;
@@ -28,12 +29,11 @@ static LIVE: LiveScopes = LiveScopes::new();
 
 /// Records `decision` of `limiter` for the response of the request being
 /// served, if a [`DecisionHeadersLayer`] serves it. A limiter deciding again
-/// in the same request replaces its earlier decision (the newer state).
+/// in the same request, or giving its call's permits back, replaces its
+/// earlier decision (the newer state).
 #[inline]
 fn record(limiter: &Limiter, decision: &Decision) {
-    // A decision with nothing to reset was not made by a store (it failed and
-    // `on_error = allow` let the call through): it says nothing true about the limit.
-    if LIVE.any() && !decision.reset_after.is_zero() {
+    if LIVE.any() {
         record_in_scope(limiter, decision);
     }
 }
@@ -67,6 +67,12 @@ fn record_in_scope(limiter: &Limiter, decision: &Decision) {
 ///   what it awaits, not a task it spawns.
 /// - A call let through because the store failed (`on_error = "allow"`)
 ///   reports nothing: no store state was read.
+/// - A call whose permits `refund_on = "err"` gave back reports the key's
+///   state after the refund.
+/// - A function in dry run reports nothing: a trial enforces nothing, and a
+///   client pacing by its fields would slow down for a limit not in force
+///   ([`dry_run_fields`](Self::dry_run_fields) to report it). No allowed
+///   response is told `Retry-After`.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -101,13 +107,45 @@ fn record_in_scope(limiter: &Limiter, decision: &Decision) {
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DecisionHeadersLayer {
-    _private: (),
+    dry_run_fields: bool,
 }
 
 impl DecisionHeadersLayer {
     /// The layer.
     pub fn new() -> DecisionHeadersLayer {
         DecisionHeadersLayer::default()
+    }
+
+    /// Whether the functions in dry run report their fields too (default
+    /// false: a trial is invisible to clients), as
+    /// [`RateLimitLayer::dry_run_fields`](crate::http::RateLimitLayer::dry_run_fields) does.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use axum::{body::Body, extract::Request, routing::get, Router};
+    /// use redlimit::http::DecisionHeadersLayer;
+    /// use redlimit::rate_limit;
+    /// use tower_service::Service;
+    ///
+    /// #[rate_limit(name = "export", algo = "fixed_window", strategies = "1/1h", dry_run = true)]
+    /// async fn export() -> Result<&'static str, redlimit::RateLimited> {
+    ///     Ok("exported")
+    /// }
+    ///
+    /// redlimit::init(redlimit::Store::memory())?;
+    /// let route = || Router::new().route("/", get(|| async { export().await }));
+    /// let request = || Request::builder().uri("/").body(Body::empty()).unwrap();
+    /// let mut hidden = route().layer(DecisionHeadersLayer::new());
+    /// assert_eq!(hidden.call(request()).await?.headers().get("ratelimit"), None);
+    /// let mut shown = route().layer(DecisionHeadersLayer::new().dry_run_fields(true));
+    /// let would_deny = shown.call(request()).await?;
+    /// assert_eq!((would_deny.status().as_u16(), would_deny.headers().get("retry-after")), (200, None));
+    /// assert_eq!(would_deny.headers()["ratelimit"], r#""1/1h";r=0;t=3600"#);
+    /// # Ok(()) }
+    /// ```
+    pub fn dry_run_fields(mut self, on: bool) -> DecisionHeadersLayer {
+        self.dry_run_fields = on;
+        self
     }
 }
 
@@ -117,7 +155,7 @@ impl<S> tower_layer::Layer<S> for DecisionHeadersLayer {
     fn layer(&self, inner: S) -> DecisionHeadersService<S> {
         // The core tells the observer of every admitted call; this records it.
         let _ = crate::site::OBSERVER.set(record);
-        DecisionHeadersService { inner }
+        DecisionHeadersService { inner, dry_run_fields: self.dry_run_fields }
     }
 }
 
@@ -135,6 +173,7 @@ impl<S> tower_layer::Layer<S> for DecisionHeadersLayer {
 #[derive(Debug, Clone)]
 pub struct DecisionHeadersService<S> {
     inner: S,
+    dry_run_fields: bool,
 }
 
 impl<S, B, R> tower_service::Service<Request<B>> for DecisionHeadersService<S>
@@ -159,27 +198,29 @@ where
         // In scope both while the inner service is called and while its future runs.
         let future = DECISIONS.sync_scope(recorded.clone(), || self.inner.call(request));
         let future = DECISIONS.scope(recorded.clone(), future);
+        let dry_run_fields = self.dry_run_fields;
         Box::pin(async move {
             let _live = live;
             let mut response = future.await?;
             let recorded = std::mem::take(&mut *recorded.lock().unwrap_or_else(PoisonError::into_inner));
-            write(&mut response, &recorded);
+            write(&mut response, &recorded, dry_run_fields);
             Ok(response)
         })
     }
 }
 
 /// Writes the fields of every recorded decision, one set of items per
-/// limiter, after any the response already states (an inner
-/// `RateLimitLayer`'s), unless the response is a denial with its own.
-fn write<R>(response: &mut Response<R>, recorded: &[(Limiter, Decision)]) {
+/// limiter (a limiter in dry run's only when `dry_run_fields`), after any
+/// the response already states (an inner `RateLimitLayer`'s), unless the
+/// response is a denial with its own.
+fn write<R>(response: &mut Response<R>, recorded: &[(Limiter, Decision)], dry_run_fields: bool) {
     if response.status() == StatusCode::TOO_MANY_REQUESTS && response.headers().contains_key(RATELIMIT) {
         return;
     }
-    for (limiter, decision) in recorded {
-        merge_rate_limit_fields(
-            response.headers_mut(),
-            &rate_limit_headers(limiter.policy(), decision, HeaderStyle::Draft),
-        );
+    for (limiter, decision) in recorded.iter().filter(|(limiter, _)| dry_run_fields || !limiter.is_dry_run()) {
+        let mut fields = rate_limit_headers(limiter.policy(), decision, HeaderStyle::Draft);
+        // Every recorded call was let through: a trial's would-be denial names a wait nobody must keep.
+        fields.remove(RETRY_AFTER);
+        merge_rate_limit_fields(response.headers_mut(), &fields);
     }
 }

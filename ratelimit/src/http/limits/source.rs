@@ -6,7 +6,8 @@ use crate::global::lazy::LazyLimiter;
 use crate::limiter::on_error::OnError;
 use crate::limiter::Limiter;
 use crate::policy::Policy;
-use std::sync::Arc;
+use crate::store::Store;
+use std::sync::{Arc, OnceLock};
 
 /// Where a layer's (or a tier's) limiter comes from.
 #[derive(Clone)]
@@ -15,6 +16,22 @@ pub(crate) enum LimiterSource {
     Limiter(Limiter),
     /// Built on the global store at the first request.
     Lazy(Arc<LazyLimiter>),
+    /// Built on a given store at the first request, whose policy it takes:
+    /// every request brings its own, so no other is needed.
+    OnStore(Arc<OnStore>),
+}
+
+/// A name and a store, and the limiter built on them at the first request.
+pub(crate) struct OnStore {
+    name: Arc<str>,
+    store: Store,
+    built: OnceLock<Limiter>,
+}
+
+impl OnStore {
+    pub(crate) fn new(name: Arc<str>, store: &Store) -> OnStore {
+        OnStore { name, store: store.clone(), built: OnceLock::new() }
+    }
 }
 
 impl LimiterSource {
@@ -22,6 +39,7 @@ impl LimiterSource {
         match self {
             LimiterSource::Limiter(limiter) => limiter.name(),
             LimiterSource::Lazy(lazy) => lazy.name(),
+            LimiterSource::OnStore(on_store) => &on_store.name,
         }
     }
 
@@ -35,6 +53,12 @@ impl LimiterSource {
             (LimiterSource::Lazy(lazy), _) => {
                 lazy.current_ref(per_request).await.map(|(limiter, _)| limiter.into_owned().with_on_error(on_error))
             }
+            (LimiterSource::OnStore(on_store), Some(policy)) => {
+                let OnStore { name, store, built } = &**on_store;
+                let limiter = built.get_or_init(|| Limiter::new(name.clone(), policy.clone(), store));
+                Ok(limiter.with_policy(policy).with_on_error(on_error))
+            }
+            (LimiterSource::OnStore(_), None) => Err("no policy was given for this request".into()),
         }
     }
 }
