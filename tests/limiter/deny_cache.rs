@@ -290,8 +290,8 @@ async fn a_denial_is_forgotten_once_a_reconnect_finds_redis_restarted() {
 
 /// Redis flushed (`FLUSHALL`, here on the test's own server) loses every
 /// key without a reconnect: the next call to reach Redis a check interval
-/// (one second) after the last check finds the process's marker key gone,
-/// and remembered denials are not served any more.
+/// (one second) after the last check finds one more flush counted in
+/// `INFO commandstats`, and remembered denials are not served any more.
 #[tokio::test]
 async fn a_denial_is_forgotten_once_a_call_finds_redis_flushed() {
     let server = RedisServer::start();
@@ -308,7 +308,7 @@ async fn a_denial_is_forgotten_once_a_call_finds_redis_flushed() {
     let afresh = limiter.check("customer", 1).await.unwrap();
     assert!(afresh.allowed, "the flushed Redis holds no state of the customer: {afresh:?}");
 
-    // Without a flush, a check finds the marker and the denial stays remembered.
+    // Without a flush, a check finds the same count and the denial stays remembered.
     denied_and_remembered(&server, &limiter, "another customer").await;
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     reaches_redis(&limiter, "a third").await;

@@ -2,9 +2,12 @@
 //! last looked, so the deny cache forgets denials the server no longer holds.
 //!
 //! Two signs, read together in one round trip (`check`): the server's
-//! `run_id` (`INFO server`), which a restart changes, and a marker key of
-//! this process's own, which a flush (`FLUSHALL`, `FLUSHDB`) removes. Either
-//! bumps the epoch; a denial remembered under an older epoch is not served.
+//! `run_id` (`INFO server`), which a restart changes, and how many times
+//! `FLUSHALL` and `FLUSHDB` ran (`INFO commandstats`), which a flush by any
+//! client counts. Either changed bumps the epoch; a denial remembered under
+//! an older epoch is not served. No key is written: the keyspace holds the
+//! limiters' keys and nothing else.
+//!
 //! Nothing is asked for it alone: a check goes before the first request
 //! after a connection error (the reconnect) and otherwise before at most one
 //! request per [`CHECK_EVERY`]. A single server and a Sentinel's master are
@@ -20,11 +23,6 @@ use std::time::Duration;
 /// can go unnoticed by a process whose calls reach the server.
 pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// The marker outlives any pause between checks a live process makes; an
-/// idle process's marker expires, and its next check counts it a flush,
-/// which only makes the deny cache ask the server again.
-const MARKER_TTL_MS: u64 = 24 * 3_600_000;
-
 pub(crate) struct DataWatch {
     /// Watched at all: not on a cluster.
     enabled: bool,
@@ -36,15 +34,15 @@ pub(crate) struct DataWatch {
     wanted: AtomicBool,
     /// One check at a time; other requests go on meanwhile.
     checking: AtomicBool,
-    /// The server's `run_id` at the last check, and whether one was made.
+    /// What the last check read.
     seen: Mutex<Seen>,
-    marker: String,
 }
 
 #[derive(Default)]
 struct Seen {
     run_id: Option<String>,
-    checked: bool,
+    /// `FLUSHALL` and `FLUSHDB` calls since the server's statistics began.
+    flushes: Option<u64>,
 }
 
 fn now_us() -> u64 {
@@ -53,8 +51,6 @@ fn now_us() -> u64 {
 
 impl DataWatch {
     pub(crate) fn new(enabled: bool) -> DataWatch {
-        use std::hash::BuildHasher;
-        let random = std::collections::hash_map::RandomState::new().hash_one((std::process::id(), now_us()));
         DataWatch {
             enabled,
             epoch: AtomicU64::new(0),
@@ -62,7 +58,6 @@ impl DataWatch {
             wanted: AtomicBool::new(true),
             checking: AtomicBool::new(false),
             seen: Mutex::new(Seen::default()),
-            marker: format!("redlimit:data-watch:{random:016x}"),
         }
     }
 
@@ -91,28 +86,30 @@ impl DataWatch {
     /// was flushed since the last check, and bumps the epoch if so. A check
     /// that gets no answer is made again before the next request.
     pub(crate) async fn check(&self, manager: &mut ConnectionManager) {
+        // Two sections in two commands: before Redis 7, INFO takes one.
         let mut pipe = redis::pipe();
         pipe.cmd("INFO").arg("server");
-        pipe.cmd("SET").arg(&self.marker).arg(1).arg("NX").arg("PX").arg(MARKER_TTL_MS);
-        pipe.cmd("PEXPIRE").arg(&self.marker).arg(MARKER_TTL_MS);
-        let replies = manager.req_packed_commands(&pipe, 0, 3).await;
+        pipe.cmd("INFO").arg("commandstats");
+        let replies = manager.req_packed_commands(&pipe, 0, 2).await;
         match replies {
-            Ok(replies) if replies.len() == 3 => {
+            Ok(replies) if replies.len() == 2 => {
                 self.wanted.store(false, Ordering::Relaxed);
                 self.next_check_us.store(now_us() + CHECK_EVERY.as_micros() as u64, Ordering::Relaxed);
-                self.saw(run_id(&replies[0]), marker_created(&replies[1]));
+                let flushes = text(&replies[1]).map(flushes);
+                self.saw(text(&replies[0]).and_then(run_id), flushes);
             }
             _ => self.wanted.store(true, Ordering::Relaxed),
         }
         self.checking.store(false, Ordering::Release);
     }
 
-    /// What a check found: the `run_id` (`None`: not told) and whether the
-    /// marker had to be made again (`None`: the server refused it).
-    fn saw(&self, run_id: Option<String>, created: Option<bool>) {
+    /// What a check found: the `run_id` and the flushes counted (`None`:
+    /// not told, as when the user may not run `INFO`).
+    fn saw(&self, run_id: Option<String>, flushes: Option<u64>) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let restarted = matches!((&seen.run_id, &run_id), (Some(before), Some(now)) if before != now);
-        let flushed = seen.checked && created == Some(true);
+        // Any change counts, a count reset by `CONFIG RESETSTAT` too: it only makes the cache ask again.
+        let flushed = matches!((seen.flushes, flushes), (Some(before), Some(now)) if before != now);
         if restarted || flushed {
             self.epoch.fetch_add(1, Ordering::AcqRel);
             let what = if restarted { "restarted (its run_id changed)" } else { "was flushed" };
@@ -121,23 +118,45 @@ impl DataWatch {
         if run_id.is_some() {
             seen.run_id = run_id;
         }
-        seen.checked = true;
+        if flushes.is_some() {
+            seen.flushes = flushes;
+        }
     }
 }
 
-fn run_id(reply: &Value) -> Option<String> {
-    let text = match reply {
-        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok()?,
-        Value::VerbatimString { text, .. } => text,
-        _ => return None,
-    };
-    text.lines().find_map(|line| line.strip_prefix("run_id:")).map(|id| id.trim().to_string())
+/// An `INFO` reply's text; `None` for an error (`NOPERM`).
+fn text(reply: &Value) -> Option<&str> {
+    match reply {
+        Value::BulkString(bytes) => std::str::from_utf8(bytes).ok(),
+        Value::VerbatimString { text, .. } => Some(text),
+        _ => None,
+    }
 }
 
-fn marker_created(reply: &Value) -> Option<bool> {
-    match reply {
-        Value::Okay => Some(true),
-        Value::Nil => Some(false),
-        _ => None,
+fn run_id(info: &str) -> Option<String> {
+    info.lines().find_map(|line| line.strip_prefix("run_id:")).map(|id| id.trim().to_string())
+}
+
+/// `FLUSHALL` and `FLUSHDB` calls in an `INFO commandstats` reply, which
+/// lists only the commands run since the statistics began.
+fn flushes(info: &str) -> u64 {
+    info.lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_flushall:").or_else(|| line.strip_prefix("cmdstat_flushdb:")))
+        .filter_map(|stats| stats.strip_prefix("calls=")?.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flushes_are_read_from_commandstats() {
+        let info =
+            "# Commandstats\r\ncmdstat_ping:calls=4,usec=2\r\ncmdstat_flushall:calls=2,usec=90,usec_per_call=45.00\r\n\
+                    cmdstat_flushdb:calls=1,usec=3\r\n";
+        assert_eq!(flushes(info), 3);
+        assert_eq!(flushes("# Commandstats\r\ncmdstat_ping:calls=4,usec=2\r\n"), 0);
+        assert_eq!(run_id("# Server\r\nredis_version:7.2.4\r\nrun_id:ab12\r\n").as_deref(), Some("ab12"));
     }
 }
