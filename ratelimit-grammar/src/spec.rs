@@ -75,6 +75,10 @@ pub enum Param {
 }
 
 impl Param {
+    /// Every parameter, in the order a policy's text writes them.
+    pub const ALL: [Param; 7] =
+        [Param::Strategies, Param::Precision, Param::Capacity, Param::Rate, Param::Burst, Param::Limit, Param::Lease];
+
     /// The parameter's name in the attribute.
     pub const fn name(self) -> &'static str {
         match self {

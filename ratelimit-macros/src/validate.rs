@@ -327,6 +327,15 @@ fn cost(
                 }
             };
             if let Some(spec) = policy {
+                // A concurrency call of cost 0 holds no permit: every call would run, bounded by nothing.
+                if cost == 0 && spec.kind == AlgorithmKind::Concurrency {
+                    errors.push(syn::Error::new(
+                        lit.span(),
+                        "`cost = 0` holds no permit of a concurrency limiter, so every call would run at once: \
+                         remove `cost` (a call holds 1) or hold at least 1",
+                    ));
+                    return None;
+                }
                 let max = max_cost(spec);
                 if cost > max {
                     errors.push(syn::Error::new(

@@ -74,6 +74,12 @@ pub enum DenialReason {
     /// The call names a configured policy that does not exist (yet) and
     /// `on_error = "deny"` denied the call.
     PolicyNotConfigured,
+    /// [`Limiter::limit`](crate::Limiter::limit) or
+    /// [`wait`](crate::Limiter::wait) was called on a concurrency limiter:
+    /// they would hold no permit, so the call is refused (whatever
+    /// `on_error` or dry run says); take one with
+    /// [`Limiter::acquire`](crate::Limiter::acquire).
+    RequiresAcquire,
 }
 
 impl RateLimited {
@@ -85,6 +91,11 @@ impl RateLimited {
     /// A call `on_error = "deny"` denied because the store could not answer.
     pub(crate) fn store_unavailable(limiter: Arc<str>, key: &[u8], policy: Policy, decision: Decision) -> RateLimited {
         RateLimited::new(limiter, key, Some(policy), decision, DenialReason::StoreUnavailable)
+    }
+
+    /// `limit` or `wait` on a concurrency limiter: refused, see [`DenialReason::RequiresAcquire`].
+    pub(crate) fn requires_acquire(limiter: Arc<str>, key: &[u8], policy: Policy, decision: Decision) -> RateLimited {
+        RateLimited::new(limiter, key, Some(policy), decision, DenialReason::RequiresAcquire)
     }
 
     /// A call `on_error = "deny"` denied because its named policy is not configured.
@@ -143,6 +154,14 @@ impl RateLimited {
 
     /// The denial in words; the limiter's name only when `named`.
     fn describe(&self, f: &mut impl fmt::Write, named: bool) -> fmt::Result {
+        if self.0.reason == DenialReason::RequiresAcquire {
+            return match named {
+                true => {
+                    write!(f, "`{}` refused the call: {}", quote(&*self.0.limiter), crate::algo::CHECK_HOLDS_NOTHING)
+                }
+                false => write!(f, "the call was refused: {}", crate::algo::CHECK_HOLDS_NOTHING),
+            };
+        }
         match named {
             true => write!(f, "rate limited by `{}`", quote(&*self.0.limiter))?,
             false => write!(f, "rate limited")?,

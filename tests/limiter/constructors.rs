@@ -159,7 +159,7 @@ fn toml(spec: &PolicySpec) -> String {
     text
 }
 
-/// Decides `policy` at costs 0, its largest admissible, 1 and `u64::MAX` on
+/// Decides `policy` (peeks, for concurrency) at costs 0, its largest admissible, 1 and `u64::MAX` on
 /// every store, each time under a limiter name of its own: no error, the
 /// largest cost fits a fresh key exactly, and memory and Redis on the same
 /// client clock decide alike.
@@ -178,11 +178,15 @@ fn decides_everywhere(policy: &Policy) -> Result<(), TestCaseError> {
         let limiter = Limiter::new(name, policy.clone(), store).with_deny_cache(false);
         let decisions = block_on(async {
             let mut decisions = Vec::new();
+            // A concurrency limiter holds permits only through `acquire`: its checks are peeks.
+            let concurrency = policy.algorithm() == AlgorithmKind::Concurrency;
             for cost in [0, max, 1, u64::MAX, 0] {
-                let decision = limiter
-                    .check("k", cost)
-                    .await
-                    .map_err(|e| TestCaseError::fail(format!("{store_name} {policy} cost {cost}: {e}")))?;
+                let decision = match concurrency {
+                    true => limiter.peek("k", cost).await,
+                    false => limiter.check("k", cost).await,
+                };
+                let decision =
+                    decision.map_err(|e| TestCaseError::fail(format!("{store_name} {policy} cost {cost}: {e}")))?;
                 decisions.push(decision);
             }
             let peek = limiter
@@ -198,7 +202,7 @@ fn decides_everywhere(policy: &Policy) -> Result<(), TestCaseError> {
         }
         prop_assert!(all.allowed, "{} {}: cost {} on a fresh key denied: {:?}", store_name, policy, max, all);
         prop_assert!(all.remaining == 0, "{} {}: {:?}", store_name, policy, all);
-        // A concurrency policy's check holds nothing: a full check leaves every permit free.
+        // A concurrency policy's peek holds nothing: a full one leaves every permit free.
         match policy.algorithm() {
             AlgorithmKind::Concurrency => prop_assert!(one.allowed, "{} {}: {:?}", store_name, policy, one),
             _ => prop_assert!(

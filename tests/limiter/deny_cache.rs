@@ -248,3 +248,71 @@ async fn an_admitted_call_forgets_the_keys_remembered_denials() {
     assert_eq!(after, uncached.peek("k", 3).await.unwrap(), "the answer is the store's, not the stale memory");
     assert_eq!(after.retry_after, Some(std::time::Duration::from_secs(3)));
 }
+
+/// Takes the one permit of `key` on `limiter` (a fixed window of 1 an
+/// hour) and has its denial remembered: a check that reaches Redis no more.
+async fn denied_and_remembered(server: &RedisServer, limiter: &Limiter, key: &str) {
+    assert!(limiter.check(key, 1).await.unwrap().allowed);
+    assert!(!limiter.check(key, 1).await.unwrap().allowed);
+    let before = server.evalsha_calls().await;
+    assert!(!limiter.check(key, 1).await.unwrap().allowed);
+    assert_eq!(server.evalsha_calls().await, before, "remembered, answered in process");
+}
+
+/// Checks `key` until Redis answers (a call after a restart may meet the
+/// dead connection first): bounded by a count, each call by its timeout.
+async fn reaches_redis(limiter: &Limiter, key: &str) {
+    for _ in 0..50 {
+        if limiter.check(key, 1).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("Redis never answered again");
+}
+
+/// Redis restarted without persistence holds no state: the first call
+/// that reconnects finds a new `run_id`, and the denial remembered from
+/// the old server is not served any more, so the customer is decided afresh.
+#[tokio::test]
+async fn a_denial_is_forgotten_once_a_reconnect_finds_redis_restarted() {
+    let mut server = RedisServer::start();
+    let store = Store::redis(&server.url()).await.unwrap();
+    let limiter = Limiter::new("restart", Policy::fixed_window("1/1h").unwrap(), &store);
+    denied_and_remembered(&server, &limiter, "customer").await;
+
+    server.restart();
+    reaches_redis(&limiter, "someone else").await;
+    let afresh = limiter.check("customer", 1).await.unwrap();
+    assert!(afresh.allowed, "the restarted Redis holds no state of the customer: {afresh:?}");
+    assert!(!limiter.check("customer", 1).await.unwrap().allowed, "and counts again from there");
+}
+
+/// Redis flushed (`FLUSHALL`, here on the test's own server) loses every
+/// key without a reconnect: the next call to reach Redis a check interval
+/// (one second) after the last check finds one more flush counted in
+/// `INFO commandstats`, and remembered denials are not served any more.
+#[tokio::test]
+async fn a_denial_is_forgotten_once_a_call_finds_redis_flushed() {
+    let server = RedisServer::start();
+    let store = Store::redis(&server.url()).await.unwrap();
+    let limiter = Limiter::new("flush", Policy::fixed_window("1/1h").unwrap(), &store);
+    denied_and_remembered(&server, &limiter, "customer").await;
+
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let () = redis::cmd("FLUSHALL").query_async(&mut admin).await.unwrap();
+    // A lower bound, not a race: a check is due a second after the last one.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    reaches_redis(&limiter, "someone else").await;
+    let afresh = limiter.check("customer", 1).await.unwrap();
+    assert!(afresh.allowed, "the flushed Redis holds no state of the customer: {afresh:?}");
+
+    // Without a flush, a check finds the same count and the denial stays remembered.
+    denied_and_remembered(&server, &limiter, "another customer").await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    reaches_redis(&limiter, "a third").await;
+    let before = server.evalsha_calls().await;
+    assert!(!limiter.check("another customer", 1).await.unwrap().allowed);
+    assert_eq!(server.evalsha_calls().await, before, "still remembered: nothing was lost");
+}

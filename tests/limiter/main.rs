@@ -1,7 +1,8 @@
 //! `Limiter` on both stores: every algorithm's conventions, parity of the
 //! memory twin with the Lua scripts, redis-cell's GCRA, quotas, atomicity
-//! under concurrency, the deny cache, constructors and hostile input, a
-//! policy per call, denial texts, dry-run trials and bucket refunds.
+//! under concurrency, concurrency limiters held only through `acquire`, the
+//! deny cache, constructors and hostile input, a
+//! policy per call, denial texts, policies as text, dry-run trials and bucket refunds.
 //!
 //! One test binary for the area, one module per former test file (each
 //! binary links the whole dependency tree, so fewer build much faster).
@@ -16,6 +17,8 @@
 mod bucket_refunds_late;
 #[cfg(feature = "redis")]
 mod concurrency;
+#[cfg(feature = "redis")]
+mod concurrency_misuse;
 #[cfg(feature = "redis")]
 mod constructors;
 #[cfg(feature = "redis")]
@@ -35,5 +38,6 @@ mod hostile_numbers;
 mod parity;
 #[cfg(feature = "redis")]
 mod policy_per_call;
+mod policy_text;
 #[cfg(feature = "redis")]
 mod quotas;

@@ -165,16 +165,16 @@ async fn random_sequences_agree_on_both_stores() {
 }
 
 #[tokio::test]
-async fn a_check_holds_nothing_and_a_rate_policy_refuses_a_permit() {
+async fn a_peek_holds_nothing_and_a_rate_policy_refuses_a_permit() {
     let stores = BothStores::start().await;
     for (name, store) in stores.each() {
         let limiter = Limiter::new("checks", Policy::concurrency(1, "30s").unwrap(), store);
         for _ in 0..3 {
-            let decision = limiter.check("k", 1).await.unwrap();
+            let decision = limiter.peek("k", 1).await.unwrap();
             assert_eq!((decision.allowed, decision.remaining), (true, 0), "{name}: as if taken, held by none");
         }
         let held = limiter.acquire("k").await.unwrap();
-        assert!(!limiter.check("k", 1).await.unwrap().allowed, "{name}");
+        assert!(!limiter.peek("k", 1).await.unwrap().allowed, "{name}");
         drop(held);
 
         let rate = Limiter::new("rate", Policy::gcra("1/1s", 0).unwrap(), store);

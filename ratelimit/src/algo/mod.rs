@@ -42,6 +42,11 @@ pub(crate) fn refunds(algorithm: AlgorithmKind) -> bool {
     !matches!(algorithm, AlgorithmKind::SlidingWindow | AlgorithmKind::SlidingLog | AlgorithmKind::Concurrency)
 }
 
+/// Why a concurrency limiter refuses `check`, `limit` and `wait`.
+pub(crate) const CHECK_HOLDS_NOTHING: &str = "`check`, `limit` and `wait` hold no permit of a concurrency limiter, \
+     so they would say allowed and bound nothing: take a permit with `Limiter::acquire` (or `acquire_wait`), held \
+     until it is dropped; `peek` says how many are free";
+
 /// The error of a refund under a policy whose algorithm keeps none.
 pub(crate) fn refund_refused(algorithm: AlgorithmKind) -> Error {
     if algorithm == AlgorithmKind::Concurrency {
@@ -58,11 +63,15 @@ pub(crate) fn refund_refused(algorithm: AlgorithmKind) -> Error {
 }
 
 /// Why a store refuses a call of `kind` under `algorithm`, writing nothing:
-/// a refund its state cannot make ([`refunds`]), or a permit's call under an
-/// algorithm that holds none.
+/// a refund its state cannot make ([`refunds`]), a permit's call under an
+/// algorithm that holds none, or a check under one whose permits are held
+/// (it would take nothing and say allowed).
 #[inline]
 pub(crate) fn refused(algorithm: AlgorithmKind, kind: CallKind) -> Option<Error> {
     match kind {
+        CallKind::Check if algorithm == AlgorithmKind::Concurrency => {
+            Some(Error::InvalidConfig(CHECK_HOLDS_NOTHING.into()))
+        }
         CallKind::Refund(_) if !refunds(algorithm) => Some(refund_refused(algorithm)),
         CallKind::Acquire(_) | CallKind::Release(_) | CallKind::Renew(_) if algorithm != AlgorithmKind::Concurrency => {
             Some(Error::InvalidConfig(format!(

@@ -124,6 +124,14 @@ pub trait Bound: Send + Sync + 'static {
     fn response_timeout(&self) -> Option<std::time::Duration> {
         None
     }
+
+    /// The generation of the store's data this process knows: it changes
+    /// when the data may have gone (a Redis server found restarted or
+    /// flushed), and the deny cache serves no denial remembered under
+    /// another. `0` (the default) for a store whose data never goes.
+    fn data_epoch(&self) -> u64 {
+        0
+    }
 }
 
 /// A bound store's answer: now, or later.

@@ -1,5 +1,6 @@
 //! Reading a policies document: TOML with one table per named policy, in the
-//! attribute's own option names, checked by the shared grammar.
+//! attribute's own option names, or one line of a policy's text each,
+//! checked by the shared grammar.
 
 use crate::policy::Policy;
 use redlimit_grammar::{
@@ -88,15 +89,31 @@ fn policy(
     if let Err(e) = check_policy_name(name.get_ref()) {
         problems.push(name.span(), format!("{label}: {e}"));
     }
-    let DeValue::Table(options) = table.get_ref() else {
-        problems.push(
-            table.span(),
-            format!(
-                "{label}: must be a table of options, like `[policies.{}]` followed by `algo = \"sliding_window\"`",
-                quote(name.get_ref().as_ref())
-            ),
-        );
-        return None;
+    let options = match table.get_ref() {
+        DeValue::Table(options) => options,
+        // A policy's one-line text, as `Policy` prints it.
+        DeValue::String(text) => {
+            return match crate::policy::read(text) {
+                Ok(policy) if problems.found.len() == before => Some(policy),
+                Ok(_) => None,
+                Err(why) => {
+                    problems.push(table.span(), format!("{label}: {}: {why}", raw(table)));
+                    None
+                }
+            };
+        }
+        _ => {
+            problems.push(
+                table.span(),
+                format!(
+                    "{label}: must be a table of options, like `[policies.{}]` followed by `algo = \"sliding_window\"`, \
+                     or a policy's text, like `{} = \"sliding_window 10/1s precision 100ms\"`",
+                    quote(name.get_ref().as_ref()),
+                    quote(name.get_ref().as_ref())
+                ),
+            );
+            return None;
+        }
     };
 
     let mut algo = None;

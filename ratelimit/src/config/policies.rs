@@ -15,6 +15,9 @@
 //! rate = "1/3s"
 //! ```
 //!
+//! or a policy's one-line text, as `Policy` prints it and parses it back
+//! (`[policies]` then `upload = "token_bucket capacity 20 rate 1/3s"`).
+//!
 //! They come from, in this order of precedence:
 //! - [`load`] (a file) or [`load_str`] (text) at start-up: every problem is
 //!   returned at once, each naming the source, line, policy and rule;

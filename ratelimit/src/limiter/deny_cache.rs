@@ -9,6 +9,11 @@
 //! denies a call the store would now admit because something else changed
 //! the key (a `reset` through another limiter or process, or a policy change).
 //!
+//! A denial is also remembered with the store's data epoch
+//! ([`Bound::data_epoch`](crate::backend::Bound::data_epoch)) when its call
+//! began: once the store finds its data may be gone (a Redis server
+//! restarted or flushed), the denials remembered before are not served.
+//!
 //! Times are the limiter's clock when it has one (a manual clock in tests,
 //! the system clock), else (the store's own clock) this process's monotonic
 //! clock read before the store was asked, so a remembered denial never
@@ -40,6 +45,8 @@ struct Denial {
     cost: u64,
     /// The policy the store decided by ([`Policy::fingerprint`](crate::Policy)).
     policy: u64,
+    /// The store's data epoch when the call began.
+    epoch: u64,
     /// When the store decided (the cache's time).
     at: u64,
     /// When the same call may pass: `at + retry_after`.
@@ -63,15 +70,24 @@ impl DenyCache {
     }
 
     /// The remembered denial of `key` at `cost` under `policy` (its
-    /// fingerprint, asked only when a denial is held), as it stands at `now`.
-    pub(crate) fn get(&self, key: &[u8], cost: u64, policy: impl FnOnce() -> u64, now: u64) -> Option<Decision> {
+    /// fingerprint, asked only when a denial is held) and the store's data
+    /// `epoch`, as it stands at `now`.
+    pub(crate) fn get(
+        &self,
+        key: &[u8],
+        cost: u64,
+        policy: impl FnOnce() -> u64,
+        epoch: u64,
+        now: u64,
+    ) -> Option<Decision> {
         // A limiter that denies nothing pays one load, not a lock.
         if self.denials.len() == 0 {
             return None;
         }
         let mut found = self.denials.entry(MapKey { scope: &self.unscoped, key }, now);
         let entry = found.get_mut()?;
-        if now >= entry.until {
+        // Past its time, or the store's data it repeated may be gone.
+        if now >= entry.until || entry.epoch != epoch {
             found.remove();
             return None;
         }
@@ -91,8 +107,9 @@ impl DenyCache {
     }
 
     /// Remembers `decision`, made by the store at `at` for `key` and `cost`
-    /// under `policy`, if it is a denial that names a time to retry.
-    pub(crate) fn remember(&self, key: &[u8], cost: u64, policy: u64, at: u64, decision: &Decision) {
+    /// under `policy` and data epoch (`(policy, epoch)`), if it is a denial
+    /// that names a time to retry.
+    pub(crate) fn remember(&self, key: &[u8], cost: u64, (policy, epoch): (u64, u64), at: u64, decision: &Decision) {
         let Some(retry_after) = decision.retry_after else { return };
         if decision.allowed || cost == 0 || retry_after.is_zero() || key.len() > MAX_RAW_KEY_LEN {
             return;
@@ -106,6 +123,7 @@ impl DenyCache {
         slot.insert(Denial {
             cost,
             policy,
+            epoch,
             at,
             until: at.saturating_add(retry_after.as_micros() as u64),
             reset_at: at.saturating_add(decision.reset_after.as_micros() as u64),
@@ -168,26 +186,26 @@ mod tests {
     #[test]
     fn a_denial_is_served_until_its_retry_time_then_forgotten() {
         let cache = DenyCache::new();
-        cache.remember(b"k", 1, 0, 1_000, &denial(500, 800));
-        let later = cache.get(b"k", 1, || 0, 1_200).expect("remembered");
+        cache.remember(b"k", 1, (0, 0), 1_000, &denial(500, 800));
+        let later = cache.get(b"k", 1, || 0, 0, 1_200).expect("remembered");
         assert_eq!(
             (later.retry_after, later.reset_after),
             (Some(Duration::from_micros(300)), Duration::from_micros(600))
         );
-        assert!(cache.get(b"k", 1, || 0, 1_499).is_some());
-        assert!(cache.get(b"k", 1, || 0, 1_500).is_none(), "served at the time the store said it passes");
+        assert!(cache.get(b"k", 1, || 0, 0, 1_499).is_some());
+        assert!(cache.get(b"k", 1, || 0, 0, 1_500).is_none(), "served at the time the store said it passes");
         assert_eq!(cache.len(), 0);
     }
 
     #[test]
     fn only_the_same_cost_at_or_after_the_denial_is_served() {
         let cache = DenyCache::new();
-        cache.remember(b"k", 5, 0, 1_000, &denial(500, 500));
-        assert!(cache.get(b"k", 1, || 0, 1_100).is_none(), "a denial of 5 says nothing about 1");
-        assert!(cache.get(b"k", 6, || 0, 1_100).is_none(), "nor about 6 (a later retry, or never)");
-        assert!(cache.get(b"k", 5, || 0, 999).is_none(), "a clock that stepped back asks the store");
-        assert!(cache.get(b"other", 5, || 0, 1_100).is_none());
-        assert!(cache.get(b"k", 5, || 1, 1_100).is_none(), "nor under another policy");
+        cache.remember(b"k", 5, (0, 0), 1_000, &denial(500, 500));
+        assert!(cache.get(b"k", 1, || 0, 0, 1_100).is_none(), "a denial of 5 says nothing about 1");
+        assert!(cache.get(b"k", 6, || 0, 0, 1_100).is_none(), "nor about 6 (a later retry, or never)");
+        assert!(cache.get(b"k", 5, || 0, 0, 999).is_none(), "a clock that stepped back asks the store");
+        assert!(cache.get(b"other", 5, || 0, 0, 1_100).is_none());
+        assert!(cache.get(b"k", 5, || 1, 0, 1_100).is_none(), "nor under another policy");
     }
 
     #[test]
@@ -196,23 +214,32 @@ mod tests {
         let mut allowed = denial(0, 10);
         allowed.allowed = true;
         allowed.retry_after = None;
-        cache.remember(b"a", 1, 0, 0, &allowed);
+        cache.remember(b"a", 1, (0, 0), 0, &allowed);
         let mut never = denial(0, 10);
         never.retry_after = None;
-        cache.remember(b"n", 9, 0, 0, &never);
-        cache.remember(b"z", 0, 0, 0, &denial(10, 10));
-        cache.remember(&[b'x'; MAX_RAW_KEY_LEN + 1], 1, 0, 0, &denial(10, 10));
+        cache.remember(b"n", 9, (0, 0), 0, &never);
+        cache.remember(b"z", 0, (0, 0), 0, &denial(10, 10));
+        cache.remember(&[b'x'; MAX_RAW_KEY_LEN + 1], 1, (0, 0), 0, &denial(10, 10));
         assert_eq!(cache.len(), 0);
+    }
+
+    #[test]
+    fn a_denial_remembered_before_the_stores_data_went_is_not_served() {
+        let cache = DenyCache::new();
+        cache.remember(b"k", 1, (0, 3), 1_000, &denial(500, 500));
+        assert!(cache.get(b"k", 1, || 0, 3, 1_100).is_some());
+        assert!(cache.get(b"k", 1, || 0, 4, 1_100).is_none(), "the store restarted or was flushed since");
+        assert_eq!(cache.len(), 0, "and it is dropped");
     }
 
     #[test]
     fn forget_drops_a_key() {
         let cache = DenyCache::new();
-        cache.remember(b"k", 1, 0, 0, &denial(10, 10));
+        cache.remember(b"k", 1, (0, 0), 0, &denial(10, 10));
         cache.forget(b"other");
         assert_eq!(cache.len(), 1);
         cache.forget(b"k");
-        assert!(cache.get(b"k", 1, || 0, 1).is_none());
+        assert!(cache.get(b"k", 1, || 0, 0, 1).is_none());
         assert_eq!(cache.len(), 0);
     }
 
@@ -220,15 +247,15 @@ mod tests {
     fn memory_is_bounded_and_expired_denials_make_room() {
         let cache = DenyCache::new();
         for i in 0..(SHARDS * PER_SHARD * 2) as u64 {
-            cache.remember(&i.to_be_bytes(), 1, 0, 0, &denial(1_000, 1_000));
+            cache.remember(&i.to_be_bytes(), 1, (0, 0), 0, &denial(1_000, 1_000));
         }
         assert!(cache.len() <= SHARDS * PER_SHARD, "{}", cache.len());
         // Once they expired and their shard was swept, new denials take their place.
         let later = SWEEP_EVERY_US;
         for i in 0..1000u64 {
-            cache.remember(&(u64::MAX - i).to_be_bytes(), 1, 0, later, &denial(1_000, 1_000));
+            cache.remember(&(u64::MAX - i).to_be_bytes(), 1, (0, 0), later, &denial(1_000, 1_000));
         }
-        assert!(cache.get(&u64::MAX.to_be_bytes(), 1, || 0, later + 1).is_some());
+        assert!(cache.get(&u64::MAX.to_be_bytes(), 1, || 0, 0, later + 1).is_some());
         assert!(cache.len() <= SHARDS * PER_SHARD);
     }
 }

@@ -11,6 +11,7 @@ use crate::error::Error;
 use crate::limiter::on_error::OnError;
 use crate::rate_limited::RateLimited;
 use crate::Limiter;
+use redlimit_grammar::AlgorithmKind;
 use std::time::Duration;
 
 /// What a denied call does.
@@ -109,6 +110,10 @@ impl Limiter {
     ) -> Result<(Decision, bool), RateLimited> {
         let (decision, by_store) = match decided {
             Ok(decision) => (decision, true),
+            // A check the store refused as misuse, not as a failure: no `on_error` or dry run lets it through.
+            Err(_) if call.kind == CallKind::Check && self.rule.policy.algorithm() == AlgorithmKind::Concurrency => {
+                return Err(self.misused(call.key));
+            }
             Err(error) => match self.enforcement.on_error.settle(self, call, &error) {
                 Err(denied) if self.is_dry_run() => {
                     crate::limiter::dry_run::would_have_denied(self);
@@ -125,6 +130,15 @@ impl Limiter {
         } else {
             Err(self.denial(call.key, decision, false))
         }
+    }
+
+    /// `limit` or `wait` called on a concurrency limiter, which holds
+    /// permits only through `acquire`: an error, never let through.
+    #[cold]
+    fn misused(&self, key: &[u8]) -> RateLimited {
+        let decided_at = std::time::SystemTime::now();
+        let decision = crate::limiter::on_error::unsettled(false, self.rule.policy.max_cost(), decided_at);
+        RateLimited::requires_acquire(self.inner.name.clone(), key, self.rule.policy.clone(), decision)
     }
 
     /// A denial of `key` by this limiter: by its limit, or, when

@@ -226,7 +226,9 @@ impl Limiter {
     /// gave them), without asking the store. It only ever denies, and only
     /// until the time the store named, so it never admits more than the
     /// policy allows; a [`reset`](Self::reset) through this limiter forgets
-    /// the key. Turn it off when something else may reset or raise a key's
+    /// the key, and a Redis found restarted or flushed (by this process's
+    /// next call to reach it) forgets them all ([what is
+    /// covered](crate::guide::failures#what-redis-forgets-is-not-counted)). Turn it off when something else may reset or raise a key's
     /// limit while it is denied (another process's `reset`) and calls must
     /// see that at once, or to have every check reach the store.
     ///
@@ -347,9 +349,26 @@ impl Limiter {
     /// not decide (see [`limit`](Self::limit) for a call that applies
     /// [`OnError`] instead).
     ///
-    /// A concurrency policy's permits are held, not spent: there `check`
-    /// (and `limit`, `wait`) only reports whether `cost` permits are free,
-    /// holding none; [`acquire`](Self::acquire) holds them.
+    /// A concurrency policy's permits are held, not spent, and `check`
+    /// would hold none: on a concurrency limiter it is an
+    /// `Err(Error::InvalidConfig)` naming [`acquire`](Self::acquire), which
+    /// holds them (and [`limit`](Self::limit) and [`wait`](Self::wait) an
+    /// `Err` whose reason is [`DenialReason::RequiresAcquire`](crate::DenialReason::RequiresAcquire),
+    /// whatever `on_error` or dry run says); [`peek`](Self::peek) still says
+    /// how many are free.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{DenialReason, Limiter, Policy, Store};
+    ///
+    /// let exports = Limiter::new("exports", Policy::concurrency(2, "30s")?, &Store::memory());
+    /// assert!(exports.check("tenant", 1).await.unwrap_err().to_string().contains("`Limiter::acquire`"));
+    /// assert_eq!(exports.limit("tenant", 1).await.unwrap_err().reason(), DenialReason::RequiresAcquire);
+    /// let held = exports.acquire("tenant").await.unwrap();
+    /// let free = exports.peek("tenant", 1).await?;
+    /// assert_eq!((free.allowed, free.remaining), (true, 0), "one of two is free");
+    /// # drop(held); Ok(()) }
+    /// ```
     ///
     /// Like an `async fn`, the future does nothing until it is polled.
     pub fn check<'a>(
@@ -361,6 +380,7 @@ impl Limiter {
     }
 
     /// The answer [`check`](Self::check) would give, without taking anything.
+    /// On a concurrency limiter: whether `cost` permits are free now.
     pub fn peek<'a>(
         &'a self,
         key: impl AsRef<[u8]> + 'a,

@@ -72,6 +72,8 @@ enum Waiting<'a> {
 pub(crate) struct Remembering<'a> {
     cache: &'a DenyCache,
     at_us: u64,
+    /// The store's data epoch when the call began ([`Bound::data_epoch`](crate::backend::Bound::data_epoch)).
+    epoch: u64,
 }
 
 // The key is only ever read through a shared reference, never pinned, so
@@ -88,8 +90,8 @@ impl Limiter {
     /// pipeline's one question, which prefetch's refills ask too.
     #[inline]
     pub(crate) fn ask(&self, call: Call<'_>, remember: Option<Remembering<'_>>) -> Answer<'_> {
-        if let Some(Remembering { cache, at_us }) = remember {
-            if let Some(remembered) = cache.get(call.key, call.cost, || self.rule.fingerprint(), at_us) {
+        if let Some(Remembering { cache, at_us, epoch }) = remember {
+            if let Some(remembered) = cache.get(call.key, call.cost, || self.rule.fingerprint(), epoch, at_us) {
                 return Answer::Now(Ok(remembered));
             }
         }
@@ -109,7 +111,7 @@ impl Limiter {
         let cache = self.deny_cache.as_deref().filter(|_| call.kind == CallKind::Check && call.cost > 0)?;
         // The store's own clock is not this process's: date by ours.
         let at_us = self.inner.store.clock.now_us().map_or_else(process_now_us, crate::clock::bounded);
-        Some(Remembering { cache, at_us })
+        Some(Remembering { cache, at_us, epoch: self.rule.bound.data_epoch() })
     }
 
     /// [`ask`](Self::ask), its round trip awaited and timed, and its answer
@@ -135,10 +137,10 @@ impl Limiter {
     /// one may now name too early a time).
     #[inline]
     fn remember(&self, call: Call<'_>, remember: Option<Remembering<'_>>, result: &Result<Decision, Error>) {
-        if let (Some(Remembering { cache, at_us }), Ok(decision)) = (remember, result) {
+        if let (Some(Remembering { cache, at_us, epoch }), Ok(decision)) = (remember, result) {
             match decision.allowed {
                 true => cache.forget(call.key),
-                false => cache.remember(call.key, call.cost, self.rule.fingerprint(), at_us, decision),
+                false => cache.remember(call.key, call.cost, (self.rule.fingerprint(), epoch), at_us, decision),
             }
         }
     }

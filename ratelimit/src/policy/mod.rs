@@ -2,6 +2,8 @@
 
 mod text;
 
+pub(crate) use text::read;
+
 use crate::error::Error;
 use redlimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
 pub use redlimit_grammar::{Rate, Strategy};

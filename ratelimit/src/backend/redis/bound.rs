@@ -34,8 +34,8 @@ impl Bound for RedisBound {
         if let Some(failing_fast) = self.eval.breaker.open() {
             return Answer::Now(Err(failing_fast));
         }
-        // A refund or a permit's call only reaches the scripts that take it.
-        if call.kind != CallKind::Check && call.kind != CallKind::Peek {
+        // A refund, a permit's call or a concurrency check only reaches the scripts that take it.
+        if call.kind != CallKind::Peek {
             if let Some(refused) = crate::algo::refused(algorithm(self.plan.family), call.kind) {
                 return Answer::Now(Err(refused));
             }
@@ -69,6 +69,10 @@ impl Bound for RedisBound {
 
     fn response_timeout(&self) -> Option<std::time::Duration> {
         Some(self.eval.response_timeout)
+    }
+
+    fn data_epoch(&self) -> u64 {
+        self.eval.connection.watch.epoch()
     }
 }
 

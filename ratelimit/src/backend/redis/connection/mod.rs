@@ -17,8 +17,8 @@
 //! The folder owns the connection to Redis: which deployment a URL names
 //! (`endpoint.rs`), the connection's options (`options.rs`), when it is idle
 //! and which slot a key is in (`idle.rs`), TLS (`tls.rs`), failing fast
-//! after a failure (`breaker.rs`), and what a redis-rs error means
-//! (`failure.rs`).
+//! after a failure (`breaker.rs`), what a redis-rs error means
+//! (`failure.rs`), and whether the server's data may be gone (`watch.rs`).
 //!
 //! # Bounds, resends, the breaker
 //!
@@ -40,11 +40,13 @@ pub(super) mod idle;
 pub(crate) mod options;
 #[cfg(feature = "tls")]
 mod tls;
+pub(crate) mod watch;
 
 use self::endpoint::Endpoint;
 use self::idle::Answered;
 #[cfg(feature = "cluster")]
 use self::idle::{slot, SLOTS, SLOTS_PER_GROUP};
+use self::watch::DataWatch;
 use super::RedisOptions;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 #[cfg(feature = "cluster")]
@@ -72,6 +74,8 @@ pub(crate) struct Connection {
     kind: Kind,
     /// When a single server's or a Sentinel master's connection last answered.
     answered: Arc<Answered>,
+    /// Whether the server's data may be gone since this process last looked.
+    pub(crate) watch: Arc<DataWatch>,
 }
 
 #[derive(Clone)]
@@ -147,11 +151,13 @@ impl Connection {
         let groups = if matches!(kind, Kind::Cluster(_)) { SLOTS / SLOTS_PER_GROUP } else { 1 };
         #[cfg(not(feature = "cluster"))]
         let groups = 1;
-        let mut connection = Connection { kind, answered: Arc::new(Answered::new(groups)) };
+        let watch = Arc::new(DataWatch::new(groups == 1));
+        let mut connection = Connection { kind, answered: Arc::new(Answered::new(groups)), watch };
         // A server that wants a password lets a connection without one open
         // and refuses its first command (NOAUTH): ask one now, so a missing
         // password fails start-up as a wrong one does. On a cluster `PING`
         // goes to every master.
+        // The first request checks the data watch too: what it sees is what later checks compare with.
         connection.req_packed_command(&redis::cmd("PING")).await.and_then(Value::extract_error)?;
         Ok(connection)
     }
@@ -178,9 +184,9 @@ impl Connection {
         #[cfg(not(feature = "cluster"))]
         let _ = key;
         let reply = match &mut self.kind {
-            Kind::Single(manager) => guarded(manager, &self.answered, cmd, replayable).await,
+            Kind::Single(manager) => guarded(manager, &self.answered, &self.watch, cmd, replayable).await,
             #[cfg(feature = "sentinel")]
-            Kind::Sentinel(sentinel) => sentinel.request(cmd, &self.answered, replayable).await,
+            Kind::Sentinel(sentinel) => sentinel.request(cmd, &self.answered, &self.watch, replayable).await,
             #[cfg(feature = "cluster")]
             Kind::Cluster(cluster) => {
                 let group = slot(key) as usize / SLOTS_PER_GROUP;
@@ -222,42 +228,63 @@ pub(crate) fn is_dead_socket(error: &RedisError) -> bool {
     error.is_connection_dropped() && !error.is_connection_refusal()
 }
 
-/// `cmd` on `manager`, after a `PING` if the connection has been idle; see
-/// [`Connection::request`].
+/// `cmd` on `manager`, after a `PING` if the connection has been idle and
+/// the data watch's check when one is due; see [`Connection::request`].
 async fn guarded(
     manager: &mut ConnectionManager,
     answered: &Answered,
+    watch: &DataWatch,
     cmd: &Cmd,
     replayable: bool,
 ) -> RedisResult<Value> {
     if answered.idle(0) {
         // Boxed: only a call after an idle spell takes this path.
-        Box::pin(resent_once(manager, answered, &redis::cmd("PING"))).await?;
+        Box::pin(resent_once(manager, answered, watch, &redis::cmd("PING"))).await?;
+    }
+    if watch.claim() {
+        // Boxed: once a second at most, and after a reconnect.
+        Box::pin(watch.check(manager)).await;
     }
     if replayable {
-        return resent_once(manager, answered, cmd).await;
+        return resent_once(manager, answered, watch, cmd).await;
     }
     let reply = manager.req_packed_command(cmd).await;
-    if reply.is_ok() {
-        answered.touch(0);
+    match &reply {
+        Ok(_) => answered.touch(0),
+        Err(e) => suspect(watch, e),
     }
     reply.and_then(Value::extract_error)
 }
 
 /// `cmd`, and once more if its connection turned out dead: the manager has
 /// then started a new one, which the second request waits for.
-async fn resent_once(manager: &mut ConnectionManager, answered: &Answered, cmd: &Cmd) -> RedisResult<Value> {
+async fn resent_once(
+    manager: &mut ConnectionManager,
+    answered: &Answered,
+    watch: &DataWatch,
+    cmd: &Cmd,
+) -> RedisResult<Value> {
     let reply = match manager.req_packed_command(cmd).await {
         Err(e) if is_dead_socket(&e) => {
             tracing::debug!(target: "redlimit", "the Redis connection was closed while idle; reconnecting");
+            watch.suspect();
             manager.req_packed_command(cmd).await
         }
         reply => reply,
     };
-    if reply.is_ok() {
-        answered.touch(0);
+    match &reply {
+        Ok(_) => answered.touch(0),
+        Err(e) => suspect(watch, e),
     }
     reply.and_then(Value::extract_error)
+}
+
+/// A request that failed for its connection: the next one may meet a
+/// server that restarted, so it checks first.
+fn suspect(watch: &DataWatch, error: &RedisError) {
+    if error.is_connection_dropped() || error.is_connection_refusal() || error.is_io_error() || error.is_timeout() {
+        watch.suspect();
+    }
 }
 
 impl ConnectionLike for Connection {
@@ -266,11 +293,11 @@ impl ConnectionLike for Connection {
     /// doing it once.
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.kind {
-            Kind::Single(manager) => Box::pin(guarded(manager, &self.answered, cmd, true)),
+            Kind::Single(manager) => Box::pin(guarded(manager, &self.answered, &self.watch, cmd, true)),
             #[cfg(feature = "cluster")]
             Kind::Cluster(c) => c.req_packed_command(cmd),
             #[cfg(feature = "sentinel")]
-            Kind::Sentinel(s) => Box::pin(s.request(cmd, &self.answered, true)),
+            Kind::Sentinel(s) => Box::pin(s.request(cmd, &self.answered, &self.watch, true)),
         }
     }
 
@@ -370,12 +397,13 @@ impl SentinelMaster {
         Ok(())
     }
 
-    async fn request(&self, cmd: &Cmd, answered: &Answered, replayable: bool) -> RedisResult<Value> {
+    async fn request(&self, cmd: &Cmd, answered: &Answered, watch: &DataWatch, replayable: bool) -> RedisResult<Value> {
         let (seen, mut current) = self.current();
-        match guarded(&mut current, answered, cmd, replayable).await {
+        match guarded(&mut current, answered, watch, cmd, replayable).await {
             // A replica refuses a script before running it, so one retry on
             // the new master cannot count a call twice.
             Err(e) if is_read_only(&e) => {
+                watch.suspect();
                 self.re_resolve(seen).await?;
                 self.current().1.req_packed_command(cmd).await.and_then(Value::extract_error)
             }
