@@ -1,8 +1,8 @@
 //! A call that reaches the global store while a `redlimit::Scope` is live
 //! and no global store was set (a task spawned out of its scope, a limiter
 //! built on `redlimit::global()`) is refused: it fails with an error naming
-//! the fix, which `on_error` settles and the limiter logs, and no store
-//! counts it. Once no scope is live, the global store built for want of
+//! the fix, never settled by `on_error` (a call made wrongly is not an
+//! outage), said once at WARN per limiter, and no store counts it. Once no scope is live, the global store built for want of
 //! another decides, said once at WARN. One test, because the global store
 //! is process-wide.
 //!
@@ -42,15 +42,31 @@ async fn a_call_outside_every_scope_while_one_is_live_is_refused() {
 
         // A task spawned without `in_current_scope` is out of the scope.
         let (allowed, denied) = tokio::spawn(async { (allowing("ann").await, denying("ann").await) }).await.unwrap();
-        assert!(allowed.is_ok(), "{at}: on_error = allow lets it through, and the log says why");
-        assert_eq!(denied.unwrap_err().reason(), DenialReason::StoreUnavailable, "{at}: on_error = deny");
+        for (refused, on_error) in [(allowed, "allow"), (denied, "deny")] {
+            let refused = refused.unwrap_err();
+            assert_eq!(refused.reason(), DenialReason::Misused, "{at}: on_error = {on_error}");
+            assert!(refused.to_string().contains(FIX), "{at}: {refused}");
+        }
 
         // A limiter built on the global store fails the same way.
         let global = redlimit::global().await.unwrap();
         let explicit = Limiter::new("outside.explicit", Policy::fixed_window("5/1h").unwrap(), global);
         let error = explicit.check("ann", 1).await.unwrap_err();
-        assert!(matches!(error, Error::InvalidConfig(_)), "{at}: {error:?}");
+        assert!(matches!(error, Error::Misuse(_)), "{at}: {error:?}");
         assert!(error.to_string().contains(FIX), "{at}: {error}");
+
+        // A layer on the global store answers such a request 500: the server's mistake.
+        {
+            use redlimit::http::{KeyBy, RateLimitLayer};
+            use tower_service::Service;
+            let layer = RateLimitLayer::new("outside.layer", Policy::fixed_window("5/1h").unwrap())
+                .key(KeyBy::header("x-user").unwrap());
+            let mut app = axum::Router::new().route("/", axum::routing::get(|| async { "ok" })).layer(layer);
+            let request = axum::http::Request::builder().uri("/").header("x-user", "ann");
+            let request = request.body(axum::body::Body::empty()).unwrap();
+            let response = tokio::spawn(async move { app.call(request).await }).await.unwrap().unwrap();
+            assert_eq!(response.status(), 500, "{at}");
+        }
 
         // The scope's store counted only the call made in it (a peek answers as the next call would).
         let counted = Limiter::new("outside.allow", Policy::fixed_window("5/1h").unwrap(), &store);

@@ -56,6 +56,13 @@ pub enum Error {
     Protocol(String),
     /// [`init`](crate::init) was called after the global store was already set.
     AlreadyInitialized,
+    /// The call was made in a way no store can decide, and the message says
+    /// how to make it: `check` on a concurrency limiter (which holds permits
+    /// only through `acquire`), or a call that reached the global store
+    /// nobody set while a test's [`Scope`](crate::Scope) is live. Never
+    /// settled by `on_error` nor let through by a dry run: `limit`, `wait`
+    /// and annotated functions deny it ([`DenialReason::Misused`](crate::DenialReason::Misused)).
+    Misuse(String),
 }
 
 /// What went wrong, in words, and the error it came from when there is one:
@@ -136,7 +143,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::InvalidPolicy(why) => write!(f, "invalid rate limit policy: {why}"),
-            Error::InvalidConfig(why) => f.write_str(why),
+            Error::InvalidConfig(why) | Error::Misuse(why) => f.write_str(why),
             Error::Connection(failure)
             | Error::Auth(failure)
             | Error::Server(failure)

@@ -7,7 +7,7 @@
 //! |---|---|---|---|
 //! | `redlimit_decisions_total` | counter | `limiter`, `algo`, `outcome` (`allowed` / `denied` / `dry_run_denied`) | every decision of `check`, `limit`, `wait`, annotated functions and layers, including denials answered by the deny cache and decisions `on_error` made while the store could not answer; not `peek`. A limiter in dry run (`Policy::with_dry_run`, `Limiter::with_dry_run`, `dry_run = true`, a layer's `dry_run`, `redlimit::set_dry_run`) denies nothing: what it would have denied is `dry_run_denied`, never `denied`, so a denial-rate alert stays quiet during a trial |
 //! | `redlimit_dry_run_denials_total` | counter | `limiter`, `algo` | calls a limiter in dry run would have denied and let through (`limit`, `wait`, annotated functions, layers; not `check`, which lets nothing through) |
-//! | `redlimit_store_errors_total` | counter | `kind` (`connection`: refused, reset, dropped, DNS, TLS; `auth`: credentials refused; `server`: Redis answered an error; `timeout`; `unavailable`: failing fast after one of those, or still connecting; `protocol`: an unexpected reply; `config`) | every call the store could not decide, and every refund it could not make |
+//! | `redlimit_store_errors_total` | counter | `kind` (`connection`: refused, reset, dropped, DNS, TLS; `auth`: credentials refused; `server`: Redis answered an error; `timeout`; `unavailable`: failing fast after one of those, or still connecting; `protocol`: an unexpected reply; `config`; `misuse`: a call made wrongly, see `Error::Misuse`) | every call the store could not decide, and every refund it could not make |
 //! | `redlimit_prefetch_permits_total` | counter | `limiter`, `kind` (`prefetched`: taken from the store by a refill; `spent`: by calls; `returned`: unspent and refunded; `wasted`: unspent and not given back) | permits of a limiter with prefetch (`Limiter::with_prefetch`, `prefetch = k`); its decisions are counted above, one each |
 //! | `redlimit_store_duration_seconds` | histogram | `limiter`, `algo` | how long a remote store (Redis) took to answer one call, successful or not; not recorded for the in-memory store or for denials the deny cache answered |
 //!
@@ -180,6 +180,7 @@ pub(crate) fn error_kind(error: &Error) -> &'static str {
         Error::Server(_) => "server",
         Error::Protocol(_) => "protocol",
         Error::InvalidPolicy(_) | Error::InvalidConfig(_) | Error::AlreadyInitialized => "config",
+        Error::Misuse(_) => "misuse",
     }
 }
 
@@ -235,5 +236,6 @@ mod tests {
         assert_eq!(error_kind(&Error::Auth(Failure::new("WRONGPASS"))), "auth");
         assert_eq!(error_kind(&Error::Server(Failure::new("ERR"))), "server");
         assert_eq!(error_kind(&Error::InvalidConfig("bad URL".into())), "config");
+        assert_eq!(error_kind(&Error::Misuse("check on a concurrency limiter".into())), "misuse");
     }
 }

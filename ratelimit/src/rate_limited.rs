@@ -51,6 +51,8 @@ pub(crate) struct Denial {
     /// The limiter's name was made up by `#[rate_limit]` (module path and
     /// function), so what a client is shown leaves it out.
     pub(crate) named_by_default: bool,
+    /// How to make a call [`DenialReason::Misused`] refused.
+    misuse: Option<Box<str>>,
 }
 
 /// Why a call was denied.
@@ -74,12 +76,13 @@ pub enum DenialReason {
     /// The call names a configured policy that does not exist (yet) and
     /// `on_error = "deny"` denied the call.
     PolicyNotConfigured,
-    /// [`Limiter::limit`](crate::Limiter::limit) or
-    /// [`wait`](crate::Limiter::wait) was called on a concurrency limiter:
-    /// they would hold no permit, so the call is refused (whatever
-    /// `on_error` or dry run says); take one with
-    /// [`Limiter::acquire`](crate::Limiter::acquire).
-    RequiresAcquire,
+    /// The call was made in a way no store can decide
+    /// ([`Error::Misuse`](crate::Error::Misuse): `limit` or `wait` on a
+    /// concurrency limiter, whose permits only
+    /// [`Limiter::acquire`](crate::Limiter::acquire) holds; a call that
+    /// missed its test's scope): refused whatever `on_error` or a dry run
+    /// says, and its `Display` says how to make it.
+    Misused,
 }
 
 impl RateLimited {
@@ -93,9 +96,17 @@ impl RateLimited {
         RateLimited::new(limiter, key, Some(policy), decision, DenialReason::StoreUnavailable)
     }
 
-    /// `limit` or `wait` on a concurrency limiter: refused, see [`DenialReason::RequiresAcquire`].
-    pub(crate) fn requires_acquire(limiter: Arc<str>, key: &[u8], policy: Policy, decision: Decision) -> RateLimited {
-        RateLimited::new(limiter, key, Some(policy), decision, DenialReason::RequiresAcquire)
+    /// A call made wrongly, refused: see [`DenialReason::Misused`].
+    pub(crate) fn misused(
+        limiter: Arc<str>,
+        key: &[u8],
+        policy: Policy,
+        decision: Decision,
+        why: String,
+    ) -> RateLimited {
+        let mut denied = RateLimited::new(limiter, key, Some(policy), decision, DenialReason::Misused);
+        denied.0.misuse = Some(why.into());
+        denied
     }
 
     /// A call `on_error = "deny"` denied because its named policy is not configured.
@@ -110,7 +121,15 @@ impl RateLimited {
         decision: Decision,
         reason: DenialReason,
     ) -> RateLimited {
-        RateLimited(Box::new(Denial { limiter, key: Key::new(key), policy, decision, reason, named_by_default: false }))
+        RateLimited(Box::new(Denial {
+            limiter,
+            key: Key::new(key),
+            policy,
+            decision,
+            reason,
+            named_by_default: false,
+            misuse: None,
+        }))
     }
 
     /// Marks the limiter's name as made up by `#[rate_limit]`: a client is not shown it.
@@ -154,12 +173,10 @@ impl RateLimited {
 
     /// The denial in words; the limiter's name only when `named`.
     fn describe(&self, f: &mut impl fmt::Write, named: bool) -> fmt::Result {
-        if self.0.reason == DenialReason::RequiresAcquire {
+        if let Some(why) = &self.0.misuse {
             return match named {
-                true => {
-                    write!(f, "`{}` refused the call: {}", quote(&*self.0.limiter), crate::algo::CHECK_HOLDS_NOTHING)
-                }
-                false => write!(f, "the call was refused: {}", crate::algo::CHECK_HOLDS_NOTHING),
+                true => write!(f, "`{}` refused the call: {why}", quote(&*self.0.limiter)),
+                false => write!(f, "the call was refused: {why}"),
             };
         }
         match named {

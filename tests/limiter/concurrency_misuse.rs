@@ -20,18 +20,18 @@ async fn check_limit_and_wait_on_a_concurrency_limiter_are_errors_naming_acquire
                 let limiter = exports.clone().with_on_error(on_error).with_dry_run(dry_run);
                 let case = format!("{at}, {on_error:?}, dry run {dry_run}");
                 match limiter.check("tenant", 1).await {
-                    Err(Error::InvalidConfig(why)) => assert!(why.contains("`Limiter::acquire`"), "{case}: {why}"),
+                    Err(Error::Misuse(why)) => assert!(why.contains("`Limiter::acquire`"), "{case}: {why}"),
                     other => panic!("{case}: check holds nothing, yet answered {other:?}"),
                 }
                 let refused = limiter.limit("tenant", 1).await.unwrap_err();
-                assert_eq!(refused.reason(), DenialReason::RequiresAcquire, "{case}");
+                assert_eq!(refused.reason(), DenialReason::Misused, "{case}");
                 assert!(
                     refused.to_string().starts_with("`exports` refused the call: `check`, `limit` and `wait`"),
                     "{case}: {refused}"
                 );
                 assert!(refused.to_string().contains("`Limiter::acquire`"), "{case}: {refused}");
                 let waited = limiter.wait("tenant", 1, None).await.unwrap_err();
-                assert_eq!(waited.reason(), DenialReason::RequiresAcquire, "{case}: no wait can make it hold a permit");
+                assert_eq!(waited.reason(), DenialReason::Misused, "{case}: no wait can make it hold a permit");
             }
         }
         assert_eq!(exports.store_errors(), 0, "{at}: a misuse is not a store failure");
@@ -54,7 +54,7 @@ async fn a_concurrency_policy_given_per_call_is_held_only_through_acquire() {
     for (at, store) in both.each() {
         let api = Limiter::new("api", Policy::gcra("10/1s", 9).unwrap(), store);
         let per_call = api.with_policy(&Policy::concurrency(1, "30s").unwrap());
-        assert_eq!(per_call.limit("k", 1).await.unwrap_err().reason(), DenialReason::RequiresAcquire, "{at}");
+        assert_eq!(per_call.limit("k", 1).await.unwrap_err().reason(), DenialReason::Misused, "{at}");
         assert!(per_call.check("k", 1).await.is_err(), "{at}");
         let held = per_call.acquire("k").await.unwrap();
         assert!(held.is_held(), "{at}");

@@ -69,9 +69,7 @@ pub(crate) fn refund_refused(algorithm: AlgorithmKind) -> Error {
 #[inline]
 pub(crate) fn refused(algorithm: AlgorithmKind, kind: CallKind) -> Option<Error> {
     match kind {
-        CallKind::Check if algorithm == AlgorithmKind::Concurrency => {
-            Some(Error::InvalidConfig(CHECK_HOLDS_NOTHING.into()))
-        }
+        CallKind::Check if algorithm == AlgorithmKind::Concurrency => Some(Error::Misuse(CHECK_HOLDS_NOTHING.into())),
         CallKind::Refund(_) if !refunds(algorithm) => Some(refund_refused(algorithm)),
         CallKind::Acquire(_) | CallKind::Release(_) | CallKind::Renew(_) if algorithm != AlgorithmKind::Concurrency => {
             Some(Error::InvalidConfig(format!(

@@ -17,7 +17,7 @@ pub(crate) fn implicit(store: Store) -> Store {
 
 /// Why a call was refused: what it missed and how to reach its store.
 fn refused() -> Error {
-    Error::InvalidConfig(
+    Error::Misuse(
         "this call reached the global rate limit store, which was never set (redlimit::init), while a \
          redlimit::Scope is live: run it in the scope (redlimit::in_current_scope for a spawned task, \
          http::ScopeLayer for a server's requests, the scope's store for a Limiter) or set the global store"

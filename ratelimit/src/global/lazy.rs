@@ -110,7 +110,6 @@ impl LazyLimiter {
 
     /// Settles a call that [`current_ref`](Self::current_ref) found no
     /// policy for (`why`) by `on_error`; `subject` names the call in the log.
-    #[allow(clippy::result_large_err)] // the denial every caller returns as is
     pub(crate) fn settle_unconfigured(
         &self,
         on_error: OnError,

@@ -91,8 +91,8 @@ pub fn init(store: Store) -> Result<(), Error> {
 /// means Redis; unset means the in-memory store, said once in a WARN line.
 ///
 /// A store built this way refuses every call while a [`Scope`](crate::Scope)
-/// is live: each fails with an [`Error::InvalidConfig`] saying so, which
-/// the call's `on_error` settles and its limiter logs. A process that made
+/// is live: each fails with an [`Error::Misuse`] saying so, which no
+/// `on_error` lets through and its limiter logs once. A process that made
 /// a scope (a test) meant its calls for that scope's store, and one that
 /// reaches this store instead (a task spawned out of its scope, a server
 /// not wrapped in `http::ScopeLayer`) would otherwise pass on an in-memory

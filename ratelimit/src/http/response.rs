@@ -62,6 +62,9 @@ impl IntoResponse for RateLimited {
 ///   `RateLimit` fields (no store state was read) and `Retry-After` only if
 ///   the decision names a wait (in practice none: when the store returns
 ///   cannot be known).
+/// - A call made wrongly ([`DenialReason::Misused`], which the error's
+///   `Display` and a WARN, once per limiter, explain): `500 Internal Server Error`, the same body
+///   saying the limiter could not decide, without the explanation.
 ///
 /// The `detail` never contains the key, nor the module path `#[rate_limit]`
 /// names a limiter by when it has no `name = "..."`: the limiter's name
@@ -149,8 +152,12 @@ fn respond_unmarked(
         }
         _ => {
             let retry_after = denied.retry_after().map(retry_after_secs);
-            let mut response =
-                problem(StatusCode::SERVICE_UNAVAILABLE, &detail(denied, retry_after, cost), retry_after);
+            // A call made wrongly is the server's mistake, not the store's absence.
+            let status = match denied.reason() {
+                DenialReason::Misused => StatusCode::INTERNAL_SERVER_ERROR,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            let mut response = problem(status, &detail(denied, retry_after, cost), retry_after);
             if let Some(secs) = retry_after {
                 response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
             }
@@ -193,6 +200,14 @@ fn detail(denied: &RateLimited, retry_after: Option<u64>, cost: u64) -> String {
             match &name {
                 Some(name) => write!(out, "the store of rate limiter `{name}` is unavailable"),
                 None => write!(out, "the rate limiter's store is unavailable"),
+            }
+            .ok();
+            out.push_str(", so the request could not be decided");
+        }
+        (DenialReason::Misused, _) => {
+            match &name {
+                Some(name) => write!(out, "rate limiter `{name}` was called in a way it cannot decide"),
+                None => write!(out, "the rate limiter was called in a way it cannot decide"),
             }
             .ok();
             out.push_str(", so the request could not be decided");

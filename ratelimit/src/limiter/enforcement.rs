@@ -11,7 +11,6 @@ use crate::error::Error;
 use crate::limiter::on_error::OnError;
 use crate::rate_limited::RateLimited;
 use crate::Limiter;
-use redlimit_grammar::AlgorithmKind;
 use std::time::Duration;
 
 /// What a denied call does.
@@ -101,7 +100,6 @@ impl Limiter {
     /// settled by `on_error`; with whether the store took the permits
     /// (not `on_error`, which takes none from it, nor a dry run letting a
     /// denied call through): what a refund may give back.
-    #[allow(clippy::result_large_err)] // the Result of `Limiter::limit`, which returns it as is
     #[inline]
     pub(crate) fn enforce(
         &self,
@@ -110,10 +108,8 @@ impl Limiter {
     ) -> Result<(Decision, bool), RateLimited> {
         let (decision, by_store) = match decided {
             Ok(decision) => (decision, true),
-            // A check the store refused as misuse, not as a failure: no `on_error` or dry run lets it through.
-            Err(_) if call.kind == CallKind::Check && self.rule.policy.algorithm() == AlgorithmKind::Concurrency => {
-                return Err(self.misused(call.key));
-            }
+            // A call made wrongly, not a failure: no `on_error` or dry run lets it through.
+            Err(Error::Misuse(why)) => return Err(self.misused(call.key, why)),
             Err(error) => match self.enforcement.on_error.settle(self, call, &error) {
                 Err(denied) if self.is_dry_run() => {
                     crate::limiter::dry_run::would_have_denied(self);
@@ -132,13 +128,15 @@ impl Limiter {
         }
     }
 
-    /// `limit` or `wait` called on a concurrency limiter, which holds
-    /// permits only through `acquire`: an error, never let through.
+    /// A call made wrongly ([`Error::Misuse`]), saying why: denied, never let through.
     #[cold]
-    fn misused(&self, key: &[u8]) -> RateLimited {
+    fn misused(&self, key: &[u8], why: String) -> RateLimited {
+        if !self.inner.misuse_reported.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            tracing::warn!(target: "redlimit", limiter = &*self.inner.name, "a call was refused, and others like it will be: {why}");
+        }
         let decided_at = std::time::SystemTime::now();
         let decision = crate::limiter::on_error::unsettled(false, self.rule.policy.max_cost(), decided_at);
-        RateLimited::requires_acquire(self.inner.name.clone(), key, self.rule.policy.clone(), decision)
+        RateLimited::misused(self.inner.name.clone(), key, self.rule.policy.clone(), decision, why)
     }
 
     /// A denial of `key` by this limiter: by its limit, or, when

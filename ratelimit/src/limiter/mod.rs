@@ -78,6 +78,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: [OnceCell<LimiterMetrics>; AlgorithmKind::ALL.len()],
     /// A dry run's first let-through was logged.
     pub(crate) dry_run_reported: AtomicBool,
+    /// The first call made wrongly ([`Error::Misuse`]) was logged.
+    pub(crate) misuse_reported: AtomicBool,
     /// Wakes this process's waiting acquisitions when a permit is given back.
     pub(crate) released: tokio::sync::Notify,
     /// Concurrency permits held, registered at the first.
@@ -156,6 +158,7 @@ impl Limiter {
             outage: OutageLog::default(),
             metrics: Default::default(),
             dry_run_reported: AtomicBool::new(false),
+            misuse_reported: AtomicBool::new(false),
             released: tokio::sync::Notify::new(),
             permit_metrics: OnceCell::new(),
             refunds: RefundLog::new(),
@@ -351,9 +354,9 @@ impl Limiter {
     ///
     /// A concurrency policy's permits are held, not spent, and `check`
     /// would hold none: on a concurrency limiter it is an
-    /// `Err(Error::InvalidConfig)` naming [`acquire`](Self::acquire), which
+    /// `Err(Error::Misuse)` naming [`acquire`](Self::acquire), which
     /// holds them (and [`limit`](Self::limit) and [`wait`](Self::wait) an
-    /// `Err` whose reason is [`DenialReason::RequiresAcquire`](crate::DenialReason::RequiresAcquire),
+    /// `Err` whose reason is [`DenialReason::Misused`](crate::DenialReason::Misused),
     /// whatever `on_error` or dry run says); [`peek`](Self::peek) still says
     /// how many are free.
     ///
@@ -363,7 +366,7 @@ impl Limiter {
     ///
     /// let exports = Limiter::new("exports", Policy::concurrency(2, "30s")?, &Store::memory());
     /// assert!(exports.check("tenant", 1).await.unwrap_err().to_string().contains("`Limiter::acquire`"));
-    /// assert_eq!(exports.limit("tenant", 1).await.unwrap_err().reason(), DenialReason::RequiresAcquire);
+    /// assert_eq!(exports.limit("tenant", 1).await.unwrap_err().reason(), DenialReason::Misused);
     /// let held = exports.acquire("tenant").await.unwrap();
     /// let free = exports.peek("tenant", 1).await?;
     /// assert_eq!((free.allowed, free.remaining), (true, 0), "one of two is free");

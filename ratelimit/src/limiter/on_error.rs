@@ -51,7 +51,6 @@ impl OnError {
 
     /// Settles a call `limiter` could not decide; a timed-out call may have
     /// been counted by the store, so it is never treated as a permit taken.
-    #[allow(clippy::result_large_err)] // the Result of `Limiter::limit`, which returns it as is
     pub(crate) fn settle(self, limiter: &Limiter, call: Call<'_>, error: &Error) -> Result<Decision, RateLimited> {
         let inner = &limiter.inner;
         inner.store_errors.fetch_add(1, Ordering::Relaxed);
@@ -116,7 +115,6 @@ impl OnError {
     /// no policy to apply in memory) let it through uncounted. `subject`
     /// names the call in the log line (`"call"`, `"request"`); `log` keeps
     /// that line to one per interval, as for an outage.
-    #[allow(clippy::result_large_err)] // the denial every caller returns as is
     pub(crate) fn without_policy(
         self,
         subject: &str,
