@@ -199,12 +199,13 @@ async fn a_rate_limit_layer_inside_and_the_handler_both_state_their_fields() {
         assert_eq!(fields(&response, "ratelimit"), [format!(r#""7/1m";r={};t=60, "4/1m";r={left};t=60"#, left + 3)]);
     }
     // Denied by the handler: its 429 keeps its own fields, and the layer,
-    // which allowed the request, adds its items after them.
+    // which allowed the request, gives its permit back (the handler's work
+    // never ran) and adds its items after them, counted after the refund.
     let denied = get_(&mut app, "/").await;
     assert_eq!(denied.status(), 429);
     assert_eq!(fields(&denied, "retry-after"), ["60"]);
     assert_eq!(fields(&denied, "ratelimit-policy"), [r#""4/1m";q=4;w=60, "7/1m";q=7;w=60"#]);
-    assert_eq!(fields(&denied, "ratelimit"), [r#""4/1m";r=0;t=60, "7/1m";r=2;t=60"#]);
+    assert_eq!(fields(&denied, "ratelimit"), [r#""4/1m";r=0;t=60, "7/1m";r=3;t=60"#]);
 }
 
 #[tokio::test]

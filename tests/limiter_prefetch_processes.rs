@@ -13,7 +13,7 @@
 //! every interval. Every run is a count of decisions, never a duration, so
 //! a slow machine only spreads the same calls over more time.
 
-use redlimit::{Limiter, Policy, Store, DEFAULT_PREFETCH_TTL};
+use redlimit::{Limiter, Policy, RedisOptions, Store, DEFAULT_PREFETCH_TTL};
 use redlimit_test_support::redis_server::RedisServer;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -65,7 +65,9 @@ fn child_process() {
     let [url, name, policy_text, out] = spec.split('|').collect::<Vec<_>>()[..] else { panic!("bad {CHILD_VAR}") };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let lines = runtime.block_on(async {
-        let store = Store::redis(url).await.unwrap();
+        // Patient with Redis: on a loaded machine the default timeout fails calls, which is not what this measures.
+        let options = RedisOptions::default().with_response_timeout(Duration::from_secs(10));
+        let store = Store::redis_with(url, options).await.unwrap();
         let limiter = Limiter::new(name, policy(policy_text), &store).with_prefetch(K).unwrap();
         barrier(url, name).await;
         let tasks: Vec<_> = (0..TASKS)
