@@ -18,7 +18,8 @@
 //! (`endpoint.rs`), the connection's options (`options.rs`), when it is idle
 //! and which slot a key is in (`idle.rs`), TLS (`tls.rs`), failing fast
 //! after a failure (`breaker.rs`), what a redis-rs error means
-//! (`failure.rs`), and whether the server's data may be gone (`watch.rs`).
+//! (`failure.rs`), whether the server's data may be gone (`watch.rs`), and
+//! which master the sentinels name (`sentinel.rs`).
 //!
 //! # Bounds, resends, the breaker
 //!
@@ -26,7 +27,9 @@
 //!   `RedisOptions` is bounded to 1 ms..1 h, so no arithmetic overflows.
 //! - A peek, `SCRIPT LOAD` and `DEL` are resent once, and any call after
 //!   `NOSCRIPT` or `READONLY` (Redis refused it without running it); a
-//!   decision never is. redis-rs's cluster connection resends a request
+//!   decision never is. Through Sentinel, a timeout, an unreachable master,
+//!   `READONLY` or `NOREPLICAS` makes the sentinels be asked at once, besides
+//!   their notifications and a lookup every second (`sentinel.rs`). redis-rs's cluster connection resends a request
 //!   whose node connection dropped, so there a decision can be counted
 //!   twice (never admitted twice).
 //! - The breaker opens on a timeout, a refused connect or any other
