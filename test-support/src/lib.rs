@@ -3,7 +3,8 @@
 //!
 //! - `redis_server`, `redis_cluster`: real, private `redis-server`
 //!   processes (single, Sentinel, TLS, a 3+3 cluster) on free loopback
-//!   ports, so tests never touch a Redis they did not start.
+//!   ports, so tests never touch a Redis they did not start;
+//!   `redis_sentinel`, a master, replicas and three sentinels.
 //! - [`silent_listener`]: a port that accepts connections and never
 //!   answers, to bound connects against.
 //! - `stores`: the memory store and a Redis store side by side on one
@@ -37,6 +38,8 @@ pub mod metrics_capture;
 pub mod programs;
 #[cfg(feature = "redis")]
 pub mod redis_cluster;
+#[cfg(feature = "redis")]
+pub mod redis_sentinel;
 #[cfg(feature = "redis")]
 pub mod redis_server;
 pub mod runtime;

@@ -104,8 +104,15 @@ impl RedisServer {
     /// master, `sentinel auth-user`, ...).
     #[track_caller]
     pub fn start_sentinel_with(master_name: &str, master_port: u16, extra_config: &str) -> RedisServer {
+        RedisServer::start_sentinel_quorum(master_name, master_port, 1, extra_config)
+    }
+
+    /// [`start_sentinel_with`](Self::start_sentinel_with) with `quorum`
+    /// sentinels needed to agree the master is down.
+    #[track_caller]
+    pub fn start_sentinel_quorum(master_name: &str, master_port: u16, quorum: u32, extra_config: &str) -> RedisServer {
         let config = format!(
-            "sentinel monitor {master_name} 127.0.0.1 {master_port} 1\n\
+            "sentinel monitor {master_name} 127.0.0.1 {master_port} {quorum}\n\
              sentinel down-after-milliseconds {master_name} 1000\n\
              sentinel failover-timeout {master_name} 5000\n\
              {extra_config}"
@@ -214,7 +221,8 @@ impl RedisServer {
             .unwrap_or_else(|| panic!("no total_connections_received in INFO stats: {info}"))
     }
 
-    fn cli(&self, args: &[&str]) -> String {
+    /// A command through `redis-cli`, its output as text.
+    pub fn cli(&self, args: &[&str]) -> String {
         let output = Command::new("redis-cli")
             .args(self.tls_cli.iter().flatten())
             .args(["-p", &self.port.to_string()])
@@ -227,6 +235,14 @@ impl RedisServer {
     /// The server's process id (to freeze it with SIGSTOP, for example).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, ...) to the server, through `kill`:
+    /// `STOP` freezes it as a hung host would, `CONT` lets it go on.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.pid().unwrap_or_else(|| panic!("redis-server on port {} is not running", self.port));
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().expect("run kill");
+        assert!(status.success(), "kill -{signal} {pid}: {status}");
     }
 
     /// Kills the server at once (SIGKILL), as a crash would.

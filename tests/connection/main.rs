@@ -1,5 +1,5 @@
 //! Connecting to Redis: every misconfiguration an error that says what it
-//! is, a missing password, TLS and ACL, Sentinel, `RedisOptions`, and Redis
+//! is, a missing password, TLS and ACL, Sentinel and its failovers, `RedisOptions`, and Redis
 //! closing idle clients.
 //!
 //! One test binary for the area, one module per former test file (each
@@ -11,6 +11,8 @@
 //!
 //! `cargo test --test connection` runs them, `cargo test --test connection MODULE::` one module.
 
+#[cfg(feature = "redis")]
+mod failover;
 #[cfg(feature = "redis")]
 mod idle_disconnect;
 #[cfg(feature = "redis")]

@@ -22,7 +22,7 @@ pub(crate) enum Endpoint {
     Cluster { nodes: Vec<ConnectionInfo> },
     /// A master found through Sentinel.
     #[cfg(feature = "sentinel")]
-    Sentinel { sentinels: Vec<ConnectionInfo>, master: String, node: ConnectionInfo, tls: bool },
+    Sentinel { sentinels: Vec<ConnectionInfo>, master: String, node: ConnectionInfo },
 }
 
 const SCHEMES: &str =
@@ -104,7 +104,7 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint, Error> {
                 .collect::<Result<_, _>>()?;
             // The master's address comes from the sentinels; this carries the rest.
             let node = node_info(url, tls, credentials, "master.invalid:6379", db)?;
-            Ok(Endpoint::Sentinel { sentinels, master: master.to_string(), node, tls })
+            Ok(Endpoint::Sentinel { sentinels, master: master.to_string(), node })
         }
         other => Err(invalid(url, format!("unknown scheme `{}://`: expected {SCHEMES}", quote(&other)))),
     }
@@ -218,12 +218,12 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match parse("redis+sentinel://u:p@10.0.0.1,10.0.0.2:26380/mymaster/3").unwrap() {
-            Endpoint::Sentinel { sentinels, master, node, tls } => {
+            Endpoint::Sentinel { sentinels, master, node } => {
                 assert_eq!(sentinels.len(), 2);
                 assert_eq!(sentinels[0].addr().to_string(), "10.0.0.1:26379");
                 assert_eq!(master, "mymaster");
                 assert_eq!(node.redis_settings().db(), 3);
-                assert!(!tls);
+                assert!(matches!(node.addr(), redis::ConnectionAddr::Tcp(..)));
             }
             other => panic!("{other:?}"),
         }
@@ -234,7 +234,8 @@ mod tests {
     fn tls_schemes_need_the_tls_feature() {
         let result = parse("rediss+sentinel://u:p@10.0.0.1/mymaster");
         if cfg!(feature = "tls") {
-            assert!(matches!(result, Ok(Endpoint::Sentinel { tls: true, .. })));
+            let Ok(Endpoint::Sentinel { node, .. }) = result else { panic!("{result:?}") };
+            assert!(matches!(node.addr(), redis::ConnectionAddr::TcpTls { .. }));
         } else {
             assert!(result.unwrap_err().to_string().contains("enable the `tls` feature"));
         }

@@ -18,7 +18,8 @@
 //! (`endpoint.rs`), the connection's options (`options.rs`), when it is idle
 //! and which slot a key is in (`idle.rs`), TLS (`tls.rs`), failing fast
 //! after a failure (`breaker.rs`), what a redis-rs error means
-//! (`failure.rs`), and whether the server's data may be gone (`watch.rs`).
+//! (`failure.rs`), whether the server's data may be gone (`watch.rs`), and
+//! which master the sentinels name (`sentinel.rs`).
 //!
 //! # Bounds, resends, the breaker
 //!
@@ -26,7 +27,9 @@
 //!   `RedisOptions` is bounded to 1 ms..1 h, so no arithmetic overflows.
 //! - A peek, `SCRIPT LOAD` and `DEL` are resent once, and any call after
 //!   `NOSCRIPT` or `READONLY` (Redis refused it without running it); a
-//!   decision never is. redis-rs's cluster connection resends a request
+//!   decision never is. Through Sentinel, a timeout, an unreachable master,
+//!   `READONLY` or `NOREPLICAS` makes the sentinels be asked at once, besides
+//!   their notifications and a lookup every second (`sentinel.rs`). redis-rs's cluster connection resends a request
 //!   whose node connection dropped, so there a decision can be counted
 //!   twice (never admitted twice).
 //! - The breaker opens on a timeout, a refused connect or any other
@@ -38,6 +41,8 @@ pub(super) mod endpoint;
 pub(super) mod failure;
 pub(super) mod idle;
 pub(crate) mod options;
+#[cfg(feature = "sentinel")]
+mod sentinel;
 #[cfg(feature = "tls")]
 mod tls;
 pub(crate) mod watch;
@@ -46,6 +51,8 @@ use self::endpoint::Endpoint;
 use self::idle::Answered;
 #[cfg(feature = "cluster")]
 use self::idle::{slot, SLOTS, SLOTS_PER_GROUP};
+#[cfg(feature = "sentinel")]
+use self::sentinel::SentinelMaster;
 use self::watch::DataWatch;
 use super::RedisOptions;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -54,18 +61,10 @@ use redis::cluster_async::ClusterConnection;
 #[cfg(feature = "cluster")]
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::io::tcp::TcpSettings;
-#[cfg(feature = "sentinel")]
-use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
-#[cfg(any(feature = "cluster", feature = "sentinel"))]
+#[cfg(feature = "cluster")]
 use redis::ErrorKind;
-#[cfg(feature = "sentinel")]
-use redis::ServerErrorKind;
 use redis::{Cmd, ConnectionInfo, Pipeline, RedisError, RedisFuture, RedisResult, Value};
-#[cfg(feature = "sentinel")]
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-#[cfg(feature = "sentinel")]
-use std::sync::RwLock;
 use std::time::Duration;
 
 /// A connection shared by every limiter and task; clones are cheap.
@@ -85,7 +84,7 @@ enum Kind {
     /// Redis Cluster: routes each EVALSHA by its key, follows MOVED/ASK, reconnects.
     #[cfg(feature = "cluster")]
     Cluster(ClusterConnection),
-    /// The master named by Sentinel, re-resolved after a failover.
+    /// The master the sentinels name, followed as they name another (`sentinel.rs`).
     #[cfg(feature = "sentinel")]
     Sentinel(Arc<SentinelMaster>),
 }
@@ -121,6 +120,12 @@ fn client(info: ConnectionInfo, options: &RedisOptions) -> RedisResult<redis::Cl
 impl Connection {
     /// Connects to `endpoint`. Scripts are loaded as limiters are bound.
     pub(crate) async fn connect(endpoint: Endpoint, options: &RedisOptions) -> RedisResult<Connection> {
+        // Every deployment but a cluster is one server's data, watched.
+        #[cfg(feature = "cluster")]
+        let groups = if matches!(endpoint, Endpoint::Cluster { .. }) { SLOTS / SLOTS_PER_GROUP } else { 1 };
+        #[cfg(not(feature = "cluster"))]
+        let groups = 1;
+        let watch = Arc::new(DataWatch::new(groups == 1));
         let kind = match endpoint {
             Endpoint::Single(info) => {
                 Kind::Single(ConnectionManager::new_with_config(client(info, options)?, manager_config(options)).await?)
@@ -143,15 +148,10 @@ impl Connection {
                 Kind::Cluster(builder.build()?.get_async_connection().await?)
             }
             #[cfg(feature = "sentinel")]
-            Endpoint::Sentinel { sentinels, master, node, tls } => {
-                Kind::Sentinel(Arc::new(SentinelMaster::connect(sentinels, master, node, tls, options).await?))
+            Endpoint::Sentinel { sentinels, master, node } => {
+                Kind::Sentinel(SentinelMaster::connect(sentinels, master, node, options, watch.clone()).await?)
             }
         };
-        #[cfg(feature = "cluster")]
-        let groups = if matches!(kind, Kind::Cluster(_)) { SLOTS / SLOTS_PER_GROUP } else { 1 };
-        #[cfg(not(feature = "cluster"))]
-        let groups = 1;
-        let watch = Arc::new(DataWatch::new(groups == 1));
         let mut connection = Connection { kind, answered: Arc::new(Answered::new(groups)), watch };
         // A server that wants a password lets a connection without one open
         // and refuses its first command (NOAUTH): ask one now, so a missing
@@ -312,10 +312,7 @@ impl ConnectionLike for Connection {
             #[cfg(feature = "cluster")]
             Kind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
             #[cfg(feature = "sentinel")]
-            Kind::Sentinel(s) => {
-                let (_, mut current) = s.current();
-                Box::pin(async move { current.req_packed_commands(pipeline, offset, count).await })
-            }
+            Kind::Sentinel(s) => s.req_packed_commands(pipeline, offset, count),
         }
     }
 
@@ -328,127 +325,4 @@ impl ConnectionLike for Connection {
             Kind::Sentinel(s) => s.current().1.get_db(),
         }
     }
-}
-
-/// The master a Sentinel names. redis-rs resolves the master only when it
-/// connects; after a failover the old master answers writes with READONLY (or
-/// is gone), so on either we ask the sentinels again and reconnect.
-#[cfg(feature = "sentinel")]
-pub(crate) struct SentinelMaster {
-    sentinel: tokio::sync::Mutex<SentinelClient>,
-    current: RwLock<ConnectionManager>,
-    /// Bumped on every re-resolution, so concurrent failures resolve once.
-    generation: AtomicU64,
-    config: ConnectionManagerConfig,
-}
-
-#[cfg(feature = "sentinel")]
-impl SentinelMaster {
-    async fn connect(
-        sentinels: Vec<ConnectionInfo>,
-        master: String,
-        node: ConnectionInfo,
-        tls: bool,
-        options: &RedisOptions,
-    ) -> RedisResult<SentinelMaster> {
-        let mut node_info = SentinelNodeConnectionInfo::default()
-            .set_redis_connection_info(node.redis_settings().clone())
-            .set_tcp_settings(tcp());
-        if tls {
-            node_info = node_info.set_tls_mode(redis::TlsMode::Secure);
-        }
-        #[cfg(feature = "tls")]
-        if let (true, Some(root)) = (tls, &options.tls_root_cert) {
-            return SentinelMaster::finish(sentinel_with_root_cert(&sentinels, &master, &node, root)?, options).await;
-        }
-        let sentinels: Vec<ConnectionInfo> = sentinels.into_iter().map(|s| s.set_tcp_settings(tcp())).collect();
-        let sentinel = SentinelClient::build(sentinels, master, Some(node_info), SentinelServerType::Master)?;
-        SentinelMaster::finish(sentinel, options).await
-    }
-
-    async fn finish(mut sentinel: SentinelClient, options: &RedisOptions) -> RedisResult<SentinelMaster> {
-        let config = manager_config(options);
-        let current = ConnectionManager::new_with_config(sentinel.async_get_client().await?, config.clone()).await?;
-        Ok(SentinelMaster {
-            sentinel: tokio::sync::Mutex::new(sentinel),
-            current: RwLock::new(current),
-            generation: AtomicU64::new(0),
-            config,
-        })
-    }
-
-    fn current(&self) -> (u64, ConnectionManager) {
-        let current = self.current.read().unwrap_or_else(|p| p.into_inner()).clone();
-        (self.generation.load(Ordering::Acquire), current)
-    }
-
-    /// Asks the sentinels for the master again, unless another task already
-    /// did since `seen` was current.
-    async fn re_resolve(&self, seen: u64) -> RedisResult<()> {
-        let mut sentinel = self.sentinel.lock().await;
-        if self.generation.load(Ordering::Acquire) != seen {
-            return Ok(());
-        }
-        // The new master may lack the scripts: the first call to meet NOSCRIPT reloads them.
-        let fresh = ConnectionManager::new_with_config(sentinel.async_get_client().await?, self.config.clone()).await?;
-        *self.current.write().unwrap_or_else(|p| p.into_inner()) = fresh;
-        self.generation.fetch_add(1, Ordering::AcqRel);
-        tracing::info!(target: "redlimit", "re-resolved the Redis master through Sentinel");
-        Ok(())
-    }
-
-    async fn request(&self, cmd: &Cmd, answered: &Answered, watch: &DataWatch, replayable: bool) -> RedisResult<Value> {
-        let (seen, mut current) = self.current();
-        match guarded(&mut current, answered, watch, cmd, replayable).await {
-            // A replica refuses a script before running it, so one retry on
-            // the new master cannot count a call twice.
-            Err(e) if is_read_only(&e) => {
-                watch.suspect();
-                self.re_resolve(seen).await?;
-                self.current().1.req_packed_command(cmd).await.and_then(Value::extract_error)
-            }
-            Err(e) if e.is_io_error() || e.is_connection_refusal() || e.is_connection_dropped() => {
-                // The master may be gone; the next call uses whatever the sentinels say now.
-                let _ = self.re_resolve(seen).await;
-                Err(e)
-            }
-            other => other,
-        }
-    }
-}
-
-/// A Sentinel client whose connections to the Redis nodes trust `root` (PEM):
-/// redis-rs takes custom certificates for Sentinel only through its builder.
-/// The sentinels themselves are reached over plain TCP, as without one.
-#[cfg(all(feature = "tls", feature = "sentinel"))]
-fn sentinel_with_root_cert(
-    sentinels: &[ConnectionInfo],
-    master: &str,
-    node: &ConnectionInfo,
-    root: &[u8],
-) -> RedisResult<SentinelClient> {
-    tls::install_crypto_provider();
-    let settings = node.redis_settings();
-    let mut builder = redis::sentinel::SentinelClientBuilder::new(
-        sentinels.iter().map(|s| s.addr().clone()),
-        master,
-        SentinelServerType::Master,
-    )?
-    .set_client_to_sentinel_tcp_settings(tcp())
-    .set_client_to_redis_tcp_settings(tcp())
-    .set_client_to_redis_tls_mode(redis::TlsMode::Secure)
-    .set_client_to_redis_certificates(redis::TlsCertificates { client_tls: None, root_cert: Some(root.to_vec()) })
-    .set_client_to_redis_db(settings.db());
-    if let Some(username) = settings.username() {
-        builder = builder.set_client_to_redis_username(username);
-    }
-    if let Some(password) = settings.password() {
-        builder = builder.set_client_to_redis_password(password);
-    }
-    builder.build()
-}
-
-#[cfg(feature = "sentinel")]
-fn is_read_only(error: &RedisError) -> bool {
-    error.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
 }
