@@ -608,7 +608,22 @@ fn median_ratio(path: &[Measured], script: &[Measured]) -> f64 {
     }
 }
 
+/// The median over runs of `path`'s redis-server CPU per decision divided
+/// by `base`'s in the same round.
+fn median_cpu_ratio(path: &[Measured], base: &[Measured]) -> f64 {
+    let cpu = |runs: &[Measured]| {
+        runs.iter().map(|m| Measured { ops_per_s: m.server_cpu_us_per_op, ..*m }).collect::<Vec<_>>()
+    };
+    median_ratio(&cpu(path), &cpu(base))
+}
+
 impl Measured {
+    /// A run whose calls each decided `per`, counted per decision.
+    fn per_decision(&self, per: u64) -> Measured {
+        let per = per as f64;
+        Measured { ops_per_s: self.ops_per_s * per, server_cpu_us_per_op: self.server_cpu_us_per_op / per, ..*self }
+    }
+
     /// The mean of several runs of one case, field by field.
     fn mean(runs: &[Measured]) -> Measured {
         let n = runs.len() as f64;
