@@ -10,6 +10,7 @@
 //! cargo run --release --example bench -- --only policies --algo gcra  # a policy per user against one fixed limiter
 //! cargo run --release --example bench -- --only batch-forms  # a batch's keys declared, or carried in ARGV
 //! cargo run --release --example bench -- --only cell --rounds 6  # Redis CPU per decision next to redis-cell
+//! cargo run --release --example bench -- --only peers --rounds 6  # Redis CPU per decision next to the peers' own scripts
 //! cargo run --release --example bench -- --only prefetch  # one hot key, prefetch on and off
 //! examples/bench/client_instructions.sh fixed_window/script fixed_window/macro  # client instructions per decision
 //! ```
@@ -32,6 +33,10 @@
 //! * redis-cell (alone with `--only cell`): Redis's CPU per decision of
 //!   `CL.THROTTLE`, one per call and pipelined, beside every algorithm's
 //!   script in batches, on a server of its own with the module loaded;
+//! * the peers (alone with `--only peers`): per algorithm, Redis's CPU per
+//!   decision of its script, one per call and in batches, against the
+//!   peers' own scripts (`../shared/bench/peers/`) one per call and
+//!   pipelined, and `CL.THROTTLE`;
 //!
 //! then, on one thread, denials per second for a flooding client (the deny
 //! cache), the memory backend's ns per check next to governor's keyed
@@ -59,6 +64,8 @@ mod load;
 mod local;
 #[path = "bench/naive.rs"]
 mod naive;
+#[path = "bench/peers.rs"]
+mod peers;
 #[path = "bench/policies.rs"]
 mod policies;
 #[path = "bench/prefetch.rs"]
@@ -102,6 +109,8 @@ pub struct Options {
     pub only_cell: bool,
     /// `--only prefetch`: one hot key with prefetch on and off.
     pub only_prefetch: bool,
+    /// `--only peers`: Redis CPU per decision next to the peers' own scripts (with `--algo`).
+    pub only_peers: bool,
 }
 
 fn options() -> (Options, batching::Selection) {
@@ -114,6 +123,7 @@ fn options() -> (Options, batching::Selection) {
     let mut only_batch_forms = false;
     let mut only_cell = false;
     let mut only_prefetch = false;
+    let mut only_peers = false;
     let mut selection = batching::Selection::default();
     let algorithm =
         |name: Option<&String>| AlgorithmKind::ALL.into_iter().find(|k| Some(k.name()) == name.map(String::as_str));
@@ -137,8 +147,9 @@ fn options() -> (Options, batching::Selection) {
                 Some(name) if name == "batch-forms" => only_batch_forms = true,
                 Some(name) if name == "cell" => only_cell = true,
                 Some(name) if name == "prefetch" => only_prefetch = true,
+                Some(name) if name == "peers" => only_peers = true,
                 name if algorithm(name).is_some() => only_algorithm = algorithm(name),
-                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `cell`, `prefetch` or an algorithm's name, not {other:?}"),
+                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `cell`, `peers`, `prefetch` or an algorithm's name, not {other:?}"),
             },
             "--algo" => {
                 let name = iter.next();
@@ -155,7 +166,7 @@ fn options() -> (Options, batching::Selection) {
             other => panic!(
                 "unknown argument {other:?}; use --long, --secs N, --rounds N, --only memory, --only batching \
                  (with --algo <algorithm>, --in-flight 1,4,64,256), --only policies (with --algo <algorithm>), \
-                 --only cell (with --algo <algorithm>) or --only <algorithm>"
+                 --only cell or --only peers (with --algo <algorithm>) or --only <algorithm>"
             ),
         }
     }
@@ -170,6 +181,7 @@ fn options() -> (Options, batching::Selection) {
         only_batch_forms,
         only_cell,
         only_prefetch,
+        only_peers,
     };
     (options, selection)
 }
@@ -178,6 +190,16 @@ impl Options {
     /// One run of a case that is measured in `rounds` runs.
     fn run(self) -> Options {
         Options { window: self.window / self.rounds, ..self }
+    }
+}
+
+/// What the environment variable `variable` names, else `relative` in
+/// `../shared/bench/` next to the repository: a comparison's files that are
+/// not part of the project.
+pub fn shared_file(variable: &str, relative: &str) -> std::path::PathBuf {
+    match std::env::var_os(variable) {
+        Some(path) => path.into(),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/bench").join(relative),
     }
 }
 
@@ -228,6 +250,10 @@ async fn run(options: Options, selection: batching::Selection) {
     local::print_machine(&mut admin).await;
     if options.only_cell {
         cell::run(options, selection.algorithm).await;
+        return;
+    }
+    if options.only_peers {
+        peers::run(options, selection.algorithm).await;
         return;
     }
     if options.only_batching {

@@ -40,10 +40,7 @@ pub fn print_script() -> bool {
 
 /// The module to load, if it is there.
 pub fn module() -> Result<PathBuf, PathBuf> {
-    let path = match std::env::var_os("REDLIMIT_BENCH_REDIS_CELL") {
-        Some(path) => PathBuf::from(path),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/redis-cell/libredis_cell.so"),
-    };
+    let path = crate::shared_file("REDLIMIT_BENCH_REDIS_CELL", "redis-cell/libredis_cell.so");
     if path.is_file() {
         Ok(path)
     } else {

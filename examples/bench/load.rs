@@ -166,11 +166,14 @@ impl Tally {
         self.admitted.load(Ordering::Relaxed)
     }
 
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+
     /// Why the case's figures must not count, if they must not: a failed
     /// decision, or more than 1 % denied (the load is meant to be admitted).
     pub fn fault(&self) -> Option<String> {
-        let (admitted, denied, failed) =
-            (self.admitted(), self.denied.load(Ordering::Relaxed), self.failed.load(Ordering::Relaxed));
+        let (admitted, denied, failed) = (self.admitted(), self.denied.load(Ordering::Relaxed), self.failed());
         let all = admitted + denied + failed;
         (failed > 0 || denied * 100 > all || all == 0)
             .then(|| format!("{failed} failed and {denied} denied of {all} decisions"))
