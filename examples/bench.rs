@@ -203,12 +203,16 @@ pub fn shared_file(variable: &str, relative: &str) -> std::path::PathBuf {
     }
 }
 
-/// A plain multiplexed redis-rs connection, with TCP_NODELAY as the runtime sets it.
+/// A plain multiplexed redis-rs connection, with TCP_NODELAY as the runtime
+/// sets it, and a generous response timeout: on a shared, overloaded machine
+/// a pipeline can wait longer than redis-rs's 500 ms, which would count as
+/// a failed call or end the run.
 pub async fn raw_connection(url: &str) -> MultiplexedConnection {
     let info = url.into_connection_info().unwrap().set_tcp_settings(TcpSettings::default().set_nodelay(true));
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(5)));
     redis::Client::open(info)
         .unwrap()
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .expect("connect to the bench's redis-server")
 }

@@ -99,16 +99,19 @@ impl Case {
                 match pipe.query_async::<Vec<Value>>(con).await {
                     // Five integers, the first 0 when admitted.
                     Ok(replies) => replies.iter().for_each(|reply| {
-                        tally.count(match reply {
-                            Value::Array(r) if r.len() == 5 => match r[0] {
-                                Value::Int(0) => Some(true),
-                                Value::Int(1) => Some(false),
+                        tally.count(
+                            reply,
+                            match reply {
+                                Value::Array(r) if r.len() == 5 => match r[0] {
+                                    Value::Int(0) => Some(true),
+                                    Value::Int(1) => Some(false),
+                                    _ => None,
+                                },
                                 _ => None,
                             },
-                            _ => None,
-                        })
+                        )
                     }),
-                    Err(_) => tally.fail(keys.len()),
+                    Err(error) => tally.fail(keys.len(), &error),
                 }
             }
             Case::Script { script, policy, batch, .. } => {
@@ -130,7 +133,7 @@ impl Case {
                 };
                 match reply {
                     Ok(reply) => count_replies(&reply, keys.len(), tally),
-                    Err(_) => tally.fail(keys.len()),
+                    Err(error) => tally.fail(keys.len(), &error),
                 }
             }
         }
@@ -145,7 +148,7 @@ fn count_replies(reply: &Value, calls: usize, tally: &Tally) {
         // double at least 0 when admitted.
         Value::BulkString(bytes) if bytes.len() == 16 * calls => {
             for one in bytes.chunks(16) {
-                tally.count(Some(f64::from_le_bytes(one[..8].try_into().expect("8 bytes")) >= 0.0));
+                tally.count(reply, Some(f64::from_le_bytes(one[..8].try_into().expect("8 bytes")) >= 0.0));
             }
         }
         // A batch's table: each call's own reply, a failed call's error alone in a table.
@@ -153,11 +156,14 @@ fn count_replies(reply: &Value, calls: usize, tally: &Tally) {
             replies.iter().for_each(|reply| count_replies(reply, 1, tally))
         }
         // A window's table (allowed 1 or 0) or the counter's (v, negative when denied).
-        Value::Array(reply) if calls == 1 => tally.count(match reply.first() {
-            Some(Value::Int(first)) => Some(*first > 0),
-            _ => None,
-        }),
-        _ => tally.fail(calls),
+        Value::Array(values) if calls == 1 => tally.count(
+            reply,
+            match values.first() {
+                Some(Value::Int(first)) => Some(*first > 0),
+                _ => None,
+            },
+        ),
+        _ => tally.fail(calls, reply),
     }
 }
 

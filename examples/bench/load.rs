@@ -143,23 +143,25 @@ pub struct Tally {
     admitted: AtomicU64,
     denied: AtomicU64,
     failed: AtomicU64,
+    /// The first failure, to say what went wrong.
+    first_failure: std::sync::OnceLock<String>,
 }
 
 impl Tally {
-    /// One decision: admitted, denied, or `None` for an error or a reply of
-    /// another shape.
-    pub fn count(&self, admitted: Option<bool>) {
-        let counter = match admitted {
-            Some(true) => &self.admitted,
-            Some(false) => &self.denied,
-            None => &self.failed,
+    /// One decision's `reply`, read as admitted, denied, or `None`: an
+    /// error or a reply of another shape.
+    pub fn count(&self, reply: &redis::Value, admitted: Option<bool>) {
+        match admitted {
+            Some(true) => self.admitted.fetch_add(1, Ordering::Relaxed),
+            Some(false) => self.denied.fetch_add(1, Ordering::Relaxed),
+            None => return self.fail(1, reply),
         };
-        counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// `decisions` that failed together (a script call or a pipeline that erred).
-    pub fn fail(&self, decisions: usize) {
+    /// `decisions` that failed together (a script call or a pipeline that erred), for `why`.
+    pub fn fail(&self, decisions: usize, why: &dyn std::fmt::Debug) {
         self.failed.fetch_add(decisions as u64, Ordering::Relaxed);
+        self.first_failure.get_or_init(|| format!("{why:?}"));
     }
 
     pub fn admitted(&self) -> u64 {
@@ -175,8 +177,10 @@ impl Tally {
     pub fn fault(&self) -> Option<String> {
         let (admitted, denied, failed) = (self.admitted(), self.denied.load(Ordering::Relaxed), self.failed());
         let all = admitted + denied + failed;
-        (failed > 0 || denied * 100 > all || all == 0)
-            .then(|| format!("{failed} failed and {denied} denied of {all} decisions"))
+        (failed > 0 || denied * 100 > all || all == 0).then(|| {
+            let first = self.first_failure.get().map_or(String::new(), |why| format!(" (the first: {why})"));
+            format!("{failed} failed{first} and {denied} denied of {all} decisions")
+        })
     }
 }
 

@@ -280,8 +280,8 @@ impl Case {
                     pipe.cmd("EVALSHA").arg(hash).arg(keys.len()).arg(keys).arg(argv);
                 }
                 match pipe.query_async::<Vec<Value>>(con).await {
-                    Ok(replies) => replies.iter().for_each(|reply| tally.count((peer.admitted)(reply))),
-                    Err(_) => tally.fail(users.len()),
+                    Ok(replies) => replies.iter().for_each(|reply| tally.count(reply, (peer.admitted)(reply))),
+                    Err(error) => tally.fail(users.len(), &error),
                 }
             }
         }
@@ -307,7 +307,8 @@ impl Case {
         (
             admitted,
             (!holds).then(|| {
-                format!("of {CHECK_CALLS} calls at once on one user, {admitted} admitted and {failed} failed")
+                let fault = tally.fault().map_or(String::new(), |fault| format!(": {fault}"));
+                format!("not the bench's policy, {admitted} admitted of {CHECK_CALLS} calls at once on one user{fault}")
             }),
         )
     }
