@@ -152,10 +152,10 @@ impl Tally {
     /// error or a reply of another shape.
     pub fn count(&self, reply: &redis::Value, admitted: Option<bool>) {
         match admitted {
-            Some(true) => self.admitted.fetch_add(1, Ordering::Relaxed),
-            Some(false) => self.denied.fetch_add(1, Ordering::Relaxed),
-            None => return self.fail(1, reply),
-        };
+            Some(true) => _ = self.admitted.fetch_add(1, Ordering::Relaxed),
+            Some(false) => _ = self.denied.fetch_add(1, Ordering::Relaxed),
+            None => self.fail(1, reply),
+        }
     }
 
     /// `decisions` that failed together (a script call or a pipeline that erred), for `why`.
