@@ -84,7 +84,7 @@ pub async fn server_times(
     (median(&mut ours), median(&mut theirs))
 }
 
-pub fn median(values: &mut [f64]) -> f64 {
+fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }

@@ -405,12 +405,15 @@ pub async fn run(options: Options, only: Option<AlgorithmKind>) {
         .collect();
 
     // The best of the peers that answered right, for an algorithm and a
-    // shape: the least median CPU per decision.
+    // shape: the least CPU per decision in the rounds' own ratios to one of
+    // them, as every figure here is read.
     let best = |kind: AlgorithmKind, batched: bool| {
-        (0..cases.len())
+        let peers: Vec<usize> = (0..cases.len())
             .filter(|&i| cases[i].is_peer() && cases[i].kind == kind && cases[i].batched == batched)
             .filter(|&i| faults[i].is_none())
-            .min_by(|&a, &b| median_cpu(&runs[a]).total_cmp(&median_cpu(&runs[b])))
+            .collect();
+        let to_first = |i: &usize| median_cpu_ratio(&runs[*i], &runs[peers[0]]);
+        peers.iter().copied().min_by(|a, b| to_first(a).total_cmp(&to_first(b)))
     };
     let cell = |batched: bool| {
         (0..cases.len()).find(|&i| cases[i].who == "cell" && cases[i].batched == batched && faults[i].is_none())
@@ -471,11 +474,6 @@ pub async fn run(options: Options, only: Option<AlgorithmKind>) {
         }
     }
     drop(server);
-}
-
-/// The median over runs of redis-server CPU per decision.
-fn median_cpu(runs: &[Measured]) -> f64 {
-    crate::naive::median(&mut runs.iter().map(|m| m.server_cpu_us_per_op).collect::<Vec<_>>())
 }
 
 /// `case` at the bench's calls in flight on distinct users.
