@@ -10,6 +10,7 @@
 //! cargo run --release --example bench -- --only policies --algo gcra  # a policy per user against one fixed limiter
 //! cargo run --release --example bench -- --only batch-forms  # a batch's keys declared, or carried in ARGV
 //! cargo run --release --example bench -- --only cell --rounds 6  # Redis CPU per decision next to redis-cell
+//! cargo run --release --example bench -- --only peers --rounds 6  # Redis CPU per decision next to the peers' own scripts
 //! cargo run --release --example bench -- --only prefetch  # one hot key, prefetch on and off
 //! examples/bench/client_instructions.sh fixed_window/script fixed_window/macro  # client instructions per decision
 //! ```
@@ -32,6 +33,10 @@
 //! * redis-cell (alone with `--only cell`): Redis's CPU per decision of
 //!   `CL.THROTTLE`, one per call and pipelined, beside every algorithm's
 //!   script in batches, on a server of its own with the module loaded;
+//! * the peers (alone with `--only peers`): per algorithm, Redis's CPU per
+//!   decision of its script, one per call and in batches, against the
+//!   peers' own scripts (`../shared/bench/peers/`) one per call and
+//!   pipelined, and `CL.THROTTLE`;
 //!
 //! then, on one thread, denials per second for a flooding client (the deny
 //! cache), the memory backend's ns per check next to governor's keyed
@@ -59,6 +64,8 @@ mod load;
 mod local;
 #[path = "bench/naive.rs"]
 mod naive;
+#[path = "bench/peers.rs"]
+mod peers;
 #[path = "bench/policies.rs"]
 mod policies;
 #[path = "bench/prefetch.rs"]
@@ -102,6 +109,8 @@ pub struct Options {
     pub only_cell: bool,
     /// `--only prefetch`: one hot key with prefetch on and off.
     pub only_prefetch: bool,
+    /// `--only peers`: Redis CPU per decision next to the peers' own scripts (with `--algo`).
+    pub only_peers: bool,
 }
 
 fn options() -> (Options, batching::Selection) {
@@ -114,6 +123,7 @@ fn options() -> (Options, batching::Selection) {
     let mut only_batch_forms = false;
     let mut only_cell = false;
     let mut only_prefetch = false;
+    let mut only_peers = false;
     let mut selection = batching::Selection::default();
     let algorithm =
         |name: Option<&String>| AlgorithmKind::ALL.into_iter().find(|k| Some(k.name()) == name.map(String::as_str));
@@ -137,8 +147,9 @@ fn options() -> (Options, batching::Selection) {
                 Some(name) if name == "batch-forms" => only_batch_forms = true,
                 Some(name) if name == "cell" => only_cell = true,
                 Some(name) if name == "prefetch" => only_prefetch = true,
+                Some(name) if name == "peers" => only_peers = true,
                 name if algorithm(name).is_some() => only_algorithm = algorithm(name),
-                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `cell`, `prefetch` or an algorithm's name, not {other:?}"),
+                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `cell`, `peers`, `prefetch` or an algorithm's name, not {other:?}"),
             },
             "--algo" => {
                 let name = iter.next();
@@ -155,7 +166,7 @@ fn options() -> (Options, batching::Selection) {
             other => panic!(
                 "unknown argument {other:?}; use --long, --secs N, --rounds N, --only memory, --only batching \
                  (with --algo <algorithm>, --in-flight 1,4,64,256), --only policies (with --algo <algorithm>), \
-                 --only cell (with --algo <algorithm>) or --only <algorithm>"
+                 --only cell or --only peers (with --algo <algorithm>) or --only <algorithm>"
             ),
         }
     }
@@ -170,6 +181,7 @@ fn options() -> (Options, batching::Selection) {
         only_batch_forms,
         only_cell,
         only_prefetch,
+        only_peers,
     };
     (options, selection)
 }
@@ -181,12 +193,26 @@ impl Options {
     }
 }
 
-/// A plain multiplexed redis-rs connection, with TCP_NODELAY as the runtime sets it.
+/// What the environment variable `variable` names, else `relative` in
+/// `../shared/bench/` next to the repository: a comparison's files that are
+/// not part of the project.
+pub fn shared_file(variable: &str, relative: &str) -> std::path::PathBuf {
+    match std::env::var_os(variable) {
+        Some(path) => path.into(),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/bench").join(relative),
+    }
+}
+
+/// A plain multiplexed redis-rs connection, with TCP_NODELAY as the runtime
+/// sets it, and a generous response timeout: on a shared, overloaded machine
+/// a pipeline can wait longer than redis-rs's 500 ms, which would count as
+/// a failed call or end the run.
 pub async fn raw_connection(url: &str) -> MultiplexedConnection {
     let info = url.into_connection_info().unwrap().set_tcp_settings(TcpSettings::default().set_nodelay(true));
+    let config = redis::AsyncConnectionConfig::new().set_response_timeout(Some(Duration::from_secs(5)));
     redis::Client::open(info)
         .unwrap()
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(&config)
         .await
         .expect("connect to the bench's redis-server")
 }
@@ -228,6 +254,10 @@ async fn run(options: Options, selection: batching::Selection) {
     local::print_machine(&mut admin).await;
     if options.only_cell {
         cell::run(options, selection.algorithm).await;
+        return;
+    }
+    if options.only_peers {
+        peers::run(options, selection.algorithm).await;
         return;
     }
     if options.only_batching {
@@ -608,7 +638,22 @@ fn median_ratio(path: &[Measured], script: &[Measured]) -> f64 {
     }
 }
 
+/// The median over runs of `path`'s redis-server CPU per decision divided
+/// by `base`'s in the same round.
+fn median_cpu_ratio(path: &[Measured], base: &[Measured]) -> f64 {
+    let cpu = |runs: &[Measured]| {
+        runs.iter().map(|m| Measured { ops_per_s: m.server_cpu_us_per_op, ..*m }).collect::<Vec<_>>()
+    };
+    median_ratio(&cpu(path), &cpu(base))
+}
+
 impl Measured {
+    /// A run whose calls each decided `per`, counted per decision.
+    fn per_decision(&self, per: u64) -> Measured {
+        let per = per as f64;
+        Measured { ops_per_s: self.ops_per_s * per, server_cpu_us_per_op: self.server_cpu_us_per_op / per, ..*self }
+    }
+
     /// The mean of several runs of one case, field by field.
     fn mean(runs: &[Measured]) -> Measured {
         let n = runs.len() as f64;

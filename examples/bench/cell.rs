@@ -8,13 +8,13 @@
 //! repository, or the file `REDLIMIT_BENCH_REDIS_CELL` names; without it
 //! the section says so in one line and is skipped.
 
-use crate::load::{self, drive, Measured};
-use crate::{flush, median_ratio, raw_connection, Options};
+use crate::load::{self, drive, in_turn, Measured, Tally};
+use crate::{flush, median_cpu_ratio, median_ratio, raw_connection, Options};
 use redis::aio::MultiplexedConnection;
 use redis::Value;
 use redlimit::AlgorithmKind;
 use redlimit_test_support::redis_server::{free_port, RedisServer};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Decisions per script call in the batch cases, and per pipeline in cell's.
@@ -39,11 +39,8 @@ pub fn print_script() -> bool {
 }
 
 /// The module to load, if it is there.
-fn module() -> Result<PathBuf, PathBuf> {
-    let path = match std::env::var_os("REDLIMIT_BENCH_REDIS_CELL") {
-        Some(path) => PathBuf::from(path),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/redis-cell/libredis_cell.so"),
-    };
+pub fn module() -> Result<PathBuf, PathBuf> {
+    let path = crate::shared_file("REDLIMIT_BENCH_REDIS_CELL", "redis-cell/libredis_cell.so");
     if path.is_file() {
         Ok(path)
     } else {
@@ -51,9 +48,15 @@ fn module() -> Result<PathBuf, PathBuf> {
     }
 }
 
+/// A redis-server of the bench's own with the module loaded.
+pub fn start_server(module: &Path) -> RedisServer {
+    let module = module.to_string_lossy();
+    RedisServer::start_on(free_port, &["--appendonly", "no", "--loadmodule", &module], None)
+}
+
 /// One case of the section: what each call of the load sends.
 #[derive(Clone)]
-enum Case {
+pub enum Case {
     /// `CL.THROTTLE` of `BATCH` keys in one pipeline, or of one key.
     Cell { pipelined: bool },
     /// One algorithm's script, one decision per `EVALSHA`, or a batch of `BATCH`.
@@ -61,7 +64,7 @@ enum Case {
 }
 
 impl Case {
-    fn name(&self) -> String {
+    pub fn name(&self) -> String {
         match self {
             Case::Cell { pipelined: false } => "cell/one".into(),
             Case::Cell { pipelined: true } => format!("cell/pipelined{BATCH}"),
@@ -70,7 +73,7 @@ impl Case {
         }
     }
 
-    fn decisions_per_call(&self) -> u64 {
+    pub fn decisions_per_call(&self) -> u64 {
         match self {
             Case::Cell { pipelined } | Case::Script { batch: pipelined, .. } => {
                 if *pipelined {
@@ -82,17 +85,34 @@ impl Case {
         }
     }
 
-    /// One call of the load: `keys` are the users it decides for.
-    async fn call(&self, con: &mut MultiplexedConnection, keys: &[String]) {
+    /// One call of the load: `keys` are the users it decides for; each
+    /// decision's answer goes to `tally`.
+    pub async fn call(&self, con: &mut MultiplexedConnection, keys: &[String], tally: &Tally) {
         match self {
             Case::Cell { .. } => {
                 // The bench's gcra policy: burst 999, 1000 per 1 s, one permit.
                 let mut pipe = redis::pipe();
+                pipe.ignore_errors();
                 for key in keys {
                     pipe.cmd("CL.THROTTLE").arg(key).arg(999).arg(1000).arg(1).arg(1);
                 }
-                let replies: Vec<Vec<i64>> = pipe.query_async(con).await.expect("CL.THROTTLE");
-                assert!(replies.iter().all(|r| r.len() == 5 && r[0] == 0), "cell admits every call");
+                match pipe.query_async::<Vec<Value>>(con).await {
+                    // Five integers, the first 0 when admitted.
+                    Ok(replies) => replies.iter().for_each(|reply| {
+                        tally.count(
+                            reply,
+                            match reply {
+                                Value::Array(r) if r.len() == 5 => match r[0] {
+                                    Value::Int(0) => Some(true),
+                                    Value::Int(1) => Some(false),
+                                    _ => None,
+                                },
+                                _ => None,
+                            },
+                        )
+                    }),
+                    Err(error) => tally.fail(keys.len(), &error),
+                }
             }
             Case::Script { script, policy, batch, .. } => {
                 let mut cmd = redis::cmd("EVALSHA");
@@ -103,29 +123,47 @@ impl Case {
                     cmd.arg(keys.len()).arg("");
                 }
                 cmd.arg(&**policy);
-                let reply: Value = match cmd.query_async(con).await {
-                    Ok(reply) => reply,
+                let reply = match cmd.query_async(con).await {
+                    Ok(reply) => Ok(reply),
                     // The first EVALSHA of a fresh server: load the script, then go on.
-                    Err(_) => {
-                        script.prepare_invoke().load_async(con).await.expect("SCRIPT LOAD");
-                        cmd.query_async(con).await.expect("raw EVALSHA")
-                    }
+                    Err(_) => match script.prepare_invoke().load_async(con).await {
+                        Ok(_) => cmd.query_async(con).await,
+                        Err(error) => Err(error),
+                    },
                 };
                 match reply {
-                    // A bucket's batch, every call answered: 16 bytes per call (lua/batch.lua).
-                    Value::BulkString(joined) if *batch => assert_eq!(joined.len(), 16 * keys.len()),
-                    Value::Array(replies) if *batch => {
-                        assert_eq!(replies.len(), keys.len());
-                        // A call that failed replies a table of its error alone (lua/batch.lua).
-                        let failed =
-                            |r: &Value| matches!(r, Value::Array(a) if matches!(&a[..], [Value::BulkString(_)]));
-                        assert!(!replies.iter().any(failed), "a batched call failed: {replies:?}");
-                    }
-                    reply if *batch => panic!("a batch replies a table or joined strings: {reply:?}"),
-                    _ => {}
+                    Ok(reply) => count_replies(&reply, keys.len(), tally),
+                    Err(error) => tally.fail(keys.len(), &error),
                 }
             }
         }
+    }
+}
+
+/// Counts the answers in a reply of this project's scripts to `calls`
+/// decisions (lua/README.md, "Replies").
+fn count_replies(reply: &Value, calls: usize, tally: &Tally) {
+    match reply {
+        // Bucket replies, one or a batch's joined: 16 bytes each, the first
+        // double at least 0 when admitted.
+        Value::BulkString(bytes) if bytes.len() == 16 * calls => {
+            for one in bytes.chunks(16) {
+                tally.count(reply, Some(f64::from_le_bytes(one[..8].try_into().expect("8 bytes")) >= 0.0));
+            }
+        }
+        // A batch's table: each call's own reply, a failed call's error alone in a table.
+        Value::Array(replies) if calls > 1 && replies.len() == calls => {
+            replies.iter().for_each(|reply| count_replies(reply, 1, tally))
+        }
+        // A window's table (allowed 1 or 0) or the counter's (v, negative when denied).
+        Value::Array(values) if calls == 1 => tally.count(
+            reply,
+            match values.first() {
+                Some(Value::Int(first)) => Some(*first > 0),
+                _ => None,
+            },
+        ),
+        _ => tally.fail(calls, reply),
     }
 }
 
@@ -141,8 +179,7 @@ pub async fn run(options: Options, only: Option<AlgorithmKind>) {
             return;
         }
     };
-    let module_arg = module.to_string_lossy().into_owned();
-    let server = RedisServer::start_on(free_port, &["--appendonly", "no", "--loadmodule", &module_arg], None);
+    let server = start_server(&module);
     let mut admin = raw_connection(&server.url()).await;
     let con = raw_connection(&server.url()).await;
     println!(
@@ -157,43 +194,27 @@ pub async fn run(options: Options, only: Option<AlgorithmKind>) {
     );
     let mut cases = vec![Case::Cell { pipelined: false }, Case::Cell { pipelined: true }];
     for algo in crate::cases::algorithms() {
-        // The script the runtime binds for the policy on Redis's clock.
-        let script = Arc::new(redis::Script::new(&redlimit::__private::script_source(&algo.policy, true)));
-        let policy = Arc::new(redlimit::__private::policy_argument(&algo.policy, true));
         if algo.kind == AlgorithmKind::Gcra {
-            cases.push(Case::Script { kind: algo.kind, script: script.clone(), policy: policy.clone(), batch: false });
+            cases.push(ours(&algo, false));
         }
         if only.is_none_or(|k| k == algo.kind) {
-            cases.push(Case::Script { kind: algo.kind, script, policy, batch: true });
+            cases.push(ours(&algo, true));
         }
     }
-    let mut runs: Vec<Vec<Measured>> = vec![Vec::new(); cases.len()];
-    for round in 0..options.rounds {
-        let mut order: Vec<usize> = (0..cases.len()).collect();
-        if round % 2 == 1 {
-            order.reverse();
-        }
-        for i in order {
-            runs[i].push(measure(&cases[i], &mut admin, &con, options.run()).await);
-        }
-    }
+    let tallies: Vec<Arc<Tally>> = cases.iter().map(|_| Arc::default()).collect();
+    let runs = in_turn(cases.len(), options.rounds, async |i| {
+        measure(&cases[i], &tallies[i], &mut admin, &con, options.run()).await
+    })
+    .await;
     // Per decision: a call of the load decided `decisions_per_call`.
-    let per_decision = |i: usize| {
-        let per = cases[i].decisions_per_call() as f64;
-        runs[i]
-            .iter()
-            .map(|m| Measured {
-                ops_per_s: m.ops_per_s * per,
-                server_cpu_us_per_op: m.server_cpu_us_per_op / per,
-                ..*m
-            })
-            .collect::<Vec<_>>()
-    };
-    let cpu = |runs: &[Measured]| {
-        runs.iter().map(|m| Measured { ops_per_s: m.server_cpu_us_per_op, ..*m }).collect::<Vec<_>>()
-    };
+    let per_decision =
+        |i: usize| runs[i].iter().map(|m| m.per_decision(cases[i].decisions_per_call())).collect::<Vec<_>>();
     let (cell_one, cell_pipelined) = (per_decision(0), per_decision(1));
     for (i, case) in cases.iter().enumerate() {
+        if let Some(fault) = tallies[i].fault() {
+            println!("bench case=cell/{} not timed: {fault}", case.name());
+            continue;
+        }
         let mine = per_decision(i);
         let m = Measured::mean(&mine);
         println!(
@@ -202,8 +223,8 @@ pub async fn run(options: Options, only: Option<AlgorithmKind>) {
             case.name(),
             m.ops_per_s,
             m.server_cpu_us_per_op,
-            median_ratio(&cpu(&mine), &cpu(&cell_pipelined)),
-            median_ratio(&cpu(&mine), &cpu(&cell_one)),
+            median_cpu_ratio(&mine, &cell_pipelined),
+            median_cpu_ratio(&mine, &cell_one),
             median_ratio(&mine, &cell_pipelined),
         );
     }
@@ -213,21 +234,30 @@ pub async fn run(options: Options, only: Option<AlgorithmKind>) {
     drop(server);
 }
 
+/// `algo`'s script as the runtime binds it for the policy on Redis's clock,
+/// one decision per call or in batches.
+pub fn ours(algo: &crate::cases::Algo, batch: bool) -> Case {
+    let script = Arc::new(redis::Script::new(&redlimit::__private::script_source(&algo.policy, true)));
+    let policy = Arc::new(redlimit::__private::policy_argument(&algo.policy, true));
+    Case::Script { kind: algo.kind, script, policy, batch }
+}
+
 /// `case` at the bench's calls in flight on distinct users.
 async fn measure(
     case: &Case,
+    tally: &Arc<Tally>,
     admin: &mut MultiplexedConnection,
     con: &MultiplexedConnection,
     options: Options,
 ) -> Measured {
-    let (case, con) = (Arc::new(case.clone()), con.clone());
+    let (case, tally, con) = (Arc::new(case.clone()), tally.clone(), con.clone());
     let per = case.decisions_per_call();
     flush(admin).await;
     drive(admin, load::IN_FLIGHT, options.warmup, options.window, move |task, n| {
-        let (case, mut con) = (case.clone(), con.clone());
+        let (case, tally, mut con) = (case.clone(), tally.clone(), con.clone());
         async move {
             let keys: Vec<String> = (0..per).map(|j| format!("cell:{}", load::user(task, n * per + j))).collect();
-            case.call(&mut con, &keys).await
+            case.call(&mut con, &keys, &tally).await
         }
     })
     .await

@@ -3,7 +3,7 @@
 
 use redis::aio::MultiplexedConnection;
 use std::future::Future;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,6 +116,71 @@ where
         server_us_per_decision: evalsha.usec as f64 / ops.max(1.0),
         server_cpu_us_per_op: server_cpu.as_secs_f64() * 1e6 / ops.max(1.0),
         evalsha_per_op: evalsha.calls as f64 / ops.max(1.0),
+    }
+}
+
+/// Runs each of `cases` cases (`measure(i)`) once per round, in turn, every
+/// other round in reverse, so a drift in the machine's load hits each case
+/// alike: each case's runs.
+pub async fn in_turn(cases: usize, rounds: u32, mut measure: impl AsyncFnMut(usize) -> Measured) -> Vec<Vec<Measured>> {
+    let mut runs = vec![Vec::new(); cases];
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..cases).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            runs[i].push(measure(i).await);
+        }
+    }
+    runs
+}
+
+/// How a case's decisions were answered: a case whose calls failed, or were
+/// mostly denied, measured something else than the admitting path.
+#[derive(Debug, Default)]
+pub struct Tally {
+    admitted: AtomicU64,
+    denied: AtomicU64,
+    failed: AtomicU64,
+    /// The first failure, to say what went wrong.
+    first_failure: std::sync::OnceLock<String>,
+}
+
+impl Tally {
+    /// One decision's `reply`, read as admitted, denied, or `None`: an
+    /// error or a reply of another shape.
+    pub fn count(&self, reply: &redis::Value, admitted: Option<bool>) {
+        match admitted {
+            Some(true) => _ = self.admitted.fetch_add(1, Ordering::Relaxed),
+            Some(false) => _ = self.denied.fetch_add(1, Ordering::Relaxed),
+            None => self.fail(1, reply),
+        }
+    }
+
+    /// `decisions` that failed together (a script call or a pipeline that erred), for `why`.
+    pub fn fail(&self, decisions: usize, why: &dyn std::fmt::Debug) {
+        self.failed.fetch_add(decisions as u64, Ordering::Relaxed);
+        self.first_failure.get_or_init(|| format!("{why:?}"));
+    }
+
+    pub fn admitted(&self) -> u64 {
+        self.admitted.load(Ordering::Relaxed)
+    }
+
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Why the case's figures must not count, if they must not: a failed
+    /// decision, or more than 1 % denied (the load is meant to be admitted).
+    pub fn fault(&self) -> Option<String> {
+        let (admitted, denied, failed) = (self.admitted(), self.denied.load(Ordering::Relaxed), self.failed());
+        let all = admitted + denied + failed;
+        (failed > 0 || denied * 100 > all || all == 0).then(|| {
+            let first = self.first_failure.get().map_or(String::new(), |why| format!(" (the first: {why})"));
+            format!("{failed} failed{first} and {denied} denied of {all} decisions")
+        })
     }
 }
 
