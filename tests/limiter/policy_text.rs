@@ -40,7 +40,10 @@ fn every_form() -> Vec<(&'static str, Policy, Vec<&'static str>)> {
         (
             "token_bucket capacity 10 rate 10/1m refill interval",
             Policy::token_bucket_interval(10, "10/1m").unwrap(),
-            vec!["token_bucket refill interval capacity 10 rate 10/1m", "token_bucket rate 10/60s refill interval capacity 10"],
+            vec![
+                "token_bucket refill interval capacity 10 rate 10/1m",
+                "token_bucket rate 10/60s refill interval capacity 10",
+            ],
         ),
         (
             "leaky_bucket capacity 2 rate 1/2s",
