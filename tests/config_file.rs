@@ -103,7 +103,7 @@ window = "10/1s"
         "{}",
         found[1]
     );
-    assert!(found[2].starts_with("policies.toml:11: policy \"upload\": unknown option `window`: a policy takes `algo`, `strategies`, `precision`, `capacity`, `rate`, `burst`, `limit`, `lease`"), "{}", found[2]);
+    assert!(found[2].starts_with("policies.toml:11: policy \"upload\": unknown option `window`: a policy takes `algo`, `strategies`, `precision`, `capacity`, `rate`, `refill`, `burst`, `limit`, `lease`"), "{}", found[2]);
     // Display: one problem per line, so a log or a terminal shows them all.
     let shown = PolicySet::parse("policies.toml", text).unwrap_err().to_string();
     assert_eq!(shown.lines().count(), 3);
@@ -127,7 +127,7 @@ fn unknown_and_misplaced_options() {
 fn a_parameter_the_algorithm_does_not_take() {
     let found =
         problems("[policies.api]\nalgo = \"token_bucket\"\ncapacity = 5\nrate = \"1/1s\"\nstrategies = \"10/1s\"\n");
-    assert_eq!(found, ["policies.toml:5: policy \"api\": strategies \"10/1s\": `token_bucket` does not take `strategies`; it takes `capacity`, `rate`"]);
+    assert_eq!(found, ["policies.toml:5: policy \"api\": strategies \"10/1s\": `token_bucket` does not take `strategies`; it takes `capacity`, `rate`, `refill`"]);
 }
 
 #[test]
@@ -191,4 +191,19 @@ fn a_missing_file_is_an_error_naming_it_and_loads_nothing() {
     assert_eq!(err.problems().len(), 1);
     assert!(err.to_string().starts_with(&format!("{}: cannot read the policies file: ", path.display())), "{err}");
     assert!(policies::current().is_empty());
+}
+
+#[test]
+fn an_interval_refill_is_written_as_in_the_attribute_or_as_the_policys_text() {
+    let text = "[policies.exports]\nalgo = \"token_bucket\"\ncapacity = 10\nrate = \"10/1m\"\nrefill = \"interval\"\n\n[policies]\nreports = \"token_bucket capacity 10 rate 10/1m refill interval\"\n";
+    let set = PolicySet::parse("policies.toml", text).unwrap();
+    let interval = redlimit::Policy::token_bucket_interval(10, "10/1m").unwrap();
+    assert_eq!(set.get("exports").unwrap(), &interval);
+    assert_eq!(set.get("reports").unwrap(), &interval);
+    let wrong = "[policies.exports]\nalgo = \"leaky_bucket\"\ncapacity = 10\nrate = \"10/1m\"\nrefill = \"interval\"\n";
+    let found = problems(wrong);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].contains("`refill` is the token bucket's: `leaky_bucket` does not take it"), "{}", found[0]);
+    let unknown = "[policies.exports]\nalgo = \"token_bucket\"\ncapacity = 10\nrate = \"10/1m\"\nrefill = \"daily\"\n";
+    assert!(problems(unknown)[0].contains("unknown refill `daily`: expected one of `continuous`, `interval`"));
 }

@@ -27,7 +27,7 @@ pub use policy_name::{check_policy_name, MAX_POLICY_NAME_LEN};
 pub use policy_text::{parse_policy, policy_example, PolicyText, DRY_RUN_WORD};
 pub use quote::{quote, Quoted, MAX_QUOTED};
 pub use spec::{
-    AlgorithmKind, Param, PolicySpec, DEFAULT_LEASE_US, MAX_EXACT, MAX_LEASE_US, MAX_STRATEGIES, MIN_LEASE_US,
+    AlgorithmKind, Param, PolicySpec, Refill, DEFAULT_LEASE_US, MAX_EXACT, MAX_LEASE_US, MAX_STRATEGIES, MIN_LEASE_US,
 };
 pub use strategy::{
     check_rate, check_strategy, parse_rate, parse_strategies, parse_strategy, Rate, Strategy, MAX_LIMIT,

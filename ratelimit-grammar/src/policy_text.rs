@@ -1,7 +1,9 @@
 //! A whole policy in one line of text, `token_bucket capacity 40 rate 1/1m`:
 //! what the runtime's `Policy` prints, and parses back.
 
-use crate::{parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, GrammarError, Param, PolicySpec};
+use crate::{
+    parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, GrammarError, Param, PolicySpec, Refill,
+};
 
 /// The word that puts a policy in dry run, last in its text.
 pub const DRY_RUN_WORD: &str = "dry_run";
@@ -141,6 +143,7 @@ fn set(spec: &mut PolicySpec, param: Param, value: &str) -> Result<(), GrammarEr
         Param::Burst => spec.burst.replace(whole()?).is_some(),
         Param::Limit => spec.limit.replace(whole()?).is_some(),
         Param::Lease => spec.lease.replace(parse_duration(value).map_err(named)?).is_some(),
+        Param::Refill => spec.refill.replace(Refill::from_name(value).map_err(named)?).is_some(),
     };
     match given {
         true => Err(GrammarError::new(format!("`{}` is given twice", param.name()))),
@@ -161,6 +164,7 @@ mod tests {
         assert_eq!(read("  gcra\t1/1s  ").spec.burst, None);
         assert!(read("fixed_window 1/1m dry_run").dry_run);
         assert_eq!(read("concurrency lease 1m limit 2").spec.limit, Some(2));
+        assert_eq!(read("token_bucket capacity 10 rate 10/1m refill interval").spec.refill, Some(Refill::Interval));
     }
 
     #[test]
@@ -179,6 +183,8 @@ mod tests {
             ("fixed_window 1/1s dry_run 1", "nothing follows `dry_run`"),
             ("fixed_window 1/1s,", "empty strategy after `1/1s`"),
             ("concurrency 3", "unexpected `3`"),
+            ("token_bucket capacity 1 rate 1/1s refill hourly", "`refill`: unknown refill `hourly`"),
+            ("leaky_bucket capacity 1 rate 1/1s refill interval", "unexpected `refill`"),
             ("sliding_window 10/1s precision soon", "`precision`: unknown duration unit"),
         ] {
             let error = parse_policy(text).unwrap_err();

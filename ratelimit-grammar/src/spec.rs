@@ -72,12 +72,72 @@ pub enum Param {
     Limit,
     /// `lease = "30s"`: how long a permit lasts unless renewed
     Lease,
+    /// `refill = "interval"`: a token bucket's whole rate added at once at
+    /// the end of each period, instead of continuously
+    Refill,
+}
+
+/// How a token bucket refills: continuously (the default), or its rate's
+/// whole count at once each time a period ends (`refill = "interval"`).
+///
+/// Periods are counted on the clock, from the Unix epoch: a bucket of rate
+/// `10/1m` gains 10 tokens on every minute boundary, whatever the key.
+///
+/// ```
+/// use redlimit_grammar::Refill;
+/// assert_eq!(Refill::from_name("interval").unwrap(), Refill::Interval);
+/// assert!(Refill::from_name("hourly").unwrap_err().message().contains("`continuous`, `interval`"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Refill {
+    /// `continuous`: one token every period / count, as soon as it is earned
+    #[default]
+    Continuous,
+    /// `interval`: count tokens at once at the end of each period
+    Interval,
+}
+
+impl Refill {
+    /// Both, in the order documentation lists them.
+    pub const ALL: [Refill; 2] = [Refill::Continuous, Refill::Interval];
+
+    /// The name the attribute and a policy's text use.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Refill::Continuous => "continuous",
+            Refill::Interval => "interval",
+        }
+    }
+
+    /// Looks a refill up by name; the error lists the valid names.
+    pub fn from_name(name: &str) -> Result<Refill, GrammarError> {
+        Self::ALL.into_iter().find(|r| r.name() == name).ok_or_else(|| {
+            GrammarError::new(format!(
+                "unknown refill `{}`: expected one of `continuous`, `interval`",
+                crate::quote(name)
+            ))
+        })
+    }
+}
+
+impl fmt::Display for Refill {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Param {
     /// Every parameter, in the order a policy's text writes them.
-    pub const ALL: [Param; 7] =
-        [Param::Strategies, Param::Precision, Param::Capacity, Param::Rate, Param::Burst, Param::Limit, Param::Lease];
+    pub const ALL: [Param; 8] = [
+        Param::Strategies,
+        Param::Precision,
+        Param::Capacity,
+        Param::Rate,
+        Param::Refill,
+        Param::Burst,
+        Param::Limit,
+        Param::Lease,
+    ];
 
     /// The parameter's name in the attribute.
     pub const fn name(self) -> &'static str {
@@ -89,6 +149,7 @@ impl Param {
             Param::Burst => "burst",
             Param::Limit => "limit",
             Param::Lease => "lease",
+            Param::Refill => "refill",
         }
     }
 }
@@ -140,7 +201,8 @@ impl AlgorithmKind {
         match self {
             AlgorithmKind::FixedWindow | AlgorithmKind::SlidingLog => &[Param::Strategies],
             AlgorithmKind::SlidingWindow => &[Param::Strategies, Param::Precision],
-            AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket => &[Param::Capacity, Param::Rate],
+            AlgorithmKind::TokenBucket => &[Param::Capacity, Param::Rate, Param::Refill],
+            AlgorithmKind::LeakyBucket => &[Param::Capacity, Param::Rate],
             AlgorithmKind::Gcra => &[Param::Rate, Param::Burst],
             AlgorithmKind::Concurrency => &[Param::Limit, Param::Lease],
         }
@@ -198,6 +260,8 @@ pub struct PolicySpec {
     pub limit: Option<u64>,
     /// `lease` in microseconds, for concurrency ([`DEFAULT_LEASE_US`] when not given).
     pub lease: Option<u64>,
+    /// `refill`, for the token bucket ([`Refill::Continuous`] when not given).
+    pub refill: Option<Refill>,
 }
 
 impl PolicySpec {
@@ -212,6 +276,7 @@ impl PolicySpec {
             burst: None,
             limit: None,
             lease: None,
+            refill: None,
         }
     }
 
@@ -237,6 +302,9 @@ impl PolicySpec {
         }
         if self.lease.is_some() {
             given.push(Param::Lease);
+        }
+        if self.refill.is_some() {
+            given.push(Param::Refill);
         }
         given
     }
@@ -266,7 +334,15 @@ impl PolicySpec {
         let kind = self.kind;
         let takes = kind.params();
         for param in self.given() {
-            if !takes.contains(&param) {
+            if param == Param::Refill && !takes.contains(&param) {
+                errors.push((
+                    Some(param),
+                    GrammarError::new(format!(
+                        "`refill` is the token bucket's: `{kind}` does not take it; use `algo = \"token_bucket\"` \
+                         to add a rate's tokens at once each period"
+                    )),
+                ));
+            } else if !takes.contains(&param) {
                 errors.push((
                     Some(param),
                     GrammarError::new(format!(
@@ -424,6 +500,7 @@ fn missing_message(kind: AlgorithmKind, param: Param) -> String {
         Param::Burst => "burst = 5",
         Param::Limit => "limit = 10",
         Param::Lease => "lease = \"30s\"",
+        Param::Refill => "refill = \"interval\"",
     };
     format!("`{kind}` needs `{}`: add e.g. `{example}`", param.name())
 }

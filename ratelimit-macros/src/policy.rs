@@ -8,7 +8,9 @@ use crate::attr::{Options, PolicyOption};
 use crate::errors::Errors;
 use crate::item::Arguments;
 use proc_macro2::Span;
-use redlimit_grammar::{parse_duration, parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec, Strategy};
+use redlimit_grammar::{
+    parse_duration, parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec, Refill, Strategy,
+};
 use syn::{Expr, LitInt, LitStr};
 
 /// Where a site's policy comes from.
@@ -99,12 +101,13 @@ fn per_call_policy(
 
 /// An error at each of `algo` and its parameters that is written, saying `why(option)`.
 fn no_parameters(options: &Options, errors: &mut Errors, why: impl Fn(&str) -> String) {
-    let written: [(&str, Option<Span>); 8] = [
+    let written: [(&str, Option<Span>); 9] = [
         ("algo", options.algo.as_ref().map(LitStr::span)),
         ("strategies", options.strategies.as_ref().map(LitStr::span)),
         ("precision", options.precision.as_ref().map(LitStr::span)),
         ("capacity", options.capacity.as_ref().map(LitInt::span)),
         ("rate", options.rate.as_ref().map(LitStr::span)),
+        ("refill", options.refill.as_ref().map(LitStr::span)),
         ("burst", options.burst.as_ref().map(LitInt::span)),
         ("limit", options.limit.as_ref().map(LitInt::span)),
         ("lease", options.lease.as_ref().map(LitStr::span)),
@@ -168,6 +171,12 @@ fn policy(options: &Options, attr_span: Span, errors: &mut Errors) -> Option<Pol
             placeholder_rate
         }));
     }
+    if let Some(lit) = &options.refill {
+        spec.refill = Some(Refill::from_name(&lit.value()).unwrap_or_else(|e| {
+            fail(Param::Refill, lit.span(), e.to_string(), errors);
+            Refill::Continuous
+        }));
+    }
     if let Some(lit) = &options.burst {
         spec.burst = Some(whole(lit).unwrap_or_else(|e| {
             fail(Param::Burst, lit.span(), e, errors);
@@ -197,6 +206,7 @@ fn policy(options: &Options, attr_span: Span, errors: &mut Errors) -> Option<Pol
             Param::Burst => options.burst.as_ref().map(LitInt::span),
             Param::Limit => options.limit.as_ref().map(LitInt::span),
             Param::Lease => options.lease.as_ref().map(LitStr::span),
+            Param::Refill => options.refill.as_ref().map(LitStr::span),
         };
         span.unwrap_or_else(|| options.algo.as_ref().map_or(attr_span, LitStr::span))
     };

@@ -35,7 +35,10 @@ pub(crate) fn policy(spec: &redlimit_grammar::PolicySpec, p: &TokenStream) -> To
         }
         AlgorithmKind::TokenBucket => {
             let (capacity, rate) = (number(spec.capacity), rate());
-            quote!(#p::Policy::__token_bucket(#capacity, #rate))
+            match spec.refill.unwrap_or_default() {
+                redlimit_grammar::Refill::Interval => quote!(#p::Policy::__token_bucket_interval(#capacity, #rate)),
+                redlimit_grammar::Refill::Continuous => quote!(#p::Policy::__token_bucket(#capacity, #rate)),
+            }
         }
         AlgorithmKind::LeakyBucket => {
             let (capacity, rate) = (number(spec.capacity), rate());

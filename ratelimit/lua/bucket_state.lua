@@ -28,6 +28,13 @@ if write then
     reset = math.floor(missing / n)
     if reset * n < missing then reset = reset + 1 end
   end
+  -- By interval, paid at the end of the period that pays the last unit
+  -- (algo::paid_after).
+  if step ~= 1 and reset > 0 then
+    local periods = math.floor(reset / step)
+    if periods * step < reset then periods = periods + 1 end
+    reset = periods * step - last % step
+  end
   e = last + reset
   local second = e - e % 1000000
   local d = (second - (last - last % 1000000)) / 1000000

@@ -2,7 +2,8 @@
 -- to the level and passes iff the level stays within capacity.
 -- Twin: src/algo/leaky_bucket.rs.
 --
--- Policy     local capacity, n, p = <capacity>, <n>, <p>  (policy_bucket.lua)
+-- Policy     local capacity, n, p, step  (policy_bucket.lua; step is 1:
+--            a leaky bucket always drains continuously)
 --            (capacity in requests; the rate in lowest terms, n units per
 --            p µs: one request is p units, the bucket drains n units per
 --            µs; full = capacity * p)

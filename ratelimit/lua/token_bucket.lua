@@ -1,10 +1,13 @@
--- token_bucket.lua: starts full, refills continuously; pass iff tokens >= cost.
--- Twin: src/algo/token_bucket.rs.
+-- token_bucket.lua: starts full, refills continuously or by interval; pass
+-- iff tokens >= cost. Twin: src/algo/bucket.rs.
 --
--- Policy     local capacity, n, p = <capacity>, <n>, <p>  (policy_bucket.lua)
+-- Policy     local capacity, n, p, step  (policy_bucket.lua)
 --            (capacity in tokens; the rate in lowest terms, n units per
 --            p µs: one token is p units, the bucket gains n units per µs;
---            full = capacity * p)
+--            full = capacity * p; step 1 refills continuously, step = the
+--            rate's period refills by interval: only the periods, counted
+--            from the epoch, that ended since a time pay, each its whole
+--            n * step units at its end; a wait ends on a period's end)
 -- Values     decide's (lua/README.md, "A call's values").
 --            Between bucket_read.lua and bucket_state.lua, set_state.lua.
 -- Returns    the bucket reply (set_state.lua), v for the units owed (missing
@@ -28,7 +31,8 @@ local missing = owed or 0
 -- than the bucket held then.
 if last > now then now = last end
 if now > last then
-  local gained = (now - last) * n
+  -- The µs paid for since `last`: all, or the ended periods' (algo::counted).
+  local gained = (now - now % step - (last - last % step)) * n
   if gained >= missing then missing = 0 else missing = missing - gained end
 end
 
@@ -44,7 +48,7 @@ if refund then
   local back = cost * p
   local taken = struct_unpack('<d', permit)
   if now > taken then
-    local paid = (now - taken) * n
+    local paid = (now - now % step - (taken - taken % step)) * n
     -- Under another rate than the state's, the faster of the two.
     if was_n ~= n or was_p ~= p then
       local at_was = math.ceil((now - taken) * was_n / was_p * p)

@@ -35,6 +35,8 @@ mod hostile_keys;
 #[cfg(feature = "redis")]
 mod hostile_numbers;
 #[cfg(feature = "redis")]
+mod interval_refill;
+#[cfg(feature = "redis")]
 mod parity;
 #[cfg(feature = "redis")]
 mod policy_per_call;

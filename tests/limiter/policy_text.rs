@@ -31,7 +31,19 @@ fn every_form() -> Vec<(&'static str, Policy, Vec<&'static str>)> {
         (
             "token_bucket capacity 40 rate 1/1m",
             Policy::token_bucket(40, "1/1m").unwrap(),
-            vec!["token_bucket rate 1/1m capacity 40", "token_bucket capacity 40 rate 1/60s"],
+            vec![
+                "token_bucket rate 1/1m capacity 40",
+                "token_bucket capacity 40 rate 1/60s",
+                "token_bucket capacity 40 rate 1/1m refill continuous",
+            ],
+        ),
+        (
+            "token_bucket capacity 10 rate 10/1m refill interval",
+            Policy::token_bucket_interval(10, "10/1m").unwrap(),
+            vec![
+                "token_bucket refill interval capacity 10 rate 10/1m",
+                "token_bucket rate 10/60s refill interval capacity 10",
+            ],
         ),
         (
             "leaky_bucket capacity 2 rate 1/2s",
@@ -54,7 +66,9 @@ fn every_form() -> Vec<(&'static str, Policy, Vec<&'static str>)> {
 #[test]
 fn every_algorithms_every_form_reads_back_as_the_same_policy() {
     let forms = every_form();
-    assert_eq!(forms.len(), AlgorithmKind::ALL.len(), "every algorithm");
+    for kind in AlgorithmKind::ALL {
+        assert!(forms.iter().any(|(_, policy, _)| policy.algorithm() == kind), "{kind} has its forms");
+    }
     for (text, policy, others) in forms {
         assert_eq!(policy.to_string(), text);
         let read: Policy = text.parse().unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -77,7 +91,7 @@ fn a_wrong_text_says_what_is_wrong_and_how_to_write_it() {
         (
             "token_bucket 40 per 1/1m",
             "invalid rate limit policy: `token_bucket 40 per 1/1m`: unexpected `40`: `token_bucket` takes `capacity`, \
-             `rate`, each followed by its value, and `dry_run` last; write it like `token_bucket capacity 10 rate 1/1s`",
+             `rate`, `refill`, each followed by its value, and `dry_run` last; write it like `token_bucket capacity 10 rate 1/1s`",
         ),
         (
             "fixed_window 0/1s",
@@ -87,6 +101,8 @@ fn a_wrong_text_says_what_is_wrong_and_how_to_write_it() {
         ("", "invalid rate limit policy: ``: an empty policy"),
         ("window 10/1s", "invalid rate limit policy: `window 10/1s`: unknown algorithm `window`: expected one of `fixed_window`"),
         ("concurrency limit 2 lease 50ms", "a lease of 50ms is too short to be renewed"),
+        ("token_bucket capacity 10 rate 10/1m refill weekly", "`refill`: unknown refill `weekly`: expected one of `continuous`, `interval`"),
+        ("leaky_bucket capacity 10 rate 10/1m refill interval", "unexpected `refill`: `leaky_bucket` takes `capacity`, `rate`"),
         ("gcra 1/1s burst -1", "`burst` takes a whole number, like `burst 10`, not `-1`"),
         ("gcra 1/1s\nburst 1 \u{1b}", "unexpected `\\u{1b}`"),
     ] {

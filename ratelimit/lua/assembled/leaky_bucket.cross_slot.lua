@@ -25,10 +25,11 @@ local function redis_time()
   return time_read
 end
 local function decider(policy)
--- policy_bucket.lua: the token and leaky bucket reader. Sets `capacity`
--- and the rate in lowest terms, n units per p µs, from `policy`
--- (lua/README.md).
-local capacity, n, p = struct_unpack('<ddd', policy)
+-- policy_bucket.lua: the token and leaky bucket reader. Sets `capacity`,
+-- the rate in lowest terms, n units per p µs, and `step`, the µs the
+-- refill steps by (1, continuous; a token bucket refilled by interval, its
+-- rate's period, counted from the epoch), from `policy` (lua/README.md).
+local capacity, n, p, step = struct_unpack('<dddd', policy)
 return function(key, cost, kind, now, slack, permit)
 -- prelude.lua: opens `decide(key, cost, kind, now, slack, permit)` in every
 -- script, after the family's policy reader has set the policy's numbers
@@ -100,7 +101,8 @@ end
 -- to the level and passes iff the level stays within capacity.
 -- Twin: src/algo/leaky_bucket.rs.
 --
--- Policy     local capacity, n, p = <capacity>, <n>, <p>  (policy_bucket.lua)
+-- Policy     local capacity, n, p, step  (policy_bucket.lua; step is 1:
+--            a leaky bucket always drains continuously)
 --            (capacity in requests; the rate in lowest terms, n units per
 --            p µs: one request is p units, the bucket drains n units per
 --            µs; full = capacity * p)
@@ -190,6 +192,13 @@ if write then
   if n ~= 1 then
     reset = math.floor(missing / n)
     if reset * n < missing then reset = reset + 1 end
+  end
+  -- By interval, paid at the end of the period that pays the last unit
+  -- (algo::paid_after).
+  if step ~= 1 and reset > 0 then
+    local periods = math.floor(reset / step)
+    if periods * step < reset then periods = periods + 1 end
+    reset = periods * step - last % step
   end
   e = last + reset
   local second = e - e % 1000000

@@ -25,10 +25,11 @@ local function redis_time()
   return time_read
 end
 local function decider(policy)
--- policy_bucket.lua: the token and leaky bucket reader. Sets `capacity`
--- and the rate in lowest terms, n units per p µs, from `policy`
--- (lua/README.md).
-local capacity, n, p = struct_unpack('<ddd', policy)
+-- policy_bucket.lua: the token and leaky bucket reader. Sets `capacity`,
+-- the rate in lowest terms, n units per p µs, and `step`, the µs the
+-- refill steps by (1, continuous; a token bucket refilled by interval, its
+-- rate's period, counted from the epoch), from `policy` (lua/README.md).
+local capacity, n, p, step = struct_unpack('<dddd', policy)
 return function(key, cost, kind, now, slack, permit)
 -- prelude.lua: opens `decide(key, cost, kind, now, slack, permit)` in every
 -- script, after the family's policy reader has set the policy's numbers
@@ -96,13 +97,16 @@ if v and #v == 33 then
     if was_p ~= p then owed = math.ceil(owed / was_p * p) end
   end
 end
--- token_bucket.lua: starts full, refills continuously; pass iff tokens >= cost.
--- Twin: src/algo/token_bucket.rs.
+-- token_bucket.lua: starts full, refills continuously or by interval; pass
+-- iff tokens >= cost. Twin: src/algo/bucket.rs.
 --
--- Policy     local capacity, n, p = <capacity>, <n>, <p>  (policy_bucket.lua)
+-- Policy     local capacity, n, p, step  (policy_bucket.lua)
 --            (capacity in tokens; the rate in lowest terms, n units per
 --            p µs: one token is p units, the bucket gains n units per µs;
---            full = capacity * p)
+--            full = capacity * p; step 1 refills continuously, step = the
+--            rate's period refills by interval: only the periods, counted
+--            from the epoch, that ended since a time pay, each its whole
+--            n * step units at its end; a wait ends on a period's end)
 -- Values     decide's (lua/README.md, "A call's values").
 --            Between bucket_read.lua and bucket_state.lua, set_state.lua.
 -- Returns    the bucket reply (set_state.lua), v for the units owed (missing
@@ -126,7 +130,8 @@ local missing = owed or 0
 -- than the bucket held then.
 if last > now then now = last end
 if now > last then
-  local gained = (now - last) * n
+  -- The µs paid for since `last`: all, or the ended periods' (algo::counted).
+  local gained = (now - now % step - (last - last % step)) * n
   if gained >= missing then missing = 0 else missing = missing - gained end
 end
 
@@ -142,7 +147,7 @@ if refund then
   local back = cost * p
   local taken = struct_unpack('<d', permit)
   if now > taken then
-    local paid = (now - taken) * n
+    local paid = (now - now % step - (taken - taken % step)) * n
     -- Under another rate than the state's, the faster of the two.
     if was_n ~= n or was_p ~= p then
       local at_was = math.ceil((now - taken) * was_n / was_p * p)
@@ -191,6 +196,13 @@ if write then
   if n ~= 1 then
     reset = math.floor(missing / n)
     if reset * n < missing then reset = reset + 1 end
+  end
+  -- By interval, paid at the end of the period that pays the last unit
+  -- (algo::paid_after).
+  if step ~= 1 and reset > 0 then
+    local periods = math.floor(reset / step)
+    if periods * step < reset then periods = periods + 1 end
+    reset = periods * step - last % step
   end
   e = last + reset
   local second = e - e % 1000000

@@ -8,12 +8,17 @@
 //! bucket pays off `n` units per µs, so every refill is exact on integers
 //! (1 token per 3 s arrives at exactly 3 s).
 //!
+//! A token bucket may refill by interval: `step` is then its period, and
+//! only the periods (counted from the epoch) that ended pay anything, all
+//! of a period's units at once (`counted`); `step` 1 is the continuous
+//! refill, so both are one path. Waits end on a period's end (`paid_after`).
+//!
 //! What a key owes is kept whatever the capacity: a call under a smaller
 //! capacity than the one that took it is judged against the whole debt
 //! (`owed + cost * p <= full`) and a write keeps it, so a plan change never
 //! forgets what a larger plan took.
 
-use super::{ceil_div, owed_at, refunded_units};
+use super::{counted, owed_at, paid_after, refunded_units};
 use crate::backend::{CallKind, Outcome};
 
 /// The units a key owes, when they were last counted, and the rate
@@ -30,6 +35,7 @@ pub(crate) struct Bucket {
 pub(crate) fn decide(
     capacity: u64,
     (n, p): (u64, u64),
+    step: u64,
     state: &mut Option<Bucket>,
     now: u64,
     cost: u64,
@@ -46,7 +52,7 @@ pub(crate) fn decide(
     // Judged at the last count if now is earlier: a late call finds the
     // bucket owing no less than it did then.
     let now = now.max(last);
-    let paid = ((now - last) as u128) * n as u128;
+    let paid = (counted(last, now, step) as u128) * n as u128;
     owed = if paid >= owed as u128 { 0 } else { owed - paid as u64 };
 
     // A refund gives back what its call may still owe (`refunded_units`),
@@ -54,7 +60,7 @@ pub(crate) fn decide(
     let before = owed;
     let cost = match kind {
         CallKind::Refund(refunded) => {
-            owed -= refunded_units(cost, refunded.taken_us, (n, p), was, now).min(owed);
+            owed -= refunded_units(cost, refunded.taken_us, (n, p), was, now, step).min(owed);
             0
         }
         _ => cost,
@@ -63,7 +69,7 @@ pub(crate) fn decide(
     let need = if never { 0 } else { cost * p };
     let allowed = !never && owed + need <= full;
     let after = if allowed { owed + need } else { owed };
-    let retry_after_us = (!allowed && !never).then(|| ceil_div((owed + need - full) as u128, n as u128) as u64);
+    let retry_after_us = (!allowed && !never).then(|| paid_after((owed + need - full) as u128, n, step, now));
     // A debt counted at another rate is written in this one's, even by a
     // denial: the retry it names is paid off at this rate.
     let converts = converted && after > 0;
@@ -80,7 +86,7 @@ pub(crate) fn decide(
         allowed,
         limit: capacity,
         remaining: full.saturating_sub(after) / p,
-        reset_after_us: ceil_div(after as u128, n as u128) as u64,
+        reset_after_us: paid_after(after as u128, n, step, now),
         retry_after_us,
         violated: 0,
         now_us: now,

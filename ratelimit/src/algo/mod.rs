@@ -143,8 +143,10 @@ pub(crate) fn decide(
             run_sliding!(sliding_window, SlidingWindow, strategies, *precision_us)
         }
         Params::SlidingLog { strategies } => run_sliding!(sliding_log, SlidingLog, strategies),
-        Params::TokenBucket { capacity, .. } => run_copied!(bucket, TokenBucket, *capacity, rate),
-        Params::LeakyBucket { capacity, .. } => run_copied!(bucket, LeakyBucket, *capacity, rate),
+        Params::TokenBucket { capacity, .. } => {
+            run_copied!(bucket, TokenBucket, *capacity, rate, policy.refill_step())
+        }
+        Params::LeakyBucket { capacity, .. } => run_copied!(bucket, LeakyBucket, *capacity, rate, 1),
         Params::Gcra { burst, .. } => run_copied!(gcra, Gcra, *burst, rate),
         Params::Concurrency { limit, lease_us } => {
             let mut current = match state.take() {
@@ -195,15 +197,49 @@ pub(crate) fn owed_at(owed: u64, last: u64, was: (u64, u64), (n, p): (u64, u64),
 /// the debt is taken to have fallen at the faster of the two, the other's
 /// pace counted in this rate's units rounded up (less back), in doubles in
 /// the scripts' order so both stores get the same number.
-pub(crate) fn refunded_units(cost: u64, taken_us: u64, (n, p): (u64, u64), was: (u64, u64), now: u64) -> u64 {
+///
+/// `step` is the bucket's refill step ([`counted`]): under an interval
+/// refill only the periods that ended since the call paid anything.
+pub(crate) fn refunded_units(
+    cost: u64,
+    taken_us: u64,
+    (n, p): (u64, u64),
+    was: (u64, u64),
+    now: u64,
+    step: u64,
+) -> u64 {
     let added = cost as u128 * p as u128;
     let elapsed = now.saturating_sub(taken_us);
-    let mut paid = elapsed as u128 * n as u128;
+    let mut paid = counted(taken_us, now, step) as u128 * n as u128;
     if was != (n, p) {
         let (was_n, was_p) = was;
         paid = paid.max((elapsed as f64 * was_n as f64 / was_p as f64 * p as f64).ceil() as u128);
     }
     u64::try_from(added.saturating_sub(paid)).unwrap_or(u64::MAX)
+}
+
+/// The µs from `from` to `to` that a bucket refilling by `step` has been
+/// paid for: all of them when `step` is 1 (continuous), else the periods
+/// (of `step` µs, counted from the epoch) that ended in between, whole.
+pub(crate) fn counted(from: u64, to: u64, step: u64) -> u64 {
+    if to <= from {
+        return 0;
+    }
+    (to - to % step) - (from - from % step)
+}
+
+/// The µs from `now` until a bucket refilling `n` units per µs by `step`
+/// has paid `units`: at once for none, else at the end of the period that
+/// pays the last of them (`lua/bucket_state.lua`'s `wait`).
+pub(crate) fn paid_after(units: u128, n: u64, step: u64, now: u64) -> u64 {
+    if units == 0 {
+        return 0;
+    }
+    let us = ceil_div(units, n as u128);
+    if step == 1 {
+        return us as u64;
+    }
+    (ceil_div(us, step as u128) * step as u128 - (now % step) as u128) as u64
 }
 
 /// `ceil(a / b)` on integers.
@@ -290,15 +326,18 @@ mod tests {
     fn a_refund_gives_back_what_its_call_added_less_what_was_paid_since() {
         // 1 per second: a token is 1 000 000 units, 1 paid per µs.
         let rate = (1, 1_000_000);
-        assert_eq!(refunded_units(3, 5, rate, rate, 5), 3_000_000, "right away: all of it");
-        assert_eq!(refunded_units(3, 5, rate, rate, 1_000_005), 2_000_000, "a second later: two");
-        assert_eq!(refunded_units(3, 5, rate, rate, 3_000_005), 0, "paid off: nothing");
-        assert_eq!(refunded_units(3, 5, rate, rate, 0), 3_000_000, "a clock behind the call: no time passed");
+        assert_eq!(refunded_units(3, 5, rate, rate, 5, 1), 3_000_000, "right away: all of it");
+        assert_eq!(refunded_units(3, 5, rate, rate, 1_000_005, 1), 2_000_000, "a second later: two");
+        assert_eq!(refunded_units(3, 5, rate, rate, 3_000_005, 1), 0, "paid off: nothing");
+        assert_eq!(refunded_units(3, 5, rate, rate, 0, 1), 3_000_000, "a clock behind the call: no time passed");
         // The state was written at 10 per second, the faster: it paid 10 tokens per second.
-        assert_eq!(refunded_units(3, 0, rate, (1, 100_000), 200_000), 1_000_000);
+        assert_eq!(refunded_units(3, 0, rate, (1, 100_000), 200_000, 1), 1_000_000);
         // Written at a slower rate: this one's pace still bounds it.
-        assert_eq!(refunded_units(3, 0, rate, (1, 10_000_000), 1_000_000), 2_000_000);
-        assert_eq!(refunded_units(u64::MAX, 0, (u64::MAX, u64::MAX), rate, u64::MAX), 0, "no overflow");
-        assert_eq!(refunded_units(u64::MAX, 0, (1, u64::MAX), (1, u64::MAX), 0), u64::MAX, "saturates");
+        assert_eq!(refunded_units(3, 0, rate, (1, 10_000_000), 1_000_000, 1), 2_000_000);
+        assert_eq!(refunded_units(u64::MAX, 0, (u64::MAX, u64::MAX), rate, u64::MAX, 1), 0, "no overflow");
+        assert_eq!(refunded_units(u64::MAX, 0, (1, u64::MAX), (1, u64::MAX), 0, 1), u64::MAX, "saturates");
+        // Refilled by 3-second intervals: only a period's end pays, all of a period at once.
+        assert_eq!(refunded_units(3, 2_999_999, rate, rate, 2_999_999 + 2_000_000, 3_000_000), 0, "an end passed");
+        assert_eq!(refunded_units(3, 3_000_000, rate, rate, 5_999_999, 3_000_000), 3_000_000, "none ended yet");
     }
 }

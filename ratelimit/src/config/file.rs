@@ -4,7 +4,8 @@
 
 use crate::policy::Policy;
 use redlimit_grammar::{
-    check_policy_name, parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, Param, PolicySpec, MAX_LIMIT,
+    check_policy_name, parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, Param, PolicySpec, Refill,
+    MAX_LIMIT,
 };
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -13,7 +14,7 @@ use toml::Spanned;
 
 /// The options a policy table takes: the attribute's policy options, no others.
 pub(crate) const POLICY_OPTIONS: &[&str] =
-    &["algo", "strategies", "precision", "capacity", "rate", "burst", "limit", "lease", "dry_run"];
+    &["algo", "strategies", "precision", "capacity", "rate", "refill", "burst", "limit", "lease", "dry_run"];
 
 /// Attribute options that belong to a call site, not to a policy.
 const SITE_OPTIONS: &[&str] =
@@ -183,6 +184,20 @@ fn policy(
                     fail(m);
                     spec.rate = Some(redlimit_grammar::Rate { count: 1, period_us: 1_000_000 });
                     malformed.push(Param::Rate);
+                    continue;
+                }
+            },
+            "refill" => match string(value, "refill = \"interval\"")
+                .and_then(|s| Refill::from_name(s).map_err(|e| format!("refill {text}: {e}")))
+            {
+                Ok(v) => {
+                    spec.refill = Some(v);
+                    Param::Refill
+                }
+                Err(m) => {
+                    fail(m);
+                    spec.refill = Some(Refill::Continuous);
+                    malformed.push(Param::Refill);
                     continue;
                 }
             },

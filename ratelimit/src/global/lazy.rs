@@ -29,6 +29,9 @@ pub(crate) struct LazyLimiter {
     unconfigured: OutageLog,
 }
 
+// One per site or layer, read on every call: boxing the larger variant
+// would add an indirection to each call to save bytes held once.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum PolicySource {
     /// Written in code (for the attribute: validated at compile time), or

@@ -6,7 +6,7 @@ pub(crate) use text::read;
 
 use crate::error::Error;
 use redlimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
-pub use redlimit_grammar::{Rate, Strategy};
+pub use redlimit_grammar::{Rate, Refill, Strategy};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -64,6 +64,7 @@ pub(crate) enum Params {
     TokenBucket {
         capacity: u64,
         rate: Rate,
+        refill: Refill,
     },
     LeakyBucket {
         capacity: u64,
@@ -206,6 +207,38 @@ impl Policy {
         Policy::from_spec(spec)
     }
 
+    /// A token bucket of `capacity` tokens, starting full, that gains its
+    /// `rate`'s whole count at once each time a period ends (bucket4j's
+    /// interval refill), never above `capacity`: `"10/1m"` adds 10 tokens
+    /// on every minute. Periods are counted on the clock from the Unix
+    /// epoch, so every key refills at the same instants, and `retry_after`
+    /// and `reset_after` name a period's end.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::token_bucket_interval(10, "10/1m")?;
+    /// assert_eq!(policy.to_string(), "token_bucket capacity 10 rate 10/1m refill interval");
+    /// let clock = ManualClock::new(); // on a minute boundary
+    /// let limiter = Limiter::new("exports", policy, &Store::memory().with_clock(clock.clone()));
+    /// limiter.check("k", 10).await?;
+    /// clock.advance(Duration::from_secs(59));
+    /// let denied = limiter.check("k", 1).await?;
+    /// assert_eq!(denied.retry_after, Some(Duration::from_secs(1)), "nothing comes back before the minute ends");
+    /// clock.advance(Duration::from_secs(1));
+    /// assert_eq!(limiter.check("k", 1).await?.remaining, 9, "all ten at once");
+    /// # Ok(()) }
+    /// ```
+    pub fn token_bucket_interval(capacity: u64, rate: &str) -> Result<Policy, Error> {
+        let mut spec = PolicySpec::new(AlgorithmKind::TokenBucket);
+        spec.capacity = Some(capacity);
+        spec.rate = Some(parse_rate(rate).map_err(|e| param_error(Param::Rate, e))?);
+        spec.refill = Some(Refill::Interval);
+        Policy::from_spec(spec)
+    }
+
     /// A leaky bucket of `capacity`, starting empty, drained at `rate`.
     pub fn leaky_bucket(capacity: u64, rate: &str) -> Result<Policy, Error> {
         let mut spec = PolicySpec::new(AlgorithmKind::LeakyBucket);
@@ -302,13 +335,34 @@ impl Policy {
                     return Err(Error::InvalidPolicy(format!("`{kind}` needs `rate`")));
                 };
                 match kind {
-                    AlgorithmKind::TokenBucket => Params::TokenBucket { capacity: spec.capacity.unwrap_or(0), rate },
+                    AlgorithmKind::TokenBucket => Params::TokenBucket {
+                        capacity: spec.capacity.unwrap_or(0),
+                        rate,
+                        refill: spec.refill.unwrap_or_default(),
+                    },
                     AlgorithmKind::LeakyBucket => Params::LeakyBucket { capacity: spec.capacity.unwrap_or(0), rate },
                     _ => Params::Gcra { rate, burst: spec.burst.unwrap_or_else(|| PolicySpec::default_burst(rate)) },
                 }
             }
         };
         Ok(Policy::new(params))
+    }
+
+    /// How a token bucket refills; `None` for the other algorithms.
+    pub fn refill(&self) -> Option<Refill> {
+        match self.params {
+            Params::TokenBucket { refill, .. } => Some(refill),
+            _ => None,
+        }
+    }
+
+    /// The µs a bucket's refill steps by: 1 for a continuous one, the
+    /// period for an interval refill, whose tokens come only on its ends.
+    pub(crate) fn refill_step(&self) -> u64 {
+        match self.params {
+            Params::TokenBucket { refill: Refill::Interval, rate, .. } => rate.period_us,
+            _ => 1,
+        }
     }
 
     /// Which algorithm this policy runs.

@@ -5,7 +5,7 @@
 
 use crate::error::Error;
 use crate::policy::{Params, Policy};
-use redlimit_grammar::{quote, Strategy, DRY_RUN_WORD};
+use redlimit_grammar::{quote, Refill, Strategy, DRY_RUN_WORD};
 use std::fmt;
 use std::str::FromStr;
 
@@ -29,7 +29,10 @@ impl fmt::Display for Policy {
                 write_strategies(f, strategies)?;
                 write!(f, " precision {}", redlimit_grammar::format_duration(*precision_us))
             }
-            Params::TokenBucket { capacity, rate } | Params::LeakyBucket { capacity, rate } => {
+            Params::TokenBucket { capacity, rate, refill: Refill::Interval } => {
+                write!(f, "capacity {capacity} rate {rate} refill {}", Refill::Interval)
+            }
+            Params::TokenBucket { capacity, rate, .. } | Params::LeakyBucket { capacity, rate } => {
                 write!(f, "capacity {capacity} rate {rate}")
             }
             Params::Gcra { rate, burst } => write!(f, "{rate} burst {burst}"),

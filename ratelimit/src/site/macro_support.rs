@@ -203,7 +203,11 @@ impl Policy {
     }
     #[doc(hidden)]
     pub const fn __token_bucket(capacity: u64, rate: Rate) -> Policy {
-        Policy::new(Params::TokenBucket { capacity, rate })
+        Policy::new(Params::TokenBucket { capacity, rate, refill: crate::policy::Refill::Continuous })
+    }
+    #[doc(hidden)]
+    pub const fn __token_bucket_interval(capacity: u64, rate: Rate) -> Policy {
+        Policy::new(Params::TokenBucket { capacity, rate, refill: crate::policy::Refill::Interval })
     }
     #[doc(hidden)]
     pub const fn __leaky_bucket(capacity: u64, rate: Rate) -> Policy {

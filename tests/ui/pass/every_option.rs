@@ -17,6 +17,9 @@ async fn log() -> Result<(), RateLimited> { Ok(()) }
 #[rate_limit(algo = "token_bucket", capacity = 10, rate = "1/3s")]
 async fn token() -> Result<(), RateLimited> { Ok(()) }
 
+#[rate_limit(algo = "token_bucket", capacity = 10, rate = "10/1m", refill = "interval")]
+async fn token_by_interval() -> Result<(), RateLimited> { Ok(()) }
+
 #[rate_limit(algo = "leaky_bucket", capacity = 10, rate = "5/1s")]
 async fn leaky() -> Result<(), RateLimited> { Ok(()) }
 

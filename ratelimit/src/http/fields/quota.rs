@@ -10,7 +10,7 @@
 //! there is no `w` or `t`, since a permit comes back when a request ends.
 
 use crate::decision::Decision;
-use crate::policy::{Params, Policy};
+use crate::policy::{Params, Policy, Rate, Refill};
 use std::time::Duration;
 
 const SECOND_US: u128 = 1_000_000;
@@ -95,7 +95,7 @@ impl PolicyItem {
                     .map(|s| PolicyItem::new(named(s.to_string()), s.limit, u128::from(s.window_us), 1))
                     .collect()
             }
-            Params::TokenBucket { capacity, rate } | Params::LeakyBucket { capacity, rate } => {
+            Params::TokenBucket { capacity, rate, .. } | Params::LeakyBucket { capacity, rate } => {
                 let (count, period_us) = policy.reduced_rate;
                 let name = policy
                     .name()
@@ -204,6 +204,7 @@ pub(crate) fn item_states(policy: &Policy, decision: &Decision, per_request: u64
             .collect();
     }
     let effective = match &policy.params {
+        Params::TokenBucket { refill: Refill::Interval, rate, .. } => Some(next_refill(*rate, decision, per_request)),
         Params::TokenBucket { .. } | Params::LeakyBucket { .. } | Params::Gcra { .. } => {
             Some(next_request(policy.reduced_rate, decision, per_request))
         }
@@ -234,6 +235,33 @@ fn next_request((n, p): (u64, u64), decision: &Decision, step: u64) -> Duration 
         // `reset_us` is rounded up, so this is at most 1 µs late.
         Some(missing) => reset_us.saturating_sub(missing * p / n),
         None => reset_us + (u128::from(step) * p).div_ceil(n),
+    };
+    let next = Duration::from_micros(u64::try_from(next_us).unwrap_or(u64::MAX));
+    match decision.retry_after {
+        Some(retry) if !decision.allowed => next.min(retry),
+        _ => next,
+    }
+}
+
+/// For a token bucket refilled by interval (`rate.count` tokens at each
+/// period's end): the time until one more request of `step` permits than
+/// `remaining` allows is held, which is always a period's end. `reset_after`
+/// is the end of the period that fills the bucket, so the next end is as
+/// many periods before it as the refills still missing after it.
+fn next_refill(rate: Rate, decision: &Decision, step: u64) -> Duration {
+    let (count, period) = (u128::from(rate.count.max(1)), u128::from(rate.period_us));
+    let reset_us = decision.reset_after.as_micros();
+    let remaining = u128::from(decision.remaining);
+    let periods_to_full = (u128::from(decision.limit) - remaining.min(u128::from(decision.limit))).div_ceil(count);
+    let held_after = (remaining / u128::from(step) + 1) * u128::from(step);
+    let next_us = match periods_to_full {
+        // Full: the bucket cannot hold one more; bound it by the refills of a request after it.
+        0 => period * u128::from(step).div_ceil(count),
+        _ if held_after > u128::from(decision.limit) => reset_us + period * u128::from(step).div_ceil(count),
+        full => {
+            let next_end = reset_us.saturating_sub((full - 1) * period);
+            next_end + ((held_after - remaining).div_ceil(count) - 1) * period
+        }
     };
     let next = Duration::from_micros(u64::try_from(next_us).unwrap_or(u64::MAX));
     match decision.retry_after {

@@ -36,10 +36,15 @@ pub(crate) fn plan(policy: &Policy, server_clock: bool) -> Plan {
         reply: Reply::Window { quotas: if strategies.len() > 1 { strategies.len() } else { 0 } },
     };
     let (n, p) = policy.reduced_rate;
+    // The buckets also send their refill step (lua/policy_bucket.lua); gcra has none.
+    let step = policy.refill_step();
     let bucket = |family, kind, first: u64| Plan {
         family,
-        policy: [first, n, p].iter().flat_map(|&v| number(v)).collect(),
-        reply: Reply::Bucket { kind, constants: [first, n, p] },
+        policy: match kind {
+            AlgorithmKind::Gcra => [first, n, p].iter().flat_map(|&v| number(v)).collect(),
+            _ => [first, n, p, step].iter().flat_map(|&v| number(v)).collect(),
+        },
+        reply: Reply::Bucket { kind, constants: [first, n, p, step] },
     };
     match &policy.params {
         Params::FixedWindow { strategies } => window(Family::FixedWindow, 0, strategies),
@@ -91,9 +96,12 @@ mod tests {
     fn each_family_has_its_reply_and_its_numbers_travel_with_the_call() {
         let gcra = plan(&Policy::gcra("1000/1s", 999).unwrap(), true);
         assert_eq!((gcra.family, read(&gcra.policy)), (Family::Gcra, vec![999.0, 1.0, 1000.0]));
-        assert_eq!(gcra.reply, Reply::Bucket { kind: AlgorithmKind::Gcra, constants: [999, 1, 1000] });
+        assert_eq!(gcra.reply, Reply::Bucket { kind: AlgorithmKind::Gcra, constants: [999, 1, 1000, 1] });
         let leaky = plan(&Policy::leaky_bucket(5, "7/3s").unwrap(), false);
-        assert_eq!(leaky.reply, Reply::Bucket { kind: AlgorithmKind::LeakyBucket, constants: [5, 7, 3_000_000] });
+        assert_eq!(leaky.reply, Reply::Bucket { kind: AlgorithmKind::LeakyBucket, constants: [5, 7, 3_000_000, 1] });
+        assert_eq!(read(&leaky.policy), [5.0, 7.0, 3e6, 1.0], "refilled continuously: a step of 1 µs");
+        let interval = plan(&Policy::token_bucket_interval(10, "10/1m").unwrap(), true);
+        assert_eq!(read(&interval.policy), [10.0, 1.0, 6e6, 6e7], "10 tokens a minute, all at its end");
 
         let one = Policy::fixed_window("10/1s").unwrap();
         let counter = plan(&one, true);

@@ -2,7 +2,7 @@
 //! family, chosen when a limiter is bound. The replies: `lua/README.md`.
 
 use super::counter::Counter;
-use crate::algo::ceil_div;
+use crate::algo::paid_after;
 use crate::backend::{Outcome, QuotaOutcome};
 use crate::error::Error;
 use redis::Value;
@@ -15,8 +15,9 @@ pub(crate) enum Reply {
     /// strategy when there are several (`quotas` of them, else 0).
     Window { quotas: usize },
     /// 16 bytes from a bucket or gcra, whose constants are
-    /// `[capacity or burst, n, p]`.
-    Bucket { kind: AlgorithmKind, constants: [u64; 3] },
+    /// `[capacity or burst, n, p, refill step]` (the step 1 but for a
+    /// token bucket refilled by interval).
+    Bucket { kind: AlgorithmKind, constants: [u64; 4] },
     /// Two integers from the fixed window counter: the decision and its time.
     Counter(Counter),
 }
@@ -117,8 +118,8 @@ fn counted(counter: Counter, reply: i64, cost: u64, now_us: u64) -> Result<Outco
 }
 
 /// Reads the bucket reply of `kind`'s script, whose constants are
-/// `[capacity or burst, n, p]`, to a call of `cost`.
-fn bucket(kind: AlgorithmKind, [first, n, p]: [u64; 3], reply: &[u8], cost: u64) -> Result<Outcome, Error> {
+/// `[capacity or burst, n, p, refill step]`, to a call of `cost`.
+fn bucket(kind: AlgorithmKind, [first, n, p, step]: [u64; 4], reply: &[u8], cost: u64) -> Result<Outcome, Error> {
     let malformed = |why: &str| Error::Protocol(format!("{kind} script replied {reply:?}: {why}"));
     if reply.len() != 16 {
         return Err(malformed("expected 16 bytes"));
@@ -132,7 +133,9 @@ fn bucket(kind: AlgorithmKind, [first, n, p]: [u64; 3], reply: &[u8], cost: u64)
     // that large only comes from a clock run far backwards, where the
     // script's own arithmetic is no longer exact either).
     let x = if allowed { v } else { -1.0 - v } as u64;
-    let (x, n, p) = (x as u128, n as u128, p as u128);
+    let now = now_us as u64;
+    let wait = |units: u128| paid_after(units, n, step, now) as u128;
+    let (x, p) = (x as u128, p as u128);
     let limit = match kind {
         AlgorithmKind::Gcra => first + 1,
         AlgorithmKind::TokenBucket | AlgorithmKind::LeakyBucket => first,
@@ -147,10 +150,10 @@ fn bucket(kind: AlgorithmKind, [first, n, p]: [u64; 3], reply: &[u8], cost: u64)
     let retry = match (allowed, cost > limit) {
         (true, _) if x > full => return Err(malformed("more than the policy holds")),
         (false, false) if x + cost as u128 * p <= full => return Err(malformed("a denial of a cost that fits")),
-        (false, false) => Some(ceil_div(x + cost as u128 * p - full, n)),
+        (false, false) => Some(wait(x + cost as u128 * p - full)),
         _ => None,
     };
-    let (remaining, reset_after, retry_after) = (full.saturating_sub(x) / p, ceil_div(x, n), retry);
+    let (remaining, reset_after, retry_after) = (full.saturating_sub(x) / p, wait(x), retry);
     Ok(Outcome {
         allowed,
         limit,
@@ -173,8 +176,8 @@ mod tests {
     use super::*;
 
     /// The bucket decoder of `kind` with `constants`.
-    fn outcome((kind, constants): (AlgorithmKind, [u64; 3]), reply: &[u8], cost: u64) -> Result<Outcome, Error> {
-        bucket(kind, constants, reply, cost)
+    fn outcome((kind, [first, n, p]): (AlgorithmKind, [u64; 3]), reply: &[u8], cost: u64) -> Result<Outcome, Error> {
+        bucket(kind, [first, n, p, 1], reply, cost)
     }
 
     /// What the script sends: `v` and `now` as two little-endian doubles.
