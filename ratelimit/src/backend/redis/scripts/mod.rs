@@ -34,7 +34,7 @@ use crate::policy::{Policy, Strategy};
 /// use redlimit::Policy;
 ///
 /// let source = script_source(&Policy::token_bucket(10, "2/6s").unwrap(), true);
-/// assert!(source.contains("local capacity, n, p = struct_unpack('<ddd', policy)\n"));
+/// assert!(source.contains("local capacity, n, p, step = struct_unpack('<dddd', policy)\n"));
 /// assert!(source.contains("return reply, now\n"), "the bucket reply, packed by batch.lua");
 /// assert!(source.ends_with("return replies\n"), "every script decides one call or a batch");
 /// assert_eq!(source, script_source(&Policy::token_bucket(7, "1/1h").unwrap(), true), "one script per family");
