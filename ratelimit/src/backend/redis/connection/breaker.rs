@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A node that has not failed for this long is named again (at WARN) when
-/// it next fails: one line per outage, not one per reopening.
+/// A node that has not failed for this long is named again when it next
+/// fails: one line per outage, not one per reopening. At INFO: each
+/// limiter's outage log is the WARN; this line says which node it was.
 const QUIET: Duration = Duration::from_secs(10);
 
 /// Remembers a failure to reach a node for a short interval, shared by every
@@ -101,7 +102,7 @@ impl Breaker {
         let before = node.opened_us.swap(now.max(1), Ordering::AcqRel);
         let quiet_us = u64::try_from(QUIET.as_micros()).unwrap_or(u64::MAX);
         if before == 0 || now.saturating_sub(before) >= quiet_us {
-            tracing::warn!(
+            tracing::info!(
                 target: "redlimit",
                 node = %name,
                 "Redis at {name} failed ({error}); calls on its keys fail fast until it answers again, \
