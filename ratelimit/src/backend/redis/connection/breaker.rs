@@ -91,7 +91,8 @@ impl Breaker {
         };
         let name = self.owners.name(index);
         // Made once here, so each fast failure is a clone, not a new message.
-        let message = format!("{error} (Redis at {name} is not asked again for {interval:?})");
+        // Worded as for one server, which callers already match; the log names the node.
+        let message = format!("{error} (Redis is not asked again for {interval:?})");
         let failing_fast = Error::Unavailable(Failure::caused_by(message, error.clone()));
         *node.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(failing_fast);
         let now = self.elapsed_us();
