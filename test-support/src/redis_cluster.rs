@@ -88,6 +88,32 @@ impl RedisCluster {
             .collect()
     }
 
+    /// Per slot, the index (into `nodes`) of the master serving it now,
+    /// from a live node's `CLUSTER NODES`; `None` for a slot it names no master for.
+    pub fn slot_owners(&self) -> Vec<Option<usize>> {
+        let mut owners = vec![None; SLOTS];
+        for line in self.describe().lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() < 8 || !fields[2].split(',').any(|f| f == "master") {
+                continue;
+            }
+            let port = fields[1].split('@').next().and_then(|a| a.rsplit(':').next()).and_then(|p| p.parse().ok());
+            let Some(node) = self.nodes.iter().position(|n| Some(n.port()) == port) else { continue };
+            for range in &fields[8..] {
+                let mut bounds = range.split('-').map(|b| b.parse::<usize>());
+                let (Some(Ok(first)), last) = (bounds.next(), bounds.next()) else { continue };
+                let last = match last {
+                    Some(Ok(last)) => last,
+                    _ => first,
+                };
+                for owner in &mut owners[first..=last.min(SLOTS - 1)] {
+                    *owner = Some(node);
+                }
+            }
+        }
+        owners
+    }
+
     /// The `CLUSTER NODES` view of a live node.
     pub fn describe(&self) -> String {
         let live = self.nodes.iter().find(|n| n.pid().is_some()).expect("a live node");
@@ -102,4 +128,24 @@ fn info(port: u16, command: &str, argument: &str) -> String {
         cli.arg(argument);
     }
     cli.output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default()
+}
+
+/// A cluster's hash slots.
+pub const SLOTS: usize = 16_384;
+
+/// Redis Cluster's slot of `key`: CRC16 (XMODEM) of its hash tag (between
+/// the first `{` and the next `}`, when not empty), else of the whole key.
+pub fn key_slot(key: &[u8]) -> usize {
+    let tagged = key.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &key[open + 1..];
+        rest.iter().position(|&b| b == b'}').filter(|&close| close > 0).map(|close| &rest[..close])
+    });
+    let mut crc: u16 = 0;
+    for &byte in tagged.unwrap_or(key) {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    usize::from(crc) % SLOTS
 }

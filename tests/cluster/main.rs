@@ -13,4 +13,6 @@
 #[cfg(feature = "redis")]
 mod batching;
 #[cfg(feature = "redis")]
+mod node_down;
+#[cfg(feature = "redis")]
 mod redis_cluster;

@@ -29,9 +29,11 @@ pub(crate) struct RedisBound {
 
 impl Bound for RedisBound {
     fn decide<'a>(&'a self, call: Call<'_>, clock: &dyn Clock) -> Answer<'a> {
+        // The full key and the time are made here, so the round trip borrows nothing of the caller's.
+        let storage_key = crate::key::storage_key(&self.key_prefix, call.key);
         // Failing fast is an answer made here: given at once, so the pipeline
         // spends the task's budget on it as on any answer without I/O.
-        if let Some(failing_fast) = self.eval.breaker.open() {
+        if let Some(failing_fast) = self.eval.breaker.open(&storage_key) {
             return Answer::Now(Err(failing_fast));
         }
         // A refund, a permit's call or a concurrency check only reaches the scripts that take it.
@@ -40,8 +42,6 @@ impl Bound for RedisBound {
                 return Answer::Now(Err(refused));
             }
         }
-        // The full key and the time are made here, so the round trip borrows nothing of the caller's.
-        let storage_key = crate::key::storage_key(&self.key_prefix, call.key);
         let sent = Sent { cost: call.cost, kind: call.kind, now_us: clock.now_us() };
         Answer::Later(Box::pin(async move {
             let outcome = match &self.batcher {

@@ -37,7 +37,7 @@ impl Eval {
     /// always sends `None`.
     pub(crate) async fn one(&self, plan: &Plan, storage_key: &[u8], call: Sent) -> Result<Outcome, Error> {
         let deadline = Instant::now() + self.response_timeout;
-        self.load_once(plan.family, deadline).await;
+        self.load_once(plan.family, storage_key, deadline).await;
         let mut cmd = Cmd::with_capacity(9, 96 + storage_key.len() + plan.policy.len());
         cmd.arg("EVALSHA").arg(self.registry.script(plan.family).get_hash()).arg(1).arg(storage_key);
         arguments(&mut cmd, &plan.policy, call);
@@ -61,7 +61,7 @@ impl Eval {
     ) -> Result<Vec<Result<Outcome, Error>>, BatchFailure> {
         let Some((first, _)) = calls.split_first() else { return Ok(Vec::new()) };
         let deadline = Instant::now() + self.response_timeout;
-        self.load_once(family, deadline).await;
+        self.load_once(family, &first.key, deadline).await;
         // The policy goes once when every call shares it (the common batch).
         let shared = calls.iter().all(|c| c.plan.policy == first.plan.policy);
         let policies = if shared { &calls[..1] } else { calls };
@@ -96,20 +96,20 @@ impl Eval {
         outcomes(calls, reply)
     }
 
-    async fn load_once(&self, family: Family, deadline: Instant) {
+    async fn load_once(&self, family: Family, key: &[u8], deadline: Instant) {
         if !self.registry.loaded(family).load(Ordering::Acquire) {
             // Boxed: only a first call waits for it.
-            Box::pin(self.load_first(family, deadline)).await;
+            Box::pin(self.load_first(family, key, deadline)).await;
         }
     }
 
     /// Loads `family`'s script ahead of its first `EVALSHA` (on every master
     /// of a cluster), so that call does not reload every script of the
     /// backend; by the call's own `deadline`, which the call then has what
-    /// is left of. While the breaker is open the call fails at once instead,
+    /// is left of. While the breaker of `key`'s node is open the call fails at once instead,
     /// as every other does; should the load fail, the `EVALSHA`'s NOSCRIPT reloads.
-    async fn load_first(&self, family: Family, deadline: Instant) {
-        if self.breaker.open().is_some() {
+    async fn load_first(&self, family: Family, key: &[u8], deadline: Instant) {
+        if self.breaker.open(key).is_some() {
             return;
         }
         let mut connection = self.connection.clone();
@@ -122,18 +122,18 @@ impl Eval {
 
     /// Sends one `EVALSHA` by `deadline` (the response timeout from the
     /// call's start: a wait for a reconnect, the script's first load or a
-    /// reload included), unless the breaker is open. A deadline already
+    /// reload included), unless the breaker of `key`'s node is open. A deadline already
     /// passed (the first load took it all) sends nothing: a timeout.
     /// The error says too whether a cluster refused the call for its keys'
     /// slots (which opens no breaker: Redis is up).
     ///
-    /// A timeout or a refused connect opens the breaker: Redis is down or
+    /// A timeout or a refused connect opens that breaker: the node is down or
     /// stuck. A socket that died does not: it says only that one connection
     /// was lost (closed while idle, reset), and the manager is already
     /// replacing it. Such a call fails alone when it may have run on Redis
     /// (see `connection.rs`: it is never resent unless `replayable`).
     async fn send(&self, cmd: &Cmd, key: &[u8], replayable: bool, deadline: Instant) -> Result<Value, (Error, bool)> {
-        if let Some(failing_fast) = self.breaker.open() {
+        if let Some(failing_fast) = self.breaker.open(key) {
             return Err((failing_fast, false));
         }
         let timed_out = || Error::Timeout(self.response_timeout);
@@ -155,7 +155,7 @@ impl Eval {
         };
         let (error, dead_socket) = result;
         if error.is_unavailable() && !dead_socket {
-            self.breaker.trip(&error, self.retry_interval);
+            self.breaker.trip(key, &error, self.retry_interval);
         }
         Err((error, false))
     }

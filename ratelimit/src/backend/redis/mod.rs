@@ -80,7 +80,7 @@ impl RedisBackend {
         );
         let eval = Arc::new(Eval {
             connection: connection.clone(),
-            breaker: Arc::new(Breaker::new()),
+            breaker: Arc::new(Breaker::new(&connection)),
             response_timeout: options.response_timeout,
             retry_interval: options.retry_interval,
             registry: ScriptRegistry::new(grouping.crosses_slots()),

@@ -17,7 +17,7 @@
 //! The folder owns the connection to Redis: which deployment a URL names
 //! (`endpoint.rs`), the connection's options (`options.rs`), when it is idle
 //! and which slot a key is in (`idle.rs`), TLS (`tls.rs`), failing fast
-//! after a failure (`breaker.rs`), what a redis-rs error means
+//! on a node's keys after its failure (`breaker.rs`, `owners.rs`), what a redis-rs error means
 //! (`failure.rs`), whether the server's data may be gone (`watch.rs`), and
 //! which master the sentinels name (`sentinel.rs`).
 //!
@@ -34,13 +34,17 @@
 //!   twice (never admitted twice).
 //! - The breaker opens on a timeout, a refused connect or any other
 //!   unavailability except a dead socket (being replaced already), and
-//!   calls fail fast with `Error::Unavailable` while it is open.
+//!   calls fail fast with `Error::Unavailable` while it is open. It is per
+//!   node (`owners.rs` says which node serves a key: a cluster's master of
+//!   the key's slot), so a cluster master that is down fails its own keys
+//!   only; a start-up, `PING` and `SCRIPT LOAD` need one master's answer.
 
 pub(super) mod breaker;
 pub(super) mod endpoint;
 pub(super) mod failure;
 pub(super) mod idle;
 pub(crate) mod options;
+pub(super) mod owners;
 #[cfg(feature = "sentinel")]
 mod sentinel;
 #[cfg(feature = "tls")]
@@ -51,6 +55,7 @@ use self::endpoint::Endpoint;
 use self::idle::Answered;
 #[cfg(feature = "cluster")]
 use self::idle::{slot, SLOTS, SLOTS_PER_GROUP};
+use self::owners::Owners;
 #[cfg(feature = "sentinel")]
 use self::sentinel::SentinelMaster;
 use self::watch::DataWatch;
@@ -59,7 +64,9 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 #[cfg(feature = "cluster")]
 use redis::cluster_async::ClusterConnection;
 #[cfg(feature = "cluster")]
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
+};
 use redis::io::tcp::TcpSettings;
 #[cfg(feature = "cluster")]
 use redis::ErrorKind;
@@ -75,6 +82,8 @@ pub(crate) struct Connection {
     answered: Arc<Answered>,
     /// Whether the server's data may be gone since this process last looked.
     pub(crate) watch: Arc<DataWatch>,
+    /// Which node serves a key: what the breaker remembers failures by.
+    pub(super) owners: Arc<Owners>,
 }
 
 #[derive(Clone)]
@@ -126,6 +135,13 @@ impl Connection {
         #[cfg(not(feature = "cluster"))]
         let groups = 1;
         let watch = Arc::new(DataWatch::new(groups == 1));
+        let owners = Arc::new(match &endpoint {
+            Endpoint::Single(info) => Owners::one(info.addr().to_string()),
+            #[cfg(feature = "cluster")]
+            Endpoint::Cluster { .. } => Owners::cluster(),
+            #[cfg(feature = "sentinel")]
+            Endpoint::Sentinel { master, .. } => Owners::one(format!("the master the sentinels name {master}")),
+        });
         let kind = match endpoint {
             Endpoint::Single(info) => {
                 Kind::Single(ConnectionManager::new_with_config(client(info, options)?, manager_config(options)).await?)
@@ -152,11 +168,12 @@ impl Connection {
                 Kind::Sentinel(SentinelMaster::connect(sentinels, master, node, options, watch.clone()).await?)
             }
         };
-        let mut connection = Connection { kind, answered: Arc::new(Answered::new(groups)), watch };
+        let mut connection = Connection { kind, answered: Arc::new(Answered::new(groups)), watch, owners };
         // A server that wants a password lets a connection without one open
         // and refuses its first command (NOAUTH): ask one now, so a missing
         // password fails start-up as a wrong one does. On a cluster `PING`
-        // goes to every master.
+        // goes to every master, and one answer is enough: a master that is
+        // down fails its own keys' calls, not the start-up.
         // The first request checks the data watch too: what it sees is what later checks compare with.
         connection.req_packed_command(&redis::cmd("PING")).await.and_then(Value::extract_error)?;
         Ok(connection)
@@ -220,6 +237,21 @@ async fn ping_node(cluster: &mut ClusterConnection, key: &[u8]) -> RedisResult<V
             reply => return reply,
         }
     }
+}
+
+/// `PING` and `SCRIPT LOAD` go to every master, and one master's answer is
+/// enough: a master that is down must not fail the start-up or every
+/// node's first call. A script it missed is loaded again on its `NOSCRIPT`.
+#[cfg(feature = "cluster")]
+fn every_master(cmd: &Cmd) -> Option<RoutingInfo> {
+    let mut args = cmd.args_iter().filter_map(|arg| match arg {
+        redis::Arg::Simple(bytes) => Some(bytes),
+        _ => None,
+    });
+    let name = args.next()?;
+    let fanned = name.eq_ignore_ascii_case(b"PING")
+        || (name.eq_ignore_ascii_case(b"SCRIPT") && args.next().is_some_and(|a| a.eq_ignore_ascii_case(b"LOAD")));
+    fanned.then_some(RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, Some(ResponsePolicy::OneSucceeded))))
 }
 
 /// A socket that was open and is not any more: closed by the server or a
@@ -295,7 +327,10 @@ impl ConnectionLike for Connection {
         match &mut self.kind {
             Kind::Single(manager) => Box::pin(guarded(manager, &self.answered, &self.watch, cmd, true)),
             #[cfg(feature = "cluster")]
-            Kind::Cluster(c) => c.req_packed_command(cmd),
+            Kind::Cluster(c) => match every_master(cmd) {
+                Some(routing) => Box::pin(c.route_command(cmd.clone(), routing)),
+                None => c.req_packed_command(cmd),
+            },
             #[cfg(feature = "sentinel")]
             Kind::Sentinel(s) => Box::pin(s.request(cmd, &self.answered, &self.watch, true)),
         }
