@@ -10,7 +10,7 @@ use std::time::Duration;
 /// response timeout a loaded machine's healthy calls stay well within.
 fn options() -> RedisOptions {
     RedisOptions::default()
-        .with_response_timeout(Duration::from_secs(1))
+        .with_response_timeout(Duration::from_secs(5))
         .with_retry_interval(Duration::from_millis(100))
 }
 
