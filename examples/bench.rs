@@ -11,6 +11,7 @@
 //! cargo run --release --example bench -- --only batch-forms  # a batch's keys declared, or carried in ARGV
 //! cargo run --release --example bench -- --only cell --rounds 6  # Redis CPU per decision next to redis-cell
 //! cargo run --release --example bench -- --only prefetch  # one hot key, prefetch on and off
+//! cargo run --release --example bench -- --only acks  # replica acknowledgements on and off, one replica
 //! examples/bench/client_instructions.sh fixed_window/script fixed_window/macro  # client instructions per decision
 //! ```
 //!
@@ -41,6 +42,8 @@
 //! line `bench case=<algo>/<path> ...`; BENCHMARKS.md records a run and
 //! which targets it met.
 
+#[path = "bench/acks.rs"]
+mod acks;
 #[path = "bench/batching.rs"]
 mod batching;
 #[path = "bench/cases.rs"]
@@ -102,6 +105,8 @@ pub struct Options {
     pub only_cell: bool,
     /// `--only prefetch`: one hot key with prefetch on and off.
     pub only_prefetch: bool,
+    /// `--only acks`: replica acknowledgements on and off, one replica attached.
+    pub only_acks: bool,
 }
 
 fn options() -> (Options, batching::Selection) {
@@ -114,6 +119,7 @@ fn options() -> (Options, batching::Selection) {
     let mut only_batch_forms = false;
     let mut only_cell = false;
     let mut only_prefetch = false;
+    let mut only_acks = false;
     let mut selection = batching::Selection::default();
     let algorithm =
         |name: Option<&String>| AlgorithmKind::ALL.into_iter().find(|k| Some(k.name()) == name.map(String::as_str));
@@ -137,8 +143,9 @@ fn options() -> (Options, batching::Selection) {
                 Some(name) if name == "batch-forms" => only_batch_forms = true,
                 Some(name) if name == "cell" => only_cell = true,
                 Some(name) if name == "prefetch" => only_prefetch = true,
+                Some(name) if name == "acks" => only_acks = true,
                 name if algorithm(name).is_some() => only_algorithm = algorithm(name),
-                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `cell`, `prefetch` or an algorithm's name, not {other:?}"),
+                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `cell`, `prefetch`, `acks` or an algorithm's name, not {other:?}"),
             },
             "--algo" => {
                 let name = iter.next();
@@ -155,7 +162,7 @@ fn options() -> (Options, batching::Selection) {
             other => panic!(
                 "unknown argument {other:?}; use --long, --secs N, --rounds N, --only memory, --only batching \
                  (with --algo <algorithm>, --in-flight 1,4,64,256), --only policies (with --algo <algorithm>), \
-                 --only cell (with --algo <algorithm>) or --only <algorithm>"
+                 --only cell (with --algo <algorithm>), --only prefetch, --only acks or --only <algorithm>"
             ),
         }
     }
@@ -170,6 +177,7 @@ fn options() -> (Options, batching::Selection) {
         only_batch_forms,
         only_cell,
         only_prefetch,
+        only_acks,
     };
     (options, selection)
 }
@@ -242,6 +250,10 @@ async fn run(options: Options, selection: batching::Selection) {
         let redis_options = redlimit::RedisOptions::default().with_response_timeout(Duration::from_secs(5));
         let store = Store::redis_with(&server.url(), redis_options).await.expect("connect the runtime");
         prefetch::run(&store, &mut admin, options).await;
+        return;
+    }
+    if options.only_acks {
+        acks::run(&server, &mut admin, options).await;
         return;
     }
     if options.only_policies {
