@@ -12,6 +12,7 @@
 //! cargo run --release --example bench -- --only cell --rounds 6  # Redis CPU per decision next to redis-cell
 //! cargo run --release --example bench -- --only peers --rounds 6  # Redis CPU per decision next to the peers' own scripts
 //! cargo run --release --example bench -- --only prefetch  # one hot key, prefetch on and off
+//! cargo run --release --example bench -- --only acks  # replica acknowledgements on and off, one replica
 //! examples/bench/client_instructions.sh fixed_window/script fixed_window/macro  # client instructions per decision
 //! ```
 //!
@@ -46,6 +47,8 @@
 //! line `bench case=<algo>/<path> ...`; BENCHMARKS.md records a run and
 //! which targets it met.
 
+#[path = "bench/acks.rs"]
+mod acks;
 #[path = "bench/batching.rs"]
 mod batching;
 #[path = "bench/cases.rs"]
@@ -111,6 +114,8 @@ pub struct Options {
     pub only_prefetch: bool,
     /// `--only peers`: Redis CPU per decision next to the peers' own scripts (with `--algo`).
     pub only_peers: bool,
+    /// `--only acks`: replica acknowledgements on and off, one replica attached.
+    pub only_acks: bool,
 }
 
 fn options() -> (Options, batching::Selection) {
@@ -124,6 +129,7 @@ fn options() -> (Options, batching::Selection) {
     let mut only_cell = false;
     let mut only_prefetch = false;
     let mut only_peers = false;
+    let mut only_acks = false;
     let mut selection = batching::Selection::default();
     let algorithm =
         |name: Option<&String>| AlgorithmKind::ALL.into_iter().find(|k| Some(k.name()) == name.map(String::as_str));
@@ -148,8 +154,9 @@ fn options() -> (Options, batching::Selection) {
                 Some(name) if name == "cell" => only_cell = true,
                 Some(name) if name == "prefetch" => only_prefetch = true,
                 Some(name) if name == "peers" => only_peers = true,
+                Some(name) if name == "acks" => only_acks = true,
                 name if algorithm(name).is_some() => only_algorithm = algorithm(name),
-                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `cell`, `peers`, `prefetch` or an algorithm's name, not {other:?}"),
+                other => panic!("--only takes `memory`, `batching`, `policies`, `batch-forms`, `cell`, `peers`, `prefetch`, `acks` or an algorithm's name, not {other:?}"),
             },
             "--algo" => {
                 let name = iter.next();
@@ -166,7 +173,7 @@ fn options() -> (Options, batching::Selection) {
             other => panic!(
                 "unknown argument {other:?}; use --long, --secs N, --rounds N, --only memory, --only batching \
                  (with --algo <algorithm>, --in-flight 1,4,64,256), --only policies (with --algo <algorithm>), \
-                 --only cell or --only peers (with --algo <algorithm>) or --only <algorithm>"
+                 --only cell or --only peers (with --algo <algorithm>), --only prefetch, --only acks or --only <algorithm>"
             ),
         }
     }
@@ -182,6 +189,7 @@ fn options() -> (Options, batching::Selection) {
         only_cell,
         only_prefetch,
         only_peers,
+        only_acks,
     };
     (options, selection)
 }
@@ -272,6 +280,10 @@ async fn run(options: Options, selection: batching::Selection) {
         let redis_options = redlimit::RedisOptions::default().with_response_timeout(Duration::from_secs(5));
         let store = Store::redis_with(&server.url(), redis_options).await.expect("connect the runtime");
         prefetch::run(&store, &mut admin, options).await;
+        return;
+    }
+    if options.only_acks {
+        acks::run(&server, &mut admin, options).await;
         return;
     }
     if options.only_policies {

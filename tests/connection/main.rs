@@ -22,6 +22,8 @@ mod missing_password;
 #[cfg(feature = "redis")]
 mod options;
 #[cfg(feature = "redis")]
+mod replica_acks;
+#[cfg(feature = "redis")]
 mod sentinel;
 #[cfg(feature = "redis")]
 mod tls_acl;

@@ -2,19 +2,24 @@
 //! or a batch of them, bounded by the response timeout, behind the breaker,
 //! the script loaded again after `NOSCRIPT`. A family's first call loads
 //! its script within that same bound: the load and the call share one deadline.
+//! With [`RedisOptions::replica_acks`](crate::RedisOptions::replica_acks),
+//! every script call is pipelined with `WAIT`, and answered only once
+//! enough replicas have its writes (`send`, for single calls and batches alike).
 
 use super::batches::batch_reply::{outcomes, replied_cost};
 use super::batches::batched::{BatchFailure, Batched};
 use super::connection::breaker::Breaker;
 use super::connection::failure::from_redis;
+use super::connection::options::RedisOptions;
+use super::connection::request::Request;
 use super::connection::{is_dead_socket, Connection};
 use super::scripts::arguments::{arguments, words, Sent};
 use super::scripts::family::Family;
 use super::scripts::plan::Plan;
 use super::scripts::registry::ScriptRegistry;
 use crate::backend::{CallKind, Outcome};
-use crate::error::Error;
-use redis::{Cmd, ErrorKind, ServerErrorKind, Value};
+use crate::error::{Error, Failure};
+use redis::{Cmd, ErrorKind, Pipeline, ServerErrorKind, Value};
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,6 +33,53 @@ pub(crate) struct Eval {
     pub(super) response_timeout: Duration,
     pub(super) retry_interval: Duration,
     pub(super) registry: ScriptRegistry,
+    pub(super) acks: Option<ReplicaAcks>,
+}
+
+/// How many replicas must have a script call's writes, and how long the
+/// master waits for them (`WAIT`): [`RedisOptions::replica_acks`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReplicaAcks {
+    replicas: usize,
+    timeout: Duration,
+}
+
+impl ReplicaAcks {
+    /// The options' acknowledgements, or `None` when none is asked.
+    pub(crate) fn of(options: &RedisOptions) -> Option<ReplicaAcks> {
+        (options.replica_acks > 0)
+            .then_some(ReplicaAcks { replicas: options.replica_acks, timeout: options.replica_ack_timeout })
+    }
+
+    /// `cmd` then `WAIT`, written together: one round trip, and `WAIT`
+    /// covers the connection's last write, which is at least `cmd`'s.
+    fn pipelined(&self, cmd: Cmd) -> Pipeline {
+        let mut wait = redis::cmd("WAIT");
+        // Validated: at least a millisecond (a zero would wait forever), far below `u64::MAX`.
+        wait.arg(self.replicas).arg(self.timeout.as_millis() as u64);
+        let mut pipeline = redis::pipe();
+        pipeline.add_command(cmd).add_command(wait);
+        pipeline
+    }
+
+    /// The script's reply, once `WAIT` says enough replicas have it. Fewer
+    /// is an error, never an answer: the call counted on a master whose
+    /// writes a failover may discard.
+    fn acknowledged(&self, reply: Value) -> Result<Value, Error> {
+        let malformed = || Error::Protocol("Redis answered a script call and its `WAIT` with something else".into());
+        let Value::Array(mut replies) = reply else { return Err(malformed()) };
+        let (Some(Value::Int(acked)), Some(reply), None) = (replies.pop(), replies.pop(), replies.pop()) else {
+            return Err(malformed());
+        };
+        match usize::try_from(acked) {
+            Ok(acked) if acked >= self.replicas => Ok(reply),
+            _ => Err(Error::Server(Failure::new(format!(
+                "the call ran on the Redis master, but {acked} of the {} replicas asked had its writes within {:?}: \
+                 a failover now could lose it, so it was not answered (it may have been counted)",
+                self.replicas, self.timeout
+            )))),
+        }
+    }
 }
 
 impl Eval {
@@ -44,7 +96,7 @@ impl Eval {
         // A peek writes nothing, so sending it twice cannot count it twice;
         // a refund sent twice would give back twice.
         let peek = call.kind == CallKind::Peek;
-        let reply = self.send(&cmd, storage_key, peek, deadline).await.map_err(|(error, _)| error)?;
+        let reply = self.send(cmd, storage_key, peek, deadline).await.map_err(|(error, _)| error)?;
         plan.reply.outcome(reply, replied_cost(call))
     }
 
@@ -88,7 +140,7 @@ impl Eval {
             cmd.arg(&plan.policy);
         }
         let replayable = calls.iter().all(|c| c.call.kind == CallKind::Peek);
-        let reply = match self.send(&cmd, &first.key, replayable, deadline).await {
+        let reply = match self.send(cmd, &first.key, replayable, deadline).await {
             Ok(reply) => reply,
             Err((_, true)) => return Err(BatchFailure::Misrouted),
             Err((error, false)) => return Err(BatchFailure::Failed(error)),
@@ -120,7 +172,8 @@ impl Eval {
         }
     }
 
-    /// Sends one `EVALSHA` by `deadline` (the response timeout from the
+    /// Sends one `EVALSHA` (and its `WAIT`, when replicas must acknowledge
+    /// it) by `deadline` (the response timeout from the
     /// call's start: a wait for a reconnect, the script's first load or a
     /// reload included), unless the breaker of `key`'s node is open. A deadline already
     /// passed (the first load took it all) sends nothing: a timeout.
@@ -132,19 +185,32 @@ impl Eval {
     /// was lost (closed while idle, reset), and the manager is already
     /// replacing it. Such a call fails alone when it may have run on Redis
     /// (see `connection.rs`: it is never resent unless `replayable`).
-    async fn send(&self, cmd: &Cmd, key: &[u8], replayable: bool, deadline: Instant) -> Result<Value, (Error, bool)> {
+    async fn send(&self, cmd: Cmd, key: &[u8], replayable: bool, deadline: Instant) -> Result<Value, (Error, bool)> {
         if let Some(failing_fast) = self.breaker.open(key) {
             return Err((failing_fast, false));
         }
+        let pipeline;
+        let request = match &self.acks {
+            None => Request::One(&cmd),
+            Some(acks) => {
+                pipeline = acks.pipelined(cmd);
+                Request::Pipelined(&pipeline)
+            }
+        };
         let timed_out = || Error::Timeout(self.response_timeout);
         let sent = match Instant::now() < deadline {
-            true => tokio::time::timeout_at(deadline, self.eval_reloading(cmd, key, replayable))
+            true => tokio::time::timeout_at(deadline, self.eval_reloading(request, key, replayable))
                 .await
                 .map_err(|_| timed_out()),
             false => Err(timed_out()),
         };
         let result = match sent {
-            Ok(Ok(reply)) => return Ok(reply),
+            Ok(Ok(reply)) => {
+                return match &self.acks {
+                    None => Ok(reply),
+                    Some(acks) => acks.acknowledged(reply).map_err(|error| (error, false)),
+                }
+            }
             Ok(Err(e)) if is_misrouted(&e) => return Err((from_redis(e), true)),
             Ok(Err(e)) if e.is_timeout() => (Error::Timeout(self.response_timeout), false),
             Ok(Err(e)) => {
@@ -162,7 +228,7 @@ impl Eval {
 
     /// Sends `cmd`; on `NOSCRIPT`, reloads every script of the backend
     /// (once, however many calls meet it at the same time) and sends it again.
-    async fn eval_reloading(&self, cmd: &Cmd, key: &[u8], replayable: bool) -> redis::RedisResult<Value> {
+    async fn eval_reloading(&self, cmd: Request<'_>, key: &[u8], replayable: bool) -> redis::RedisResult<Value> {
         let mut connection = self.connection.clone();
         let reloads_before = self.registry.reloads();
         match connection.request(cmd, key, replayable).await {
@@ -178,7 +244,7 @@ impl Eval {
     /// scripts again (another flush, a second failover) before the retry lands.
     async fn reload_and_retry(
         &self,
-        cmd: &Cmd,
+        cmd: Request<'_>,
         key: &[u8],
         replayable: bool,
         mut connection: Connection,

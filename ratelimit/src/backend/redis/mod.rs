@@ -16,7 +16,7 @@ use self::connection::breaker::Breaker;
 pub(crate) use self::connection::endpoint::{check_url, redact};
 use self::connection::options::RedisOptions;
 use self::connection::{endpoint, failure, Connection};
-use self::eval::Eval;
+use self::eval::{Eval, ReplicaAcks};
 use self::scripts::plan;
 use self::scripts::registry::ScriptRegistry;
 use super::{Backend, Binding, Bound};
@@ -84,6 +84,7 @@ impl RedisBackend {
             response_timeout: options.response_timeout,
             retry_interval: options.retry_interval,
             registry: ScriptRegistry::new(grouping.crosses_slots()),
+            acks: ReplicaAcks::of(&options),
         });
         let batcher = options.batching.then(|| Batcher::new(eval.clone(), grouping));
         Ok(RedisBackend { connection, options, eval, batcher })

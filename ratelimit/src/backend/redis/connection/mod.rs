@@ -45,6 +45,7 @@ pub(super) mod failure;
 pub(super) mod idle;
 pub(crate) mod options;
 pub(super) mod owners;
+pub(crate) mod request;
 #[cfg(feature = "sentinel")]
 mod sentinel;
 #[cfg(feature = "tls")]
@@ -56,6 +57,7 @@ use self::idle::Answered;
 #[cfg(feature = "cluster")]
 use self::idle::{slot, SLOTS, SLOTS_PER_GROUP};
 use self::owners::Owners;
+use self::request::Request;
 #[cfg(feature = "sentinel")]
 use self::sentinel::SentinelMaster;
 use self::watch::DataWatch;
@@ -196,7 +198,7 @@ impl Connection {
     /// asked when that slot's group has been idle: redis-rs pings nothing,
     /// and resends a request whose node connection dropped (up to the
     /// configured retries) whether or not it ran, which this makes rare.
-    pub(crate) async fn request(&mut self, cmd: &Cmd, key: &[u8], replayable: bool) -> RedisResult<Value> {
+    pub(crate) async fn request(&mut self, cmd: Request<'_>, key: &[u8], replayable: bool) -> RedisResult<Value> {
         // Only a cluster routes by the key.
         #[cfg(not(feature = "cluster"))]
         let _ = key;
@@ -211,7 +213,7 @@ impl Connection {
                     // Boxed: only a call after an idle spell takes this path.
                     Box::pin(ping_node(cluster, key)).await?;
                 }
-                let reply = cluster.req_packed_command(cmd).await;
+                let reply = cmd.on(cluster).await;
                 if reply.is_ok() {
                     self.answered.touch(group);
                 }
@@ -266,12 +268,12 @@ async fn guarded(
     manager: &mut ConnectionManager,
     answered: &Answered,
     watch: &DataWatch,
-    cmd: &Cmd,
+    cmd: Request<'_>,
     replayable: bool,
 ) -> RedisResult<Value> {
     if answered.idle(0) {
         // Boxed: only a call after an idle spell takes this path.
-        Box::pin(resent_once(manager, answered, watch, &redis::cmd("PING"))).await?;
+        Box::pin(resent_once(manager, answered, watch, Request::One(&redis::cmd("PING")))).await?;
     }
     if watch.claim() {
         // Boxed: once a second at most, and after a reconnect.
@@ -280,7 +282,7 @@ async fn guarded(
     if replayable {
         return resent_once(manager, answered, watch, cmd).await;
     }
-    let reply = manager.req_packed_command(cmd).await;
+    let reply = cmd.on(manager).await;
     match &reply {
         Ok(_) => answered.touch(0),
         Err(e) => suspect(watch, e),
@@ -294,13 +296,13 @@ async fn resent_once(
     manager: &mut ConnectionManager,
     answered: &Answered,
     watch: &DataWatch,
-    cmd: &Cmd,
+    cmd: Request<'_>,
 ) -> RedisResult<Value> {
-    let reply = match manager.req_packed_command(cmd).await {
+    let reply = match cmd.on(manager).await {
         Err(e) if is_dead_socket(&e) => {
             tracing::debug!(target: "redlimit", "the Redis connection was closed while idle; reconnecting");
             watch.suspect();
-            manager.req_packed_command(cmd).await
+            cmd.on(manager).await
         }
         reply => reply,
     };
@@ -325,14 +327,14 @@ impl ConnectionLike for Connection {
     /// doing it once.
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.kind {
-            Kind::Single(manager) => Box::pin(guarded(manager, &self.answered, &self.watch, cmd, true)),
+            Kind::Single(manager) => Box::pin(guarded(manager, &self.answered, &self.watch, Request::One(cmd), true)),
             #[cfg(feature = "cluster")]
             Kind::Cluster(c) => match every_master(cmd) {
                 Some(routing) => Box::pin(c.route_command(cmd.clone(), routing)),
                 None => c.req_packed_command(cmd),
             },
             #[cfg(feature = "sentinel")]
-            Kind::Sentinel(s) => Box::pin(s.request(cmd, &self.answered, &self.watch, true)),
+            Kind::Sentinel(s) => Box::pin(s.request(Request::One(cmd), &self.answered, &self.watch, true)),
         }
     }
 

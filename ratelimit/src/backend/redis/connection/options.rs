@@ -61,6 +61,20 @@ pub struct RedisOptions {
     /// load Redis pays its per-call cost once per batch. Off: every call is
     /// its own `EVALSHA`.
     pub batching: bool,
+    /// Replicas that must have a script call's writes before it is
+    /// answered (default 0: none asked). Each script call, a single call's
+    /// or a whole batch's, is sent with `WAIT replica_acks
+    /// replica_ack_timeout` in the same round trip; a call fewer replicas
+    /// acknowledged in time is an [`Error::Server`] that `on_error`
+    /// settles (it may have been counted), never an answer, so what was
+    /// answered survives a failover to one of those replicas. Set with
+    /// [`with_replica_acks`](Self::with_replica_acks); see the failures
+    /// guide for the server settings that go with it.
+    pub replica_acks: usize,
+    /// How long the master waits for [`replica_acks`](Self::replica_acks)
+    /// replicas (default 100 ms): from 1 ms to less than `response_timeout`,
+    /// which bounds the call, the wait included.
+    pub replica_ack_timeout: Duration,
     /// PEM certificate(s) of a private certificate authority to trust for
     /// the Redis nodes of `rediss://`, `rediss+cluster://` and
     /// `rediss+sentinel://` (default: none, the system's roots). Sentinels
@@ -78,6 +92,8 @@ impl Default for RedisOptions {
             reconnect_retries: 3,
             retry_interval: Duration::from_millis(250),
             batching: true,
+            replica_acks: 0,
+            replica_ack_timeout: Duration::from_millis(100),
             #[cfg(feature = "tls")]
             tls_root_cert: None,
         }
@@ -110,6 +126,8 @@ impl RedisOptions {
     pub const MAX_RETRY_INTERVAL: Duration = Duration::from_secs(60);
     /// The most reconnect attempts `reconnect_retries` takes.
     pub const MAX_RECONNECT_RETRIES: usize = 100;
+    /// The most replicas [`replica_acks`](Self::replica_acks) asks for.
+    pub const MAX_REPLICA_ACKS: usize = 100;
 
     /// Sets [`connect_timeout`](Self::connect_timeout).
     pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
@@ -138,6 +156,27 @@ impl RedisOptions {
     /// Sets [`batching`](Self::batching): `false` sends every call as its own `EVALSHA`.
     pub fn with_batching(mut self, batching: bool) -> Self {
         self.batching = batching;
+        self
+    }
+
+    /// Sets [`replica_acks`](Self::replica_acks) and
+    /// [`replica_ack_timeout`](Self::replica_ack_timeout): each call is
+    /// answered only once `replicas` replicas have its writes, or fails
+    /// after `timeout`. `0` asks none.
+    ///
+    /// ```
+    /// use redlimit::RedisOptions;
+    /// use std::time::Duration;
+    ///
+    /// let options = RedisOptions::default().with_replica_acks(1, Duration::from_millis(50));
+    /// assert!(options.validate().is_ok());
+    /// // The wait must end before the call's response timeout does.
+    /// let error = options.with_replica_acks(1, Duration::from_millis(250)).validate().unwrap_err();
+    /// assert!(error.to_string().contains("replica_ack_timeout"), "{error}");
+    /// ```
+    pub fn with_replica_acks(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.replica_acks = replicas;
+        self.replica_ack_timeout = timeout;
         self
     }
 
@@ -172,6 +211,25 @@ impl RedisOptions {
                 "invalid RedisOptions: `reconnect_retries` is {}; it must be at most {}",
                 self.reconnect_retries,
                 Self::MAX_RECONNECT_RETRIES
+            )));
+        }
+        if self.replica_acks > Self::MAX_REPLICA_ACKS {
+            return Err(Error::InvalidConfig(format!(
+                "invalid RedisOptions: `replica_acks` is {}; it must be at most {}",
+                self.replica_acks,
+                Self::MAX_REPLICA_ACKS
+            )));
+        }
+        // A zero `WAIT` timeout waits forever; one as long as the call's own
+        // bound would time every unacknowledged call out instead of saying why.
+        let ack_bounds = Self::MIN_DURATION..self.response_timeout;
+        if self.replica_acks > 0 && !ack_bounds.contains(&self.replica_ack_timeout) {
+            return Err(Error::InvalidConfig(format!(
+                "invalid RedisOptions: `replica_ack_timeout` is {:?}; it must be from {:?} to less than \
+                 `response_timeout` ({:?}), which bounds the call and its wait for the replicas",
+                self.replica_ack_timeout,
+                Self::MIN_DURATION,
+                self.response_timeout
             )));
         }
         Ok(())

@@ -20,10 +20,11 @@
 //! one is the master as far as anyone can tell, and calls keep going to it.
 
 use super::idle::Answered;
+use super::request::Request;
 use super::watch::DataWatch;
 use super::{client, guarded, manager_config, RedisOptions};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::{Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -152,7 +153,7 @@ impl SentinelMaster {
 
     pub(super) async fn request(
         &self,
-        cmd: &Cmd,
+        cmd: Request<'_>,
         answered: &Answered,
         watch: &DataWatch,
         replayable: bool,
