@@ -69,14 +69,13 @@ impl RedisBackend {
             }
         };
         #[cfg(feature = "cluster")]
-        let slot_map = match connection.is_cluster() && options.batching {
-            true => cluster_slot_map(&connection, bound).await,
-            false => None,
-        };
+        let cross_slot = connection.is_cluster()
+            && options.batching
+            && tokio::time::timeout(bound, grouping::cross_slot_scripts(&connection)).await.unwrap_or(false);
         let grouping = grouping(
             &connection,
             #[cfg(feature = "cluster")]
-            slot_map,
+            cross_slot,
         );
         let eval = Arc::new(Eval {
             connection: connection.clone(),
@@ -99,30 +98,17 @@ impl RedisBackend {
 /// How a backend's batches group calls: a cluster that takes scripts
 /// across slots of one node batches per node (its scripts flagged so), else
 /// per slot; one server, all together.
-fn grouping(connection: &Connection, #[cfg(feature = "cluster")] slot_map: Option<Arc<grouping::SlotMap>>) -> Grouping {
+fn grouping(connection: &Connection, #[cfg(feature = "cluster")] cross_slot: bool) -> Grouping {
     #[cfg(feature = "cluster")]
     if connection.is_cluster() {
-        return match slot_map {
-            Some(map) => Grouping::ByNode(map),
-            None => Grouping::BySlot,
+        return match cross_slot {
+            true => Grouping::ByNode(connection.owners.clone()),
+            false => Grouping::BySlot,
         };
     }
     #[cfg(not(feature = "cluster"))]
     let _ = connection;
     Grouping::Together
-}
-
-/// A cluster's slot map, when its scripts may cross slots of one node and
-/// it answers within `bound`; else `None`, and batches go per slot.
-#[cfg(feature = "cluster")]
-async fn cluster_slot_map(connection: &Connection, bound: std::time::Duration) -> Option<Arc<grouping::SlotMap>> {
-    let learn = async {
-        if !grouping::cross_slot_scripts(connection).await {
-            return None;
-        }
-        grouping::SlotMap::fetch(connection).await.ok()
-    };
-    tokio::time::timeout(bound, learn).await.ok().flatten()
 }
 
 impl Backend for RedisBackend {

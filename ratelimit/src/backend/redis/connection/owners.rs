@@ -5,12 +5,15 @@
 //! fails (it may have been failed over) or a slot moved.
 
 use super::Connection;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+#[cfg(feature = "cluster")]
+use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU32};
 use std::sync::{Arc, Mutex, PoisonError};
 #[cfg(feature = "cluster")]
 use std::time::Duration;
 
 /// A slot no node is known to serve (not learnt yet, or unanswered).
+#[cfg(feature = "cluster")]
 const UNKNOWN: u32 = u32::MAX;
 
 /// The most nodes one store tells apart; a node named after these has no
@@ -119,6 +122,7 @@ impl Owners {
         }
     }
 
+    #[cfg(feature = "cluster")]
     fn index_of(&self, node: String) -> Option<u32> {
         let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(index) = names.iter().position(|known| *known == node) {
