@@ -135,4 +135,16 @@ async fn every_decision_is_a_debug_span_with_its_outcome_and_never_the_key() {
         assert!(line.contains(&format!("remaining={remaining}")), "{line}");
     }
     assert!(!text.contains("secret-user-key"), "a raw key was logged: {text}");
+
+    // In dry run (a trial, counted apart), a would-be denial is named so, as the metrics count it.
+    let trial = limiter.with_dry_run(true);
+    for _ in 0..3 {
+        trial.limit("secret-user-key", 1).await.unwrap();
+    }
+    let text = logs.text();
+    let closes: Vec<&str> =
+        text.lines().filter(|l| l.contains("redlimit.decision{") && l.contains(": close")).collect();
+    assert_eq!(closes.len(), 6, "{text}");
+    let last = closes[5];
+    assert!(last.contains("outcome=\"dry_run_denied\"") || last.contains("outcome=dry_run_denied"), "{last}");
 }

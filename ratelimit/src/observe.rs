@@ -17,7 +17,8 @@
 //!
 //! Tracing: every decision runs in a `redlimit.decision` span at DEBUG
 //! (target `redlimit`) with `limiter`, `algo` and `cost`, and, once
-//! decided, `outcome` and `remaining`. A store failure is logged per limiter, not per
+//! decided, `outcome` (as the metrics name it: `allowed`, `denied`,
+//! `dry_run_denied`, or `store_error`) and `remaining`. A store failure is logged per limiter, not per
 //! call: its first failure is a WARN event from `limit` (and annotated
 //! functions) saying whether `on_error` allowed or denied the call, then at
 //! most one WARN per 10 s counting the calls settled meanwhile, and an INFO
@@ -203,14 +204,20 @@ pub(crate) fn decision_span(limiter: &str, algo: &'static str, cost: u64) -> Spa
     tracing::debug_span!(target: "redlimit", "redlimit.decision", limiter, algo, cost, outcome = Empty, remaining = Empty)
 }
 
-/// Writes the outcome into the decision's span.
-pub(crate) fn record(span: &Span, result: &Result<Decision, Error>) {
+/// Writes the outcome into the decision's span, a would-be denial of a
+/// limiter in dry run (`in_dry_run`) as such, as the metrics count it.
+pub(crate) fn record(span: &Span, result: &Result<Decision, Error>, in_dry_run: bool) {
     if span.is_disabled() {
         return;
     }
     match result {
         Ok(decision) => {
-            span.record("outcome", if decision.allowed { "allowed" } else { "denied" });
+            let outcome = match (decision.allowed, in_dry_run) {
+                (true, _) => "allowed",
+                (false, true) => "dry_run_denied",
+                (false, false) => "denied",
+            };
+            span.record("outcome", outcome);
             span.record("remaining", decision.remaining);
         }
         Err(error) => {

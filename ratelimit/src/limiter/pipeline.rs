@@ -165,7 +165,7 @@ impl Limiter {
             Err(error) => observe::store_error(error),
         }
         if let Some(span) = span {
-            observe::record(&span, result);
+            observe::record(&span, result, self.is_dry_run());
         }
     }
 
