@@ -2,8 +2,9 @@
 //! its own count by a default policy (keyed by the route axum matched, so a
 //! path parameter does not split it), a stated route its own policy alone,
 //! an exempt route nothing, and unmatched requests one count per client.
-//! On the memory store and on Redis, driven by one manual clock; and on the
-//! global store, whose keys show the documented layout.
+//! On a given store (memory and Redis, driven by one manual clock, and
+//! counted there under the layer's name); and on the global store, whose
+//! keys show the documented layout.
 
 use axum::routing::get;
 use axum::Router;
@@ -19,10 +20,9 @@ fn fixed(spec: &str) -> Policy {
     Policy::fixed_window(spec).unwrap()
 }
 
-/// `limit` on `store` (its own policy is never used: the routes' are).
+/// `routes` counted on `store` under the limiter name `name`, keyed by `x-key`.
 fn layer_on(store: &Store, name: &str, routes: RouteLimits) -> RateLimitLayer {
-    let limiter = Limiter::new(name, fixed("1000/1h"), store);
-    RateLimitLayer::per_route_on(limiter, routes).unwrap().key(KeyBy::header("x-key").unwrap())
+    RateLimitLayer::per_route_on(name, store, routes).unwrap().key(KeyBy::header("x-key").unwrap())
 }
 
 /// Routes `/a`, `/b` and `/users/{id}` behind `layer`; `served` counts the
@@ -46,6 +46,11 @@ fn state(r: u64) -> Option<String> {
     Some(format!(r#""2/1m";r={r};t=60"#))
 }
 
+/// What `limiter` has left for `key`.
+async fn left(limiter: &Limiter, key: &str) -> u64 {
+    limiter.peek(key, 0).await.unwrap().remaining
+}
+
 /// Two routes under a 2/1m default: each spends its own; a route's path
 /// parameters share one count; a new window restores each.
 async fn each_route_counts_alone(store: &Store, clock: &ManualClock, at: &str) {
@@ -57,11 +62,16 @@ async fn each_route_counts_alone(store: &Store, clock: &ManualClock, at: &str) {
     assert_eq!(ask(&mut app, "/a", "k").await, (429, state(0)), "{at}");
     assert_eq!(ask(&mut app, "/b", "k").await, (200, state(1)), "{at}: `/a` spent only its own");
     assert_eq!(ask(&mut app, "/a", "other").await, (200, state(1)), "{at}: and only its client's");
+    // Counted on `store` under the layer's name: a limiter of that name there sees each count.
+    let counts = Limiter::new("routes", fixed("2/1m"), store);
+    let each = [left(&counts, "%2Fa|k").await, left(&counts, "%2Fb|k").await, left(&counts, "%2Fa|other").await];
+    assert_eq!(each, [0, 1, 1], "{at}");
 
     assert_eq!(ask(&mut app, "/users/1", "k").await, (200, state(1)), "{at}");
     assert_eq!(ask(&mut app, "/users/2?page=3", "k").await, (200, state(0)), "{at}: the same route");
     assert_eq!(ask(&mut app, "/users/%31", "k").await, (429, state(0)), "{at}");
     assert_eq!(served.load(Ordering::Relaxed), 6, "{at}: a denied request never reaches the route");
+    assert_eq!(left(&counts, "%2Fusers%2F%7Bid%7D|k").await, 0, "{at}");
 
     clock.advance(Duration::from_secs(60));
     assert_eq!(ask(&mut app, "/a", "k").await, (200, state(1)), "{at}");
@@ -114,6 +124,26 @@ async fn each_route_counts_alone_and_a_stated_route_has_its_policy_alone_on_redi
     let stores = redlimit_test_support::stores::BothStores::start().await;
     each_route_counts_alone(&stores.redis, &stores.clock, "redis").await;
     a_stated_route_has_its_policy_alone(&stores.redis, "redis").await;
+}
+
+/// The layer's `on_error` settles a store that cannot answer, on a stated
+/// route as on the default's: the layer builds its limiter, so none brings its own.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_store_that_is_down_is_a_503_under_deny_and_passes_under_allow() {
+    let mut server = redlimit_test_support::redis_server::RedisServer::start();
+    let store = Store::redis(&server.url()).await.unwrap();
+    server.kill();
+    let served = Arc::new(AtomicUsize::new(0));
+    let routes = || RouteLimits::new(fixed("5/1m")).route("/b", fixed("1/1m"));
+
+    let mut deny = app(layer_on(&store, "down", routes()).on_error(redlimit::OnError::Deny), &served);
+    assert_eq!(ask(&mut deny, "/a", "k").await, (503, None));
+    assert_eq!(ask(&mut deny, "/b", "k").await, (503, None), "a stated route too");
+    let mut allow = app(layer_on(&store, "down", routes()).on_error(redlimit::OnError::Allow), &served);
+    assert_eq!(ask(&mut allow, "/a", "k").await, (200, None));
+    assert_eq!(ask(&mut allow, "/b", "k").await, (200, None));
+    assert_eq!(served.load(Ordering::Relaxed), 2);
 }
 
 /// A route with its own `RateLimitLayer`, exempted from the defaults, is

@@ -284,8 +284,9 @@ async fn a_tiered_layer_states_each_tier_in_its_own_terms_on_redis() {
 async fn a_per_route_layer_mixes_a_concurrency_route_with_rate_routes(store: &Store, at: &str) {
     let routes = RouteLimits::new(Policy::fixed_window("5/1h").unwrap())
         .route("/export", Policy::concurrency(1, "30s").unwrap());
-    let limiter = Limiter::new(format!("routes_{at}"), Policy::fixed_window("5/1h").unwrap(), store);
-    let layer = RateLimitLayer::per_route_on(limiter, routes).unwrap().key(KeyBy::header("x-api-key").unwrap());
+    let layer = RateLimitLayer::per_route_on(format!("routes_{at}"), store, routes)
+        .unwrap()
+        .key(KeyBy::header("x-api-key").unwrap());
     let (app, mut route) = app(layer);
 
     let long = spawn_request(&app, export("long"));

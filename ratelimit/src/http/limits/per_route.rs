@@ -31,14 +31,10 @@ enum RouteRule {
 }
 
 /// A route's rule deciding by `policy` (the default when `None`) on
-/// `base`: a given limiter is bound to it once, here; a lazy one, built
-/// only at the first request, takes it with each request.
+/// `base`, which is built only at the first request and so takes the
+/// policy with each request.
 fn limit(scope: Arc<[u8]>, base: &LimiterSource, policy: Option<&Policy>) -> RouteRule {
-    let (source, policy) = match (base, policy) {
-        (LimiterSource::Limiter(limiter), Some(policy)) => (LimiterSource::Limiter(limiter.with_policy(policy)), None),
-        (base, policy) => (base.clone(), policy.cloned()),
-    };
-    RouteRule::Limit { scope, source, policy }
+    RouteRule::Limit { scope, source: base.clone(), policy: policy.cloned() }
 }
 
 /// What a route's keys start with: its path escaped (so it holds no `|`,

@@ -4,14 +4,14 @@
 //! default policy unless the route states its own (`per_route.rs` decides).
 
 use super::per_route::PerRoute;
-use super::source::LimiterSource;
+use super::source::{LimiterSource, OnStore};
 use super::Limits;
 use crate::error::Error;
 use crate::global::lazy::LazyLimiter;
 use crate::http::layer::RateLimitLayer;
 use crate::limiter::enforcement::Enforcement;
-use crate::limiter::Limiter;
 use crate::policy::Policy;
+use crate::store::Store;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -81,13 +81,12 @@ impl RouteLimits {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
     /// use axum::{body::Body, extract::Request, routing::get, Router};
     /// use redlimit::http::{KeyBy, RateLimitLayer, RouteLimits};
-    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use redlimit::{ManualClock, Policy, Store};
     /// use tower_service::Service;
     ///
     /// let store = Store::memory().with_clock(ManualClock::new());
-    /// let limiter = Limiter::new("api", Policy::fixed_window("100/1m")?, &store);
     /// let routes = RouteLimits::new(Policy::fixed_window("100/1m")?).route("/search", Policy::fixed_window("1/1m")?);
-    /// let layer = RateLimitLayer::per_route_on(limiter, routes)?.key(KeyBy::header("x-api-key")?);
+    /// let layer = RateLimitLayer::per_route_on("api", &store, routes)?.key(KeyBy::header("x-api-key")?);
     /// let mut app = Router::new().route("/search", get(|| async { "results" })).layer(layer);
     /// let search = || Request::builder().uri("/search").header("x-api-key", "k").body(Body::empty()).unwrap();
     ///
@@ -112,12 +111,11 @@ impl RouteLimits {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
     /// use axum::{body::Body, extract::Request, routing::get, Router};
     /// use redlimit::http::{KeyBy, RateLimitLayer, RouteLimits};
-    /// use redlimit::{Limiter, Policy, Store};
+    /// use redlimit::{Policy, Store};
     /// use tower_service::Service;
     ///
-    /// let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &Store::memory());
     /// let routes = RouteLimits::new(Policy::fixed_window("1/1m")?).exempt("/health");
-    /// let layer = RateLimitLayer::per_route_on(limiter, routes)?.key(KeyBy::header("x-api-key")?);
+    /// let layer = RateLimitLayer::per_route_on("api", &Store::memory(), routes)?.key(KeyBy::header("x-api-key")?);
     /// let mut app = Router::new().route("/health", get(|| async { "ok" })).layer(layer);
     ///
     /// for _ in 0..3 {
@@ -140,13 +138,12 @@ impl RouteLimits {
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
     /// use axum::{body::Body, extract::Request, routing::get, Router};
     /// use redlimit::http::{KeyBy, RateLimitLayer, RouteLimits};
-    /// use redlimit::{Limiter, Policy, Store};
+    /// use redlimit::{Policy, Store};
     /// use tower_service::Service;
     ///
     /// let store = Store::memory();
     /// let app = |routes: RouteLimits| -> Result<Router, redlimit::Error> {
-    ///     let limiter = Limiter::new("api", Policy::fixed_window("1/1m")?, &store);
-    ///     let layer = RateLimitLayer::per_route_on(limiter, routes)?.key(KeyBy::header("x-api-key")?);
+    ///     let layer = RateLimitLayer::per_route_on("api", &store, routes)?.key(KeyBy::header("x-api-key")?);
     ///     Ok(Router::new().route("/", get(|| async { "hi" })).layer(layer))
     /// };
     /// let get = |path: &str| Request::builder().uri(path).header("x-api-key", "k").body(Body::empty()).unwrap();
@@ -198,31 +195,41 @@ impl RateLimitLayer {
         Ok(RateLimitLayer::with_limits(Limits::PerRoute(Arc::new(per_route))))
     }
 
-    /// [`per_route`](Self::per_route) on `limiter` (its name, store and
-    /// [`OnError`](crate::OnError); its own policy is not used, the routes' are).
+    /// [`per_route`](Self::per_route) on `store` instead of the global
+    /// store: every route is counted under the limiter name `name`, by its
+    /// own policy or the default of `routes`, and a store failure is settled
+    /// by the layer's [`on_error`](Self::on_error).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
     /// use axum::{body::Body, extract::Request, routing::get, Router};
     /// use redlimit::http::{KeyBy, RateLimitLayer, RouteLimits};
-    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    /// use redlimit::{Limiter, ManualClock, OnError, Policy, Store};
     /// use tower_service::Service;
     ///
     /// let store = Store::memory().with_clock(ManualClock::new());
-    /// let limiter = Limiter::new("api", Policy::fixed_window("1000/1h")?, &store);
-    /// let layer = RateLimitLayer::per_route_on(limiter, RouteLimits::new(Policy::fixed_window("1/1m")?))?
-    ///     .key(KeyBy::header("x-api-key")?);
+    /// let layer = RateLimitLayer::per_route_on("api", &store, RouteLimits::new(Policy::fixed_window("1/1m")?))?
+    ///     .key(KeyBy::header("x-api-key")?)
+    ///     .on_error(OnError::Deny);
     /// let mut app = Router::new().route("/a", get(|| async { "a" })).route("/b", get(|| async { "b" })).layer(layer);
     /// let get = |path: &str| Request::builder().uri(path).header("x-api-key", "k").body(Body::empty()).unwrap();
     ///
     /// assert_eq!(app.call(get("/a")).await.unwrap().status(), 200);
     /// assert_eq!(app.call(get("/a")).await.unwrap().status(), 429);
     /// assert_eq!(app.call(get("/b")).await.unwrap().status(), 200); // `/a` spent only its own
+    /// // Counted on `store` under `api`, keyed by the escaped route, `|`, then the client's key.
+    /// let api = Limiter::new("api", Policy::fixed_window("1/1m")?, &store);
+    /// assert_eq!(api.peek("%2Fb|k", 0).await?.remaining, 0);
     /// # Ok(()) }
     /// ```
-    pub fn per_route_on(limiter: Limiter, routes: RouteLimits) -> Result<RateLimitLayer, Error> {
-        let base = LimiterSource::Limiter(limiter.with_policy(&routes.default));
-        let per_route = PerRoute::new(base, routes.routes, routes.limit_unmatched)?;
+    pub fn per_route_on(
+        name: impl Into<Arc<str>>,
+        store: &Store,
+        routes: RouteLimits,
+    ) -> Result<RateLimitLayer, Error> {
+        let on_store = OnStore::new(name.into(), store).with_default(routes.default);
+        let per_route =
+            PerRoute::new(LimiterSource::OnStore(Arc::new(on_store)), routes.routes, routes.limit_unmatched)?;
         Ok(RateLimitLayer::with_limits(Limits::PerRoute(Arc::new(per_route))))
     }
 }

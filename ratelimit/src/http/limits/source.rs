@@ -1,5 +1,5 @@
 //! [`LimiterSource`]: where one limiter of a [`RateLimitLayer`](crate::http::RateLimitLayer)
-//! comes from (given, or built on the global store at the first request),
+//! comes from (given, or built at the first request, on the global store or a given one),
 //! and [`Chosen`]: what decides one request.
 
 use crate::global::lazy::LazyLimiter;
@@ -17,7 +17,7 @@ pub(crate) enum LimiterSource {
     /// Built on the global store at the first request.
     Lazy(Arc<LazyLimiter>),
     /// Built on a given store at the first request, whose policy it takes:
-    /// every request brings its own, so no other is needed.
+    /// every request brings its own or takes the default, so no other is needed.
     OnStore(Arc<OnStore>),
 }
 
@@ -25,12 +25,19 @@ pub(crate) enum LimiterSource {
 pub(crate) struct OnStore {
     name: Arc<str>,
     store: Store,
+    /// The policy of a request that gives none (`None`: each must give one).
+    default: Option<Policy>,
     built: OnceLock<Limiter>,
 }
 
 impl OnStore {
     pub(crate) fn new(name: Arc<str>, store: &Store) -> OnStore {
-        OnStore { name, store: store.clone(), built: OnceLock::new() }
+        OnStore { name, store: store.clone(), default: None, built: OnceLock::new() }
+    }
+
+    /// Deciding by `policy` a request that gives none.
+    pub(super) fn with_default(self, policy: Policy) -> OnStore {
+        OnStore { default: Some(policy), ..self }
     }
 }
 
@@ -53,12 +60,14 @@ impl LimiterSource {
             (LimiterSource::Lazy(lazy), _) => {
                 lazy.current_ref(per_request).await.map(|(limiter, _)| limiter.into_owned().with_on_error(on_error))
             }
-            (LimiterSource::OnStore(on_store), Some(policy)) => {
-                let OnStore { name, store, built } = &**on_store;
+            (LimiterSource::OnStore(on_store), per_request) => {
+                let OnStore { name, store, default, built } = &**on_store;
+                let Some(policy) = per_request.or(default.as_ref()) else {
+                    return Err("no policy was given for this request".into());
+                };
                 let limiter = built.get_or_init(|| Limiter::new(name.clone(), policy.clone(), store));
                 Ok(limiter.with_policy(policy).with_on_error(on_error))
             }
-            (LimiterSource::OnStore(_), None) => Err("no policy was given for this request".into()),
         }
     }
 }
