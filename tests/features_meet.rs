@@ -3,7 +3,7 @@
 //! on the memory store and on this test's own Redis from several processes
 //! (this binary again, running only `child`), on the clock that moves (the
 //! system clock in memory, Redis's `TIME`). Each call draws its key, its plan
-//! (`Limiter::with_policy`: capacities, rates, strategies), its cost, whether
+//! (`Limiter::with_policy`: capacities, rates, refills, strategies), its cost, whether
 //! it is refunded later (soon, or after its window ended or its bucket
 //! refilled), whether it is a dry-run trial and whether it goes through a
 //! prefetching limiter (`redlimit_test_support::meet_calls`). Every decided
@@ -25,7 +25,7 @@
 use redlimit::{RedisOptions, Store, SystemClock, DEFAULT_PREFETCH_TTL};
 use redlimit_test_support::child_process::{self, TestChild};
 use redlimit_test_support::meet::{self, Call, Excess, Hold, Strategy};
-use redlimit_test_support::meet_calls::{plans, process, FAST, K, MS, RATE};
+use redlimit_test_support::meet_calls::{plans, process, FAST, INTERVAL_KEYS, K, MIXED, MS, RATE};
 use redlimit_test_support::meet_holders::LIMIT;
 use redlimit_test_support::redis_server::RedisServer;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -138,11 +138,31 @@ fn buckets_with_plan_changes_late_refunds_and_prefetch() {
             // key's plans differ in capacity, and a permit may be spent under another's debt.
             let ttl_s = DEFAULT_PREFETCH_TTL.as_secs_f64();
             let slack = (RATE as f64 * ttl_s).min((processes as u64 * (K - 1)) as f64);
-            let excess = vec![
+            let mut excess = vec![
                 ("capacity changes".to_string(), meet::bucket_excess(&of(&[0, 1]), capacity, RATE as f64, 0.0)),
                 ("rate changes".to_string(), meet::bucket_excess(&of(&[2]), capacity, FAST as f64, 0.0)),
                 ("prefetch".to_string(), meet::bucket_excess(&of(&[3]), |_| 20, RATE as f64, slack)),
             ];
+            if algo == "token_bucket" {
+                let [own, mixed] = INTERVAL_KEYS;
+                let own_interval = plans[5].interval.into_iter().collect::<Vec<_>>();
+                let intervals: Vec<_> = MIXED.iter().filter_map(|&p| plans[p as usize].interval).collect();
+                let fastest = MIXED.iter().map(|&p| plans[p as usize].bucket.1).fold(0.0, f64::max);
+                // Denials show the bound was reached, not just kept.
+                let enforced = of(&INTERVAL_KEYS).into_iter().filter(|c| !c.trial).collect::<Vec<_>>();
+                let passed = enforced.iter().filter(|c| c.allowed).count();
+                println!("features_meet {algo} on {store}: interval keys passed {passed} of {}", enforced.len());
+                excess.extend([
+                    (
+                        "interval refill".to_string(),
+                        meet::interval_bucket_excess(&of(&[own]), capacity, 0.0, &own_interval),
+                    ),
+                    (
+                        "refills mixed".to_string(),
+                        meet::interval_bucket_excess(&of(&[mixed]), capacity, fastest, &intervals),
+                    ),
+                ]);
+            }
             found += report(&format!("{algo} on {store}"), seed, all.len(), &excess);
         }
     }
@@ -262,6 +282,24 @@ fn model_a_bucket_judged_under_a_smaller_capacity_keeps_what_the_larger_owes() {
     calls[0].refunded = true;
     calls.push(model_call(0, 1, 1_000_011));
     assert!(meet::bucket_excess(&calls, capacity, 1.0, 0.0).is_empty());
+}
+
+#[test]
+fn model_an_interval_bucket_admits_its_capacity_and_a_periods_count_per_period_end() {
+    // Capacity 3, 2 tokens per 100 µs: three at 50 fill it, the end at 100 pays 2.
+    let mut calls: Vec<Call> = [50, 50, 50, 99, 100, 100, 199, 200].iter().map(|&at| model_call(0, 0, at)).collect();
+    let excess = |calls: &[Call], rate| meet::interval_bucket_excess(calls, |_| 3, rate, &[(2, 100)]);
+    let at = |e: Vec<Excess>| e.iter().map(|e| e.call.at_us).collect::<Vec<_>>();
+    // 99 is before the end, whose 2 the two at 100 take; 199 is before the next.
+    assert_eq!(at(excess(&calls, 0.0)), [99, 199]);
+    // A refunded call never happened: 99's room is its.
+    calls[0].refunded = true;
+    assert_eq!(at(excess(&calls, 0.0)), [199]);
+    // Paid at 10 000 a second besides (a permit per 100 µs), 199 finds one more.
+    assert!(excess(&calls, 10_000.0).is_empty());
+    assert_eq!(meet::period_ends(99, 100, 100), 1);
+    assert_eq!(meet::period_ends(100, 199, 100), 0);
+    assert_eq!(meet::period_ends(100, 99, 100), 0);
 }
 
 #[test]

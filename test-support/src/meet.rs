@@ -137,11 +137,60 @@ fn by_key(calls: &[Call], strictness: impl Fn(&Call) -> u64) -> BTreeMap<u32, Ve
 /// faster than the fastest plan in force, so the rule asks no more than it.
 pub fn bucket_excess(calls: &[Call], capacity_of: impl Fn(&Call) -> u64, rate_per_s: f64, slack: f64) -> Vec<Excess> {
     let per_us = rate_per_s / 1e6;
+    debt_excess(calls, capacity_of, |from, to| per_us * to.saturating_sub(from) as f64, slack)
+}
+
+/// An interval refill: `n` tokens at once at each end of a period of
+/// `period_us`, the periods counted from the epoch.
+pub type Interval = (u64, u64);
+
+/// The ends of periods of `period_us` (counted from the epoch) in `(from, to]`:
+/// a call at a period's end already finds its tokens.
+pub fn period_ends(from: u64, to: u64, period_us: u64) -> u64 {
+    (to / period_us).saturating_sub(from / period_us)
+}
+
+/// Token bucket refilled by interval, stated as [`bucket_excess`] is: a debt
+/// never clipped at the top, paid off by `n` at each period end of every
+/// interval in `intervals`, and at `rate_per_s` in between. Over any span of
+/// time a key admits at most its capacity plus `n` for each period end inside
+/// the span (plus `rate_per_s` times the span).
+///
+/// A key of one interval plan passes its interval and a rate of 0: the store
+/// pays only at period ends, however its writes fall. A key whose plans mix
+/// refills passes every interval among them and the fastest pace, an
+/// interval's `n / period` included (a change of rate pays the old debt off
+/// at that pace): each stretch between two writes (calls, or denials and
+/// refunds the model cannot place) is paid by one refill, so a gap between
+/// calls is paid at most the fastest pace throughout plus every interval's
+/// count at each of its ends.
+pub fn interval_bucket_excess(
+    calls: &[Call],
+    capacity_of: impl Fn(&Call) -> u64,
+    rate_per_s: f64,
+    intervals: &[Interval],
+) -> Vec<Excess> {
+    let per_us = rate_per_s / 1e6;
+    let paid = |from: u64, to: u64| {
+        let counts: u64 = intervals.iter().map(|&(n, period_us)| n * period_ends(from, to, period_us)).sum();
+        per_us * to.saturating_sub(from) as f64 + counts as f64
+    };
+    debt_excess(calls, capacity_of, paid, 0.0)
+}
+
+/// The bucket rules: a key's debt, paid off by `paid(from, to)` between its
+/// counted calls, and never below zero (a full bucket).
+fn debt_excess(
+    calls: &[Call],
+    capacity_of: impl Fn(&Call) -> u64,
+    paid: impl Fn(u64, u64) -> f64,
+    slack: f64,
+) -> Vec<Excess> {
     let mut excess = Vec::new();
     for calls in by_key(calls, &capacity_of).values() {
         let (mut owed, mut last) = (0.0f64, 0u64);
         for call in calls.iter().filter(|c| !c.refunded) {
-            owed = (owed - per_us * call.at_us.saturating_sub(last) as f64).max(0.0);
+            owed = (owed - paid(last, call.at_us)).max(0.0);
             last = last.max(call.at_us);
             let capacity = capacity_of(call) as f64 + slack;
             // A millionth of a permit: the store counts in exact integers, this in floats.

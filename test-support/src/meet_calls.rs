@@ -2,7 +2,7 @@
 //! and the worker tasks that draw every call (key, plan, cost, a refund soon
 //! or late, a dry-run trial of the plan, prefetch) and record it as a [`Call`].
 
-use crate::meet::{Call, Draws, Hold, Strategy};
+use crate::meet::{Call, Draws, Hold, Interval, Strategy};
 use crate::meet_holders;
 use redlimit::{Decision, Error, Limiter, OnError, Policy, Store};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -37,6 +37,8 @@ pub struct Plan {
     pub bucket: (u64, f64),
     /// Limit and window of each strategy, for windows.
     pub strategies: Vec<Strategy>,
+    /// Tokens per period and period, for a token bucket refilled by interval.
+    pub interval: Option<Interval>,
 }
 
 pub const MS: u64 = 1_000;
@@ -49,8 +51,18 @@ const BUSY_US: u64 = 200 * MS;
 pub const RATE: u64 = 100;
 pub const FAST: u64 = 200;
 
+/// The token bucket part's interval refills: plan 5's, the one of key 4,
+/// paces 100 a second as `RATE` does, so plan 0 switches its refill alone;
+/// plan 6's ends fall elsewhere. Neither period divides `CYCLE_US`, so the
+/// busy parts start at every phase of them.
+pub const INTERVALS: [Interval; 2] = [(10, 100 * MS), (12, 150 * MS)];
+/// The token bucket part's keys: 4 keeps plan 5, 5 mixes refills (plans `MIXED`).
+pub const INTERVAL_KEYS: [u32; 2] = [4, 5];
+pub const MIXED: [u32; 5] = [0, 3, 4, 5, 6];
+
 /// The plans of each part, by index. Buckets: 0 to 2 change capacity only
-/// (keys 0 and 1, and the prefetching key 3), 3 and 4 change the rate too (key 2).
+/// (keys 0 and 1, and the prefetching key 3), 3 and 4 change the rate too (key 2);
+/// the token bucket's 5 and 6 refill by interval (keys 4 and 5, `INTERVALS`).
 /// Windows: limits ascend together, so a tie is replayed in its easiest order.
 pub fn plans(part: &str) -> Vec<Plan> {
     let bucket = |capacity: u64, per_s: u64| {
@@ -60,7 +72,12 @@ pub fn plans(part: &str) -> Vec<Plan> {
             "leaky_bucket" => Policy::leaky_bucket(capacity, &rate),
             _ => Policy::gcra(&rate, capacity - 1),
         };
-        Plan { policy: policy.unwrap(), bucket: (capacity, per_s as f64), strategies: Vec::new() }
+        Plan { policy: policy.unwrap(), bucket: (capacity, per_s as f64), strategies: Vec::new(), interval: None }
+    };
+    let interval = |capacity: u64, (n, period_us): Interval| {
+        let policy = Policy::token_bucket_interval(capacity, &format!("{n}/{}ms", period_us / MS)).unwrap();
+        let per_s = n as f64 * 1e6 / period_us as f64;
+        Plan { policy, bucket: (capacity, per_s), strategies: Vec::new(), interval: Some((n, period_us)) }
     };
     let windows = |short: (u64, u64), long: u64| {
         let text = format!("{}/{}ms,{long}/1s", short.0, short.1);
@@ -73,11 +90,17 @@ pub fn plans(part: &str) -> Vec<Plan> {
             policy: policy.unwrap(),
             bucket: (0, 0.0),
             strategies: vec![(short.0, short.1 * MS), (long, 1_000 * MS)],
+            interval: None,
         }
     };
     match part {
         "token_bucket" | "leaky_bucket" | "gcra" => {
-            vec![bucket(5, RATE), bucket(10, RATE), bucket(20, RATE), bucket(8, RATE / 2), bucket(16, FAST)]
+            let mut plans =
+                vec![bucket(5, RATE), bucket(10, RATE), bucket(20, RATE), bucket(8, RATE / 2), bucket(16, FAST)];
+            if part == "token_bucket" {
+                plans.extend([interval(10, INTERVALS[0]), interval(24, INTERVALS[1])]);
+            }
+            plans
         }
         // The short windows bind, so a refund that arrives after its window
         // ended finds another. Plans change limits, not lengths: a window
@@ -90,7 +113,7 @@ pub fn plans(part: &str) -> Vec<Plan> {
         "dry_run" => {
             let enforced = [Policy::fixed_window("10/1h"), Policy::token_bucket(10, "1/1h"), Policy::gcra("1/1h", 9)];
             let trials = [Policy::fixed_window("5/1h"), Policy::token_bucket(5, "1/1h"), Policy::gcra("1/1h", 4)];
-            let plan = |policy: Policy| Plan { policy, bucket: (10, 0.0), strategies: Vec::new() };
+            let plan = |policy: Policy| Plan { policy, bucket: (10, 0.0), strategies: Vec::new(), interval: None };
             enforced
                 .into_iter()
                 .zip(trials)
@@ -111,8 +134,10 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
     let mut refunds = Vec::new();
     for _ in 0..calls {
         let (key, policy) = match part {
-            _ if bucket => match rng.range(0, 4u32) {
+            _ if bucket => match rng.range(0, if part == "token_bucket" { 6 } else { 4u32 }) {
                 2 => (2, rng.range(0, 5)),
+                4 => (4, 5),
+                5 => (5, MIXED[rng.range(0, MIXED.len() as u64) as usize]),
                 key => (key, rng.range(0, 3)),
             },
             // An enforced policy or its trial, of one of three algorithms.
@@ -120,7 +145,12 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
             _ => (rng.range(0, 3u32), rng.range(0, 3)),
         };
         // Without plan changes, each key keeps one plan.
-        let policy = if without("plans") && part != "dry_run" { 2 } else { policy };
+        let policy = match () {
+            _ if part == "dry_run" || !without("plans") => policy,
+            // An interval key keeps an interval plan.
+            _ if INTERVAL_KEYS.contains(&key) => 5,
+            _ => 2,
+        };
         let cost = if part == "dry_run" || rng.chance(0.7) { 1 } else { rng.range(2, 5) };
         let prefetch = bucket && key == 3;
         let plan = &plans[policy as usize];
