@@ -60,6 +60,31 @@
 local per_ms = 2097152
 local tag = window * per_ms
 
+-- The common call first, before the helpers below are made (each a
+-- closure per call): a check that takes permits from this window's running
+-- counter needs only INCR, PTTL and TIME for its reply.
+local got, ttl = false, 0
+if not (peek or refund or cost == 0 or cost > limit) then
+  if cost == 1 then got = try('INCR', key) else got = try('INCRBY', key, string.format('%d', cost)) end
+  if type(got) == 'number' then
+    if got >= tag and got < tag + per_ms then
+      ttl = call('PTTL', key) + 1
+      if ttl >= 1 and ttl <= window + 1 then
+        got = got - tag
+        if got > limit then
+          call('DECRBY', key, string.format('%d', cost))
+          return {-1 - (math.min(got - cost, limit) * (window + 2) + ttl), time_read or redis_time()}
+        end
+        return {got * (window + 2) + ttl, time_read or redis_time()}
+      end
+    elseif got < cost or got - cost >= per_ms then
+      -- A value below one unit of window (a key INCR made) reads alike
+      -- whatever its TTL (as_ours), so only the others read it.
+      ttl = call('PTTL', key) + 1
+    end
+  end
+end
+
 -- A counter's value `v` and `t` (its PTTL + 1) as this policy's window:
 -- the count, t (0 when no window runs under this policy: then no count),
 -- and the window it was written under. No TTL (never written so) reads as
@@ -228,41 +253,30 @@ if peek or refund or cost == 0 or cost > limit then
   if cost > 0 and t == 0 then t = window + 1 end
   return dated((count + cost) * (window + 2) + t)
 end
-local count
-if cost == 1 then count = try('INCR', key) else count = try('INCRBY', key, string.format('%d', cost)) end
 -- INCR fails on a hash, having written nothing; any other failure (a
 -- replica's READONLY, out of memory) is the call's own, raised as is.
-if type(count) == 'table' then
-  if not string.find(count.err or '', 'WRONGTYPE', 1, true) then error(count) end
+if type(got) == 'table' then
+  if not string.find(got.err or '', 'WRONGTYPE', 1, true) then error(got) end
   return on_hash()
 end
-local t = call('PTTL', key) + 1
-if count < tag or count >= tag + per_ms or t < 1 or t > window + 1 then
-  -- A key INCR made (no TTL, no window yet), or a counter of another
-  -- window: judged from its start by this window, and on a pass written
-  -- as this window's counter (a window starts if none runs under it).
-  local before, written
-  before, t, written = as_ours(count - cost, t)
-  if t == 0 then before, t = 0, window + 1 end
-  if before + cost > limit then
-    if written < window then
-      -- Denied by a longer window than its own: it runs on by this one.
-      local px = t - 1
-      if px < 1 then px = 1 end
-      call('SET', key, string.format('%d', tag + before), 'PX', string.format('%d', px))
-    else
-      call('DECRBY', key, string.format('%d', cost))
-    end
-    return dated(-1 - (math.min(before, limit) * (window + 2) + t))
+-- A key INCR made (no TTL, no window yet), or a counter of another window
+-- (or of this one without its TTL): judged from its start by this window,
+-- and on a pass written as this window's counter (a window starts if none
+-- runs under it).
+local before, t, written = as_ours(got - cost, ttl)
+if t == 0 then before, t = 0, window + 1 end
+if before + cost > limit then
+  if written < window then
+    -- Denied by a longer window than its own: it runs on by this one.
+    local px = t - 1
+    if px < 1 then px = 1 end
+    call('SET', key, string.format('%d', tag + before), 'PX', string.format('%d', px))
+  else
+    call('DECRBY', key, string.format('%d', cost))
   end
-  local px = t - 1
-  if px < 1 then px = 1 end
-  call('SET', key, string.format('%d', tag + before + cost), 'PX', string.format('%d', px))
-  return dated((before + cost) * (window + 2) + t)
+  return dated(-1 - (math.min(before, limit) * (window + 2) + t))
 end
-count = count - tag
-if count > limit then
-  call('DECRBY', key, string.format('%d', cost))
-  return dated(-1 - (math.min(count - cost, limit) * (window + 2) + t))
-end
-return dated(count * (window + 2) + t)
+local px = t - 1
+if px < 1 then px = 1 end
+call('SET', key, string.format('%d', tag + before + cost), 'PX', string.format('%d', px))
+return dated((before + cost) * (window + 2) + t)
