@@ -133,9 +133,10 @@ async fn a_crashed_master_is_left_once_the_sentinels_name_another() {
         named_at - killed,
         answered.saturating_duration_since(named_at)
     );
-    // Down-after plus the failover, which the sentinels' naming ends, plus a second.
+    // Down-after plus the failover, which the sentinels' naming ends, plus
+    // what the code bounds a switch by, with room for a busy machine.
     assert!(
-        answered <= named_at + Duration::from_secs(1),
+        answered <= named_at + FOLLOW_WITHIN,
         "answered {:?} after the sentinels named the new master",
         answered - named_at
     );

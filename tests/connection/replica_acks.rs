@@ -25,12 +25,8 @@ fn limiter(store: &Store, name: &str) -> Limiter {
     Limiter::new(name, policy, store).with_deny_cache(false)
 }
 
-fn unacknowledged(error: &Error) -> bool {
-    matches!(error, Error::Server(_)) && error.to_string().contains("replicas asked had its writes")
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_is_answered_only_once_a_replica_has_it() {
+/// A master and one replica in sync with it.
+fn master_and_replica() -> (RedisServer, RedisServer) {
     let master = RedisServer::start();
     let port = master.port().to_string();
     let replica =
@@ -40,6 +36,16 @@ async fn a_call_is_answered_only_once_a_replica_has_it() {
         assert!(Instant::now() < deadline, "the replica did not sync");
         std::thread::sleep(Duration::from_millis(50));
     }
+    (master, replica)
+}
+
+fn unacknowledged(error: &Error) -> bool {
+    matches!(error, Error::Server(_)) && error.to_string().contains("replicas asked had its writes")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_is_answered_only_once_a_replica_has_it() {
+    let (master, replica) = master_and_replica();
     let store = Store::redis_with(&master.url(), acked()).await.unwrap();
     let limiter = limiter(&store, "acked").with_on_error(OnError::Deny);
     for _ in 0..3 {
@@ -83,15 +89,7 @@ async fn a_call_is_answered_only_once_a_replica_has_it() {
 /// A batch pays one `WAIT`, and fails as a whole when it is not acknowledged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_is_acknowledged_as_a_whole() {
-    let master = RedisServer::start();
-    let port = master.port().to_string();
-    let replica =
-        RedisServer::start_with(free_port(), &["--appendonly", "no", "--replicaof", "127.0.0.1", &port], None);
-    let deadline = Instant::now() + Duration::from_secs(40);
-    while !replica.cli(&["INFO", "replication"]).contains("master_link_status:up") {
-        assert!(Instant::now() < deadline, "the replica did not sync");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (master, replica) = master_and_replica();
     let store = Store::redis_with(&master.url(), acked()).await.unwrap();
     let limiter = Arc::new(limiter(&store, "batch"));
     let calls = |keys: u64| {
