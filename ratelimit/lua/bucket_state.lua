@@ -11,7 +11,8 @@
 --            empty): what it owes, the state's m;
 --   last     when its units were last counted (µs), at most now (the
 --            time judged at, which this write records); covered as it says.
--- Sets, for set_state.lua: value (the 33-byte state, or false), e (when the
+-- Sets, for set_state.lua: value (the state, 33 bytes, or 41 with an
+-- interval refill's step; or false), e (when the
 -- bucket is untouched again, µs), reset (e - last, rounded up) and kept.
 --
 -- With the server clock a TTL runs to the end of e's whole second, and the
@@ -39,6 +40,10 @@ if write then
   local second = e - e % 1000000
   local d = (second - (last - last % 1000000)) / 1000000
   if not server_clock or d > 254 then d = 255 end
-  value = struct_pack('<ddBdd', missing, last, d, p, n)
+  if step == 1 then
+    value = struct_pack('<ddBdd', missing, last, d, p, n)
+  else
+    value = struct_pack('<ddBddd', missing, last, d, p, n, step)
+  end
   kept = covered == second
 end

@@ -44,8 +44,9 @@ if refund then
   local taken = struct_unpack('<d', permit)
   if now > taken then
     local paid = (now - taken) * n
-    -- Under another rate than the state's, the faster of the two.
-    if was_n ~= n or was_p ~= p then
+    -- Under another pace than the state's, the faster of the two (a
+    -- leaky bucket drains continuously: its step is always 1).
+    if was_n ~= n or was_p ~= p or was_step ~= step then
       local at_was = math.ceil((now - taken) * was_n / was_p * p)
       if at_was > paid then paid = at_was end
     end

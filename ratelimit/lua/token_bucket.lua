@@ -49,9 +49,9 @@ if refund then
   local taken = struct_unpack('<d', permit)
   if now > taken then
     local paid = (now - now % step - (taken - taken % step)) * n
-    -- Under another rate than the state's, the faster of the two.
-    if was_n ~= n or was_p ~= p then
-      local at_was = math.ceil((now - taken) * was_n / was_p * p)
+    -- Under another pace than the state's (rate or refill), the faster.
+    if was_n ~= n or was_p ~= p or was_step ~= step then
+      local at_was = math.ceil((now - now % was_step - (taken - taken % was_step)) * was_n / was_p * p)
       if at_was > paid then paid = at_was end
     end
     if paid >= back then back = 0 else back = back - paid end

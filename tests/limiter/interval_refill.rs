@@ -181,6 +181,31 @@ async fn a_plan_change_keeps_the_debt_and_each_refill_reads_it() {
     .await;
 }
 
+#[tokio::test]
+async fn a_late_refund_across_a_switch_of_refill_gives_back_nothing_the_interval_paid() {
+    on_both("switch", |limiter, clock, backend| async move {
+        // One reduced rate, refilled two ways: a token per 10 ms, or ten at each 100 ms end.
+        let continuous = limiter.with_policy(&Policy::token_bucket(10, "100/1s").unwrap());
+        let by_interval = limiter.with_policy(&interval(10, "10/100ms"));
+        let us = |n| Duration::from_micros(n);
+        clock.advance(Duration::from_millis(100) - us(1));
+        let taken = continuous.check("k", 5).await.unwrap();
+        clock.advance(us(2));
+        // The period that just ended paid its ten: the bucket is full again.
+        let refilled = by_interval.check("k", 10).await.unwrap();
+        assert!(refilled.allowed, "{backend}");
+        clock.advance(us(1));
+        // Those five were paid back by the refill: nothing is left to give.
+        let refunded = continuous.refund("k", 5, &taken).await.unwrap();
+        assert_eq!(refunded.remaining, 0, "{backend}: {refunded:?}");
+        clock.advance(us(1));
+        let next = by_interval.check("k", 4).await.unwrap();
+        assert!(!next.allowed, "{backend}: ten a period, and the period has had its ten");
+        vec![taken, refilled, refunded, next]
+    })
+    .await;
+}
+
 #[test]
 fn the_interval_spelling_is_one_in_code_and_text() {
     let policy = interval(10, "10/1m");

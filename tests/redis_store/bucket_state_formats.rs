@@ -1,5 +1,6 @@
 //! The bucket scripts keep their state as 33 bytes (`struct.pack('<ddBdd', ..)`:
-//! no number parsing or formatting per call), and gcra its TAT as 24 or 32
+//! no number parsing or formatting per call), or 41 with the step of an
+//! interval refill, and gcra its TAT as 24 or 32
 //! bytes, each with the rate it is counted in; a key in that form gets the
 //! same answers as the memory twin. No other form is read: the
 //! state-format version in every key keeps state of another format under
@@ -10,15 +11,20 @@ use redlimit::{Limiter, Policy};
 use redlimit_test_support::stores::BothStores;
 use std::time::Duration;
 
-/// The state of the only key on the server, decoded from the 33-byte form:
-/// the units owed, when they were counted, and the period they are counted in.
-async fn packed_state(con: &mut MultiplexedConnection) -> (f64, f64, f64) {
+/// The state of the only key on the server, decoded from the 33-byte form
+/// (or the 41-byte one): the units owed, when they were counted, the period
+/// they are counted in, and the step an interval refill pays by (1 when
+/// continuous, and then not written).
+async fn packed_state(con: &mut MultiplexedConnection) -> (f64, f64, f64, f64) {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(con).await.unwrap();
     assert_eq!(keys.len(), 1, "{keys:?}");
     let bytes: Vec<u8> = redis::cmd("GET").arg(&keys[0]).query_async(con).await.unwrap();
-    assert_eq!(bytes.len(), 33, "the state is two packed doubles, a byte and two doubles: {bytes:?}");
     let double = |at: usize| f64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
-    (double(0), double(8), double(17))
+    match bytes.len() {
+        33 => (double(0), double(8), double(17), 1.0),
+        41 => (double(0), double(8), double(17), double(33)),
+        other => panic!("the state is two doubles, a byte and two or three doubles, not {other} bytes: {bytes:?}"),
+    }
 }
 
 #[tokio::test]
@@ -33,12 +39,31 @@ async fn bucket_states_are_packed_and_read_back() {
             both.clock.advance(Duration::from_millis(advance_ms));
             assert_eq!(on_memory.check("k", cost).await.unwrap(), on_redis.check("k", cost).await.unwrap(), "{policy}");
         }
-        assert_eq!(packed_state(&mut con).await.2, 1_500_000.0, "{policy}: counted in units of 1/2 token per 3 s");
+        let (_, _, period, step) = packed_state(&mut con).await;
+        assert_eq!((period, step), (1_500_000.0, 1.0), "{policy}: units of 1/2 token per 3 s, refilled continuously");
         for (advance_ms, cost) in [(400, 1), (0, 2), (2_000, 3), (5, 1)] {
             both.clock.advance(Duration::from_millis(advance_ms));
             assert_eq!(on_memory.check("k", cost).await.unwrap(), on_redis.check("k", cost).await.unwrap(), "{policy}");
         }
         packed_state(&mut con).await;
+    }
+}
+
+#[tokio::test]
+async fn an_interval_refill_keeps_its_step_and_a_switch_reads_both_forms() {
+    let both = BothStores::start().await;
+    let mut con = redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let continuous = Policy::token_bucket(10, "10/1s").unwrap();
+    let by_interval = Policy::token_bucket_interval(10, "10/1s").unwrap();
+    // Back and forth between the two refills of one rate, each write in its own form.
+    for (advance_ms, policy, cost, step) in
+        [(0, &by_interval, 4, 1_000_000.0), (300, &continuous, 2, 1.0), (900, &by_interval, 3, 1_000_000.0)]
+    {
+        both.clock.advance(Duration::from_millis(advance_ms));
+        let on_memory = Limiter::new("formats", policy.clone(), &both.memory).with_deny_cache(false);
+        let on_redis = Limiter::new("formats", policy.clone(), &both.redis).with_deny_cache(false);
+        assert_eq!(on_memory.check("k", cost).await.unwrap(), on_redis.check("k", cost).await.unwrap(), "{policy}");
+        assert_eq!(packed_state(&mut con).await.3, step, "{policy}");
     }
 }
 

@@ -18,16 +18,17 @@
 //! (`owed + cost * p <= full`) and a write keeps it, so a plan change never
 //! forgets what a larger plan took.
 
-use super::{counted, owed_at, paid_after, refunded_units};
+use super::{counted, owed_at, paid_after, refunded_units, Pace};
 use crate::backend::{CallKind, Outcome};
 
-/// The units a key owes, when they were last counted, and the rate
-/// `(n, p)` they are counted at (a change of rate converts them).
+/// The units a key owes, when they were last counted, and the pace
+/// `(n, p, step)` they are counted and paid at (a change of rate converts
+/// them; a refund after a change of rate or refill is bounded by both).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Bucket {
     owed: u64,
     last: u64,
-    rate: (u64, u64),
+    pace: Pace,
 }
 
 /// Decides one call; also whether it wrote `state`.
@@ -42,12 +43,13 @@ pub(crate) fn decide(
     kind: CallKind,
 ) -> (Outcome, bool) {
     let full = capacity * p;
-    // The rate the state was written at (a refund's pace), and `converted`:
+    let pace = (n, p, step);
+    // The pace the state was written at (a refund's bound), and `converted`:
     // the state was counted at another rate, now this one's.
-    let was = state.as_ref().map_or((n, p), |b| b.rate);
+    let was = state.as_ref().map_or(pace, |b| b.pace);
     let (mut owed, last, converted) = state.as_ref().map_or((0, now, false), |b| {
-        let (owed, last) = owed_at(b.owed, b.last, b.rate, (n, p), now);
-        (owed, last, b.rate != (n, p))
+        let (owed, last) = owed_at(b.owed, b.last, b.pace, (n, p), now);
+        (owed, last, (b.pace.0, b.pace.1) != (n, p))
     });
     // Judged at the last count if now is earlier: a late call finds the
     // bucket owing no less than it did then.
@@ -60,7 +62,7 @@ pub(crate) fn decide(
     let before = owed;
     let cost = match kind {
         CallKind::Refund(refunded) => {
-            owed -= refunded_units(cost, refunded.taken_us, (n, p), was, now, step).min(owed);
+            owed -= refunded_units(cost, refunded.taken_us, pace, was, now).min(owed);
             0
         }
         _ => cost,
@@ -80,7 +82,7 @@ pub(crate) fn decide(
         _ => false,
     };
     if write {
-        *state = Some(Bucket { owed: after, last: now, rate: (n, p) });
+        *state = Some(Bucket { owed: after, last: now, pace });
     }
     let outcome = Outcome {
         allowed,

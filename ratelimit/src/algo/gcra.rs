@@ -50,7 +50,7 @@ pub(crate) fn decide(
     let before = debt;
     let cost = match kind {
         CallKind::Refund(refunded) => {
-            debt -= refunded_units(cost, refunded.taken_us, (n, p), was, now, 1).min(debt);
+            debt -= refunded_units(cost, refunded.taken_us, (n, p, 1), (was.0, was.1, 1), now).min(debt);
             0
         }
         _ => cost,

@@ -171,16 +171,21 @@ pub(crate) fn owed_under(owed: u64, was_p: u64, p: u64) -> u64 {
     (owed as f64 / was_p as f64 * p as f64).ceil() as u64
 }
 
+/// How a bucket is paid off: `n` units per µs, one permit being `p` units,
+/// in steps of `step` µs ([`counted`]; 1 is continuous).
+pub(crate) type Pace = (u64, u64, u64);
+
 /// A bucket's debt and when it was counted, as a call at `now` under the
 /// rate `(n, p)` finds them: under another rate the debt is first paid off
-/// at the old one up to `now`, then counted in the new one's units
-/// (`lua/bucket_read.lua`).
-pub(crate) fn owed_at(owed: u64, last: u64, was: (u64, u64), (n, p): (u64, u64), now: u64) -> (u64, u64) {
-    let (was_n, was_p) = was;
-    if was == (n, p) || now <= last {
+/// at the old pace up to `now` (by its own refill), then counted in the new
+/// rate's units (`lua/bucket_read.lua`). The same rate refilled another way
+/// keeps its debt as counted, each refill paying from then.
+pub(crate) fn owed_at(owed: u64, last: u64, was: Pace, (n, p): (u64, u64), now: u64) -> (u64, u64) {
+    let (was_n, was_p, was_step) = was;
+    if (was_n, was_p) == (n, p) || now <= last {
         return (owed_under(owed, was_p, p), last);
     }
-    let paid = ((now - last) as u128) * was_n as u128;
+    let paid = counted(last, now, was_step) as u128 * was_n as u128;
     let owed = if paid >= owed as u128 { 0 } else { owed - paid as u64 };
     (owed_under(owed, was_p, p), now)
 }
@@ -193,27 +198,22 @@ pub(crate) fn owed_at(owed: u64, last: u64, was: (u64, u64), (n, p): (u64, u64),
 /// state would have had without the call. gcra's TAT moves back by as much
 /// (`cost` emission intervals less the time since).
 ///
-/// `was` is the rate the state was last written at: when it is another,
-/// the debt is taken to have fallen at the faster of the two, the other's
-/// pace counted in this rate's units rounded up (less back), in doubles in
-/// the scripts' order so both stores get the same number.
+/// Under an interval refill (`step` above 1, [`counted`]) only the periods
+/// that ended since the call paid anything.
 ///
-/// `step` is the bucket's refill step ([`counted`]): under an interval
-/// refill only the periods that ended since the call paid anything.
-pub(crate) fn refunded_units(
-    cost: u64,
-    taken_us: u64,
-    (n, p): (u64, u64),
-    was: (u64, u64),
-    now: u64,
-    step: u64,
-) -> u64 {
+/// `was` is the pace the state was last written at: when it is another
+/// (another rate, or the same rate refilled another way), the debt is
+/// taken to have fallen at the faster of the two, the other's counted in
+/// this rate's units rounded up (less back), in doubles in the scripts'
+/// order so both stores get the same number.
+pub(crate) fn refunded_units(cost: u64, taken_us: u64, pace: Pace, was: Pace, now: u64) -> u64 {
+    let (n, p, step) = pace;
     let added = cost as u128 * p as u128;
-    let elapsed = now.saturating_sub(taken_us);
     let mut paid = counted(taken_us, now, step) as u128 * n as u128;
-    if was != (n, p) {
-        let (was_n, was_p) = was;
-        paid = paid.max((elapsed as f64 * was_n as f64 / was_p as f64 * p as f64).ceil() as u128);
+    if was != pace {
+        let (was_n, was_p, was_step) = was;
+        let was_paid = counted(taken_us, now, was_step) as f64 * was_n as f64 / was_p as f64 * p as f64;
+        paid = paid.max(was_paid.ceil() as u128);
     }
     u64::try_from(added.saturating_sub(paid)).unwrap_or(u64::MAX)
 }
@@ -325,19 +325,25 @@ mod tests {
     #[test]
     fn a_refund_gives_back_what_its_call_added_less_what_was_paid_since() {
         // 1 per second: a token is 1 000 000 units, 1 paid per µs.
-        let rate = (1, 1_000_000);
-        assert_eq!(refunded_units(3, 5, rate, rate, 5, 1), 3_000_000, "right away: all of it");
-        assert_eq!(refunded_units(3, 5, rate, rate, 1_000_005, 1), 2_000_000, "a second later: two");
-        assert_eq!(refunded_units(3, 5, rate, rate, 3_000_005, 1), 0, "paid off: nothing");
-        assert_eq!(refunded_units(3, 5, rate, rate, 0, 1), 3_000_000, "a clock behind the call: no time passed");
+        let rate = (1, 1_000_000, 1);
+        assert_eq!(refunded_units(3, 5, rate, rate, 5), 3_000_000, "right away: all of it");
+        assert_eq!(refunded_units(3, 5, rate, rate, 1_000_005), 2_000_000, "a second later: two");
+        assert_eq!(refunded_units(3, 5, rate, rate, 3_000_005), 0, "paid off: nothing");
+        assert_eq!(refunded_units(3, 5, rate, rate, 0), 3_000_000, "a clock behind the call: no time passed");
         // The state was written at 10 per second, the faster: it paid 10 tokens per second.
-        assert_eq!(refunded_units(3, 0, rate, (1, 100_000), 200_000, 1), 1_000_000);
+        assert_eq!(refunded_units(3, 0, rate, (1, 100_000, 1), 200_000), 1_000_000);
         // Written at a slower rate: this one's pace still bounds it.
-        assert_eq!(refunded_units(3, 0, rate, (1, 10_000_000), 1_000_000, 1), 2_000_000);
-        assert_eq!(refunded_units(u64::MAX, 0, (u64::MAX, u64::MAX), rate, u64::MAX, 1), 0, "no overflow");
-        assert_eq!(refunded_units(u64::MAX, 0, (1, u64::MAX), (1, u64::MAX), 0, 1), u64::MAX, "saturates");
+        assert_eq!(refunded_units(3, 0, rate, (1, 10_000_000, 1), 1_000_000), 2_000_000);
+        let huge = (u64::MAX, u64::MAX, 1);
+        assert_eq!(refunded_units(u64::MAX, 0, huge, rate, u64::MAX), 0, "no overflow");
+        let slow = (1, u64::MAX, 1);
+        assert_eq!(refunded_units(u64::MAX, 0, slow, slow, 0), u64::MAX, "saturates");
         // Refilled by 3-second intervals: only a period's end pays, all of a period at once.
-        assert_eq!(refunded_units(3, 2_999_999, rate, rate, 2_999_999 + 2_000_000, 3_000_000), 0, "an end passed");
-        assert_eq!(refunded_units(3, 3_000_000, rate, rate, 5_999_999, 3_000_000), 3_000_000, "none ended yet");
+        let by_3s = (1, 1_000_000, 3_000_000);
+        assert_eq!(refunded_units(3, 2_999_999, by_3s, by_3s, 2_999_999 + 2_000_000), 0, "an end passed");
+        assert_eq!(refunded_units(3, 3_000_000, by_3s, by_3s, 5_999_999), 3_000_000, "none ended yet");
+        // The state was written by the interval refill, whose period's end
+        // paid all of it; a continuous refund a µs later gives back nothing.
+        assert_eq!(refunded_units(3, 2_999_999, rate, by_3s, 3_000_001), 0, "the interval paid it");
     }
 }
