@@ -6,9 +6,11 @@
 //!
 //! - a `+switch-master` notification from any sentinel (one pub/sub
 //!   connection per sentinel): the switch follows within about a round trip;
-//! - a lookup, every sentinel asked `SENTINEL MASTER` at once and the
-//!   answer with the highest config epoch taken (a sentinel that has not
-//!   learned of a failover yet names the old master under an older epoch).
+//! - a lookup, every sentinel asked at once for the master's config epoch
+//!   (`SENTINEL MASTER`) and address (`GET-MASTER-ADDR-BY-NAME`, which names
+//!   the promoted replica while a failover ends), and the answer with the
+//!   highest epoch taken (a sentinel that has not learned of a failover yet
+//!   names the old master under an older epoch).
 //!   One runs every [`LOOKUP_EVERY`] (a notification lost with its
 //!   connection is caught up so), and at once after a call that timed out,
 //!   could not reach the master, or was refused with `READONLY` or
@@ -275,9 +277,20 @@ impl Sentinel {
                 *cached = Some(redis::Client::open(self.info.clone())?.get_multiplexed_async_connection().await?);
             }
             let Some(connection) = cached.as_mut() else { unreachable!("set just above") };
-            let fields: HashMap<String, String> =
-                redis::cmd("SENTINEL").arg("MASTER").arg(name).query_async(connection).await?;
-            parse_master(&fields)
+            // A sentinel leading a failover gives the new epoch in `SENTINEL
+            // MASTER` but the old address until the failover ends; the
+            // address it gives clients already names the promoted replica.
+            let (fields, address): (HashMap<String, String>, Option<(String, u16)>) = redis::pipe()
+                .cmd("SENTINEL")
+                .arg("MASTER")
+                .arg(name)
+                .cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(name)
+                .query_async(connection)
+                .await?;
+            let (epoch, master) = parse_master(&fields)?;
+            Ok((epoch, address.unwrap_or(master)))
         };
         let answer = match tokio::time::timeout(bound, ask).await {
             Ok(answer) => answer,
