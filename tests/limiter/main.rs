@@ -16,6 +16,8 @@
 #[cfg(feature = "redis")]
 mod bucket_refunds_late;
 #[cfg(feature = "redis")]
+mod calendar;
+#[cfg(feature = "redis")]
 mod concurrency;
 #[cfg(feature = "redis")]
 mod concurrency_misuse;
