@@ -39,17 +39,25 @@ impl CalendarUnit {
         }
     }
 
-    /// The longest such window in µs (a day or week with an hour added by
-    /// daylight saving is under it only with this margin): what the strategy's
-    /// `window_us` says, for what needs a length before knowing the date.
+    /// The longest such window can be, in µs: its longest calendar length
+    /// and two hours, the most a clock change has added to a day (some zones
+    /// move by two). What the strategy's `window_us` says, for what needs a
+    /// length before knowing the date (the `w` of a `RateLimit-Policy` field).
+    ///
+    /// ```
+    /// use redlimit_grammar::CalendarUnit;
+    /// assert_eq!(CalendarUnit::Day.longest_us(), 26 * 3_600_000_000);
+    /// ```
     pub const fn longest_us(self) -> u64 {
-        const DAY: u64 = 86_400_000_000;
-        match self {
-            CalendarUnit::Day => DAY,
-            CalendarUnit::Week => 7 * DAY,
-            CalendarUnit::Month => 31 * DAY,
-            CalendarUnit::Year => 366 * DAY,
-        }
+        const HOUR: u64 = 3_600_000_000;
+        const DAY: u64 = 24 * HOUR;
+        let days = match self {
+            CalendarUnit::Day => 1,
+            CalendarUnit::Week => 7,
+            CalendarUnit::Month => 31,
+            CalendarUnit::Year => 366,
+        };
+        days * DAY + 2 * HOUR
     }
 
     fn span(self) -> Span {
