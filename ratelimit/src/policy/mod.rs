@@ -146,7 +146,10 @@ impl Policy {
         self
     }
 
-    /// A fixed window per strategy, started by a key's first hit.
+    /// A fixed window per strategy, started by a key's first hit, or, for a
+    /// calendar strategy (`1000/1d@Europe/Paris`; units `1d`, `1w`, `1mo`,
+    /// `1y`), the day, ISO week, month or year of a time zone holding the
+    /// call ([calendar windows](crate::guide::calendar)).
     ///
     /// On Redis with its own clock (the default), a policy of one strategy
     /// whose limit is below 2^20 and window below 2^32 ms is a counter whose
