@@ -149,7 +149,8 @@ end
 -- calendar window's end if it began inside it, none if it began before
 -- (it ended), and start + its "w<i>" if it began after (a client clock
 -- behind the one that wrote it). A calendar window starts at its bound,
--- not at the call, and records its own length (23 to 25 hours for a day). Written only when allowed, cost > 0 and not a peek; by a
+-- not at the call, and records its own length (a day's follows the clock
+-- changes). Written only when allowed, cost > 0 and not a peek; by a
 -- denied check (cost within every limit) under a window longer than a
 -- running one's "w<i>": that window runs on by the longer, so "w<i>" takes
 -- it and the TTL its end, unless a window the key holds ends later; and by
