@@ -8,6 +8,7 @@ use crate::{quote, GrammarError};
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use jiff::{Span, Timestamp};
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Mutex;
@@ -80,6 +81,9 @@ impl CalendarUnit {
     }
 }
 
+/// How many calendar windows each thread remembers (a policy's strategies, a few limiters').
+const RECENT_WINDOWS: usize = 8;
+
 /// A calendar window: its unit and its time zone's IANA name.
 ///
 /// ```
@@ -129,6 +133,25 @@ impl Calendar {
     /// database cannot place (beyond the year 9999) or a zone it no longer
     /// has, neither of which a validated calendar meets before 2^52 µs.
     pub fn window_at(self, now_us: u64) -> Option<(u64, u64)> {
+        // A window serves every call until its end: each thread keeps the
+        // last few it worked out, so a decision rarely consults the database.
+        thread_local! {
+            static RECENT: RefCell<[Option<(Calendar, u64, u64)>; RECENT_WINDOWS]> = const { RefCell::new([None; RECENT_WINDOWS]) };
+        }
+        let holds = |&(calendar, start, end): &(Calendar, u64, u64)| calendar == self && (start..end).contains(&now_us);
+        if let Some((_, start, end)) = RECENT.with(|recent| recent.borrow().iter().flatten().copied().find(holds)) {
+            return Some((start, end));
+        }
+        let (start, end) = self.work_out(now_us)?;
+        RECENT.with(|recent| {
+            let mut recent = recent.borrow_mut();
+            recent.rotate_right(1);
+            recent[0] = Some((self, start, end));
+        });
+        Some((start, end))
+    }
+
+    fn work_out(self, now_us: u64) -> Option<(u64, u64)> {
         let tz = TimeZone::get(self.zone).ok()?;
         let now = Timestamp::from_microsecond(i64::try_from(now_us).ok()?).ok()?;
         let first = self.unit.first_day(now.to_zoned_datetime(tz.clone()).date()).ok()?;
@@ -236,6 +259,21 @@ mod tests {
         assert_eq!((s, e - s), (us("2026-11-01T04:00:00Z"), 25 * HOUR));
         let (s, e) = window(Day, "Australia/Sydney", "2026-04-05T00:00:00Z");
         assert_eq!((s, e - s), (us("2026-04-04T13:00:00Z"), 25 * HOUR));
+    }
+
+    #[test]
+    fn a_remembered_window_serves_until_its_end_and_no_later() {
+        let day = Calendar::new(CalendarUnit::Day, "Europe/Paris").unwrap();
+        let (start, end) = day.window_at(us("2026-03-29T12:00:00Z")).unwrap();
+        assert_eq!(day.window_at(end - 1), Some((start, end)));
+        assert_eq!(day.window_at(end), Some((end, us("2026-03-30T22:00:00Z"))));
+        assert_eq!(day.window_at(start - 1).map(|w| w.1), Some(start));
+        let utc = Calendar::new(CalendarUnit::Day, "UTC").unwrap();
+        assert_eq!(
+            utc.window_at(end),
+            Some((us("2026-03-29T00:00:00Z"), us("2026-03-30T00:00:00Z"))),
+            "another zone's own"
+        );
     }
 
     #[test]
