@@ -178,20 +178,65 @@ async fn a_concurrent_run_over_a_month_boundary_admits_exactly_the_limit_in_each
     }
 }
 
+/// A calendar day begins at midnight, a rolling one at a key's first call;
+/// a limiter name whose policy switches between the two keeps one state,
+/// each judging the other's window by its own rule, alike on both stores.
 #[tokio::test]
-async fn a_calendar_key_is_not_a_rolling_window_of_the_same_length() {
+async fn a_calendar_day_and_a_rolling_day_of_one_name_judge_one_state_alike() {
     let both = BothStores::start().await;
-    for store in [&both.memory, &both.redis] {
-        both.clock.set_us(us("2026-06-10T21:30Z"));
-        let calendar = Limiter::new("daily", Policy::fixed_window("1/1d@UTC").unwrap(), store);
-        assert!(calendar.check("k", 1).await.unwrap().allowed);
-        both.clock.set_us(us("2026-06-11T00:00Z"));
-        let next = calendar.check("k", 1).await.unwrap();
-        assert!(next.allowed, "midnight began a new day on {}", store.kind());
-        assert_eq!(next.reset_after, Duration::from_micros(24 * HOUR));
-        let rolling = Limiter::new("daily-rolling", Policy::fixed_window("1/1d").unwrap(), store);
-        rolling.check("k", 1).await.unwrap();
-        both.clock.set_us(us("2026-06-12T00:00Z") - 1);
-        assert!(!rolling.check("k", 1).await.unwrap().allowed, "a rolling day runs from its first call");
-    }
+    let decide = |policy: &str, now: &str| {
+        let (policy, now) = (Policy::fixed_window(policy).unwrap(), us(now));
+        let (memory, redis) = (both.memory.clone(), both.redis.clone());
+        let clock = both.clock.clone();
+        async move {
+            clock.set_us(now);
+            let on_memory = Limiter::new("switch", policy.clone(), &memory).with_deny_cache(false);
+            let on_redis = Limiter::new("switch", policy, &redis).with_deny_cache(false);
+            let decided = (on_memory.check("k", 1).await.unwrap(), on_redis.check("k", 1).await.unwrap());
+            assert_eq!(decided.0, decided.1, "at {now}");
+            decided.0
+        }
+    };
+    assert!(decide("2/1d@UTC", "2026-06-10T21:30Z").await.allowed);
+    let midnight = decide("2/1d@UTC", "2026-06-11T00:00Z").await;
+    assert_eq!((midnight.remaining, midnight.reset_after), (1, Duration::from_micros(24 * HOUR)), "a new day");
+    // The rolling day judges the calendar's window from its start, midnight.
+    let rolling = decide("2/1d", "2026-06-11T12:00Z").await;
+    assert_eq!((rolling.remaining, rolling.reset_after), (0, Duration::from_micros(12 * HOUR)));
+    assert!(!decide("2/1d", "2026-06-11T23:00Z").await.allowed);
+    // A rolling day begun at 01:00 is inside the calendar's next day: it counts there until midnight.
+    assert!(decide("2/1d", "2026-06-12T01:00Z").await.allowed);
+    let calendar = decide("2/1d@UTC", "2026-06-12T02:00Z").await;
+    assert_eq!((calendar.remaining, calendar.reset_after), (0, Duration::from_micros(22 * HOUR)));
+    assert!(!decide("2/1d@UTC", "2026-06-12T23:59Z").await.allowed);
+    assert!(decide("2/1d@UTC", "2026-06-13T00:00Z").await.allowed, "a calendar day begins at its midnight");
+}
+
+/// A store on Redis's clock decides a calendar policy at this process's
+/// time (Redis's `TIME` cannot tell a zone's calendar), and its key expires
+/// at the window's end, a client clock's slack later.
+#[tokio::test]
+async fn a_calendar_key_expires_at_its_window_end_and_redis_time_is_not_used() {
+    let both = BothStores::start().await;
+    both.clock.set_us(us("2026-10-25T20:00Z")); // 21:00 on Paris's 25-hour day
+    let limiter = Limiter::new("expiry", Policy::fixed_window("2/1d@Europe/Paris").unwrap(), &both.redis);
+    limiter.check("k", 1).await.unwrap();
+    let client = redis::Client::open(both.server.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let key = "redlimit:fixed_window/v3:6:expiry:k";
+    let ttl: i64 = redis::cmd("PTTL").arg(key).query_async(&mut connection).await.unwrap();
+    assert_eq!((ttl + 999) / 1000, 3 * 3600 + 60, "to Paris's midnight, and the client clock's minute");
+
+    let on_redis_clock = redlimit::Store::redis(&both.server.url()).await.unwrap();
+    let daily = Limiter::new("server-clock", Policy::fixed_window("2/1d@UTC").unwrap(), &on_redis_clock);
+    let midnight_after = |at: std::time::SystemTime| {
+        let s = at.duration_since(UNIX_EPOCH).unwrap().as_secs();
+        Duration::from_secs((s / 86_400 + 1) * 86_400 - s)
+    };
+    let before = midnight_after(std::time::SystemTime::now());
+    let first = daily.check("k", 1).await.unwrap();
+    let after = midnight_after(std::time::SystemTime::now());
+    assert!(first.reset_after <= before && first.reset_after + Duration::from_secs(1) >= after, "{first:?}");
+    assert_eq!(daily.check("k", 1).await.unwrap().remaining, 0);
+    assert!(!daily.check("k", 1).await.unwrap().allowed);
 }
