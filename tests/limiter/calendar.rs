@@ -240,3 +240,33 @@ async fn a_calendar_key_expires_at_its_window_end_and_redis_time_is_not_used() {
     assert_eq!(daily.check("k", 1).await.unwrap().remaining, 0);
     assert!(!daily.check("k", 1).await.unwrap().allowed);
 }
+
+/// Prefetched permits of a calendar day are not spent after its midnight:
+/// each day admits exactly its limit, on both stores.
+#[tokio::test]
+async fn prefetched_permits_end_with_their_calendar_day() {
+    let both = BothStores::start().await;
+    let day = Calendar::new(CalendarUnit::Day, "America/New_York").unwrap();
+    for store in [&both.memory, &both.redis] {
+        let policy = Policy::fixed_window("10/1d@America/New_York").unwrap();
+        let limiter = Limiter::new(format!("prefetch-{}", store.kind()), policy, store)
+            .with_deny_cache(false)
+            .with_prefetch_ttl(4, Duration::from_secs(3600))
+            .unwrap();
+        // 23:59:50 in New York on the day before the clocks fall back, then past its midnight.
+        let mut per_day: HashMap<u64, u64> = HashMap::new();
+        for (at, calls) in [("2026-11-01T03:59Z", 7), ("2026-11-01T04:00Z", 30)] {
+            both.clock.set_us(us(at) + 50 * 1_000_000);
+            for _ in 0..calls {
+                let d = limiter.check("k", 1).await.unwrap();
+                if d.allowed {
+                    let t = d.decided_at.duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
+                    *per_day.entry(day.window_at(t).unwrap().0).or_default() += 1;
+                }
+            }
+        }
+        let mut counts: Vec<u64> = per_day.values().copied().collect();
+        counts.sort_unstable();
+        assert_eq!(counts, [7, 10], "on {}: {per_day:?}", store.kind());
+    }
+}
