@@ -16,9 +16,10 @@ allow_defined_top = false
 -- whose policy has no use for one of its numbers, leaves it unread.
 local never_sent = {
   -- No refund reaches a sliding window or log (the runtime refuses it).
-  sliding_window = {"211/refund", "212/permit"},
-  sliding_window_totals = {"211/refund", "212/permit"},
-  sliding_log = {"211/refund", "212/permit", "211/precision"},
+  -- Only a fixed window has calendar strategies, whose starts are `opens`.
+  sliding_window = {"211/refund", "212/permit", "241/opens"},
+  sliding_window_totals = {"211/refund", "212/permit", "241/opens"},
+  sliding_log = {"211/refund", "212/permit", "211/precision", "241/opens"},
   -- A fixed window's precision is 0: its windows have no sub-windows.
   fixed_window = {"211/precision"},
   -- The counter runs on Redis's clock only: no client time, no slack.

@@ -13,6 +13,7 @@
 //! assert_eq!((s[1].limit, s[1].window_us), (100, 60_000_000));
 //! ```
 
+mod calendar;
 mod duration;
 mod error;
 mod policy_name;
@@ -21,6 +22,7 @@ mod quote;
 mod spec;
 mod strategy;
 
+pub use calendar::{Calendar, CalendarUnit};
 pub use duration::{check_duration, format_duration, parse_duration, MAX_DURATION_US};
 pub use error::GrammarError;
 pub use policy_name::{check_policy_name, MAX_POLICY_NAME_LEN};

@@ -458,6 +458,15 @@ impl PolicySpec {
             errors.push((Some(Param::Strategies), e));
             return;
         }
+        if self.kind != AlgorithmKind::FixedWindow {
+            if let Some(s) = strategies.iter().find(|s| s.calendar.is_some()) {
+                errors.push(strategies_error(format!(
+                    "`{s}` is a calendar window, which only `fixed_window` keeps: use `algo = \"fixed_window\"`, \
+                     or a rolling window without `@`"
+                )));
+                return;
+            }
+        }
         if self.kind == AlgorithmKind::SlidingWindow {
             let precision = match self.precision.map(check_duration) {
                 None => Self::default_precision(strategies),

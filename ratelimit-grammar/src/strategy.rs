@@ -1,6 +1,7 @@
 //! `L/W` strategies (`10/1s`) and `N/P` rates (`1/3s`).
 
-use crate::{check_duration, format_duration, parse_duration, quote, GrammarError};
+use crate::calendar::{parse_calendar, zoneless_hint};
+use crate::{check_duration, format_duration, parse_duration, quote, Calendar, GrammarError};
 use std::fmt;
 
 /// The largest `L` in `L/W`, the largest capacity, burst or rate count: 2^40.
@@ -9,19 +10,38 @@ use std::fmt;
 /// 2^53 keeps every sum exact.
 pub const MAX_LIMIT: u64 = 1 << 40;
 
-/// One window rule: at most `limit` permits in any window of `window_us` microseconds.
+/// One window rule: at most `limit` permits in any window of `window_us`
+/// microseconds or, for a calendar strategy (`1000/1d@Europe/Paris`), in
+/// each day, week, month or year of a time zone.
 ///
 /// ```
 /// let s = redlimit_grammar::parse_strategy("10/1s").unwrap();
-/// assert_eq!((s.limit, s.window_us), (10, 1_000_000));
+/// assert_eq!((s.limit, s.window_us, s.calendar), (10, 1_000_000, None));
 /// assert_eq!(s.to_string(), "10/1s");
+/// assert_eq!(s, redlimit_grammar::Strategy::new(10, 1_000_000));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Strategy {
     /// Permits per window.
     pub limit: u64,
-    /// Window length in microseconds.
+    /// Window length in microseconds; for a calendar strategy, the longest
+    /// its window can be ([`CalendarUnit::longest_us`](crate::CalendarUnit::longest_us)).
     pub window_us: u64,
+    /// The calendar its windows follow, or `None` for a window started by
+    /// a key's first hit.
+    pub calendar: Option<Calendar>,
+}
+
+impl Strategy {
+    /// At most `limit` permits in a window of `window_us` µs started by a key's first hit.
+    pub const fn new(limit: u64, window_us: u64) -> Strategy {
+        Strategy { limit, window_us, calendar: None }
+    }
+
+    /// At most `limit` permits in each window of `calendar`.
+    pub const fn per_calendar(limit: u64, calendar: Calendar) -> Strategy {
+        Strategy { limit, window_us: calendar.unit.longest_us(), calendar: Some(calendar) }
+    }
 }
 
 /// A refill or drain rate: `count` units every `period_us` microseconds.
@@ -60,7 +80,10 @@ const fn gcd(mut a: u64, mut b: u64) -> u64 {
 
 impl fmt::Display for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.limit, format_duration(self.window_us))
+        match self.calendar {
+            Some(calendar) => write!(f, "{}/{calendar}", self.limit),
+            None => write!(f, "{}/{}", self.limit, format_duration(self.window_us)),
+        }
     }
 }
 
@@ -111,12 +134,22 @@ fn check_count(shown: &dyn fmt::Display, what: &str, count: u64) -> Result<u64, 
 /// ```
 /// use redlimit_grammar::{check_strategy, parse_strategy, Strategy};
 ///
-/// let zero = Strategy { limit: 0, window_us: 1_000_000 };
+/// let zero = Strategy::new(0, 1_000_000);
 /// assert_eq!(check_strategy(zero).unwrap_err(), parse_strategy("0/1s").unwrap_err());
-/// let instant = Strategy { limit: 10, window_us: 0 };
+/// let instant = Strategy::new(10, 0);
 /// assert_eq!(check_strategy(instant).unwrap_err(), parse_strategy("10/0s").unwrap_err());
 /// ```
 pub fn check_strategy(strategy: Strategy) -> Result<Strategy, GrammarError> {
+    if let Some(calendar) = strategy.calendar {
+        check_count(&strategy, "limit", strategy.limit)?;
+        let valid = Calendar::new(calendar.unit, calendar.zone)?;
+        if valid.zone != calendar.zone || strategy.window_us != calendar.unit.longest_us() {
+            return Err(GrammarError::new(format!(
+                "`{strategy}`: build a calendar strategy with `Strategy::per_calendar` and `Calendar::new`"
+            )));
+        }
+        return Ok(strategy);
+    }
     check_fraction(strategy.limit, strategy.window_us, "limit").map(|_| strategy)
 }
 
@@ -139,10 +172,27 @@ fn check_fraction(count: u64, us: u64, what: &str) -> Result<(), GrammarError> {
     Ok(())
 }
 
-/// Parses one strategy, `L/W`.
+/// Parses one strategy, `L/W`, or a calendar one, `L/1d@Zone` (units `d`,
+/// `w`, `mo`, `y`; the zone an IANA name).
 pub fn parse_strategy(text: &str) -> Result<Strategy, GrammarError> {
-    let (limit, window_us) = parse_fraction(text, "limit")?;
-    Ok(Strategy { limit, window_us })
+    let shown = quote(text.trim()).to_string();
+    if let Some((fraction, zone)) = text.split_once('@') {
+        let (limit, window) = fraction.split_once('/').unwrap_or((fraction, ""));
+        let limit = limit.trim();
+        if limit.is_empty() || !limit.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(GrammarError::new(format!(
+                "`{shown}`: the limit `{}` must be a whole number, like `1000/1d@Europe/Paris`",
+                quote(limit)
+            )));
+        }
+        let limit = check_count(&shown, "limit", limit.parse().unwrap_or(u64::MAX))?;
+        return Ok(Strategy::per_calendar(limit, parse_calendar(window, zone, &shown)?));
+    }
+    let (limit, window_us) = match parse_fraction(text, "limit") {
+        Ok(fraction) => fraction,
+        Err(e) => return Err(text.split_once('/').and_then(|(_, w)| zoneless_hint(w, &shown)).unwrap_or(e)),
+    };
+    Ok(Strategy::new(limit, window_us))
 }
 
 /// Parses a comma-separated list of strategies, `10/1s,100/1m`, in declared order.
@@ -177,10 +227,7 @@ mod tests {
     #[test]
     fn parses_lists_in_declared_order() {
         let s = parse_strategies("10/1s, 100/1m").unwrap();
-        assert_eq!(
-            s,
-            vec![Strategy { limit: 10, window_us: 1_000_000 }, Strategy { limit: 100, window_us: 60_000_000 }]
-        );
+        assert_eq!(s, vec![Strategy::new(10, 1_000_000), Strategy::new(100, 60_000_000)]);
     }
 
     #[test]

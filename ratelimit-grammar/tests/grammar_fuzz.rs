@@ -64,7 +64,7 @@ proptest! {
         // Half the cases small numbers, where zeros and valid policies are frequent.
         let shrink = |n: u64| if small { n % 4 } else { n };
         let mut spec = PolicySpec::new(kind);
-        spec.strategies = strategies.map(|v| v.into_iter().map(|(l, w)| redlimit_grammar::Strategy { limit: shrink(l), window_us: shrink(w) }).collect());
+        spec.strategies = strategies.map(|v| v.into_iter().map(|(l, w)| redlimit_grammar::Strategy::new(shrink(l), shrink(w))).collect());
         spec.precision = precision.map(shrink);
         spec.capacity = capacity.map(shrink);
         spec.rate = rate.map(|(c, p)| Rate { count: shrink(c), period_us: shrink(p) });

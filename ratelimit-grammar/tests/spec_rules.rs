@@ -49,7 +49,7 @@ fn sliding_log_limits_are_those_of_every_window() {
     let mut s = spec(AlgorithmKind::SlidingLog);
     s.strategies = Some(parse_strategies("2000000/1h").unwrap());
     assert!(s.validate().is_ok());
-    s.strategies = Some(vec![Strategy { limit: MAX_LIMIT + 1, window_us: 1_000_000 }]);
+    s.strategies = Some(vec![Strategy::new(MAX_LIMIT + 1, 1_000_000)]);
     assert!(s.validate().is_err());
 }
 
@@ -68,7 +68,7 @@ fn messages(s: &PolicySpec) -> Vec<String> {
 /// (a zero window, a limit of u64::MAX): each is now the grammar's error.
 #[test]
 fn numbers_the_grammar_rejects_are_rejected_with_its_messages() {
-    let strategy = |limit, window_us| Strategy { limit, window_us };
+    let strategy = |limit, window_us| Strategy::new(limit, window_us);
     for kind in [AlgorithmKind::FixedWindow, AlgorithmKind::SlidingWindow, AlgorithmKind::SlidingLog] {
         for (bad, text) in [
             (strategy(10, 0), "10/0s"),
@@ -105,7 +105,7 @@ fn numbers_the_grammar_rejects_are_rejected_with_its_messages() {
 #[test]
 fn too_many_strategies_is_one_error_however_many() {
     let s = spec_with(AlgorithmKind::SlidingWindow, |s| {
-        s.strategies = Some(vec![Strategy { limit: 1, window_us: 0 }; 100_000]);
+        s.strategies = Some(vec![Strategy::new(1, 0); 100_000]);
         s.precision = Some(0);
     });
     assert_eq!(messages(&s), vec!["100000 strategies given; at most 16 are allowed".to_string()]);

@@ -149,7 +149,7 @@ fn return_span(sig: &syn::Signature) -> Span {
 /// {
 ///     static __RATELIMIT_SITE: Site = Site::new(
 ///         concat!(module_path!(), "::", "profile"),
-///         Policy::__sliding_log(&[Strategy { limit: 5u64, window_us: 3000000u64 }]),
+///         Policy::__sliding_log(&[Strategy::new(5u64, 3000000u64)]),
 ///         OnLimit::Error,
 ///         OnError::Allow,
 ///     );

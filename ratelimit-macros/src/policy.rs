@@ -150,7 +150,7 @@ fn policy(options: &Options, attr_span: Span, errors: &mut Errors) -> Option<Pol
     if let Some(lit) = &options.strategies {
         spec.strategies = Some(parse_strategies(&lit.value()).unwrap_or_else(|e| {
             fail(Param::Strategies, lit.span(), e.to_string(), errors);
-            vec![Strategy { limit: 1, window_us: 1_000_000 }]
+            vec![Strategy::new(1, 1_000_000)]
         }));
     }
     if let Some(lit) = &options.precision {

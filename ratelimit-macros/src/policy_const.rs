@@ -8,9 +8,17 @@ use redlimit_grammar::{AlgorithmKind, Strategy};
 /// The policy as a constant expression: nothing is parsed at run time.
 pub(crate) fn policy(spec: &redlimit_grammar::PolicySpec, p: &TokenStream) -> TokenStream {
     let strategies = || {
-        let list = spec.strategies.iter().flatten().map(|Strategy { limit, window_us }| {
-            let (limit, window_us) = (Literal::u64_suffixed(*limit), Literal::u64_suffixed(*window_us));
-            quote!(#p::Strategy { limit: #limit, window_us: #window_us })
+        let list = spec.strategies.iter().flatten().map(|&Strategy { limit, window_us, calendar }| {
+            let (limit, window_us) = (Literal::u64_suffixed(limit), Literal::u64_suffixed(window_us));
+            match calendar {
+                // The zone as the bundled database spells it, checked here.
+                Some(calendar) => {
+                    let unit = quote::format_ident!("{}", format!("{:?}", calendar.unit));
+                    let zone = calendar.zone;
+                    quote!(#p::Strategy::per_calendar(#limit, #p::Calendar { unit: #p::CalendarUnit::#unit, zone: #zone }))
+                }
+                None => quote!(#p::Strategy::new(#limit, #window_us)),
+            }
         });
         quote!(&[#(#list),*])
     };

@@ -35,7 +35,7 @@ fn expansion_is_one_site_one_call_one_branch() {
     // Written in the variable the call reads, not built in a block and moved.
     assert!(out.contains("let mut __redlimit_key = :: redlimit :: __private :: KeyBuf :: new () ;"), "{out}");
     assert!(out.contains("KeyBuf :: as_bytes (& __redlimit_key)"), "{out}");
-    assert!(out.contains("Policy :: __sliding_window (& [:: redlimit :: __private :: Strategy { limit : 10u64 , window_us : 1000000u64 } , :: redlimit :: __private :: Strategy { limit : 100u64 , window_us : 60000000u64 }] , 100000u64)"), "{out}");
+    assert!(out.contains("Policy :: __sliding_window (& [:: redlimit :: __private :: Strategy :: new (10u64 , 1000000u64) , :: redlimit :: __private :: Strategy :: new (100u64 , 60000000u64)] , 100000u64)"), "{out}");
     assert!(!out.contains("compile_error"), "{out}");
 }
 

@@ -24,6 +24,9 @@ pub mod failures {}
 #[doc = include_str!("../docs/guide/clocks.md")]
 pub mod clocks {}
 
+#[doc = include_str!("../docs/guide/calendar.md")]
+pub mod calendar {}
+
 #[doc = include_str!("../docs/guide/concurrency.md")]
 pub mod concurrency {}
 

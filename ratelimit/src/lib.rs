@@ -41,7 +41,7 @@ pub mod __private {
     pub use crate::site::macro_support::{AsPolicy, Cost, DenialError, Failed, Fallback, IntoDenial};
     pub use crate::site::{Site, SiteCall};
     pub use crate::{OnError, Policy, RateLimited};
-    pub use redlimit_grammar::{Rate, Strategy};
+    pub use redlimit_grammar::{Calendar, CalendarUnit, Rate, Strategy};
 
     // Internals that tests, examples and the bench reach: the stores' wire
     // format, and the scripts' text.
@@ -75,7 +75,7 @@ pub use limiter::on_error::OnError;
 pub use limiter::Limiter;
 pub use permit::lost::{permit_lost, until_permit_lost};
 pub use permit::Permit;
-pub use policy::{Policy, Rate, Refill, Strategy};
+pub use policy::{Calendar, CalendarUnit, Policy, Rate, Refill, Strategy};
 pub use prefetch::{PrefetchStats, DEFAULT_PREFETCH_TTL};
 pub use rate_limited::{DenialReason, Key, RateLimited};
 pub use redlimit_grammar::AlgorithmKind;
@@ -86,7 +86,7 @@ pub use redlimit_grammar::AlgorithmKind;
 /// use redlimit::{AlgorithmKind, GrammarError, Param, Policy, PolicySpec, Strategy};
 ///
 /// let mut spec = PolicySpec::new(AlgorithmKind::SlidingLog);
-/// spec.strategies = Some(vec![Strategy { limit: 5, window_us: 3_000_000 }]);
+/// spec.strategies = Some(vec![Strategy::new(5, 3_000_000)]);
 /// assert_eq!(Policy::from_spec(spec)?.to_string(), "sliding_log 5/3s");
 /// assert_eq!(AlgorithmKind::Gcra.params(), [Param::Rate, Param::Burst]);
 /// let unknown: GrammarError = AlgorithmKind::from_name("bucket").unwrap_err();

@@ -92,7 +92,10 @@ fn spec() -> impl Strategy<Value = PolicySpec> {
             .filter(|_| given(Param::Precision));
             if given(Param::Strategies) {
                 spec.strategies = Some(
-                    strategies.into_iter().map(|(limit, window_us)| redlimit::Strategy { limit, window_us }).collect(),
+                    strategies
+                        .into_iter()
+                        .map(|(limit, window_us)| redlimit::Strategy::new(limit, window_us))
+                        .collect(),
                 );
             }
             spec.capacity = Some(capacity).filter(|_| given(Param::Capacity));

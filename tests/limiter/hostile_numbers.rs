@@ -44,7 +44,7 @@ fn spec(kind: AlgorithmKind, edit: impl FnOnce(&mut PolicySpec)) -> Result<Polic
 /// failed on Redis. Each is now the parser's own error.
 #[test]
 fn policies_built_from_numbers_meet_the_grammar() {
-    let strategies = |limit, window_us| Some(vec![Strategy { limit, window_us }]);
+    let strategies = |limit, window_us| Some(vec![Strategy::new(limit, window_us)]);
     let rate = |count, period_us| Some(Rate { count, period_us });
     use AlgorithmKind::*;
     let cases: Vec<(Result<Policy, Error>, &str)> = vec![

@@ -2,7 +2,8 @@
 //! memory twin with the Lua scripts, redis-cell's GCRA, quotas, atomicity
 //! under concurrency, concurrency limiters held only through `acquire`, the
 //! deny cache, constructors and hostile input, a
-//! policy per call, denial texts, policies as text, dry-run trials and bucket refunds.
+//! policy per call, denial texts, policies as text, dry-run trials, bucket refunds
+//! and calendar windows.
 //!
 //! One test binary for the area, one module per former test file (each
 //! binary links the whole dependency tree, so fewer build much faster).
@@ -15,6 +16,8 @@
 
 #[cfg(feature = "redis")]
 mod bucket_refunds_late;
+#[cfg(feature = "redis")]
+mod calendar;
 #[cfg(feature = "redis")]
 mod concurrency;
 #[cfg(feature = "redis")]

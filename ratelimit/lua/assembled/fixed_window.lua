@@ -26,11 +26,23 @@ end
 local function decider(policy)
 -- policy_windows.lua: the windows reader. Sets `precision` (µs; 0 but for
 -- a sliding window), then `limits` and `windows` (µs), one entry per
--- strategy in declared order, from `policy` (lua/README.md).
+-- strategy in declared order, from `policy` (lua/README.md). A fixed
+-- window with calendar strategies sends -1 for the precision, then a third
+-- number per strategy: `opens`, where the calendar window holding the call
+-- begins (µs; its `windows` entry is that window's length), -1 for a
+-- window started by a key's first hit (left nil).
 local precision = struct_unpack('<d', policy)
-local limits, windows = {}, {}
-for i = 1, (#policy - 8) / 16 do
-  limits[i], windows[i] = struct_unpack('<dd', policy, 16 * i - 7)
+local limits, windows, opens = {}, {}, {}
+if precision < 0 then
+  for i = 1, (#policy - 8) / 24 do
+    local open
+    limits[i], windows[i], open = struct_unpack('<ddd', policy, 24 * i - 15)
+    if open >= 0 then opens[i] = open end
+  end
+else
+  for i = 1, (#policy - 8) / 16 do
+    limits[i], windows[i] = struct_unpack('<dd', policy, 16 * i - 7)
+  end
 end
 return function(key, cost, kind, now, slack, permit)
 -- prelude.lua: opens `decide(key, cost, kind, now, slack, permit)` in every
@@ -118,18 +130,26 @@ local function expire_after(us)
   call('PEXPIRE', key, string.format('%d', ms))
 end
 -- fixed_window.lua: per strategy, a window of W started by the first admitted
--- hit after the previous window ended; pass iff every strategy has
--- count + cost <= limit. Twin: src/algo/fixed_window.rs.
+-- hit after the previous window ended, or, for a calendar strategy, the
+-- day, week, month or year of its zone holding the call, whose bounds the
+-- client sends (opens[i], opens[i] + windows[i]); pass iff every strategy
+-- has count + cost <= limit. Twin: src/algo/fixed_window.rs.
 --
--- Policy     local limits, windows = {<L_1>, ...}, {<W_1 µs>, ...}  (policy_windows.lua)
+-- Policy     local limits, windows, opens = {<L_1>, ...}, {<W_1 µs>, ...},
+--            {<calendar start µs or nil>, ...}  (policy_windows.lua)
 -- Values     decide's (lua/README.md, "A call's values").
 -- Returns    the window reply (window.lua).
 --
 -- State (a hash): for strategy i (1-based) "s<i>" = window start µs, "c<i>"
 -- = count in that window, "w<i>" = its length (µs) under the policy that
 -- last wrote it. The call is judged at the latest start if now is
--- earlier (clock.lua), so a window covers now iff now - start < W
--- (half-open). Written only when allowed, cost > 0 and not a peek; by a
+-- earlier (clock.lua), so a window covers now iff now < its end
+-- (half-open): start + W, or for a calendar strategy (`ends_at`) the
+-- calendar window's end if it began inside it, none if it began before
+-- (it ended), and start + its "w<i>" if it began after (a client clock
+-- behind the one that wrote it). A calendar window starts at its bound,
+-- not at the call, and records its own length (a day's follows the clock
+-- changes). Written only when allowed, cost > 0 and not a peek; by a
 -- denied check (cost within every limit) under a window longer than a
 -- running one's "w<i>": that window runs on by the longer, so "w<i>" takes
 -- it and the TTL its end, unless a window the key holds ends later; and by
@@ -163,6 +183,16 @@ end
 
 -- The counter's unit of window (fixed_window_counter.lua's).
 local per_ms = 2097152
+
+-- When a window of strategy i that began at s, recorded with length w, ends
+-- at this call (src/algo/fixed_window.rs, `Rule::end`).
+local function ends_at(i, s, w)
+  local from = opens[i]
+  if not from then return s + windows[i] end
+  if s < from then return s end
+  if s < from + windows[i] then return from + windows[i] end
+  return s + w
+end
 
 -- s<i>, c<i>, w<i> for every strategy, and s<k+1>: present only if an
 -- earlier policy under this name had more strategies, whose windows run on.
@@ -211,11 +241,13 @@ local runs = {}
 for j = k + 1, last do
   runs[j] = now - kept[j][1] < kept[j][3]
 end
-local starts, counts = {}, {}
+-- The running windows: start, count and the length each runs by.
+local starts, counts, lens = {}, {}, {}
 for i = 1, k do
   local s, c = tonumber(h[3 * i - 2]), tonumber(h[3 * i - 1])
-  if s and c and now - s < windows[i] then
-    starts[i], counts[i] = s, c
+  local e = s and c and ends_at(i, s, tonumber(h[3 * i]) or 0)
+  if e and now < e then
+    starts[i], counts[i], lens[i] = s, c, e - s
   else
     starts[i], counts[i] = false, 0
   end
@@ -233,7 +265,7 @@ elseif refund then
   local args = {}
   for i = 1, k do
     local s = starts[i]
-    if s and s <= taken and taken - s < windows[i] and cost > 0 and counts[i] > 0 then
+    if s and s <= taken and taken - s < lens[i] and cost > 0 and counts[i] > 0 then
       if cost >= counts[i] then counts[i] = 0 else counts[i] = counts[i] - cost end
       local j = #args
       args[j + 1], args[j + 2] = 'c' .. i, string.format('%d', counts[i])
@@ -261,7 +293,7 @@ if not allowed and not never then
   retry = 0
   for i = 1, k do
     if violates(violated, i) and starts[i] then
-      local e = starts[i] + windows[i] - now
+      local e = starts[i] + lens[i] - now
       retries[i] = e
       if e > retry then retry = e end
     end
@@ -274,13 +306,14 @@ local reset, ends, after = 0, {}, {}
 for i = 1, k do
   local s = starts[i]
   if taken > 0 and not s then
-    s = now
+    s = opens[i] or now
+    lens[i] = ends_at(i, s, 0) - s
     starting = true
   end
   after[i] = s
   local e = 0
   if s then
-    e = s + windows[i] - now
+    e = s + lens[i] - now
     if e > reset then reset = e end
     if e < 0 then e = 0 end
   end
@@ -290,7 +323,7 @@ end
 if taken > 0 and not peek then
   local same = true
   for i = 1, k do
-    if tonumber(h[3 * i]) ~= windows[i] then same = false end
+    if tonumber(h[3 * i]) ~= lens[i] then same = false end
   end
   if starting or last > k or counter or not same then
     -- The kept windows up to the last that runs, each counting the call.
@@ -308,7 +341,7 @@ if taken > 0 and not peek then
       local n = #args
       args[n + 1], args[n + 2] = 's' .. i, string.format('%d', after[i])
       args[n + 3], args[n + 4] = 'c' .. i, string.format('%d', counts[i] + taken)
-      args[n + 5], args[n + 6] = 'w' .. i, string.format('%d', windows[i])
+      args[n + 5], args[n + 6] = 'w' .. i, string.format('%d', lens[i])
     end
     for j = k + 1, keep do
       local c = kept[j][2]
@@ -335,9 +368,9 @@ if not allowed and not peek and not refund and cost > 0 and not never then
   local args, lengths = {}, {}
   for i = 1, k do
     lengths[i] = tonumber(h[3 * i]) or 0
-    if starts[i] and lengths[i] < windows[i] then
-      lengths[i] = windows[i]
-      args[#args + 1], args[#args + 2] = 'w' .. i, string.format('%d', windows[i])
+    if starts[i] and lengths[i] < lens[i] then
+      lengths[i] = lens[i]
+      args[#args + 1], args[#args + 2] = 'w' .. i, string.format('%d', lens[i])
     end
   end
   if #args > 0 then

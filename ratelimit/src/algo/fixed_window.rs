@@ -1,5 +1,6 @@
 //! Twin of `lua/fixed_window.lua`: per strategy, a window started by the first
-//! admitted hit after the previous one ended.
+//! admitted hit after the previous one ended, or, for a calendar strategy,
+//! the day, week, month or year of its zone holding the call.
 //!
 //! A key may hold more windows than the policy deciding it has strategies
 //! (an earlier policy of the name had more): an admitted call counts in each
@@ -12,6 +13,7 @@
 use super::{judge, least_room, retry_times};
 use crate::backend::{CallKind, Outcome, QuotaOutcome};
 use crate::policy::Strategy;
+use redlimit_grammar::MAX_STRATEGIES;
 
 /// Per strategy (declared order): the current window's start and count, and
 /// the length it runs by: its last writer's policy's, or a longer one it was
@@ -29,9 +31,45 @@ struct Window {
     window_us: u64,
 }
 
-impl Window {
-    fn pair(self) -> (u64, u64) {
-        (self.start, self.count)
+/// How one strategy judges windows at this call: by its length from a
+/// window's start, or by the bounds of the calendar window holding the call.
+#[derive(Debug, Clone, Copy)]
+struct Rule {
+    window_us: u64,
+    calendar: Option<(u64, u64)>,
+}
+
+impl Rule {
+    /// Strategy `s`'s rule; the calendar bounds are those of the time the
+    /// call carried, as the client works them out for the script.
+    fn of(s: &Strategy, now: u64) -> Rule {
+        // A validated zone places every time a clock gives; were one
+        // unplaceable, the window would be a rolling one of its longest length.
+        Rule { window_us: s.window_us, calendar: s.calendar.and_then(|c| c.window_at(now)) }
+    }
+
+    /// Where a window this call starts begins.
+    fn opening(self, now: u64) -> u64 {
+        self.calendar.map_or(now, |(start, _)| start)
+    }
+
+    /// When a window that began at `start`, recorded with `length`, ends
+    /// under this rule: a calendar window started before the call's has
+    /// ended (at its start, as far as this call is concerned); one started
+    /// in a later calendar window (a client clock behind the one that
+    /// wrote it) runs by its recorded length.
+    fn end(self, start: u64, length: u64) -> u64 {
+        match self.calendar {
+            None => start.saturating_add(self.window_us),
+            Some((from, _)) if start < from => start,
+            Some((_, until)) if start < until => until,
+            Some(_) => start.saturating_add(length),
+        }
+    }
+
+    /// The length a window that began at `start` runs by under this rule.
+    fn length(self, start: u64, length: u64) -> u64 {
+        self.end(start, length) - start
     }
 }
 
@@ -50,25 +88,45 @@ pub(crate) fn decide(
     cost: u64,
     kind: CallKind,
 ) -> (Outcome, bool) {
+    // On the stack: a known key's decision allocates nothing.
+    let mut rules = [Rule { window_us: 0, calendar: None }; MAX_STRATEGIES];
+    for (rule, s) in rules.iter_mut().zip(strategies) {
+        *rule = Rule::of(s, now);
+    }
+    decide_by(strategies, &rules[..strategies.len().min(MAX_STRATEGIES)], state, now, cost, kind)
+}
+
+/// [`decide`] by each strategy's rule at this call.
+fn decide_by(
+    strategies: &[Strategy],
+    rules: &[Rule],
+    state: &mut Option<Windows>,
+    now: u64,
+    cost: u64,
+    kind: CallKind,
+) -> (Outcome, bool) {
+    // A validated policy has a rule per strategy; the extra ones are left out.
+    let strategies = &strategies[..rules.len()];
     let stored: &[Option<Window>] = state.as_ref().map_or(&[], |w| &w.slots);
     // Judged at the latest start if now is earlier: no call goes back before
     // a recorded one. Inside live windows, any time from there on finds the
     // same windows, so a write that starts none needs no time recorded.
     let now = stored.iter().flatten().map(|slot| slot.start).fold(now, u64::max);
-    let current = |i: usize| live(stored.get(i).copied().flatten().map(Window::pair), &strategies[i], now);
+    let current = |i: usize| live(stored.get(i).copied().flatten(), rules[i], now);
     if let CallKind::Refund(of) = kind {
-        let mut slots: Vec<Option<(u64, u64)>> = (0..strategies.len()).map(current).collect();
-        return refund(strategies, state, &mut slots, now, cost, of.taken_us);
+        let mut slots: Vec<Option<Window>> = (0..strategies.len()).map(current).collect();
+        return refund(strategies, rules, state, &mut slots, now, cost, of.taken_us);
     }
     let verdict = judge(strategies, (0..strategies.len()).map(|i| count(current(i))), cost);
     let take = verdict.allowed && cost > 0;
     // The windows as they stand after this call (as if taken, for a peek).
-    let after = |i: usize| taken(current(i), take, now, cost);
+    let after = |i: usize| taken(current(i), rules[i], take, now, cost);
     let (limit, remaining) = least_room(strategies, (0..strategies.len()).map(|i| count(after(i))));
-    let ends = |slot: &dyn Fn(usize) -> Option<(u64, u64)>, mask: u32| {
+    let end = |i: usize, w: Window| rules[i].end(w.start, w.window_us).saturating_sub(now);
+    let ends = |slot: &dyn Fn(usize) -> Option<Window>, mask: u32| {
         (0..strategies.len())
             .filter(|i| mask >> i & 1 == 1)
-            .filter_map(|i| slot(i).map(|(start, _)| (start + strategies[i].window_us).saturating_sub(now)))
+            .filter_map(|i| slot(i).map(|w| end(i, w)))
             .max()
             .unwrap_or(0)
     };
@@ -84,7 +142,7 @@ pub(crate) fn decide(
             .enumerate()
             .map(|(i, s)| {
                 let (remaining, reset_after_us) = match after(i) {
-                    Some((start, count)) => (s.limit.saturating_sub(count), (start + s.window_us).saturating_sub(now)),
+                    Some(w) => (s.limit.saturating_sub(w.count), end(i, w)),
                     None => (s.limit, 0),
                 };
                 QuotaOutcome { remaining, reset_after_us, retry_after_us: retries.get(i).copied().flatten() }
@@ -97,15 +155,12 @@ pub(crate) fn decide(
     let known = state.as_ref().is_some_and(|w| w.slots.len() >= strategies.len());
     if write && !known {
         // A new key, or one stored under fewer strategies.
-        let slot =
-            |i: usize| after(i).map(|(start, count)| Window { start, count, window_us: strategies[i].window_us });
-        *state = Some(Windows { slots: (0..strategies.len()).map(slot).collect() });
+        *state = Some(Windows { slots: (0..strategies.len()).map(after).collect() });
     } else if let (true, Some(windows)) = (write, state.as_mut()) {
         // Each window follows from its own stored value: written in place.
         let (own, kept) = windows.slots.split_at_mut(strategies.len());
-        for (slot, s) in own.iter_mut().zip(strategies) {
-            let (start, count) = taken(live(slot.map(Window::pair), s, now), take, now, cost).unwrap_or_default();
-            *slot = Some(Window { start, count, window_us: s.window_us });
+        for (slot, &rule) in own.iter_mut().zip(rules) {
+            *slot = taken(live(*slot, rule, now), rule, take, now, cost);
         }
         // Windows beyond the policy's count the call while they run.
         let mut outlives = false;
@@ -128,10 +183,11 @@ pub(crate) fn decide(
     let denied = kind == CallKind::Check && !verdict.allowed && cost > 0 && strategies.iter().all(|s| cost <= s.limit);
     if let (true, Some(windows)) = (denied, state.as_mut()) {
         let mut grown = false;
-        for (slot, s) in windows.slots.iter_mut().zip(strategies) {
-            if let Some(slot) = slot.as_mut().filter(|slot| now - slot.start < s.window_us) {
-                grown |= slot.window_us < s.window_us;
-                slot.window_us = slot.window_us.max(s.window_us);
+        for (slot, &rule) in windows.slots.iter_mut().zip(rules) {
+            if let Some(slot) = slot.as_mut().filter(|slot| now < rule.end(slot.start, slot.window_us)) {
+                let length = rule.length(slot.start, slot.window_us);
+                grown |= slot.window_us < length;
+                slot.window_us = slot.window_us.max(length);
             }
         }
         let within =
@@ -141,23 +197,27 @@ pub(crate) fn decide(
     (verdict.outcome((limit, remaining), (reset_after_us, retry_after_us), now, quotas), moves_expiry)
 }
 
-/// A stored window, if it still runs at `now`.
-fn live(slot: Option<(u64, u64)>, strategy: &Strategy, now: u64) -> Option<(u64, u64)> {
-    slot.filter(|&(start, _)| now - start < strategy.window_us)
+/// A stored window, if it still runs at `now`, by the length `rule` judges it by.
+fn live(slot: Option<Window>, rule: Rule, now: u64) -> Option<Window> {
+    slot.filter(|w| now < rule.end(w.start, w.window_us))
+        .map(|w| Window { window_us: rule.length(w.start, w.window_us), ..w })
 }
 
 /// A live window after a call that took `cost` (`take`) or nothing.
-fn taken(slot: Option<(u64, u64)>, take: bool, now: u64, cost: u64) -> Option<(u64, u64)> {
+fn taken(slot: Option<Window>, rule: Rule, take: bool, now: u64, cost: u64) -> Option<Window> {
     match (slot, take) {
-        (Some((start, count)), true) => Some((start, count + cost)),
-        (None, true) => Some((now, cost)),
+        (Some(w), true) => Some(Window { count: w.count + cost, ..w }),
+        (None, true) => {
+            let start = rule.opening(now);
+            Some(Window { start, count: cost, window_us: rule.length(start, 0) })
+        }
         (slot, false) => slot,
     }
 }
 
 /// Permits a window holds.
-fn count(slot: Option<(u64, u64)>) -> u64 {
-    slot.map_or(0, |(_, c)| c)
+fn count(slot: Option<Window>) -> u64 {
+    slot.map_or(0, |w| w.count)
 }
 
 /// Gives `cost` back to every window still running at `now` (`live`, then
@@ -168,8 +228,9 @@ fn count(slot: Option<(u64, u64)>) -> u64 {
 #[cold]
 fn refund(
     strategies: &[Strategy],
+    rules: &[Rule],
     state: &mut Option<Windows>,
-    live: &mut [Option<(u64, u64)>],
+    live: &mut [Option<Window>],
     now: u64,
     cost: u64,
     taken: u64,
@@ -177,14 +238,14 @@ fn refund(
     let mut write = false;
     let counted = |start: u64, window_us: u64| start <= taken && taken - start < window_us;
     for (i, slot) in live.iter_mut().enumerate() {
-        if let Some((start, count)) = slot {
-            if counted(*start, strategies[i].window_us) && cost > 0 && *count > 0 {
-                *count = count.saturating_sub(cost);
+        if let Some(w) = slot {
+            if counted(w.start, w.window_us) && cost > 0 && w.count > 0 {
+                w.count = w.count.saturating_sub(cost);
                 write = true;
                 // The lowered count, beside the other windows as stored
                 // (an ended one's start still bounds how late a call is judged).
-                if let Some(Some(stored)) = state.as_mut().and_then(|w| w.slots.get_mut(i)) {
-                    stored.count = *count;
+                if let Some(Some(stored)) = state.as_mut().and_then(|s| s.slots.get_mut(i)) {
+                    stored.count = w.count;
                 }
             }
         }
@@ -199,12 +260,8 @@ fn refund(
             }
         }
     }
-    let slots = live
-        .iter()
-        .zip(strategies)
-        .map(|(slot, s)| slot.map(|(start, count)| Window { start, count, window_us: s.window_us }))
-        .collect();
-    let (outcome, _) = decide(strategies, &mut Some(Windows { slots }), now, 0, CallKind::Peek);
+    let slots = live.to_vec();
+    let (outcome, _) = decide_by(strategies, rules, &mut Some(Windows { slots }), now, 0, CallKind::Peek);
     // As for a check: a kept window outliving the reset keeps the key's end.
     (outcome.clone(), write && latest_kept <= outcome.now_us + outcome.reset_after_us)
 }

@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn a_full_window_at_one_precision_is_full_at_another_and_only_a_write_converts() {
-        let strategies = [Strategy { limit: 3, window_us: 60 * S }];
+        let strategies = [Strategy::new(3, 60 * S)];
         let mut state = Some(SubWindows { precision: S, counts: [(59, 3)].into() });
         let at = |state: &mut Option<SubWindows>, precision, now_s: u64, peek| {
             decide(&strategies, precision, state, now_s * S, 1, peek)

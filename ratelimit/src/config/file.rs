@@ -154,7 +154,7 @@ fn policy(
                 }
                 Err(m) => {
                     fail(m);
-                    spec.strategies = Some(vec![redlimit_grammar::Strategy { limit: 1, window_us: 1_000_000 }]);
+                    spec.strategies = Some(vec![redlimit_grammar::Strategy::new(1, 1_000_000)]);
                     malformed.push(Param::Strategies);
                     continue;
                 }

@@ -6,7 +6,7 @@ pub(crate) use text::read;
 
 use crate::error::Error;
 use redlimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
-pub use redlimit_grammar::{Rate, Refill, Strategy};
+pub use redlimit_grammar::{Calendar, CalendarUnit, Rate, Refill, Strategy};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -146,7 +146,10 @@ impl Policy {
         self
     }
 
-    /// A fixed window per strategy, started by a key's first hit.
+    /// A fixed window per strategy, started by a key's first hit, or, for a
+    /// calendar strategy (`1000/1d@Europe/Paris`; units `1d`, `1w`, `1mo`,
+    /// `1y`), the day, ISO week, month or year of a time zone holding the
+    /// call ([calendar windows](crate::guide::calendar)).
     ///
     /// On Redis with its own clock (the default), a policy of one strategy
     /// whose limit is below 2^20 and window below 2^32 ms is a counter whose
@@ -305,7 +308,7 @@ impl Policy {
     /// use redlimit::PolicySpec;
     ///
     /// let mut spec = PolicySpec::new(AlgorithmKind::FixedWindow);
-    /// spec.strategies = Some(vec![Strategy { limit: 10, window_us: 0 }]);
+    /// spec.strategies = Some(vec![Strategy::new(10, 0)]);
     /// let err = Policy::from_spec(spec).unwrap_err().to_string();
     /// assert_eq!(err, "invalid rate limit policy: `10/0s`: duration `0s` is zero: a window or period must be longer than zero");
     /// assert!(Policy::fixed_window("10/0s").unwrap_err().to_string().ends_with(&err[27..]));

@@ -4,6 +4,7 @@ use super::batches::batch::Batcher;
 use super::connection::failure::from_redis;
 use super::eval::{bounded, Eval};
 use super::scripts::arguments::Sent;
+use super::scripts::calendar::CalendarPlans;
 use super::scripts::family::Family;
 use super::scripts::plan::Plan;
 use crate::backend::{Answer, Bound, BoxFuture, Call, CallKind};
@@ -22,6 +23,8 @@ pub(crate) struct RedisBound {
     pub(super) eval: Arc<Eval>,
     pub(super) batcher: Option<Batcher>,
     pub(super) plan: Arc<Plan>,
+    /// A calendar policy's plan per calendar window (then `plan` is unused).
+    pub(super) calendar: Option<CalendarPlans>,
     pub(super) key_prefix: Vec<u8>,
     /// What the script's outcome becomes a [`Decision`] under.
     pub(super) policy: Policy,
@@ -42,11 +45,19 @@ impl Bound for RedisBound {
                 return Answer::Now(Err(refused));
             }
         }
-        let sent = Sent { cost: call.cost, kind: call.kind, now_us: clock.now_us() };
+        let mut now_us = clock.now_us();
+        // Redis's clock cannot tell a zone's calendar: a calendar policy is
+        // decided at this process's time, whose windows its numbers name.
+        let calendar = self.calendar.as_ref().map(|plans| {
+            let now = *now_us.get_or_insert_with(crate::clock::system_now_us);
+            plans.at(crate::clock::bounded(now))
+        });
+        let sent = Sent { cost: call.cost, kind: call.kind, now_us };
         Answer::Later(Box::pin(async move {
+            let plan = calendar.as_ref().unwrap_or(&self.plan);
             let outcome = match &self.batcher {
-                Some(batcher) => batcher.decide(&self.plan, storage_key, sent).await,
-                None => self.eval.one(&self.plan, &storage_key, sent).await,
+                Some(batcher) => batcher.decide(plan, storage_key, sent).await,
+                None => self.eval.one(plan, &storage_key, sent).await,
             };
             outcome.map(|outcome| outcome.into_decision(&self.policy))
         }))

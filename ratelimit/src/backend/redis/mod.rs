@@ -121,6 +121,7 @@ impl Backend for RedisBackend {
         Arc::new(RedisBound {
             eval: self.eval.clone(),
             batcher: self.batcher.clone(),
+            calendar: scripts::calendar::CalendarPlans::of(policy, &plan),
             plan: Arc::new(plan),
             key_prefix: crate::key::key_prefix(prefix, policy, name),
             policy: policy.clone(),

@@ -17,7 +17,8 @@ const SECOND_US: u128 = 1_000_000;
 
 /// One rule of a policy as the `RateLimit-Policy` field states it.
 ///
-/// Window algorithms give one item per strategy (`10/1s` is `q=10;w=1`).
+/// Window algorithms give one item per strategy (`10/1s` is `q=10;w=1`; a
+/// calendar strategy's `w` is the longest its window can be).
 /// Buckets and GCRA have no window, so one is derived from their parameters:
 ///
 /// | algorithm | `q` | window |
@@ -43,6 +44,10 @@ const SECOND_US: u128 = 1_000_000;
 /// let items = PolicyItem::of(&Policy::fixed_window("10/100ms,100/1m")?);
 /// assert_eq!((items[0].name.as_str(), items[0].quota, items[0].window), ("10/100ms", 10, Some(1)));
 /// assert_eq!((items[1].name.as_str(), items[1].quota, items[1].window), ("100/1m", 100, Some(60)));
+///
+/// // A calendar day is stated as the longest a day can be, clock changes included.
+/// let daily = PolicyItem::of(&Policy::fixed_window("1000/1d@Europe/Paris")?);
+/// assert_eq!((daily[0].name.as_str(), daily[0].window), ("1000/1d@Europe/Paris", Some(26 * 3600)));
 ///
 /// // A bucket of 10 refilled 1 per 3 s takes 30 s to refill.
 /// let bucket = PolicyItem::of(&Policy::token_bucket(10, "1/3s")?);

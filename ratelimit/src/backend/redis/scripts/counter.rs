@@ -26,7 +26,7 @@
 //! memory store does: a window that grows runs to its start plus the
 //! longer window, never to the shorter one's TTL.
 
-use crate::policy::{Params, Policy};
+use crate::policy::{Params, Policy, Strategy};
 
 /// Limits below this keep a count and a cost below 2^21, the counter's
 /// unit of window (`lua/fixed_window_counter.lua`).
@@ -45,7 +45,7 @@ impl Counter {
     /// The counter form of `policy`, when it has one (see the module docs).
     pub(crate) fn of(policy: &Policy) -> Option<Counter> {
         let Params::FixedWindow { strategies } = &policy.params else { return None };
-        let [strategy] = &strategies[..] else { return None };
+        let [strategy @ Strategy { calendar: None, .. }] = &strategies[..] else { return None };
         let counter = Counter { limit: strategy.limit, window_ms: strategy.window_us / 1000 };
         let fits = counter.limit < LIMIT_BELOW && (1..WINDOW_MS_BELOW).contains(&counter.window_ms);
         (strategy.window_us % 1000 == 0 && fits).then_some(counter)

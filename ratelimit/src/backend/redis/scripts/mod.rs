@@ -7,9 +7,11 @@
 //! (`family.rs`) and the Lua they are made of (`fragments.rs`), a backend's
 //! scripts, loaded again after `NOSCRIPT` (`registry.rs`), a policy's plan
 //! (`plan.rs`) and what a call sends (`arguments.rs`), how a reply reads
-//! (`reply.rs`), and the fixed window kept as a counter (`counter.rs`).
+//! (`reply.rs`), the fixed window kept as a counter (`counter.rs`), and a
+//! calendar policy's plan per calendar window (`calendar.rs`).
 
 pub(super) mod arguments;
+pub(super) mod calendar;
 pub(crate) mod counter;
 pub(super) mod family;
 pub(super) mod fragments;
@@ -76,7 +78,7 @@ pub fn policy_argument(policy: &Policy, server_clock: bool) -> Vec<u8> {
 /// ```
 pub fn sliding_window_source(precision_us: u64, strategies: &[(u64, u64)], totals: bool) -> (String, Vec<u8>) {
     let strategies: Vec<Strategy> =
-        strategies.iter().map(|&(limit, window_us)| Strategy { limit, window_us }).collect();
+        strategies.iter().map(|&(limit, window_us)| Strategy::new(limit, window_us)).collect();
     let family = if totals { Family::SlidingWindowTotals } else { Family::SlidingWindow };
     (family.source(false), windows(precision_us, &strategies))
 }

@@ -47,6 +47,11 @@ pub(crate) fn plan(policy: &Policy, server_clock: bool) -> Plan {
         reply: Reply::Bucket { kind, constants: [first, n, p, step] },
     };
     match &policy.params {
+        // A calendar policy's numbers name a calendar window: made per window by `CalendarPlans`.
+        Params::FixedWindow { strategies } if strategies.iter().any(|s| s.calendar.is_some()) => Plan {
+            policy: super::calendar::calendar_windows(strategies, crate::clock::system_now_us()).0,
+            ..window(Family::FixedWindow, 0, strategies)
+        },
         Params::FixedWindow { strategies } => window(Family::FixedWindow, 0, strategies),
         Params::SlidingWindow { strategies, precision_us } => {
             let widest = strategies.iter().map(|s| s.window_us / precision_us).max().unwrap_or(0);
@@ -69,7 +74,7 @@ pub(crate) fn plan(policy: &Policy, server_clock: bool) -> Plan {
 /// One number as the scripts read it: a little-endian double (every
 /// policy number below 2^53 is held exactly; larger ones round as Lua's
 /// own parsing of them would).
-fn number(v: u64) -> [u8; 8] {
+pub(super) fn number(v: u64) -> [u8; 8] {
     (v as f64).to_le_bytes()
 }
 
