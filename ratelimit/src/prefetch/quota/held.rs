@@ -92,3 +92,58 @@ pub(crate) fn aged(decision: &Decision, elapsed: Duration, more: u64) -> Decisio
     }
     decision
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Threads spend one refill's permits while one of them takes the rest
+    /// out midway: each permit leaves once (spent, or taken out), and
+    /// none is left to spend after.
+    #[test]
+    fn every_permit_leaves_once_spent_or_taken_out() {
+        let policy = (7, false);
+        let taken = crate::limiter::on_error::unsettled(true, 100, std::time::SystemTime::now());
+        let held = Arc::new(Held::new(40_000, policy, (u64::MAX, None), taken, 0));
+        let threads: Vec<_> = (0..4)
+            .map(|thread| {
+                let held = held.clone();
+                std::thread::spawn(move || {
+                    let (mut spent, mut took) = (0, 0);
+                    while let Some(decision) = held.spend(policy, 1, 1) {
+                        assert!(decision.allowed);
+                        spent += 1;
+                        if thread == 0 && spent == 5_000 {
+                            took = held.take();
+                        }
+                    }
+                    (spent, took)
+                })
+            })
+            .collect();
+        let (spent, took) = threads
+            .into_iter()
+            .map(|thread| thread.join().unwrap())
+            .fold((0, 0), |sum, each| (sum.0 + each.0, sum.1 + each.1));
+        assert_eq!(spent + took, 40_000);
+        assert_eq!((held.left(), held.spend(policy, 1, 1)), (0, None));
+    }
+
+    #[test]
+    fn only_its_policy_spends_it_and_only_before_it_expires() {
+        let taken = crate::limiter::on_error::unsettled(true, 10, std::time::SystemTime::now());
+        let remaining = taken.remaining;
+        let held = Held::new(3, (7, false), (50, None), taken, 0);
+        assert!(held.spend((7, true), 1, 10).is_none(), "a trial of the policy is another");
+        assert!(held.spend((8, false), 1, 10).is_none());
+        assert!(held.spend((7, false), 1, 50).is_none(), "expired");
+        assert!(held.spend((7, false), 4, 10).is_none(), "more than held");
+        assert_eq!(
+            held.spend((7, false), 2, 10).map(|d| d.remaining),
+            Some(remaining + 1),
+            "the one left here counted"
+        );
+        assert_eq!(held.left(), 1);
+    }
+}
