@@ -72,6 +72,50 @@ async fn a_hot_key_spends_locally_and_a_fixed_window_stays_exact() {
     }
 }
 
+/// Many tasks on several threads spend one key's local quota at once, the
+/// store having nothing left: exactly the permits held here are admitted,
+/// each once, and every other call is denied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_tasks_spending_one_local_quota_at_once_admit_exactly_what_it_holds() {
+    let both = BothStores::start().await;
+    for (store_name, store) in both.each() {
+        // Refilled once an hour, on a clock that stands still: no permit comes back or expires meanwhile.
+        let policy = Policy::token_bucket(100, "1/1h").unwrap();
+        let name = format!("shared-{store_name}");
+        let limiter = Limiter::new(name.clone(), policy.clone(), store).with_prefetch(64).unwrap();
+        for _ in 0..64 {
+            assert!(limiter.check("k", 1).await.unwrap().allowed, "{store_name}: the bucket has room");
+        }
+        let plain = Limiter::new(name, policy, store);
+        while plain.check("k", 1).await.unwrap().allowed {}
+        let before = limiter.prefetch_stats();
+        let held = before.prefetched - before.spent - before.returned - before.wasted;
+        assert!(held >= 16, "{store_name}: {held} held here, too few to share");
+
+        let tasks: Vec<_> = (0..16)
+            .map(|_| {
+                let limiter = limiter.clone();
+                tokio::spawn(async move {
+                    let mut admitted = 0u64;
+                    for _ in 0..2 * held {
+                        admitted += limiter.check("k", 1).await.unwrap().allowed as u64;
+                    }
+                    admitted
+                })
+            })
+            .collect();
+        let mut admitted = 0;
+        for task in tasks {
+            admitted += task.await.unwrap();
+        }
+        assert_eq!(admitted, held, "{store_name}: each held permit admitted once, and nothing more");
+        let after = limiter.prefetch_stats();
+        assert_eq!(after.spent - before.spent, held, "{store_name}");
+        assert_eq!(after.prefetched - after.spent - after.returned - after.wasted, 0, "{store_name}: none held");
+        assert_eq!(plain.peek("k", 0).await.unwrap().remaining, 0, "{store_name}: the store gave out nothing more");
+    }
+}
+
 #[tokio::test]
 async fn unspent_permits_are_refunded_when_they_expire_and_wasted_when_their_window_ended() {
     let both = BothStores::start().await;

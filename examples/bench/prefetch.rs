@@ -4,12 +4,17 @@
 //! CPU per decision (`INFO cpu` before and after ÷ decisions made); the
 //! limits are far above what the run reaches, so every call is admitted and
 //! both sides do the same work per decision.
+//!
+//! `REDLIMIT_BENCH_PREFETCH_K` sets another k: one so large that refills
+//! are rare measures how fast this process spends, apart from how often
+//! every call waits for a refill's round trip (the p99 shows those waits).
 
 use crate::load::{drive, Measured};
 use crate::{flush, median_ratio, Options};
 use redis::aio::MultiplexedConnection;
 use redlimit::{Limiter, Policy, PrefetchStats, Store};
 
+/// k unless `REDLIMIT_BENCH_PREFETCH_K` sets another.
 const K: u64 = 100;
 const IN_FLIGHT: usize = 64;
 /// On ÷ off decisions per second, and off ÷ on Redis CPU per decision, asked of prefetch.
@@ -25,8 +30,12 @@ fn policies() -> Vec<(&'static str, Policy)> {
 
 /// Runs the section and prints its lines and targets.
 pub async fn run(store: &Store, admin: &mut MultiplexedConnection, options: Options) {
+    let k = match std::env::var("REDLIMIT_BENCH_PREFETCH_K") {
+        Ok(k) => k.parse().expect("REDLIMIT_BENCH_PREFETCH_K is a number of permits"),
+        Err(_) => K,
+    };
     println!(
-        "\nprefetch: Limiter::check of one hot key at {IN_FLIGHT} calls in flight, with_prefetch({K}) against none, in \
+        "\nprefetch: Limiter::check of one hot key at {IN_FLIGHT} calls in flight, with_prefetch({k}) against none, in \
          turn in each of {} rounds; {:?} measured per case; load average {}",
         options.rounds,
         options.window,
@@ -42,7 +51,7 @@ pub async fn run(store: &Store, admin: &mut MultiplexedConnection, options: Opti
                 off.push(measure(store, &policy, None, admin, run).await);
             }
             let limiter = Limiter::new(format!("bench.prefetch.{name}.{round}"), policy.clone(), store);
-            let limiter = limiter.with_prefetch(K).expect("this algorithm takes prefetch");
+            let limiter = limiter.with_prefetch(k).expect("this algorithm takes prefetch");
             on.push(measure(store, &policy, Some(&limiter), admin, run).await);
             let PrefetchStats { prefetched, spent, returned, wasted, .. } = limiter.prefetch_stats();
             for (sum, n) in stats.iter_mut().zip([prefetched, spent, returned, wasted]) {
@@ -58,8 +67,8 @@ pub async fn run(store: &Store, admin: &mut MultiplexedConnection, options: Opti
         let [prefetched, spent, returned, wasted] = stats;
         println!(
             "{name}: on {:.0}/s, off {:.0}/s, ×{speedup:.1}; redis cpu µs/decision on {:.3}, off {:.3} (×{cpu:.3}); \
-             evalsha/decision on {:.4}, off {:.3}; p50 µs on {:.0}, off {:.0}; permits prefetched {prefetched}, spent \
-             {spent}, returned {returned}, wasted {wasted}",
+             evalsha/decision on {:.4}, off {:.3}; p50 µs on {:.0}, off {:.0}; p99 µs on {:.0}, off {:.0}; permits \
+             prefetched {prefetched}, spent {spent}, returned {returned}, wasted {wasted}",
             on.ops_per_s,
             off.ops_per_s,
             on.server_cpu_us_per_op,
@@ -68,6 +77,8 @@ pub async fn run(store: &Store, admin: &mut MultiplexedConnection, options: Opti
             off.evalsha_per_op,
             on.p50_us,
             off.p50_us,
+            on.p99_us,
+            off.p99_us,
         );
         met &= speedup >= TARGET && cpu <= 1.0 / TARGET;
     }

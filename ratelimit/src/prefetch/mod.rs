@@ -6,8 +6,9 @@
 //!
 //! The folder owns prefetch: a limiter's and a site's (here), the records of
 //! the keys it holds quotas for (`records.rs`), and one key's quota deciding
-//! a call (`quota/`: its state under its lock in `local.rs`, and when a
-//! prefetching call's wait ends in `deadline.rs`).
+//! a call (`quota/`: the permits held, spent without a lock, in `held.rs`;
+//! its refills' state under its lock in `local.rs`; and when a prefetching
+//! call's wait ends in `deadline.rs`).
 
 mod quota;
 mod records;
@@ -15,13 +16,13 @@ mod records;
 use crate::backend::CallKind;
 use crate::decision::Decision;
 use crate::error::Error;
-use crate::prefetch::quota::{alone, Deadline, Moved};
+use crate::prefetch::quota::{alone, now_us, policy_id, Deadline, Moved};
 use crate::{algo, Limiter};
 use records::{Records, Tally};
 #[cfg(test)]
 use records::{MAX_RECORDS, SWEEP_ABOVE};
 use redlimit_grammar::AlgorithmKind;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// How long prefetched permits of a token bucket, leaky bucket or GCRA
@@ -35,7 +36,8 @@ pub const DEFAULT_PREFETCH_TTL: Duration = Duration::from_millis(50);
 pub(crate) struct Prefetch {
     max: u64,
     ttl_us: u64,
-    quotas: Mutex<Option<Records>>,
+    /// Written only for a new key, a sweep or a reset: spending only reads it.
+    quotas: RwLock<Option<Records>>,
     /// Made at the first count, shared with the tasks that give permits back.
     tally: once_cell::sync::OnceCell<Arc<Tally>>,
 }
@@ -102,7 +104,7 @@ impl Prefetch {
     pub(crate) const fn new(max: u64, ttl: Duration) -> Prefetch {
         let ttl_us = ttl.as_micros();
         let ttl_us = if ttl_us > u64::MAX as u128 { u64::MAX } else { ttl_us as u64 };
-        Prefetch { max, ttl_us, quotas: Mutex::new(None), tally: once_cell::sync::OnceCell::new() }
+        Prefetch { max, ttl_us, quotas: RwLock::new(None), tally: once_cell::sync::OnceCell::new() }
     }
 }
 
@@ -252,6 +254,11 @@ impl Limiter {
     /// refills it makes are not decisions of their own).
     pub(crate) async fn prefetched(&self, prefetch: &Prefetch, key: &[u8], cost: u64) -> Result<Decision, Error> {
         let mut moved = Moved::default();
+        // The common call of a hot key: spent here, through no lock another call of it holds.
+        if let Some(spent) = prefetch.spend((self, key), (policy_id(self), cost), now_us(self), &mut moved) {
+            prefetch.tally(self).add(moved);
+            return Ok(spent);
+        }
         let deadline = Deadline::from_now(self);
         let result = match prefetch.quota(self, key) {
             Some(quota) => quota.decide(self, key, cost, (prefetch.max, prefetch.ttl_us), (&mut moved, deadline)).await,

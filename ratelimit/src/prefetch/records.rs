@@ -4,7 +4,8 @@
 //! or the whole prefetch is dropped.
 
 use super::{Prefetch, PrefetchStats, PREFETCHED, RETURNED, SPENT, WASTED};
-use crate::prefetch::quota::{now_us, KeyQuota, LetGo, Moved, Unspent};
+use crate::decision::Decision;
+use crate::prefetch::quota::{now_us, KeyQuota, LetGo, Moved, PolicyId, Unspent};
 use crate::{observe, Limiter};
 use metrics::Counter;
 use std::collections::HashMap;
@@ -64,17 +65,39 @@ impl Prefetch {
         })
     }
 
+    /// Spends `cost` of the permits `key` holds under `limiter`, if it
+    /// holds enough of `policy`'s, unexpired at `now`. The records are only
+    /// read: calls of a hot key wait on no lock of each other's here.
+    pub(super) fn spend(
+        &self,
+        (limiter, key): (&Limiter, &[u8]),
+        (policy, cost): (PolicyId, u64),
+        now: u64,
+        moved: &mut Moved,
+    ) -> Option<Decision> {
+        let quotas = self.quotas.read().unwrap_or_else(PoisonError::into_inner);
+        let quota = quotas.as_ref()?.by_limiter.get(&owner(limiter))?.get(key)?;
+        quota.spend(policy, cost, now, moved)
+    }
+
     /// The quota of `key` under `limiter`, made if new; `None` when every
     /// record is taken and none is idle (the call goes without prefetch).
     pub(super) fn quota(&self, limiter: &Limiter, key: &[u8]) -> Option<Arc<KeyQuota>> {
-        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
+        let owner = owner(limiter);
+        {
+            let quotas = self.quotas.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(quota) = quotas.as_ref().and_then(|records| records.by_limiter.get(&owner)?.get(key)) {
+                return Some(quota.clone());
+            }
+        }
+        let mut quotas = self.quotas.write().unwrap_or_else(PoisonError::into_inner);
         let records = quotas.get_or_insert_with(|| Records {
             by_limiter: HashMap::new(),
             len: 0,
             sweep_at: SWEEP_ABOVE,
             swept_us: None,
         });
-        let owner = owner(limiter);
+        // Made by another call since the look above?
         if let Some(quota) = records.by_limiter.get(&owner).and_then(|by_key| by_key.get(key)) {
             return Some(quota.clone());
         }
@@ -108,11 +131,10 @@ impl Prefetch {
                 if Arc::strong_count(quota) > 1 {
                     return true;
                 }
-                let mut state = quota.state();
-                if !state.idle(now, ttl_us, full) {
+                if !quota.idle(now, ttl_us, full) {
                     return true;
                 }
-                if let Some(held) = state.take_held() {
+                if let Some(held) = quota.take_held() {
                     give_back_later(key.clone(), held, now, tally.clone());
                 }
                 false
@@ -133,10 +155,10 @@ impl Prefetch {
     /// Forgets `key`'s local permits under `limiter` (it was reset in the
     /// store), unless they count in another state than the one reset.
     pub(crate) fn forget(&self, limiter: &Limiter, key: &[u8]) {
-        let mut quotas = self.quotas.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut quotas = self.quotas.write().unwrap_or_else(PoisonError::into_inner);
         let Some(records) = quotas.as_mut() else { return };
         let Some(by_key) = records.by_limiter.get_mut(&owner(limiter)) else { return };
-        let Some(returned) = by_key.get(key).and_then(|quota| quota.state().forget(limiter)) else { return };
+        let Some(returned) = by_key.get(key).and_then(|quota| quota.forget(limiter)) else { return };
         // A refill under way completes into the removed quota: dropped with it.
         by_key.remove(key);
         records.len -= 1;
@@ -146,7 +168,7 @@ impl Prefetch {
     /// How many records this prefetch keeps.
     #[cfg(test)]
     pub(crate) fn records(&self) -> usize {
-        self.quotas.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map_or(0, |records| records.len)
+        self.quotas.read().unwrap_or_else(PoisonError::into_inner).as_ref().map_or(0, |records| records.len)
     }
 
     pub(super) fn stats(&self) -> PrefetchStats {
@@ -174,8 +196,7 @@ impl Drop for Prefetch {
         let records = self.quotas.get_mut().unwrap_or_else(PoisonError::into_inner).take();
         let Some(tally) = self.tally.get() else { return };
         for (key, quota) in records.into_iter().flat_map(|records| records.by_limiter.into_values()).flatten() {
-            let held = quota.state().take_held();
-            if let Some(held) = held {
+            if let Some(held) = quota.take_held() {
                 let now = held.from.as_ref().map_or_else(crate::clock::process_now_us, now_us);
                 give_back_later(key, held, now, tally.clone());
             }

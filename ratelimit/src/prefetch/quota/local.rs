@@ -1,31 +1,27 @@
-//! The state of one key's local quota, behind its lock: what is held, the
-//! refill in flight and the calls counting on it, the last refill that took
-//! nothing. Every method is a few loads and stores under that lock;
-//! `mod.rs` makes the calls to the store around them.
+//! The state of one key's local quota behind its lock: the refill in
+//! flight and the calls counting on it, the last refill that took nothing,
+//! and the permits held ([`Slot`], which calls spend without this lock,
+//! replaced or emptied only under it). Every method is a few loads and
+//! stores under that lock; `mod.rs` makes the calls to the store around them.
 
+use super::held::{aged, Held};
 use super::{Moved, PolicyId, Unspent};
-use crate::backend::Refunded;
 use crate::decision::Decision;
 use crate::error::Error;
 use crate::Limiter;
+use arc_swap::ArcSwapOption;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// What this process holds of one key's permits, and how much it takes next.
+/// The permits a key holds here, if a refill took some.
+pub(crate) type Slot = ArcSwapOption<Held>;
+
+/// How one key's permits are refilled here, and how much it takes next.
 #[derive(Debug, Default)]
 pub(crate) struct LocalQuota {
-    /// Permits taken from the store and not spent yet.
-    left: u64,
-    /// Until when they may be spent (µs, on the limiter's clock).
-    expires_us: u64,
-    /// When the fixed window they were taken in ends at the earliest (µs):
-    /// an expired quota past it has nothing to give back.
-    window_end_us: Option<u64>,
-    /// The limiter (without prefetch) whose policy took them: they are spent
-    /// only under that policy, and given back through it.
+    /// The limiter (without prefetch) whose policy took the permits held:
+    /// they are given back through it.
     from: Option<(Limiter, PolicyId)>,
-    /// The store's answer to the call that took them, with `remaining`
-    /// counting none of `left`: what a call spent here answers, aged.
-    taken: Option<(Decision, u64)>,
     /// How many permits the next refill asks for.
     size: u64,
     /// When the last refill was sent, if it was allowed.
@@ -83,16 +79,6 @@ pub(crate) struct Refilled {
 }
 
 impl LocalQuota {
-    /// Spends `cost` of the local permits, if they are `policy`'s, cover it and have not expired.
-    pub(crate) fn spend(&mut self, policy: PolicyId, cost: u64, now: u64, moved: &mut Moved) -> Option<Decision> {
-        if self.left < cost || now >= self.expires_us || self.from.as_ref().is_none_or(|(_, of)| *of != policy) {
-            return None;
-        }
-        self.left -= cost;
-        moved.spent = cost;
-        Some(self.answer(now))
-    }
-
     /// What a call of `policy` for `cost` that could not spend does now.
     pub(crate) fn arrive(&mut self, policy: PolicyId, cost: u64, now: u64) -> Arrival {
         if !self.refilling {
@@ -134,14 +120,15 @@ impl LocalQuota {
     }
 
     /// Marks a refill in flight and works out its size; takes out the
-    /// permits held (expired, or another policy's) to give back with it.
-    /// Returns them, the size, and the refills come back before it.
+    /// permits held in `slot` (expired, or another policy's) to give back
+    /// with it. Returns them, the size, and the refills come back before it.
     pub(crate) fn begin_refill(
         &mut self,
         policy: PolicyId,
         cost: u64,
         now: u64,
         (max, ttl_us): (u64, u64),
+        slot: &Slot,
     ) -> (Option<Unspent>, u64, u64) {
         let same = self.from.as_ref().is_some_and(|(_, of)| *of == policy);
         // A key called less often than once per ttl takes only its own
@@ -158,17 +145,18 @@ impl LocalQuota {
         self.refilling = true;
         self.sent_us = now;
         self.flight = (policy, self.size.saturating_sub(cost));
-        (self.take_held(), self.size, self.refills)
+        (self.take_held(slot), self.size, self.refills)
     }
 
     /// Records what a refill took (`took` of `limiter`'s permits, `cost`
-    /// of them this call's) or its denial or failure, and answers its call.
+    /// of them this call's, the rest held in `slot`) or its denial or
+    /// failure, and answers its call.
     pub(crate) fn settle(
         &mut self,
         limiter: &Limiter,
-        refill: Refilled,
-        taken: Result<(Decision, u64), Error>,
+        (refill, taken): (Refilled, Result<(Decision, u64), Error>),
         moved: &mut Moved,
+        slot: &Slot,
     ) -> Result<Decision, Error> {
         let Refilled { policy, cost, sent, back, ttl_us, window_reset_us } = refill;
         self.refilling = false;
@@ -187,17 +175,20 @@ impl LocalQuota {
         // Counted from when the refill was sent: the store judged it no
         // earlier, so its window ends no earlier than this.
         let window_end_us = window_reset_us.map(|reset| sent.saturating_add(reset));
-        self.expires_us = sent.saturating_add(window_reset_us.map_or(ttl_us, |reset| reset.min(ttl_us)));
-        self.window_end_us = window_end_us;
-        self.left = took - cost;
+        let expires_us = sent.saturating_add(window_reset_us.map_or(ttl_us, |reset| reset.min(ttl_us)));
         self.last_refill_us = Some(sent);
-        self.taken = Some((decision, sent));
         self.failed = None;
         if self.from.as_ref().is_none_or(|(_, of)| *of != policy) {
             self.from = Some((Limiter { prefetch: None, ..limiter.clone() }, policy));
         }
         *moved = Moved { prefetched: took, spent: cost, ..*moved };
-        Ok(self.answer(sent))
+        let left = took - cost;
+        let held = Held::new(left, policy, (expires_us, window_end_us), decision, sent);
+        // Answered before the permits are shown to the calls that spend them.
+        let answer = held.answer(sent, left);
+        // The permits held before were taken out when this refill began.
+        slot.store(Some(Arc::new(held)));
+        Ok(answer)
     }
 
     /// Whether the last refill was a denial of `policy` for `cost` still in
@@ -233,58 +224,36 @@ impl LocalQuota {
     /// `reset_by`; how many. `None` when they count in another state (of
     /// another algorithm, or a trial's beside the enforced policy's), which
     /// the reset left as it was: they stay.
-    pub(crate) fn forget(&mut self, reset_by: &Limiter) -> Option<u64> {
+    pub(crate) fn forget(&mut self, reset_by: &Limiter, slot: &Slot) -> Option<u64> {
         let trial = |limiter: &Limiter| limiter.enforcement.dry_run || limiter.rule.policy.is_dry_run();
         let same = |from: &Limiter| {
             from.rule.policy.algorithm() == reset_by.rule.policy.algorithm() && trial(from) == trial(reset_by)
         };
-        if self.left > 0 && self.from.as_ref().is_some_and(|(from, _)| !same(from)) {
+        let held = slot.load();
+        let left = held.as_ref().map_or(0, |held| held.left());
+        if left > 0 && self.from.as_ref().is_some_and(|(from, _)| !same(from)) {
             return None;
         }
         self.last_refill_us = None;
-        Some(std::mem::take(&mut self.left))
+        Some(held.as_ref().map_or(0, |held| held.take()))
     }
 
     /// Whether this quota may be dropped at `now`: no refill in flight, no
     /// permits that may still be spent (expired ones are given back as it
     /// is dropped), and, unless `pressed` for room, no recent refill to
     /// grow from.
-    pub(crate) fn idle(&self, now: u64, ttl_us: u64, pressed: bool) -> bool {
-        let unspendable = self.left == 0 || now >= self.expires_us;
+    pub(crate) fn idle(&self, now: u64, ttl_us: u64, pressed: bool, slot: &Slot) -> bool {
+        let unspendable = slot.load().as_ref().is_none_or(|held| held.left() == 0 || now >= held.expires_us);
         let cold = pressed || self.last_refill_us.is_none_or(|last| now.saturating_sub(last) > ttl_us);
         !self.refilling && unspendable && cold
     }
 
-    /// The permits still held, taken out to give back.
-    pub(crate) fn take_held(&mut self) -> Option<Unspent> {
-        let left = std::mem::take(&mut self.left);
+    /// The permits still held in `slot`, taken out to give back: no call can spend them after.
+    pub(crate) fn take_held(&mut self, slot: &Slot) -> Option<Unspent> {
+        let held = slot.load();
+        let held = held.as_ref()?;
+        let left = held.take();
         let from = self.from.as_ref().map(|(from, _)| from.clone());
-        let of = self.taken.as_ref().map(|(decision, _)| Refunded::of(decision));
-        (left > 0).then_some(Unspent { left, window_end_us: self.window_end_us, from, of })
+        (left > 0).then(|| Unspent { left, window_end_us: held.window_end_us, from, of: Some(held.refunded()) })
     }
-
-    /// The answer of a call that leaves `self.left` here: the refill's
-    /// decision aged to `now`, its `remaining` counting the local permits.
-    fn answer(&self, now: u64) -> Decision {
-        let Some((decision, at)) = &self.taken else {
-            // Unreachable: permits are only spent after a refill recorded its answer.
-            return crate::limiter::on_error::unsettled(true, self.left, std::time::SystemTime::now());
-        };
-        aged(decision, Duration::from_micros(now.saturating_sub(*at)), self.left)
-    }
-}
-
-/// `decision` as it reads `elapsed` later, with `more` permits remaining.
-fn aged(decision: &Decision, elapsed: Duration, more: u64) -> Decision {
-    let mut decision = decision.clone();
-    decision.remaining = decision.remaining.saturating_add(more);
-    decision.reset_after = decision.reset_after.saturating_sub(elapsed);
-    decision.retry_after = decision.retry_after.map(|retry| retry.saturating_sub(elapsed));
-    decision.decided_at += elapsed;
-    for quota in &mut decision.quotas {
-        quota.remaining = quota.remaining.saturating_add(more);
-        quota.reset_after = quota.reset_after.saturating_sub(elapsed);
-        quota.retry_after = quota.retry_after.and_then(|retry| retry.checked_sub(elapsed)).filter(|r| !r.is_zero());
-    }
-    decision
 }

@@ -1,6 +1,8 @@
 //! One key's local quota under prefetch: permits taken from the store in one
 //! call, spent here one call at a time until they run out or expire.
 //! `prefetch/mod.rs` owns the quotas of a limiter; this file decides one call.
+//! A call that can spend takes no lock (`held.rs`); the quota's lock
+//! (`local.rs`) orders the rest: refills, their waiters, give-backs.
 //!
 //! A key has one quota whatever policy decides it, holding the permits of
 //! one policy at a time: a call under another policy gives them back with
@@ -17,6 +19,7 @@
 //! call fails with the store's `Error::Timeout`.
 
 mod deadline;
+mod held;
 mod local;
 
 use crate::call::{Call, Refunded};
@@ -25,13 +28,13 @@ use crate::error::Error;
 use crate::Limiter;
 pub(crate) use deadline::Deadline;
 pub(crate) use local::LocalQuota;
-use local::{Arrival, Refilled};
+use local::{Arrival, Refilled, Slot};
 use redlimit_grammar::AlgorithmKind;
 
 /// Which policy permits were taken under: its fingerprint and whether it is a dry run.
 pub(crate) type PolicyId = (u64, bool);
 
-fn policy_id(limiter: &Limiter) -> PolicyId {
+pub(crate) fn policy_id(limiter: &Limiter) -> PolicyId {
     (limiter.rule.fingerprint(), limiter.rule.policy.is_dry_run())
 }
 
@@ -78,11 +81,12 @@ impl Unspent {
     }
 }
 
-/// One key's quota: its state, behind a lock no call holds across an
-/// await (spending is a few loads and stores), and the wake-up of the
-/// calls waiting for a refill.
+/// One key's quota: the permits held, which calls spend without a lock;
+/// its refills' state, behind a lock no call holds across an await; and
+/// the wake-up of the calls waiting for a refill.
 #[derive(Debug, Default)]
 pub(crate) struct KeyQuota {
+    held: Slot,
     state: std::sync::Mutex<LocalQuota>,
     refilled: tokio::sync::Notify,
 }
@@ -118,8 +122,32 @@ impl Drop for InRoom<'_> {
 }
 
 impl KeyQuota {
-    pub(crate) fn state(&self) -> std::sync::MutexGuard<'_, LocalQuota> {
+    fn state(&self) -> std::sync::MutexGuard<'_, LocalQuota> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Spends `cost` of the permits held, if they are `policy`'s, cover it
+    /// and have not expired at `now`; takes no lock.
+    pub(crate) fn spend(&self, policy: PolicyId, cost: u64, now: u64, moved: &mut Moved) -> Option<Decision> {
+        let decision = self.held.load().as_ref()?.spend(policy, cost, now)?;
+        moved.spent = cost;
+        Some(decision)
+    }
+
+    /// Whether this quota may be dropped at `now` (see [`LocalQuota::idle`]).
+    pub(crate) fn idle(&self, now: u64, ttl_us: u64, pressed: bool) -> bool {
+        self.state().idle(now, ttl_us, pressed, &self.held)
+    }
+
+    /// The permits still held, taken out to give back.
+    pub(crate) fn take_held(&self) -> Option<Unspent> {
+        self.state().take_held(&self.held)
+    }
+
+    /// Forgets the permits held, the key having been reset through
+    /// `reset_by` (see [`LocalQuota::forget`]); how many.
+    pub(crate) fn forget(&self, reset_by: &Limiter) -> Option<u64> {
+        self.state().forget(reset_by, &self.held)
     }
 
     /// Decides `limiter`'s call of `cost` (> 0) for `key`, taking up to
@@ -139,7 +167,8 @@ impl KeyQuota {
         let waiting = {
             let mut state = self.state();
             let now = now_us(limiter);
-            if let Some(spent) = state.spend(policy, cost, now, moved) {
+            // Under the lock a refill settles under: spends what it just brought.
+            if let Some(spent) = self.spend(policy, cost, now, moved) {
                 return Ok(spent);
             }
             match state.arrive(policy, cost, now) {
@@ -155,9 +184,9 @@ impl KeyQuota {
         if let Some((refilled, seen, counted)) = waiting {
             let _room = InRoom { quota: self, cost: counted, refill: seen };
             deadline.within(refilled).await?;
-            let mut state = self.state();
+            let state = self.state();
             let now = now_us(limiter);
-            if let Some(spent) = state.spend(policy, cost, now, moved) {
+            if let Some(spent) = self.spend(policy, cost, now, moved) {
                 return Ok(spent);
             }
             if let Some(shared) = state.shared(policy, cost, seen, now) {
@@ -183,14 +212,14 @@ impl KeyQuota {
         let sent = now_us(limiter);
         let refill = {
             let mut state = self.state();
-            if let Some(spent) = state.spend(policy, cost, sent, moved) {
+            if let Some(spent) = self.spend(policy, cost, sent, moved) {
                 return Ok(spent);
             }
             if let Some(timed_out) = deadline.passed() {
                 return Err(timed_out);
             }
             let free = !state.is_refilling();
-            free.then(|| state.begin_refill(policy, cost, sent, (max, ttl_us)))
+            free.then(|| state.begin_refill(policy, cost, sent, (max, ttl_us), &self.held))
         };
         let Some((held, size, refill)) = refill else {
             return alone(limiter, key, cost, (moved, deadline)).await;
@@ -206,7 +235,7 @@ impl KeyQuota {
         let window_reset_us = taken.as_ref().ok().and_then(|(decision, _)| window_reset_us(limiter, decision));
         let refilled = Refilled { policy, cost, sent, back: now_us(limiter), ttl_us, window_reset_us };
         // Settled, and the lock let go, before `_refilling` wakes the waiters.
-        let answer = self.state().settle(limiter, refilled, taken, moved);
+        let answer = self.state().settle(limiter, (refilled, taken), moved, &self.held);
         answer
     }
 }
