@@ -1,0 +1,223 @@
+//! Sending a request to the node that serves it: by its key's slot as the
+//! slot map says; again to the node a `MOVED` names (Redis refused the
+//! request without running it, and the map is learnt again); once to the
+//! node an `ASK` names, after `ASKING`. `PING` and `SCRIPT LOAD` go to
+//! every master, and one master's answer is enough.
+
+use super::super::request::Request;
+use super::nodes::{Awaited, Node};
+use super::Cluster;
+use redis::aio::ConnectionLike;
+use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisResult, ServerErrorKind, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The most `MOVED` one request follows: a slot moves once in a resharding
+/// step, so more says the nodes disagree, and the request fails.
+const MOST_MOVES: usize = 3;
+
+/// How long a request to every master waits for the others once one has
+/// answered: a master that is slower than that gets the command all the
+/// same (its part runs on in the background), only not waited for.
+const OTHERS_WAITED: Duration = Duration::from_millis(100);
+
+impl Cluster {
+    /// `cmd` on the master of `key`'s slot, following `MOVED` and `ASK`.
+    pub(crate) async fn request(
+        self: &Arc<Cluster>,
+        cmd: Request<'_>,
+        key: &[u8],
+        replayable: bool,
+    ) -> RedisResult<Value> {
+        // A slot no node is known to serve goes to any: it answers MOVED.
+        let mut index = self.owners.owner(key).unwrap_or(0);
+        let mut moves = 0;
+        loop {
+            let Some(node) = self.nodes.get(&self.owners, index) else {
+                return Err(RedisError::from((ErrorKind::ClusterConnectionNotFound, "no Redis Cluster node known")));
+            };
+            let reply = awaited(&node, cmd, replayable).await.and_then(Value::extract_error);
+            let Err(error) = &reply else { return reply };
+            match redirect(error) {
+                Some((Redirect::Moved, slot, to)) if moves < MOST_MOVES => {
+                    moves += 1;
+                    self.refresh_later();
+                    let Some(moved) = self.owners.moved(slot, &to) else { return reply };
+                    index = moved;
+                }
+                Some((Redirect::Ask, _, to)) => {
+                    let Some(asked) = self.owners.index_of(&to).and_then(|i| self.nodes.get(&self.owners, i)) else {
+                        return reply;
+                    };
+                    return awaited(&asked, Request::Pipelined(&asking(cmd)), replayable)
+                        .await
+                        .and_then(Value::extract_error)
+                        .map(|reply| without_asking(reply, matches!(cmd, Request::One(_))));
+                }
+                _ => {
+                    if node.is_stalled() {
+                        // Unreachable: it may have been failed over.
+                        self.refresh_later();
+                    }
+                    return reply;
+                }
+            }
+        }
+    }
+
+    /// What `ConnectionLike` sends (`SCRIPT LOAD`, `DEL`, `PING`): by its
+    /// key, or to every master.
+    pub(crate) async fn command(self: &Arc<Cluster>, cmd: &Cmd) -> RedisResult<Value> {
+        let mut args = cmd.args_iter().filter_map(|arg| match arg {
+            Arg::Simple(bytes) => Some(bytes),
+            _ => None,
+        });
+        let name = args.next().unwrap_or_default();
+        let second = args.next();
+        let fanned = name.eq_ignore_ascii_case(b"PING")
+            || (name.eq_ignore_ascii_case(b"SCRIPT") && second.is_some_and(|a| a.eq_ignore_ascii_case(b"LOAD")));
+        if fanned {
+            return self.every_master(cmd).await;
+        }
+        let script = [&b"EVAL"[..], b"EVALSHA", b"EVAL_RO", b"EVALSHA_RO", b"FCALL", b"FCALL_RO"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n));
+        // A script's first key follows its number of keys; another
+        // command's is its first argument. A command of no key goes to slot 0's master.
+        let key = match script {
+            true => args.next().filter(|_| second.is_some_and(|n| n != b"0")),
+            false => second,
+        };
+        // A script may write: never resent after a dead socket.
+        self.request(Request::One(cmd), key.unwrap_or_default(), !script).await
+    }
+
+    /// A pipeline, on the master of its first command's key as the slot map
+    /// says (nothing this crate sends: decisions go through `request`).
+    pub(crate) async fn pipeline(&self, pipeline: &Pipeline, offset: usize, count: usize) -> RedisResult<Vec<Value>> {
+        let key = pipeline.cmd_iter().next().and_then(|cmd| {
+            cmd.args_iter().nth(1).and_then(|arg| match arg {
+                Arg::Simple(bytes) => Some(bytes.to_vec()),
+                _ => None,
+            })
+        });
+        let index = self.owners.owner(&key.unwrap_or_default()).unwrap_or(0);
+        let Some(node) = self.nodes.get(&self.owners, index) else {
+            return Err(RedisError::from((ErrorKind::ClusterConnectionNotFound, "no Redis Cluster node known")));
+        };
+        node.manager().await?.req_packed_commands(pipeline, offset, count).await
+    }
+
+    /// `cmd` on every master at once. The first answer is waited for, the
+    /// others for [`OTHERS_WAITED`] more; a stalled master's not at all.
+    /// Each part is bounded by the response timeout and runs to its end
+    /// even when no longer waited for. Any master's success is the
+    /// answer; a script a master missed is loaded on its `NOSCRIPT`.
+    async fn every_master(&self, cmd: &Cmd) -> RedisResult<Value> {
+        let masters: Vec<Arc<Node>> =
+            self.owners.masters().into_iter().filter_map(|index| self.nodes.get(&self.owners, index)).collect();
+        let every_one_stalled = masters.iter().all(|node| node.is_stalled());
+        let mut waited = tokio::task::JoinSet::new();
+        for node in masters {
+            let not_waited = node.is_stalled() && !every_one_stalled;
+            let cmd = cmd.clone();
+            let part = async move {
+                let bound = node.options().response_timeout;
+                match tokio::time::timeout(bound, node.request(Request::One(&cmd), true)).await {
+                    Ok(reply) => reply.and_then(Value::extract_error),
+                    Err(_) => {
+                        node.stall();
+                        Err(RedisError::from((
+                            ErrorKind::Io,
+                            "no answer from a Redis Cluster master",
+                            node.name.clone(),
+                        )))
+                    }
+                }
+            };
+            match not_waited {
+                true => drop(tokio::spawn(part)),
+                false => drop(waited.spawn(part)),
+            }
+        }
+        let (mut answer, mut last) = (None, None);
+        loop {
+            let next = match answer {
+                None => waited.join_next().await,
+                Some(_) => tokio::time::timeout(OTHERS_WAITED, waited.join_next()).await.unwrap_or(None),
+            };
+            match next {
+                None => break,
+                Some(Ok(Ok(reply))) => answer = answer.or(Some(reply)),
+                Some(Ok(Err(e))) => last = Some(e),
+                Some(Err(e)) => {
+                    last = Some(RedisError::from((ErrorKind::Io, "a request to a master failed", e.to_string())))
+                }
+            }
+        }
+        // The parts not waited for still run.
+        waited.detach_all();
+        answer.ok_or_else(|| {
+            last.unwrap_or_else(|| {
+                RedisError::from((ErrorKind::ClusterConnectionNotFound, "no Redis Cluster master known"))
+            })
+        })
+    }
+}
+
+/// `cmd` on `node`; the node is remembered as stalled if the caller gives
+/// up on it before its answer.
+async fn awaited(node: &Node, cmd: Request<'_>, replayable: bool) -> RedisResult<Value> {
+    let mut guard = Awaited(Some(node));
+    let reply = node.request(cmd, replayable).await;
+    guard.0 = None;
+    reply
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Redirect {
+    Moved,
+    Ask,
+}
+
+/// The redirection an error is, with its slot and node (`host:port`).
+fn redirect(error: &RedisError) -> Option<(Redirect, u16, String)> {
+    let kind = match error.kind() {
+        ErrorKind::Server(ServerErrorKind::Moved) => Redirect::Moved,
+        ErrorKind::Server(ServerErrorKind::Ask) => Redirect::Ask,
+        _ => return None,
+    };
+    let (node, slot) = error.redirect_node()?;
+    Some((kind, slot, node.to_owned()))
+}
+
+/// `ASKING` then `cmd`'s commands, written together: the asked node runs
+/// the next command of the connection for a slot it is importing.
+fn asking(cmd: Request<'_>) -> Pipeline {
+    let mut pipeline = redis::pipe();
+    pipeline.add_command(redis::cmd("ASKING"));
+    match cmd {
+        Request::One(cmd) => drop(pipeline.add_command(cmd.clone())),
+        Request::Pipelined(commands) => {
+            for cmd in commands.cmd_iter() {
+                pipeline.add_command(cmd.clone());
+            }
+        }
+    }
+    pipeline
+}
+
+/// The reply the request would have had without the `ASKING` before it:
+/// its one command's, or its pipeline's array.
+fn without_asking(reply: Value, one: bool) -> Value {
+    match reply {
+        Value::Array(mut replies) if !replies.is_empty() => {
+            replies.remove(0);
+            match one {
+                true => replies.pop().unwrap_or(Value::Nil),
+                false => Value::Array(replies),
+            }
+        }
+        other => other,
+    }
+}
