@@ -55,18 +55,18 @@ impl Node {
         let settings = &self.settings;
         let made = self.manager.get_or_try_init(|| async {
             let Some(address) = &self.address else {
-                return Err(RedisError::from((ErrorKind::Io, "not a host:port", self.name.clone())));
+                return Err(RedisError::from((
+                    ErrorKind::InvalidClientConfig,
+                    "a Redis Cluster node named by no host:port",
+                    self.name.clone(),
+                )));
             };
             let bound = settings.options.connect_timeout;
             match tokio::time::timeout(bound, open(&settings.template, address, &settings.options, &settings.config))
                 .await
             {
                 Ok(made) => made,
-                Err(_) => Err(RedisError::from((
-                    ErrorKind::Io,
-                    "no answer from a Redis Cluster node",
-                    format!("{} within {bound:?}", self.name),
-                ))),
+                Err(_) => Err(no_answer(format!("{} did not let a connection be made within {bound:?}", self.name))),
             }
         });
         made.await.cloned()
@@ -105,6 +105,12 @@ impl Node {
     pub(super) fn options(&self) -> &RedisOptions {
         &self.settings.options
     }
+}
+
+/// A node did not answer in time: a timeout, which opens its breaker (an
+/// `Io` error of redis-rs's own making would read as a dead socket, which does not).
+pub(super) fn no_answer(what: String) -> RedisError {
+    RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, what))
 }
 
 /// Marks a node stalled if the request it guards is dropped before its

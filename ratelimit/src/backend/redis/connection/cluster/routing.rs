@@ -1,11 +1,13 @@
 //! Sending a request to the node that serves it: by its key's slot as the
-//! slot map says; again to the node a `MOVED` names (Redis refused the
-//! request without running it, and the map is learnt again); once to the
-//! node an `ASK` names, after `ASKING`. `PING` and `SCRIPT LOAD` go to
-//! every master, and one master's answer is enough.
+//! slot map says; again to the node a `MOVED` names (the map is learnt
+//! again); once to the node an `ASK` names, after `ASKING`; again after a
+//! short wait on `CLUSTERDOWN`, `TRYAGAIN`, `MASTERDOWN` or `LOADING` (a
+//! failover or a resharding under way). Redis refuses each of these
+//! without running the request, so a resend counts it once. `PING` and
+//! `SCRIPT LOAD` go to every master, and one master's answer is enough.
 
 use super::super::request::Request;
-use super::nodes::{Awaited, Node};
+use super::nodes::{no_answer, Awaited, Node};
 use super::Cluster;
 use redis::aio::ConnectionLike;
 use redis::{Arg, Cmd, ErrorKind, Pipeline, RedisError, RedisResult, ServerErrorKind, Value};
@@ -15,6 +17,13 @@ use std::time::Duration;
 /// The most `MOVED` one request follows: a slot moves once in a resharding
 /// step, so more says the nodes disagree, and the request fails.
 const MOST_MOVES: usize = 3;
+
+/// The first wait before a refused request is sent again, doubled each
+/// time up to the last: a failover takes the cluster down for about its
+/// node timeout. The caller's response timeout ends the waits sooner.
+const FIRST_WAIT: Duration = Duration::from_millis(20);
+const LONGEST_WAIT: Duration = Duration::from_millis(500);
+const MOST_WAITS: usize = 30;
 
 /// How long a request to every master waits for the others once one has
 /// answered: a master that is slower than that gets the command all the
@@ -29,10 +38,10 @@ impl Cluster {
         key: &[u8],
         replayable: bool,
     ) -> RedisResult<Value> {
-        // A slot no node is known to serve goes to any: it answers MOVED.
-        let mut index = self.owners.owner(key).unwrap_or(0);
-        let mut moves = 0;
+        let (mut moves, mut waits, mut wait) = (0, 0, FIRST_WAIT);
         loop {
+            // A slot no node is known to serve goes to any: it answers MOVED.
+            let index = self.owners.owner(key).unwrap_or(0);
             let Some(node) = self.nodes.get(&self.owners, index) else {
                 return Err(RedisError::from((ErrorKind::ClusterConnectionNotFound, "no Redis Cluster node known")));
             };
@@ -42,8 +51,9 @@ impl Cluster {
                 Some((Redirect::Moved, slot, to)) if moves < MOST_MOVES => {
                     moves += 1;
                     self.refresh_later();
-                    let Some(moved) = self.owners.moved(slot, &to) else { return reply };
-                    index = moved;
+                    if self.owners.moved(slot, &to).is_none() {
+                        return reply;
+                    }
                 }
                 Some((Redirect::Ask, _, to)) => {
                     let Some(asked) = self.owners.index_of(&to).and_then(|i| self.nodes.get(&self.owners, i)) else {
@@ -53,6 +63,12 @@ impl Cluster {
                         .await
                         .and_then(Value::extract_error)
                         .map(|reply| without_asking(reply, matches!(cmd, Request::One(_))));
+                }
+                None if is_refused_for_now(error) && waits < MOST_WAITS => {
+                    waits += 1;
+                    self.refresh_later();
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(LONGEST_WAIT);
                 }
                 _ => {
                     if node.is_stalled() {
@@ -127,10 +143,9 @@ impl Cluster {
                     Ok(reply) => reply.and_then(Value::extract_error),
                     Err(_) => {
                         node.stall();
-                        Err(RedisError::from((
-                            ErrorKind::Io,
-                            "no answer from a Redis Cluster master",
-                            node.name.clone(),
+                        Err(no_answer(format!(
+                            "the Redis Cluster master {} did not answer within {bound:?}",
+                            node.name
                         )))
                     }
                 }
@@ -172,6 +187,21 @@ async fn awaited(node: &Node, cmd: Request<'_>, replayable: bool) -> RedisResult
     let reply = node.request(cmd, replayable).await;
     guard.0 = None;
     reply
+}
+
+/// A refusal that a while later may be an answer: the cluster is down
+/// until a failover ends, a slot is being moved, a master or a promoted
+/// replica is loading its data.
+fn is_refused_for_now(error: &RedisError) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::ClusterDown
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::BusyLoading
+        )
+    )
 }
 
 #[derive(Debug, PartialEq, Eq)]

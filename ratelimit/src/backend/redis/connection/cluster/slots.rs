@@ -5,6 +5,7 @@
 //! of their own, one at a time.
 
 use super::super::request::Request;
+use super::nodes::no_answer;
 use super::Cluster;
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 use std::sync::atomic::Ordering;
@@ -31,11 +32,7 @@ impl Cluster {
                 cmd.arg("SLOTS");
                 match tokio::time::timeout(bound, node.request(Request::One(&cmd), true)).await {
                     Ok(reply) => reply.and_then(Value::extract_error),
-                    Err(_) => Err(RedisError::from((
-                        ErrorKind::Io,
-                        "no answer to CLUSTER SLOTS",
-                        format!("from {} within {bound:?}", node.name),
-                    ))),
+                    Err(_) => Err(no_answer(format!("{} did not answer CLUSTER SLOTS within {bound:?}", node.name))),
                 }
             });
         }
