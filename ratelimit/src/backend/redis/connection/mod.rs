@@ -28,9 +28,10 @@
 //! - `connect` is bounded as a whole by `connect_timeout`; every duration of
 //!   `RedisOptions` is bounded to 1 ms..1 h, so no arithmetic overflows.
 //! - A peek, `SCRIPT LOAD` and `DEL` are resent once, and any call after
-//!   `NOSCRIPT`, `READONLY` or, on a cluster, `MOVED` and `ASK` (Redis
-//!   refused it without running it); a decision never is, on any
-//!   deployment. Through Sentinel, a timeout, an unreachable master,
+//!   `NOSCRIPT`, `READONLY` or, on a cluster, `MOVED`, `ASK`, `CLUSTERDOWN`,
+//!   `TRYAGAIN`, `MASTERDOWN` and `LOADING` (Redis refused it without
+//!   running it; `cluster/routing.rs`); a decision never is otherwise, on
+//!   any deployment. Through Sentinel, a timeout, an unreachable master,
 //!   `READONLY` or `NOREPLICAS` makes the sentinels be asked at once, besides
 //!   their notifications and a lookup every second (`sentinel.rs`). A
 //!   cluster's slot map is asked again after a `MOVED`, a node's failure,
