@@ -84,28 +84,10 @@ impl Cluster {
     /// What `ConnectionLike` sends (`SCRIPT LOAD`, `DEL`, `PING`): by its
     /// key, or to every master.
     pub(crate) async fn command(self: &Arc<Cluster>, cmd: &Cmd) -> RedisResult<Value> {
-        let mut args = cmd.args_iter().filter_map(|arg| match arg {
-            Arg::Simple(bytes) => Some(bytes),
-            _ => None,
-        });
-        let name = args.next().unwrap_or_default();
-        let second = args.next();
-        let fanned = name.eq_ignore_ascii_case(b"PING")
-            || (name.eq_ignore_ascii_case(b"SCRIPT") && second.is_some_and(|a| a.eq_ignore_ascii_case(b"LOAD")));
-        if fanned {
-            return self.every_master(cmd).await;
+        match routing_of(cmd) {
+            Routing::EveryMaster => self.every_master(cmd).await,
+            Routing::Key { key, replayable } => self.request(Request::One(cmd), key, replayable).await,
         }
-        let script = [&b"EVAL"[..], b"EVALSHA", b"EVAL_RO", b"EVALSHA_RO", b"FCALL", b"FCALL_RO"]
-            .iter()
-            .any(|n| name.eq_ignore_ascii_case(n));
-        // A script's first key follows its number of keys; another
-        // command's is its first argument. A command of no key goes to slot 0's master.
-        let key = match script {
-            true => args.next().filter(|_| second.is_some_and(|n| n != b"0")),
-            false => second,
-        };
-        // A script may write: never resent after a dead socket.
-        self.request(Request::One(cmd), key.unwrap_or_default(), !script).await
     }
 
     /// A pipeline, on the master of its first command's key as the slot map
@@ -189,6 +171,43 @@ async fn awaited(node: &Node, cmd: Request<'_>, replayable: bool) -> RedisResult
     reply
 }
 
+/// Where a command goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Routing<'a> {
+    EveryMaster,
+    /// To the master of `key`'s slot (of slot 0's for a command of no key);
+    /// sent again after a dead socket when `replayable`.
+    Key {
+        key: &'a [u8],
+        replayable: bool,
+    },
+}
+
+/// `PING` and `SCRIPT LOAD` go to every master; a script call by its first
+/// key (after the script and the number of keys), and never resent (it
+/// may write); any other command by its first argument.
+fn routing_of(cmd: &Cmd) -> Routing<'_> {
+    let mut args = cmd.args_iter().map(|arg| match arg {
+        Arg::Simple(bytes) => bytes,
+        _ => &[][..],
+    });
+    let name = args.next().unwrap_or_default();
+    let is = |names: &[&[u8]]| names.iter().any(|n| name.eq_ignore_ascii_case(n));
+    if is(&[b"PING"]) {
+        return Routing::EveryMaster;
+    }
+    let second = args.next();
+    if is(&[b"SCRIPT"]) && second.is_some_and(|a| a.eq_ignore_ascii_case(b"LOAD")) {
+        return Routing::EveryMaster;
+    }
+    if is(&[b"EVAL", b"EVALSHA", b"EVAL_RO", b"EVALSHA_RO", b"FCALL", b"FCALL_RO"]) {
+        let keys = args.next().filter(|n| *n != b"0");
+        let key = keys.and_then(|_| args.next()).unwrap_or_default();
+        return Routing::Key { key, replayable: false };
+    }
+    Routing::Key { key: second.unwrap_or_default(), replayable: true }
+}
+
 /// A refusal that a while later may be an answer: the cluster is down
 /// until a failover ends, a slot is being moved, a master or a promoted
 /// replica is loading its data.
@@ -249,5 +268,62 @@ fn without_asking(reply: Value, one: bool) -> Value {
             }
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(args: &[&str]) -> Cmd {
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd
+    }
+
+    #[test]
+    fn a_command_goes_by_its_key_or_to_every_master() {
+        let key = |key: &'static str, replayable| Routing::Key { key: key.as_bytes(), replayable };
+        assert_eq!(routing_of(&cmd(&["PING"])), Routing::EveryMaster);
+        assert_eq!(routing_of(&cmd(&["script", "load", "return 1"])), Routing::EveryMaster);
+        assert_eq!(routing_of(&cmd(&["SCRIPT", "EXISTS", "abc"])), key("EXISTS", true));
+        assert_eq!(routing_of(&cmd(&["DEL", "{t}k"])), key("{t}k", true));
+        assert_eq!(routing_of(&cmd(&["EVALSHA", "abc", "2", "k1", "k2", "x"])), key("k1", false));
+        assert_eq!(routing_of(&cmd(&["EVAL", "return 1", "0", "x"])), key("", false));
+        assert_eq!(routing_of(&cmd(&["CLUSTER"])), key("", true));
+    }
+
+    #[test]
+    fn redirections_and_refusals_are_read_from_the_error() {
+        // As Redis writes them on the wire.
+        let error = |code: &str, detail: &str| {
+            let reply = redis::parse_redis_value(format!("-{code} {detail}\r\n").as_bytes()).unwrap();
+            reply.extract_error().unwrap_err()
+        };
+        assert_eq!(
+            redirect(&error("MOVED", "3999 127.0.0.1:6381")),
+            Some((Redirect::Moved, 3999, "127.0.0.1:6381".into()))
+        );
+        assert_eq!(redirect(&error("ASK", "12 ::1:7000")), Some((Redirect::Ask, 12, "::1:7000".into())));
+        assert_eq!(redirect(&error("ERR", "anything")), None);
+        assert!(is_refused_for_now(&error("CLUSTERDOWN", "The cluster is down")));
+        assert!(is_refused_for_now(&error("TRYAGAIN", "Multiple keys request during rehashing of slot")));
+        assert!(!is_refused_for_now(&error("NOSCRIPT", "No matching script")));
+    }
+
+    #[test]
+    fn an_asked_request_is_answered_as_without_asking() {
+        let one = cmd(&["EVALSHA", "abc", "1", "k"]);
+        let asked = asking(Request::One(&one));
+        assert_eq!(asked.cmd_iter().count(), 2);
+        let reply = Value::Array(vec![Value::Okay, Value::Int(7)]);
+        assert_eq!(without_asking(reply, true), Value::Int(7));
+        let mut pipeline = redis::pipe();
+        pipeline.add_command(one).add_command(cmd(&["WAIT", "1", "100"]));
+        assert_eq!(asking(Request::Pipelined(&pipeline)).cmd_iter().count(), 3);
+        let reply = Value::Array(vec![Value::Okay, Value::Int(7), Value::Int(1)]);
+        assert_eq!(without_asking(reply, false), Value::Array(vec![Value::Int(7), Value::Int(1)]));
     }
 }
