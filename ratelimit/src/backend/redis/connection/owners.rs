@@ -61,13 +61,14 @@ impl Owners {
         names.get(index).cloned().unwrap_or_else(|| "an unknown node".to_owned())
     }
 
-    /// Learns which master serves each slot from a `CLUSTER SLOTS` reply;
-    /// whether it named any. Slots it leaves out keep the master they had.
+    /// Learns which master serves each slot from a `CLUSTER SLOTS` reply
+    /// of a node at `host`; whether it named any. Slots it leaves out keep
+    /// the master they had.
     #[cfg(feature = "cluster")]
-    pub(crate) fn learn(&self, reply: &redis::Value) -> bool {
+    pub(crate) fn learn(&self, reply: &redis::Value, host: &str) -> bool {
         let redis::Value::Array(ranges) = reply else { return false };
         let mut named = false;
-        for (first, last, node) in ranges.iter().filter_map(parse_range) {
+        for (first, last, node) in ranges.iter().filter_map(|range| parse_range(range, host)) {
             let Some(index) = self.index_of(&node) else { continue };
             for slot in first..=last.min(super::idle::SLOTS - 1) {
                 self.node_of[slot].store(index as u32, Ordering::Relaxed);
@@ -120,9 +121,11 @@ impl Owners {
 }
 
 /// One entry of `CLUSTER SLOTS`: `[first, last, [ip, port, ..], replicas..]`,
-/// its master named by address (what an operator recognises in a log).
+/// its master named by address (what an operator recognises in a log). A
+/// node that has not learnt its own address (alone in its cluster) names
+/// itself by none: it is then the node at `host` that answered.
 #[cfg(feature = "cluster")]
-fn parse_range(range: &redis::Value) -> Option<(usize, usize, String)> {
+fn parse_range(range: &redis::Value, host: &str) -> Option<(usize, usize, String)> {
     use redis::Value;
     let Value::Array(fields) = range else { return None };
     let (Some(Value::Int(first)), Some(Value::Int(last)), Some(Value::Array(master))) =
@@ -136,7 +139,8 @@ fn parse_range(range: &redis::Value) -> Option<(usize, usize, String)> {
         Some(Value::Int(n)) => Some(n.to_string()),
         _ => None,
     };
-    let node = format!("{}:{}", text(master.first())?, text(master.get(1))?);
+    let ip = text(master.first()).filter(|ip| !ip.is_empty() && ip != "?").unwrap_or_else(|| host.to_owned());
+    let node = format!("{ip}:{}", text(master.get(1))?);
     Some((usize::try_from(*first).ok()?, usize::try_from(*last).ok()?, node))
 }
 
@@ -157,19 +161,24 @@ mod tests {
         };
         let owners = Owners::cluster();
         assert_eq!(owners.owner(b"foo"), None, "nothing learnt yet");
-        assert!(owners.learn(&Value::Array(vec![range(0, 8191, 7000), range(8192, 16383, 7001)])));
+        assert!(owners.learn(&Value::Array(vec![range(0, 8191, 7000), range(8192, 16383, 7001)]), "10.0.0.9"));
         // `foo` is in slot 12182, `123456789` in 12739 and `a` in 15495: all the second master's.
         assert_eq!(owners.owner(b"foo"), Some(1));
         assert_eq!(owners.owner(b"{user1000}.x"), owners.owner(b"user1000"));
         assert_eq!(owners.name(1), "10.0.0.1:7001");
         // A failover: the same slots, another master, another node.
-        assert!(owners.learn(&Value::Array(vec![range(8192, 16383, 7004)])));
+        assert!(owners.learn(&Value::Array(vec![range(8192, 16383, 7004)]), "10.0.0.9"));
         assert_eq!((owners.owner(b"foo"), owners.name(2).as_str()), (Some(2), "10.0.0.1:7004"));
         assert_eq!(owners.masters(), vec![0, 2]);
         // A MOVED: one slot, to a node named for the first time.
         assert_eq!(owners.moved(12_182, "10.0.0.1:7009"), Some(3));
         assert_eq!((owners.owner(b"foo"), owners.owner(b"a")), (Some(3), Some(2)));
-        assert!(!owners.learn(&Value::Array(vec![Value::Int(1)])), "a malformed reply names nothing");
+        assert!(!owners.learn(&Value::Array(vec![Value::Int(1)]), "10.0.0.9"), "a malformed reply names nothing");
+        // A lone node names itself by no address: the one asked.
+        let unnamed =
+            Value::Array(vec![Value::Int(0), Value::Int(16383), Value::Array(vec![bulk(""), Value::Int(7005)])]);
+        assert!(owners.learn(&Value::Array(vec![unnamed]), "10.0.0.9"));
+        assert_eq!(owners.name(owners.owner(b"foo").unwrap()), "10.0.0.9:7005");
         assert_eq!(Owners::one("x".to_owned()).owner(b"anything"), Some(0));
     }
 }

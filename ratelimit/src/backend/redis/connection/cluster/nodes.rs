@@ -50,6 +50,11 @@ impl Node {
         }
     }
 
+    /// The host it is reached at, as its name says.
+    pub(super) fn host(&self) -> &str {
+        self.address.as_ref().map_or("", |(host, _)| host.as_str())
+    }
+
     /// This node's connection, made now if it is not yet, within the connect timeout.
     pub(super) async fn manager(&self) -> RedisResult<ConnectionManager> {
         let settings = &self.settings;

@@ -47,7 +47,12 @@ impl Cluster {
             };
             let reply = awaited(&node, cmd, replayable).await.and_then(Value::extract_error);
             let Err(error) = &reply else { return reply };
-            match redirect(error) {
+            // A node that has not learnt its own address names it by its port alone.
+            let redirect = redirect(error).map(|(kind, slot, to)| match to.starts_with(':') {
+                true => (kind, slot, format!("{}{to}", node.host())),
+                false => (kind, slot, to),
+            });
+            match redirect {
                 Some((Redirect::Moved, slot, to)) if moves < MOST_MOVES => {
                     moves += 1;
                     self.refresh_later();

@@ -31,7 +31,7 @@ impl Cluster {
                 let mut cmd = redis::cmd("CLUSTER");
                 cmd.arg("SLOTS");
                 match tokio::time::timeout(bound, node.request(Request::One(&cmd), true)).await {
-                    Ok(reply) => reply.and_then(Value::extract_error),
+                    Ok(reply) => reply.and_then(Value::extract_error).map(|reply| (reply, node.host().to_owned())),
                     Err(_) => Err(no_answer(format!("{} did not answer CLUSTER SLOTS within {bound:?}", node.name))),
                 }
             });
@@ -40,7 +40,7 @@ impl Cluster {
         // Dropping the set ends the lookups still waiting.
         while let Some(answer) = asked.join_next().await {
             match answer {
-                Ok(Ok(reply)) if self.owners.learn(&reply) => return Ok(()),
+                Ok(Ok((reply, host))) if self.owners.learn(&reply, &host) => return Ok(()),
                 Ok(Ok(_)) => {
                     last = Some(RedisError::from((ErrorKind::UnexpectedReturnType, "CLUSTER SLOTS named no master")))
                 }
