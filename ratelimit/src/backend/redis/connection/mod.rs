@@ -73,7 +73,9 @@ use self::watch::DataWatch;
 use super::RedisOptions;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::io::tcp::TcpSettings;
-use redis::{Cmd, ConnectionAddr, ConnectionInfo, Pipeline, RedisError, RedisFuture, RedisResult, Value};
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+use redis::ConnectionAddr;
+use redis::{Cmd, ConnectionInfo, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,10 +121,12 @@ fn manager_config(options: &RedisOptions) -> ConnectionManagerConfig {
 }
 
 /// A node's address: host and port.
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
 pub(super) type Address = (String, u16);
 
 /// A manager connected to the node at `address`, with the nodes' settings
 /// (credentials, database, TLS) taken from `node`.
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
 pub(super) async fn open(
     node: &ConnectionInfo,
     address: &Address,
