@@ -28,7 +28,7 @@ use std::sync::Arc;
 /// whatever the number of strategies.
 ///
 /// One multiplexed, reconnecting connection (redis-rs's `ConnectionManager`,
-/// its cluster connection, or a Sentinel-resolved master) serves every
+/// one per master of a cluster, or a Sentinel-resolved master's) serves every
 /// limiter and task. There is one script per family of algorithm, whatever
 /// the policies: a policy's numbers travel with each call, so binding a
 /// limiter ([`Backend::bind`]) only works out what its calls send. A

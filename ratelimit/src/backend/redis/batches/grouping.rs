@@ -67,7 +67,7 @@ impl Grouping {
             #[cfg(feature = "cluster")]
             Grouping::BySlot => {}
             #[cfg(feature = "cluster")]
-            Grouping::ByNode(owners) => owners.refresh_later(connection),
+            Grouping::ByNode(_) => connection.relearn_slots(),
         }
     }
 }

@@ -39,11 +39,9 @@ struct NodeBreaker {
 }
 
 impl Breaker {
-    /// The breakers of `connection`'s nodes; a cluster's owners are learnt
-    /// in the background from now on (the first failures before that fail alone).
+    /// The breakers of `connection`'s nodes.
     pub(crate) fn new(connection: &Connection) -> Self {
         let owners = connection.owners.clone();
-        owners.refresh_later(connection);
         let count = if connection.is_cluster() { MAX_NODES } else { 1 };
         Breaker {
             origin: Instant::now(),
@@ -84,7 +82,7 @@ impl Breaker {
     /// and learns the slots' owners again: the node may have been failed
     /// over. A key of a slot whose owner is not known yet opens nothing.
     pub(crate) fn trip(&self, key: &[u8], error: &Error, interval: Duration) {
-        self.owners.refresh_later(&self.connection);
+        self.connection.relearn_slots();
         let Some((index, node)) = self.node(key) else {
             tracing::debug!(target: "redlimit", "a Redis node failed before the cluster's slots were learnt: {error}");
             return;

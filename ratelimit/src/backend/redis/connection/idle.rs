@@ -1,6 +1,5 @@
 //! When a connection has been idle long enough that Redis (`timeout`) or a
-//! middlebox may have closed it, per group of a cluster's slots; and which
-//! slot a key is in.
+//! middlebox may have closed it; and which slot of a cluster a key is in.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -10,16 +9,12 @@ use std::time::Duration;
 /// and Redis closes a client only after more than that whole second.
 pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(500);
 
-/// A cluster's slots are watched for idleness in groups of this many: few
-/// enough groups that a busy cluster keeps them all fresh, small enough
-/// that a group seldom spans two nodes.
-#[cfg(feature = "cluster")]
-pub(crate) const SLOTS_PER_GROUP: usize = 256;
+/// A cluster's hash slots.
 #[cfg(feature = "cluster")]
 pub(crate) const SLOTS: usize = 16_384;
 
 /// When the connection last answered, µs on this process's monotonic clock;
-/// per group of slots for a cluster, whose nodes each have their own connection.
+/// per group of connections (a single server's is one group).
 pub(crate) struct Answered {
     at_us: Box<[AtomicU64]>,
 }

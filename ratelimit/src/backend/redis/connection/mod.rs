@@ -1,6 +1,7 @@
-//! [`Connection`]: one multiplexed connection to a single server, a cluster,
-//! or the master a Sentinel names, behind redis-rs's `ConnectionLike`; and
-//! how a request survives a connection that died while idle.
+//! [`Connection`]: one multiplexed connection to a single server, or the
+//! master a Sentinel names, or one per master of a cluster, behind
+//! redis-rs's `ConnectionLike`; and how a request survives a connection
+//! that died while idle.
 //!
 //! redis-rs's `ConnectionManager` does not resend a request that failed on a
 //! dropped connection: it returns the error and starts reconnecting, and the
@@ -18,28 +19,36 @@
 //! (`endpoint.rs`), the connection's options (`options.rs`), when it is idle
 //! and which slot a key is in (`idle.rs`), TLS (`tls.rs`), failing fast
 //! on a node's keys after its failure (`breaker.rs`, `owners.rs`), what a redis-rs error means
-//! (`failure.rs`), whether the server's data may be gone (`watch.rs`), and
-//! which master the sentinels name (`sentinel.rs`).
+//! (`failure.rs`), whether the server's data may be gone (`watch.rs`),
+//! which master the sentinels name (`sentinel.rs`), and a cluster's
+//! routing, node by node (`cluster/`).
 //!
 //! # Bounds, resends, the breaker
 //!
 //! - `connect` is bounded as a whole by `connect_timeout`; every duration of
 //!   `RedisOptions` is bounded to 1 ms..1 h, so no arithmetic overflows.
 //! - A peek, `SCRIPT LOAD` and `DEL` are resent once, and any call after
-//!   `NOSCRIPT` or `READONLY` (Redis refused it without running it); a
-//!   decision never is. Through Sentinel, a timeout, an unreachable master,
+//!   `NOSCRIPT`, `READONLY` or, on a cluster, `MOVED`, `ASK`, `CLUSTERDOWN`,
+//!   `TRYAGAIN`, `MASTERDOWN` and `LOADING` (Redis refused it without
+//!   running it; `cluster/routing.rs`); a decision never is otherwise, on
+//!   any deployment. Through Sentinel, a timeout, an unreachable master,
 //!   `READONLY` or `NOREPLICAS` makes the sentinels be asked at once, besides
-//!   their notifications and a lookup every second (`sentinel.rs`). redis-rs's cluster connection resends a request
-//!   whose node connection dropped, so there a decision can be counted
-//!   twice (never admitted twice).
+//!   their notifications and a lookup every second (`sentinel.rs`). A
+//!   cluster's slot map is asked again after a `MOVED`, a node's failure,
+//!   and periodically, of every node at once (`cluster/slots.rs`).
 //! - The breaker opens on a timeout, a refused connect or any other
 //!   unavailability except a dead socket (being replaced already), and
 //!   calls fail fast with `Error::Unavailable` while it is open. It is per
 //!   node (`owners.rs` says which node serves a key: a cluster's master of
-//!   the key's slot), so a cluster master that is down fails its own keys
-//!   only; a start-up, `PING` and `SCRIPT LOAD` need one master's answer.
+//!   the key's slot), so a cluster master that is down or hung fails its
+//!   own keys only: each master has a connection of its own, and nothing
+//!   another master's call does waits on it (`cluster/mod.rs`). A start-up
+//!   needs one node's answer (the slot map), `PING` and `SCRIPT LOAD` one
+//!   master's.
 
 pub(super) mod breaker;
+#[cfg(feature = "cluster")]
+mod cluster;
 pub(super) mod endpoint;
 pub(super) mod failure;
 pub(super) mod idle;
@@ -52,10 +61,10 @@ mod sentinel;
 mod tls;
 pub(crate) mod watch;
 
+#[cfg(feature = "cluster")]
+use self::cluster::Cluster;
 use self::endpoint::Endpoint;
 use self::idle::Answered;
-#[cfg(feature = "cluster")]
-use self::idle::{slot, SLOTS, SLOTS_PER_GROUP};
 use self::owners::Owners;
 use self::request::Request;
 #[cfg(feature = "sentinel")]
@@ -63,15 +72,9 @@ use self::sentinel::SentinelMaster;
 use self::watch::DataWatch;
 use super::RedisOptions;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-#[cfg(feature = "cluster")]
-use redis::cluster_async::ClusterConnection;
-#[cfg(feature = "cluster")]
-use redis::cluster_routing::{
-    MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr,
-};
 use redis::io::tcp::TcpSettings;
-#[cfg(feature = "cluster")]
-use redis::ErrorKind;
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+use redis::ConnectionAddr;
 use redis::{Cmd, ConnectionInfo, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -80,7 +83,8 @@ use std::time::Duration;
 #[derive(Clone)]
 pub(crate) struct Connection {
     kind: Kind,
-    /// When a single server's or a Sentinel master's connection last answered.
+    /// When a single server's or a Sentinel master's connection last
+    /// answered (a cluster's nodes each keep their own).
     answered: Arc<Answered>,
     /// Whether the server's data may be gone since this process last looked.
     pub(crate) watch: Arc<DataWatch>,
@@ -92,9 +96,9 @@ pub(crate) struct Connection {
 enum Kind {
     /// One server, through a reconnecting `ConnectionManager`.
     Single(ConnectionManager),
-    /// Redis Cluster: routes each EVALSHA by its key, follows MOVED/ASK, reconnects.
+    /// Redis Cluster: a connection per master, each request routed by its key (`cluster/`).
     #[cfg(feature = "cluster")]
-    Cluster(ClusterConnection),
+    Cluster(Arc<Cluster>),
     /// The master the sentinels name, followed as they name another (`sentinel.rs`).
     #[cfg(feature = "sentinel")]
     Sentinel(Arc<SentinelMaster>),
@@ -116,6 +120,29 @@ fn manager_config(options: &RedisOptions) -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_secs(1))
 }
 
+/// A node's address: host and port.
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+pub(super) type Address = (String, u16);
+
+/// A manager connected to the node at `address`, with the nodes' settings
+/// (credentials, database, TLS) taken from `node`.
+#[cfg(any(feature = "cluster", feature = "sentinel"))]
+pub(super) async fn open(
+    node: &ConnectionInfo,
+    address: &Address,
+    options: &RedisOptions,
+    config: &ConnectionManagerConfig,
+) -> RedisResult<ConnectionManager> {
+    let (host, port) = address.clone();
+    let addr = match node.addr() {
+        ConnectionAddr::TcpTls { insecure, .. } => {
+            ConnectionAddr::TcpTls { host, port, insecure: *insecure, tls_params: None }
+        }
+        _ => ConnectionAddr::Tcp(host, port),
+    };
+    ConnectionManager::new_with_config(client(node.clone().set_addr(addr), options)?, config.clone()).await
+}
+
 fn client(info: ConnectionInfo, options: &RedisOptions) -> RedisResult<redis::Client> {
     let info = info.set_tcp_settings(tcp());
     #[cfg(feature = "tls")]
@@ -133,10 +160,10 @@ impl Connection {
     pub(crate) async fn connect(endpoint: Endpoint, options: &RedisOptions) -> RedisResult<Connection> {
         // Every deployment but a cluster is one server's data, watched.
         #[cfg(feature = "cluster")]
-        let groups = if matches!(endpoint, Endpoint::Cluster { .. }) { SLOTS / SLOTS_PER_GROUP } else { 1 };
+        let one_server = !matches!(endpoint, Endpoint::Cluster { .. });
         #[cfg(not(feature = "cluster"))]
-        let groups = 1;
-        let watch = Arc::new(DataWatch::new(groups == 1));
+        let one_server = true;
+        let watch = Arc::new(DataWatch::new(one_server));
         let owners = Arc::new(match &endpoint {
             Endpoint::Single(info) => Owners::one(info.addr().to_string()),
             #[cfg(feature = "cluster")]
@@ -150,35 +177,39 @@ impl Connection {
             }
             #[cfg(feature = "cluster")]
             Endpoint::Cluster { nodes } => {
-                let nodes: Vec<ConnectionInfo> = nodes.into_iter().map(|n| n.set_tcp_settings(tcp())).collect();
-                #[allow(unused_mut)]
-                let mut builder = redis::cluster::ClusterClientBuilder::new(nodes)
-                    .connection_timeout(options.connect_timeout)
-                    .response_timeout(options.response_timeout)
-                    .retries(options.reconnect_retries as u32)
-                    .min_retry_wait(50)
-                    .max_retry_wait(1000);
-                #[cfg(feature = "tls")]
-                if let Some(root) = &options.tls_root_cert {
-                    tls::install_crypto_provider();
-                    builder = builder.certs(redis::TlsCertificates { client_tls: None, root_cert: Some(root.clone()) });
-                }
-                Kind::Cluster(builder.build()?.get_async_connection().await?)
+                // Its slot map, asked of every seed at once, is its start-up's
+                // check: one node's answer is enough, and a node that wants a
+                // password refuses it without one. A master that is down
+                // fails its own keys' calls, not the start-up.
+                let nodes = nodes.into_iter().map(|n| n.set_tcp_settings(tcp())).collect();
+                return Ok(Connection {
+                    kind: Kind::Cluster(Cluster::connect(nodes, options, owners.clone(), watch.clone()).await?),
+                    answered: Arc::new(Answered::new(1)),
+                    watch,
+                    owners,
+                });
             }
             #[cfg(feature = "sentinel")]
             Endpoint::Sentinel { sentinels, master, node } => {
                 Kind::Sentinel(SentinelMaster::connect(sentinels, master, node, options, watch.clone()).await?)
             }
         };
-        let mut connection = Connection { kind, answered: Arc::new(Answered::new(groups)), watch, owners };
+        let mut connection = Connection { kind, answered: Arc::new(Answered::new(1)), watch, owners };
         // A server that wants a password lets a connection without one open
         // and refuses its first command (NOAUTH): ask one now, so a missing
-        // password fails start-up as a wrong one does. On a cluster `PING`
-        // goes to every master, and one answer is enough: a master that is
-        // down fails its own keys' calls, not the start-up.
+        // password fails start-up as a wrong one does.
         // The first request checks the data watch too: what it sees is what later checks compare with.
         connection.req_packed_command(&redis::cmd("PING")).await.and_then(Value::extract_error)?;
         Ok(connection)
+    }
+
+    /// Learns a cluster's slot map again, in the background: a node failed
+    /// (it may have been failed over) or a batch met a slot that moved.
+    pub(crate) fn relearn_slots(&self) {
+        #[cfg(feature = "cluster")]
+        if let Kind::Cluster(cluster) = &self.kind {
+            cluster.refresh_later();
+        }
     }
 
     pub(crate) fn is_cluster(&self) -> bool {
@@ -192,12 +223,8 @@ impl Connection {
     /// connection idle for [`PROBE_AFTER`](idle::PROBE_AFTER) is asked `PING` first (see the
     /// module's doc). `cmd` itself is sent again after a dead socket only
     /// when `replayable` (it writes nothing, or writing it twice is writing
-    /// it once).
-    ///
-    /// On a cluster the `PING` goes to the node of `key`'s slot, and is
-    /// asked when that slot's group has been idle: redis-rs pings nothing,
-    /// and resends a request whose node connection dropped (up to the
-    /// configured retries) whether or not it ran, which this makes rare.
+    /// it once). On a cluster, the connection is that of the master of
+    /// `key`'s slot, and its idleness that connection's.
     pub(crate) async fn request(&mut self, cmd: Request<'_>, key: &[u8], replayable: bool) -> RedisResult<Value> {
         // Only a cluster routes by the key.
         #[cfg(not(feature = "cluster"))]
@@ -207,53 +234,10 @@ impl Connection {
             #[cfg(feature = "sentinel")]
             Kind::Sentinel(sentinel) => sentinel.request(cmd, &self.answered, &self.watch, replayable).await,
             #[cfg(feature = "cluster")]
-            Kind::Cluster(cluster) => {
-                let group = slot(key) as usize / SLOTS_PER_GROUP;
-                if self.answered.idle(group) {
-                    // Boxed: only a call after an idle spell takes this path.
-                    Box::pin(ping_node(cluster, key)).await?;
-                }
-                let reply = cmd.on(cluster).await;
-                if reply.is_ok() {
-                    self.answered.touch(group);
-                }
-                reply
-            }
+            Kind::Cluster(cluster) => cluster.request(cmd, key, replayable).await,
         };
         reply.and_then(Value::extract_error)
     }
-}
-
-/// `PING` on the node that serves `key`, up to three times: redis-rs may
-/// answer the first after a dead socket before its reconnect is done.
-#[cfg(feature = "cluster")]
-async fn ping_node(cluster: &mut ClusterConnection, key: &[u8]) -> RedisResult<Value> {
-    let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::with_key(key, SlotAddr::Master)));
-    let mut attempt = 1;
-    loop {
-        match cluster.route_command(redis::cmd("PING"), route.clone()).await {
-            Err(e) if attempt < 3 && (is_dead_socket(&e) || e.kind() == ErrorKind::ClusterConnectionNotFound) => {
-                tracing::debug!(target: "redlimit", "a Redis Cluster node's connection was closed while idle: {e}");
-                attempt += 1;
-            }
-            reply => return reply,
-        }
-    }
-}
-
-/// `PING` and `SCRIPT LOAD` go to every master, and one master's answer is
-/// enough: a master that is down must not fail the start-up or every
-/// node's first call. A script it missed is loaded again on its `NOSCRIPT`.
-#[cfg(feature = "cluster")]
-fn every_master(cmd: &Cmd) -> Option<RoutingInfo> {
-    let mut args = cmd.args_iter().filter_map(|arg| match arg {
-        redis::Arg::Simple(bytes) => Some(bytes),
-        _ => None,
-    });
-    let name = args.next()?;
-    let fanned = name.eq_ignore_ascii_case(b"PING")
-        || (name.eq_ignore_ascii_case(b"SCRIPT") && args.next().is_some_and(|a| a.eq_ignore_ascii_case(b"LOAD")));
-    fanned.then_some(RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, Some(ResponsePolicy::OneSucceeded))))
 }
 
 /// A socket that was open and is not any more: closed by the server or a
@@ -329,10 +313,7 @@ impl ConnectionLike for Connection {
         match &mut self.kind {
             Kind::Single(manager) => Box::pin(guarded(manager, &self.answered, &self.watch, Request::One(cmd), true)),
             #[cfg(feature = "cluster")]
-            Kind::Cluster(c) => match every_master(cmd) {
-                Some(routing) => Box::pin(c.route_command(cmd.clone(), routing)),
-                None => c.req_packed_command(cmd),
-            },
+            Kind::Cluster(c) => Box::pin(c.command(cmd)),
             #[cfg(feature = "sentinel")]
             Kind::Sentinel(s) => Box::pin(s.request(Request::One(cmd), &self.answered, &self.watch, true)),
         }
@@ -347,7 +328,7 @@ impl ConnectionLike for Connection {
         match &mut self.kind {
             Kind::Single(c) => c.req_packed_commands(pipeline, offset, count),
             #[cfg(feature = "cluster")]
-            Kind::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Kind::Cluster(c) => Box::pin(c.pipeline(pipeline, offset, count)),
             #[cfg(feature = "sentinel")]
             Kind::Sentinel(s) => s.req_packed_commands(pipeline, offset, count),
         }
@@ -356,8 +337,9 @@ impl ConnectionLike for Connection {
     fn get_db(&self) -> i64 {
         match &self.kind {
             Kind::Single(c) => c.get_db(),
+            // A cluster has only database 0.
             #[cfg(feature = "cluster")]
-            Kind::Cluster(c) => c.get_db(),
+            Kind::Cluster(_) => 0,
             #[cfg(feature = "sentinel")]
             Kind::Sentinel(s) => s.current().1.get_db(),
         }

@@ -1,16 +1,13 @@
-//! [`Owners`]: which node serves a key, so a node's failure is remembered
-//! for that node's keys only (`breaker.rs`). A single server or a Sentinel
-//! master is one node; a cluster's nodes are the masters `CLUSTER SLOTS`
-//! names, learnt at start-up in the background and again whenever a node
-//! fails (it may have been failed over) or a slot moved.
+//! [`Owners`]: which node serves a key: the slot map requests are routed
+//! by (`cluster/`), and what a node's failure is remembered by, for that
+//! node's keys only (`breaker.rs`). A single server or a Sentinel master is
+//! one node; a cluster's nodes are the masters `CLUSTER SLOTS` names (how
+//! and when it is asked: `cluster/slots.rs`), and the seeds it was given.
 
-use super::Connection;
+use std::sync::atomic::AtomicU32;
 #[cfg(feature = "cluster")]
 use std::sync::atomic::Ordering;
-use std::sync::atomic::{AtomicBool, AtomicU32};
-use std::sync::{Arc, Mutex, PoisonError};
-#[cfg(feature = "cluster")]
-use std::time::Duration;
+use std::sync::{Mutex, PoisonError};
 
 /// A slot no node is known to serve (not learnt yet, or unanswered).
 #[cfg(feature = "cluster")]
@@ -27,23 +24,18 @@ pub(crate) struct Owners {
     node_of: Box<[AtomicU32]>,
     /// Node addresses seen so far; an index never changes meaning.
     names: Mutex<Vec<String>>,
-    refreshing: AtomicBool,
 }
 
 impl Owners {
     /// One node, named `name`, serving every key.
     pub(crate) fn one(name: String) -> Owners {
-        Owners { node_of: Box::new([]), names: Mutex::new(vec![name]), refreshing: AtomicBool::new(false) }
+        Owners { node_of: Box::new([]), names: Mutex::new(vec![name]) }
     }
 
-    /// A cluster's masters, none known yet: call [`refresh_later`](Self::refresh_later).
+    /// A cluster's masters, none known yet: [`learn`](Self::learn) them.
     #[cfg(feature = "cluster")]
     pub(crate) fn cluster() -> Owners {
-        Owners {
-            node_of: (0..super::SLOTS).map(|_| AtomicU32::new(UNKNOWN)).collect(),
-            names: Mutex::default(),
-            refreshing: AtomicBool::new(false),
-        }
+        Owners { node_of: (0..super::idle::SLOTS).map(|_| AtomicU32::new(UNKNOWN)).collect(), names: Mutex::default() }
     }
 
     /// The index of the node serving `key`, or `None` while its slot's is unknown.
@@ -53,7 +45,7 @@ impl Owners {
         }
         #[cfg(feature = "cluster")]
         {
-            let node = self.node_of.get(usize::from(super::slot(key)))?.load(Ordering::Relaxed);
+            let node = self.node_of.get(usize::from(super::idle::slot(key)))?.load(Ordering::Relaxed);
             (node != UNKNOWN).then_some(node as usize)
         }
         #[cfg(not(feature = "cluster"))]
@@ -69,83 +61,71 @@ impl Owners {
         names.get(index).cloned().unwrap_or_else(|| "an unknown node".to_owned())
     }
 
-    /// Learns again which master serves each slot, in a task of its own,
-    /// unless one already is; a store of one node has nothing to learn.
-    pub(crate) fn refresh_later(self: &Arc<Owners>, connection: &Connection) {
-        #[cfg(feature = "cluster")]
-        if !self.node_of.is_empty() && !self.refreshing.swap(true, Ordering::AcqRel) {
-            let (owners, connection) = (self.clone(), connection.clone());
-            let refresh = async move {
-                if let Err(e) = owners.refresh(connection).await {
-                    tracing::debug!(target: "redlimit", "could not learn which Redis Cluster node serves each slot: {e}");
-                }
-                owners.refreshing.store(false, Ordering::Release);
-            };
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => drop(runtime.spawn(refresh)),
-                Err(_) => self.refreshing.store(false, Ordering::Release),
+    /// Learns which master serves each slot from a `CLUSTER SLOTS` reply
+    /// of a node at `host`; whether it named any. Slots it leaves out keep
+    /// the master they had.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn learn(&self, reply: &redis::Value, host: &str) -> bool {
+        let redis::Value::Array(ranges) = reply else { return false };
+        let mut named = false;
+        for (first, last, node) in ranges.iter().filter_map(|range| parse_range(range, host)) {
+            let Some(index) = self.index_of(&node) else { continue };
+            for slot in first..=last.min(super::idle::SLOTS - 1) {
+                self.node_of[slot].store(index as u32, Ordering::Relaxed);
             }
+            named = true;
         }
-        #[cfg(not(feature = "cluster"))]
-        let _ = (connection, &self.refreshing);
+        named
     }
 
-    /// Asks a node or two `CLUSTER SLOTS`, each bounded: the node asked may
-    /// be the one that is down, which must not keep the others' map stale.
+    /// Learns that `node` serves `slot` (a `MOVED` said so); its index.
     #[cfg(feature = "cluster")]
-    async fn refresh(&self, mut connection: Connection) -> redis::RedisResult<()> {
-        let mut last = None;
-        for _ in 0..ATTEMPTS {
-            let mut cmd = redis::cmd("CLUSTER");
-            cmd.arg("SLOTS");
-            let asked = cmd.query_async::<redis::Value>(&mut connection);
-            match tokio::time::timeout(ATTEMPT_BOUND, asked).await {
-                Ok(Ok(reply)) => {
-                    self.learn(&reply);
-                    return Ok(());
-                }
-                Ok(Err(e)) => last = Some(e),
-                Err(_) => last = Some(redis::RedisError::from((redis::ErrorKind::Io, "no answer to CLUSTER SLOTS"))),
-            }
-        }
-        Err(last.unwrap_or_else(|| redis::RedisError::from((redis::ErrorKind::Io, "CLUSTER SLOTS not asked"))))
+    pub(crate) fn moved(&self, slot: u16, node: &str) -> Option<usize> {
+        let index = self.index_of(node)?;
+        self.node_of.get(usize::from(slot))?.store(index as u32, Ordering::Relaxed);
+        Some(index)
     }
 
+    /// The index of the node named `node`, named now if it is new; `None`
+    /// past [`MAX_NODES`].
     #[cfg(feature = "cluster")]
-    fn learn(&self, reply: &redis::Value) {
-        let redis::Value::Array(ranges) = reply else { return };
-        for (first, last, node) in ranges.iter().filter_map(parse_range) {
-            let Some(index) = self.index_of(node) else { continue };
-            for slot in first..=last.min(super::SLOTS - 1) {
-                self.node_of[slot].store(index, Ordering::Relaxed);
-            }
-        }
-    }
-
-    #[cfg(feature = "cluster")]
-    fn index_of(&self, node: String) -> Option<u32> {
+    pub(crate) fn index_of(&self, node: &str) -> Option<usize> {
         let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(index) = names.iter().position(|known| *known == node) {
-            return u32::try_from(index).ok();
+        if let Some(index) = names.iter().position(|known| known == node) {
+            return Some(index);
         }
         if names.len() >= MAX_NODES {
             return None;
         }
-        names.push(node);
-        u32::try_from(names.len() - 1).ok()
+        names.push(node.to_owned());
+        Some(names.len() - 1)
+    }
+
+    /// How many nodes are named so far: indexes `0..known()`.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn known(&self) -> usize {
+        self.names.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// The nodes serving at least one slot, each once, by index.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn masters(&self) -> Vec<usize> {
+        let mut masters: Vec<usize> = Vec::new();
+        for node in self.node_of.iter().map(|n| n.load(Ordering::Relaxed)).filter(|&n| n != UNKNOWN) {
+            if !masters.contains(&(node as usize)) {
+                masters.push(node as usize);
+            }
+        }
+        masters
     }
 }
 
-/// `CLUSTER SLOTS` is asked this many times, each on a random node, within this bound each.
-#[cfg(feature = "cluster")]
-const ATTEMPTS: usize = 3;
-#[cfg(feature = "cluster")]
-const ATTEMPT_BOUND: Duration = Duration::from_secs(1);
-
 /// One entry of `CLUSTER SLOTS`: `[first, last, [ip, port, ..], replicas..]`,
-/// its master named by address (what an operator recognises in a log).
+/// its master named by address (what an operator recognises in a log). A
+/// node that has not learnt its own address (alone in its cluster) names
+/// itself by none: it is then the node at `host` that answered.
 #[cfg(feature = "cluster")]
-fn parse_range(range: &redis::Value) -> Option<(usize, usize, String)> {
+fn parse_range(range: &redis::Value, host: &str) -> Option<(usize, usize, String)> {
     use redis::Value;
     let Value::Array(fields) = range else { return None };
     let (Some(Value::Int(first)), Some(Value::Int(last)), Some(Value::Array(master))) =
@@ -159,7 +139,8 @@ fn parse_range(range: &redis::Value) -> Option<(usize, usize, String)> {
         Some(Value::Int(n)) => Some(n.to_string()),
         _ => None,
     };
-    let node = format!("{}:{}", text(master.first())?, text(master.get(1))?);
+    let ip = text(master.first()).filter(|ip| !ip.is_empty() && ip != "?").unwrap_or_else(|| host.to_owned());
+    let node = format!("{ip}:{}", text(master.get(1))?);
     Some((usize::try_from(*first).ok()?, usize::try_from(*last).ok()?, node))
 }
 
@@ -180,14 +161,24 @@ mod tests {
         };
         let owners = Owners::cluster();
         assert_eq!(owners.owner(b"foo"), None, "nothing learnt yet");
-        owners.learn(&Value::Array(vec![range(0, 8191, 7000), range(8192, 16383, 7001)]));
+        assert!(owners.learn(&Value::Array(vec![range(0, 8191, 7000), range(8192, 16383, 7001)]), "10.0.0.9"));
         // `foo` is in slot 12182, `123456789` in 12739 and `a` in 15495: all the second master's.
         assert_eq!(owners.owner(b"foo"), Some(1));
         assert_eq!(owners.owner(b"{user1000}.x"), owners.owner(b"user1000"));
         assert_eq!(owners.name(1), "10.0.0.1:7001");
         // A failover: the same slots, another master, another node.
-        owners.learn(&Value::Array(vec![range(8192, 16383, 7004)]));
+        assert!(owners.learn(&Value::Array(vec![range(8192, 16383, 7004)]), "10.0.0.9"));
         assert_eq!((owners.owner(b"foo"), owners.name(2).as_str()), (Some(2), "10.0.0.1:7004"));
+        assert_eq!(owners.masters(), vec![0, 2]);
+        // A MOVED: one slot, to a node named for the first time.
+        assert_eq!(owners.moved(12_182, "10.0.0.1:7009"), Some(3));
+        assert_eq!((owners.owner(b"foo"), owners.owner(b"a")), (Some(3), Some(2)));
+        assert!(!owners.learn(&Value::Array(vec![Value::Int(1)]), "10.0.0.9"), "a malformed reply names nothing");
+        // A lone node names itself by no address: the one asked.
+        let unnamed =
+            Value::Array(vec![Value::Int(0), Value::Int(16383), Value::Array(vec![bulk(""), Value::Int(7005)])]);
+        assert!(owners.learn(&Value::Array(vec![unnamed]), "10.0.0.9"));
+        assert_eq!(owners.name(owners.owner(b"foo").unwrap()), "10.0.0.9:7005");
         assert_eq!(Owners::one("x".to_owned()).owner(b"anything"), Some(0));
     }
 }

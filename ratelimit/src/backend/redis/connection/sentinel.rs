@@ -24,9 +24,9 @@
 use super::idle::Answered;
 use super::request::Request;
 use super::watch::DataWatch;
-use super::{client, guarded, manager_config, RedisOptions};
+use super::{guarded, manager_config, open, Address, RedisOptions};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use redis::{ConnectionInfo, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,8 +39,6 @@ pub(crate) const LOOKUP_EVERY: Duration = Duration::from_secs(1);
 
 /// How long a lost pub/sub connection to a sentinel waits before it is opened again.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
-
-type Address = (String, u16);
 
 /// A sentinel, and the connection lookups ask it on.
 struct Sentinel {
@@ -212,23 +210,6 @@ impl Drop for Stalled<'_> {
             wake.notify_one();
         }
     }
-}
-
-/// A manager connected to the node at `address`, with the nodes' settings.
-async fn open(
-    node: &ConnectionInfo,
-    address: &Address,
-    options: &RedisOptions,
-    config: &ConnectionManagerConfig,
-) -> RedisResult<ConnectionManager> {
-    let (host, port) = address.clone();
-    let addr = match node.addr() {
-        ConnectionAddr::TcpTls { insecure, .. } => {
-            ConnectionAddr::TcpTls { host, port, insecure: *insecure, tls_params: None }
-        }
-        _ => ConnectionAddr::Tcp(host, port),
-    };
-    ConnectionManager::new_with_config(client(node.clone().set_addr(addr), options)?, config.clone()).await
 }
 
 /// The master `name` as the sentinels name it: every sentinel asked at
