@@ -9,7 +9,7 @@
 //! a longer length than its own runs on by it, and the store keeps the key
 //! to that end.
 
-use super::{judge, least_room, retry_times};
+use super::{judge, least_room, retry_times, MOST_OWED};
 use crate::backend::{CallKind, Outcome, QuotaOutcome};
 use crate::policy::Strategy;
 
@@ -61,7 +61,8 @@ pub(crate) fn decide(
         return refund(strategies, state, &mut slots, now, cost, of.taken_us);
     }
     let verdict = judge(strategies, (0..strategies.len()).map(|i| count(current(i))), cost);
-    let take = verdict.allowed && cost > 0;
+    // A charge takes its cost whatever the room, counted past the limit.
+    let take = (verdict.allowed || kind == CallKind::Charge) && cost > 0;
     // The windows as they stand after this call (as if taken, for a peek).
     let after = |i: usize| taken(current(i), take, now, cost);
     let (limit, remaining) = least_room(strategies, (0..strategies.len()).map(|i| count(after(i))));
@@ -92,7 +93,7 @@ pub(crate) fn decide(
             .collect(),
     };
 
-    let write = take && kind == CallKind::Check;
+    let write = take && matches!(kind, CallKind::Check | CallKind::Charge);
     let mut moves_expiry = write;
     let known = state.as_ref().is_some_and(|w| w.slots.len() >= strategies.len());
     if write && !known {
@@ -111,7 +112,7 @@ pub(crate) fn decide(
         let mut outlives = false;
         for slot in kept.iter_mut().flatten() {
             if now - slot.start < slot.window_us {
-                slot.count = slot.count.saturating_add(cost);
+                slot.count = added(slot.count, cost);
                 outlives |= slot.start.saturating_add(slot.window_us) > now + reset_after_us;
             }
         }
@@ -138,6 +139,10 @@ pub(crate) fn decide(
             |slot: &Window| now - slot.start >= slot.window_us || slot.start + slot.window_us <= now + reset_after_us;
         moves_expiry = grown && windows.slots.iter().flatten().all(within);
     }
+    if kind == CallKind::Charge {
+        // Reported as a check of cost 0 on the windows it wrote.
+        return (decide(strategies, state, now, 0, CallKind::Peek).0, moves_expiry);
+    }
     (verdict.outcome((limit, remaining), (reset_after_us, retry_after_us), now, quotas), moves_expiry)
 }
 
@@ -149,10 +154,16 @@ fn live(slot: Option<(u64, u64)>, strategy: &Strategy, now: u64) -> Option<(u64,
 /// A live window after a call that took `cost` (`take`) or nothing.
 fn taken(slot: Option<(u64, u64)>, take: bool, now: u64, cost: u64) -> Option<(u64, u64)> {
     match (slot, take) {
-        (Some((start, count)), true) => Some((start, count + cost)),
-        (None, true) => Some((now, cost)),
+        (Some((start, count)), true) => Some((start, added(count, cost))),
+        (None, true) => Some((now, added(0, cost))),
         (slot, false) => slot,
     }
+}
+
+/// A count after `cost` more: a check's stays within its limit; a charge
+/// adds at most [`MOST_OWED`] at once, as the scripts do.
+fn added(count: u64, cost: u64) -> u64 {
+    count.saturating_add(cost.min(MOST_OWED))
 }
 
 /// Permits a window holds.

@@ -156,6 +156,16 @@ impl Limiter {
         Ticket { lease, refund }
     }
 
+    /// A reservation's permit ([`Limiter::reserve`]): it keeps what the
+    /// store took, to settle, whatever the limiter's refunds say (and its
+    /// estimate of 0 too: a settlement charges it all).
+    pub(crate) fn reserved(&self, call: Call<'_>, mut permit: Permit) -> Permit {
+        if permit.taken && permit.ticket.refund.is_none() {
+            permit.ticket.refund = Some(self.kept_for_refund(call, &permit.decision));
+        }
+        permit
+    }
+
     /// What a refund of `call`, answered by `decision`, gives back.
     #[cold]
     fn kept_for_refund(&self, call: Call<'_>, decision: &Decision) -> Box<Refund> {
@@ -340,6 +350,46 @@ impl Permit {
                 lease.release().await
             }
             None => Ok(()),
+        }
+    }
+
+    /// Settles a reservation ([`Limiter::reserve`]) at the `actual` cost and
+    /// returns the key's state after it, as [`peek`](Limiter::peek) of cost
+    /// 0 would report it: what the estimate took above `actual` comes back
+    /// (as [`Limiter::refund`] gives back: a late settlement only what the
+    /// reservation still holds), what `actual` is above the estimate is
+    /// charged whatever the room, owed past the limit if need be. One store
+    /// call, under the policy and dry run of the limiter that reserved.
+    ///
+    /// A reservation the store took nothing for (a call `on_error` or a dry
+    /// run let through) has nothing to settle: its decision comes back
+    /// as it was. Any other permit is not a reservation: `Err(Error::Misuse)`
+    /// (unless its limiter keeps refunds, `refund_on`: then it settles as
+    /// one). `Err` is also a settlement the store could not make (it may or
+    /// may not have been made, after a timeout); it is never sent twice.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    ///
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let bytes = Limiter::new("egress", Policy::fixed_window("100/1m")?, &store);
+    /// let download = bytes.reserve("tenant-3", 40).await.unwrap();
+    /// assert_eq!(download.settle(70).await?.remaining, 30, "40 taken, 30 charged");
+    /// let other = bytes.acquire("tenant-3").await.unwrap();
+    /// assert!(matches!(other.settle(5).await, Err(redlimit::Error::Misuse(_))));
+    /// # Ok(()) }
+    /// ```
+    pub async fn settle(mut self, actual: u64) -> Result<Decision, Error> {
+        match self.ticket.refund.take() {
+            Some(reserved) => {
+                let Refund { limiter, key, cost, of } = *reserved;
+                limiter.settle_of(&key, cost, actual, of).await
+            }
+            None if !self.taken => Ok(self.decision.clone()),
+            None => Err(Error::Misuse(
+                "only a reservation is settled: take it with `Limiter::reserve`, which keeps what it took".into(),
+            )),
         }
     }
 
