@@ -434,8 +434,15 @@ impl Ticket {
     /// returns the key's state after it: `None` when there was nothing to
     /// give back or the refund failed (logged by the limiter).
     pub(crate) async fn refunded(&mut self) -> Option<Decision> {
+        self.settled(0).await
+    }
+
+    /// Settles what the call took, a reservation of its cost, at `actual`,
+    /// and returns the key's state after it: `None` when there was nothing
+    /// to settle or the settlement failed (logged by the limiter).
+    pub(crate) async fn settled(&mut self, actual: u64) -> Option<Decision> {
         let Refund { limiter, key, cost, of } = *self.refund.take()?;
-        limiter.inner.refunds.refund(&limiter, &key, cost, of).await
+        limiter.inner.refunds.settle(&limiter, &key, (cost, actual), of).await
     }
 }
 
