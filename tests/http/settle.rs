@@ -56,12 +56,15 @@ async fn a_response_settles_its_requests_estimate_at_what_the_handler_says_on_bo
         let mut app = routes().layer(layer(&tokens));
         assert_eq!(ask(&mut app, "/used/12", 30).await, (200, 88), "{at}: 18 of 30 back");
         assert_eq!(ask(&mut app, "/plain", 30).await, (200, 58), "{at}: no word: the estimate stays");
-        assert_eq!(ask(&mut app, "/failed/5", 10).await, (502, 53), "{at}: said, it wins over refund_on");
-        assert_eq!(ask(&mut app, "/used/90", 40).await, (200, 0), "{at}: 37 owed past the limit");
+        assert_eq!(ask(&mut app, "/used/0", 0).await, (200, 58), "{at}");
+        assert_eq!(ask(&mut app, "/used/5", 0).await, (200, 53), "{at}: an estimate of 0, charged");
+        assert_eq!(ask(&mut app, "/used/0", 5).await, (200, 53), "{at}: all back");
+        assert_eq!(ask(&mut app, "/failed/5", 10).await, (502, 48), "{at}: said, it wins over refund_on");
+        assert_eq!(ask(&mut app, "/used/90", 40).await, (200, 0), "{at}: 42 owed past the limit");
         let owed = tokens.peek("k", 0).await.unwrap();
         assert_eq!((owed.allowed, owed.remaining), (false, 0), "{at}");
         assert_eq!(ask(&mut app, "/used/1", 1).await.0, 429, "{at}: waited off first");
-        assert_eq!(owed.retry_after, Some(std::time::Duration::from_millis(22_200)), "{at}: 37 at 100/1m");
+        assert_eq!(owed.retry_after, Some(std::time::Duration::from_millis(25_200)), "{at}: 42 at 100/1m");
     }
 }
 

@@ -63,6 +63,10 @@ async fn a_site_settles_its_estimate_at_what_the_result_says_on_both_stores() {
             assert_eq!(left().await.remaining, 880, "{at}: 180 of 300 back");
             complete("alice", 100, None).await.unwrap_err();
             assert_eq!(left().await.remaining, 880, "{at}: an upstream failure read as 0: all back");
+            complete("alice", 0, Some(30)).await.unwrap();
+            assert_eq!(left().await.remaining, 850, "{at}: an estimate of 0, charged");
+            complete("alice", 30, Some(0)).await.unwrap();
+            assert_eq!(left().await.remaining, 850, "{at}: all back");
             complete("alice", 800, Some(1500)).await.unwrap();
             let owed = left().await;
             assert_eq!((owed.allowed, owed.remaining), (false, 0), "{at}: 620 owed past the limit");

@@ -103,6 +103,10 @@ impl RefundLog {
         (estimate, actual): (u64, u64),
         of: Refunded,
     ) -> Option<Decision> {
+        // Nothing to give back or charge: the call's decision still stands.
+        if estimate == actual {
+            return None;
+        }
         let site = limiter.name();
         let algorithm = limiter.policy().algorithm();
         // A concurrency permit comes back when its holder drops it: nothing

@@ -149,7 +149,8 @@ impl Limiter {
     /// caller refunds and the store took something, what it took.
     #[inline]
     pub(crate) fn ticket(&self, call: Call<'_>, decision: &Decision, taken: bool, lease: Option<Renewed>) -> Ticket {
-        let refund = match self.enforcement.refunds && taken && call.cost > 0 {
+        // A cost of 0 too: a settlement may charge it all.
+        let refund = match self.enforcement.refunds && taken {
             true => Some(self.kept_for_refund(call, decision)),
             false => None,
         };
