@@ -364,10 +364,9 @@ impl Permit {
     ///
     /// A reservation the store took nothing for (a call `on_error` or a dry
     /// run let through) has nothing to settle: its decision comes back
-    /// as it was. Any other permit is not a reservation: `Err(Error::Misuse)`
-    /// (unless its limiter keeps refunds, `refund_on`: then it settles as
-    /// one). `Err` is also a settlement the store could not make (it may or
-    /// may not have been made, after a timeout); it is never sent twice.
+    /// as it was. Any other permit is not a reservation: `Err(Error::Misuse)`.
+    /// `Err` is also a settlement the store could not make (it may or may
+    /// not have been made, after a timeout); it is never sent twice.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
