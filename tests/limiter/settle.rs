@@ -221,3 +221,26 @@ async fn a_huge_settlement_is_owed_whole_and_never_wraps() {
         both.clock.advance(Duration::from_secs(3600));
     }
 }
+
+/// A settlement applies the policy that reserved; the key keeps what it
+/// owes across a plan change of its algorithm, so the next plan waits the
+/// overage off, at its own rate.
+#[tokio::test]
+async fn a_settlement_after_a_plan_change_is_owed_under_the_next_plan() {
+    let both = BothStores::start().await;
+    for (at, store) in both.each() {
+        let plan_a = Limiter::new(format!("plans-{at}"), Policy::token_bucket(10, "10/1m").unwrap(), store);
+        let plan_b = plan_a.with_policy(&Policy::token_bucket(5, "5/1m").unwrap());
+        let reservation = plan_a.reserve("k", 6).await.unwrap();
+        assert_eq!(plan_b.peek("k", 0).await.unwrap().remaining, 0, "{at}: 6 owed, above the smaller capacity");
+        reservation.settle(9).await.unwrap();
+        // The next plan's first check converts the debt to its rate (a peek would not).
+        let owed = plan_b.check("k", 0).await.unwrap();
+        assert_eq!((owed.allowed, owed.remaining), (false, 0), "{at}");
+        assert_eq!(owed.retry_after, Some(Duration::from_secs(48)), "{at}: 9 owed, 4 past 5, at 5 a minute");
+        both.clock.advance(Duration::from_secs(48));
+        assert!(plan_b.reserve("k", 1).await.is_err(), "{at}: the next plan's own cost on top");
+        both.clock.advance(Duration::from_secs(12));
+        assert!(plan_b.reserve("k", 1).await.is_ok(), "{at}");
+    }
+}
