@@ -15,18 +15,19 @@ allow_defined_top = false
 -- policy readers name them for all; a family that is never sent one, or
 -- whose policy has no use for one of its numbers, leaves it unread.
 local never_sent = {
-  -- No refund reaches a sliding window or log (the runtime refuses it).
-  -- Only a fixed window has calendar strategies, whose starts are `opens`.
-  sliding_window = {"211/refund", "212/permit", "241/opens"},
-  sliding_window_totals = {"211/refund", "212/permit", "241/opens"},
-  sliding_log = {"211/refund", "212/permit", "211/precision", "241/opens"},
+  -- No refund nor charge reaches a sliding window or log (the runtime
+  -- refuses them). Only a fixed window has calendar strategies, whose
+  -- starts are `opens`.
+  sliding_window = {"211/refund", "211/charge", "212/permit", "241/opens"},
+  sliding_window_totals = {"211/refund", "211/charge", "212/permit", "241/opens"},
+  sliding_log = {"211/refund", "211/charge", "212/permit", "211/precision", "241/opens"},
   -- A fixed window's precision is 0: its windows have no sub-windows.
   fixed_window = {"211/precision"},
   -- The counter runs on Redis's clock only: no client time, no slack.
   fixed_window_counter = {"211/server_clock", "212/slack"},
   -- A concurrency call's kind is its own (acquire, release, renew);
-  -- a peek reports like a check, and there are no refunds.
-  concurrency = {"211/peek", "211/refund"},
+  -- a peek reports like a check, and there are no refunds nor charges.
+  concurrency = {"211/peek", "211/refund", "211/charge"},
 }
 for family, ignored in pairs(never_sent) do
   files["ratelimit/lua/assembled/" .. family .. ".lua"] = {ignore = ignored}

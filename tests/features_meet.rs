@@ -5,7 +5,8 @@
 //! system clock in memory, Redis's `TIME`). Each call draws its key, its plan
 //! (`Limiter::with_policy`: capacities, rates, refills, strategies), its cost, whether
 //! it is refunded later (soon, or after its window ended or its bucket
-//! refilled), whether it is a dry-run trial and whether it goes through a
+//! refilled), whether it reserves and settles below its estimate (as
+//! late), whether it is a dry-run trial and whether it goes through a
 //! prefetching limiter (`redlimit_test_support::meet_calls`). Every decided
 //! call is recorded (`allowed`, cost, policy, `decided_at`, refunded or not)
 //! and replayed against the model of `redlimit_test_support::meet`, which

@@ -32,6 +32,7 @@ pub(crate) const OPTIONS: &[&str] = &[
     "fallback",
     "on_error",
     "refund_on",
+    "settle",
     "dry_run",
     "prefetch",
     "crate",
@@ -67,6 +68,9 @@ const RENAMES: &[(&str, &str)] = &[
     ("refund_on_error", "refund_on"),
     ("refund_when", "refund_on"),
     ("deduct_when", "refund_on"),
+    ("settle_with", "settle"),
+    ("actual_cost", "settle"),
+    ("reserve", "settle"),
     ("shadow", "dry_run"),
     ("shadow_mode", "dry_run"),
     ("batch", "prefetch"),
@@ -131,6 +135,7 @@ pub(crate) struct Options {
     pub fallback: Option<Path>,
     pub on_error: Option<LitStr>,
     pub refund_on: Option<LitStr>,
+    pub settle: Option<Path>,
     pub dry_run: Option<LitBool>,
     pub prefetch: Option<LitInt>,
     pub krate: Option<Path>,
@@ -193,6 +198,7 @@ impl Options {
                 "fallback" => path(&name, value, "fallback = cached_profile").map(|v| options.fallback = Some(v)),
                 "on_error" => string(&name, value, "on_error = \"deny\"").map(|v| options.on_error = Some(v)),
                 "refund_on" => string(&name, value, "refund_on = \"err\"").map(|v| options.refund_on = Some(v)),
+                "settle" => settle_path(&name, value).map(|v| options.settle = Some(v)),
                 "dry_run" => boolean(&name, value, "dry_run = true").map(|v| options.dry_run = Some(v)),
                 "prefetch" => integer(&name, value, "prefetch = 100").map(|v| options.prefetch = Some(v)),
                 "crate" => string(&name, value, "crate = \"my_facade::redlimit\"")
@@ -239,6 +245,19 @@ fn integer(name: &Ident, value: Expr, example: &str) -> syn::Result<LitInt> {
             Err(syn::Error::new(lit.span(), format!("`{name}` takes an integer, not a string: write `{example}`")))
         }
         other => Err(syn::Error::new(other.span(), format!("`{name}` takes an integer literal: write `{example}`"))),
+    }
+}
+
+/// `settle = path::to::fn`, a function of the result.
+fn settle_path(name: &Ident, value: Expr) -> syn::Result<Path> {
+    match value {
+        Expr::Path(p) if p.qself.is_none() => Ok(p.path),
+        other => Err(syn::Error::new(
+            other.span(),
+            format!(
+                "`{name}` takes a path to a function of the result, `fn(&Output) -> u64`: write `settle = tokens_used`"
+            ),
+        )),
     }
 }
 

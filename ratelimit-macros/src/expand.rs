@@ -58,14 +58,24 @@ use crate::policy_const::policy;
 ///     Site::refund_if(__redlimit_ticket_0, Failed::failed(&__redlimit_result)).await;
 ///     __redlimit_result
 /// ```
+/// With `settle = tokens_used` the same, the cost being the estimate, and
+/// the call settled at what the function says the result cost:
+/// ```text
+///     // Spanned at the path: a function that does not fit is reported there.
+///     Site::settle(__redlimit_ticket_0, Settles::actual(&tokens_used, &__redlimit_result)).await;
+/// ```
 pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments) -> TokenStream {
     let Function { attrs, vis, sig, body, .. } = &function;
     // What each site's call holds while the body runs, named by its place.
     let holders: Vec<Ident> =
         (0..configs.len()).map(|i| Ident::new(&format!("__redlimit_ticket_{i}"), Span::mixed_site())).collect();
-    // Those whose body's failure gives back what their call took (`refund_on`).
-    let tickets: Vec<Option<&Ident>> =
-        configs.iter().zip(&holders).map(|(config, holder)| config.refund_on_err.then_some(holder)).collect();
+    // Those whose body's failure gives back what their call took (`refund_on`),
+    // or whose result settles it (`settle`).
+    let tickets: Vec<Option<&Ident>> = configs
+        .iter()
+        .zip(&holders)
+        .map(|(config, holder)| (config.refund_on_err || config.settle.is_some()).then_some(holder))
+        .collect();
     // A denial gives back what every site before it took: the body they paid for never runs.
     let sites = configs.iter().enumerate().map(|(i, config)| {
         let outer = i + 1 < configs.len();
@@ -104,6 +114,11 @@ pub(crate) fn function(function: Function, configs: &[Config], args: &Arguments)
         let result = Ident::new("__redlimit_result", Span::mixed_site());
         let refunds = configs.iter().zip(&tickets).filter_map(|(config, ticket)| {
             let (krate, ticket) = (&config.krate, (*ticket)?);
+            if let Some(settle) = &config.settle {
+                // Spanned at the path: a function that does not fit is reported there.
+                let actual = respan(quote!(#krate::__private::Settles::actual(&#settle, &#result)), settle.span());
+                return Some(quote!(#krate::__private::Site::settle(#ticket, #actual).await;));
+            }
             let failed = respan(quote!(#krate::__private::Failed::failed(&#result)), return_span(sig));
             Some(quote!(#krate::__private::Site::refund_if(#ticket, #failed).await;))
         });
@@ -216,7 +231,7 @@ fn site(
         }
     };
     let dry_run = if config.dry_run { quote!(.dry_run()) } else { quote!() };
-    let refunds = if config.refund_on_err || outer { quote!(.refunds()) } else { quote!() };
+    let refunds = if config.refund_on_err || config.settle.is_some() || outer { quote!(.refunds()) } else { quote!() };
     let prefetch = config.prefetch.map(|k| {
         let k = Literal::u64_suffixed(k);
         quote!(.prefetch(#k))

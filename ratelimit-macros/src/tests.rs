@@ -121,6 +121,23 @@ fn refund_on_keeps_what_was_taken_then_looks_at_the_result() {
     assert!(out.contains("Site :: refund_if (__redlimit_ticket_0 , :: redlimit :: __private :: Failed :: failed (& __redlimit_result)) . await ; __redlimit_result"), "{out}");
 }
 
+/// A settling site keeps what its call took, and settles it at what its
+/// function reads from the body's result; it refunds nothing on an `Err`.
+#[test]
+fn settle_keeps_what_was_taken_then_settles_at_the_result() {
+    let out = expand(
+        quote!(algo = "token_bucket", capacity = 100, rate = "100/1m", cost = estimate, settle = usage::tokens),
+        quote!(
+            async fn complete(estimate: u64) -> Result<u64, E> {
+                Ok(estimate)
+            }
+        ),
+    );
+    assert_eq!(out.matches(". refunds ()").count(), 1, "{out}");
+    assert!(out.contains("Site :: settle (__redlimit_ticket_0 , :: redlimit :: __private :: Settles :: actual (& usage :: tokens , & __redlimit_result)) . await ; __redlimit_result"), "{out}");
+    assert!(!out.contains("refund_if"), "{out}");
+}
+
 /// Stacked sites: every one before the last keeps what its call took, and a
 /// later one's denial gives it back; no body's result is looked at.
 #[test]

@@ -33,6 +33,9 @@ pub(crate) struct Config {
     /// `refund_on = "err"`: the call's permits are given back when the body
     /// returns `Err(..)`.
     pub refund_on_err: bool,
+    /// `settle = path`: the call's cost is an estimate, settled at what
+    /// `path(&result)` says the call cost once the body returned.
+    pub settle: Option<Path>,
     /// `dry_run = true`: decided and recorded, never denied.
     pub dry_run: bool,
     /// `prefetch = k`: up to k permits taken per store call for a hot key.
@@ -82,6 +85,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
     }
     let on_error = on_error(&options, errors);
     let refund_on_err = refund_on(&options, policy.as_ref(), errors);
+    check_settle(&options, policy.as_ref(), errors);
     let prefetch = prefetch(&options, policy.as_ref(), errors);
 
     let cost = cost.flatten().unwrap_or(Cost::Literal(1));
@@ -113,6 +117,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
         on_error,
         returns_denial,
         refund_on_err,
+        settle: options.settle,
         dry_run: options.dry_run.as_ref().is_some_and(LitBool::value),
         prefetch,
     })
@@ -248,6 +253,29 @@ fn refund_on(options: &Options, policy: Option<&SitePolicy>, errors: &mut Errors
         return false;
     }
     true
+}
+
+/// `settle = path` beside a policy whose algorithm can settle (known here
+/// when written in the attribute; a named or per-call one is checked at run
+/// time, which logs and charges nothing), and not beside `refund_on`.
+fn check_settle(options: &Options, policy: Option<&SitePolicy>, errors: &mut Errors) {
+    let Some(path) = &options.settle else { return };
+    if let Some(lit) = &options.refund_on {
+        errors.push(syn::Error::new(
+            lit.span(),
+            "`refund_on` and `settle` both give back what the call took: `settle`'s function sees an `Err` too and can return 0 for it; remove `refund_on`",
+        ));
+    }
+    if let Some(spec) = policy.and_then(SitePolicy::spec).filter(|spec| !policy::refunds(spec.kind)) {
+        let why = match spec.kind {
+            AlgorithmKind::Concurrency => "its permits are held while the function runs, not spent",
+            _ => "it records when each permit was taken, and a settlement cannot give back part of one",
+        };
+        errors.push(syn::Error::new(
+            path.span(),
+            format!("`settle` needs an algorithm that can settle a reservation, and `{}` cannot: {why}; use fixed_window, token_bucket, leaky_bucket or gcra, or remove `settle`", spec.kind),
+        ));
+    }
 }
 
 /// `prefetch = k`: k of 2 or more, beside a policy whose permits can be

@@ -51,6 +51,12 @@ pub enum CallKind {
     /// would. Only for the algorithms that keep refunds (`algo::refunds`);
     /// any other store answers [`Error::InvalidConfig`](crate::Error::InvalidConfig) and writes nothing.
     Refund(Refunded),
+    /// Take `cost` permits whatever the room, never denied: what a
+    /// settlement owes above its reservation's estimate, counted past the
+    /// limit as debt that later calls wait off; reports the state after it
+    /// as a check of cost 0 would. Only for the algorithms that keep
+    /// refunds, as a refund is.
+    Charge,
     /// Hold `cost` permits as the permit `id` for one lease, if they fit.
     Acquire(PermitId),
     /// Give back the permit `id` of weight `cost`; nothing if it is not held.

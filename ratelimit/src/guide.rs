@@ -33,6 +33,9 @@ pub mod concurrency {}
 #[doc = include_str!("../docs/guide/refunds.md")]
 pub mod refunds {}
 
+#[doc = include_str!("../docs/guide/settle.md")]
+pub mod settle {}
+
 #[doc = include_str!("../docs/guide/dry_run.md")]
 pub mod dry_run {}
 

@@ -1,6 +1,7 @@
 //! The calls of `tests/features_meet.rs`'s rate parts: each part's plans,
 //! and the worker tasks that draw every call (key, plan, cost, a refund soon
-//! or late, a dry-run trial of the plan, prefetch) and record it as a [`Call`].
+//! or late, a reservation settled below its estimate soon or late, a dry-run
+//! trial of the plan, prefetch) and record it as a [`Call`].
 
 use crate::meet::{Call, Draws, Hold, Interval, Strategy};
 use crate::meet_holders;
@@ -163,23 +164,46 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
             _ => limiter.with_policy(policy_of_call),
         };
         let name = format!("k{key}");
-        let decision = by.check(&name, cost).await.unwrap();
-        let (at_us, allowed) = (at_us(&decision), decision.allowed);
         let refundable = !part.starts_with("sliding") && part != "dry_run" && !trial;
-        let refunded = decision.allowed && refundable && rng.chance(0.2) && !without("refunds");
-        if refunded {
-            // Half soon, inside the window; half in the next cycle's busy part,
-            // after the window ended or the bucket refilled. Only calls of every
-            // other cycle are refunded late: in the cycles between, the late
-            // refunds arrive and no pending one gives the model room.
+        // Some calls of several permits reserve them, and settle below the
+        // estimate, soon or late: the model counts the actual cost, which a
+        // settlement gives back to at most, as a refund does.
+        let reserving = refundable && cost > 1 && rng.chance(0.15) && !without("refunds");
+        if reserving {
+            let (decision, reservation) = match by.reserve(&name, cost).await {
+                Ok(reservation) => (reservation.decision().clone(), Some(reservation)),
+                Err(denied) => (denied.decision().clone(), None),
+            };
+            let (at_us, allowed) = (at_us(&decision), decision.allowed);
+            let actual = rng.range(0, cost);
             let late = rng.chance(0.5) && (at_us / CYCLE_US) & 1 == 0;
             let delay = if late { rng.range(400, 600) } else { rng.range(0, 20) };
-            refunds.push(tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(delay)).await;
-                let _ = refund(&by, &name, cost, &decision).await;
-            }));
+            if let Some(reservation) = reservation {
+                refunds.push(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    let _ = reservation.settle(actual).await;
+                }));
+            }
+            let (cost, refunded) = if allowed && actual > 0 { (actual, false) } else { (cost, allowed) };
+            records.push(Call { key, policy, cost, allowed, at_us, refunded, prefetch, trial });
+        } else {
+            let decision = by.check(&name, cost).await.unwrap();
+            let (at_us, allowed) = (at_us(&decision), decision.allowed);
+            let refunded = decision.allowed && refundable && rng.chance(0.2) && !without("refunds");
+            if refunded {
+                // Half soon, inside the window; half in the next cycle's busy part,
+                // after the window ended or the bucket refilled. Only calls of every
+                // other cycle are refunded late: in the cycles between, the late
+                // refunds arrive and no pending one gives the model room.
+                let late = rng.chance(0.5) && (at_us / CYCLE_US) & 1 == 0;
+                let delay = if late { rng.range(400, 600) } else { rng.range(0, 20) };
+                refunds.push(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    let _ = refund(&by, &name, cost, &decision).await;
+                }));
+            }
+            records.push(Call { key, policy, cost, allowed, at_us, refunded, prefetch, trial });
         }
-        records.push(Call { key, policy, cost, allowed, at_us, refunded, prefetch, trial });
         tokio::time::sleep(Duration::from_micros(rng.range(100, 1_500))).await;
         // Every process idles together for part of each cycle of the wall
         // clock, long enough for every bucket to refill and window to end:

@@ -1,5 +1,5 @@
 //! `RateLimitLayer` and the HTTP fields: keys, controls, tiers, routes,
-//! request costs, refunds, concurrency, proxies' headers, the exact fields
+//! request costs, refunds, settlements, concurrency, proxies' headers, the exact fields
 //! of every algorithm, a pacing client, and the `axum_server` example over
 //! real HTTP. Those on the global store or the global policy set each have a
 //! binary of their own (`http_*.rs`).
@@ -28,5 +28,7 @@ mod pacing_client;
 mod refund_fields;
 mod refunds;
 mod request_cost;
+#[cfg(feature = "redis")]
+mod settle;
 #[cfg(feature = "redis")]
 mod stacked;

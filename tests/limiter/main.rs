@@ -2,8 +2,8 @@
 //! memory twin with the Lua scripts, redis-cell's GCRA, quotas, atomicity
 //! under concurrency, concurrency limiters held only through `acquire`, the
 //! deny cache, constructors and hostile input, a
-//! policy per call, denial texts, policies as text, dry-run trials, bucket refunds
-//! and calendar windows.
+//! policy per call, denial texts, policies as text, dry-run trials, bucket refunds,
+//! calendar windows and reservations settled.
 //!
 //! One test binary for the area, one module per former test file (each
 //! binary links the whole dependency tree, so fewer build much faster).
@@ -46,3 +46,5 @@ mod policy_per_call;
 mod policy_text;
 #[cfg(feature = "redis")]
 mod quotas;
+#[cfg(feature = "redis")]
+mod settle;

@@ -1,5 +1,5 @@
 //! `#[rate_limit]` on stores given by `redlimit::scope`: dry-run trials,
-//! prefetch, and scopes kept apart. The attribute's tests on the global
+//! prefetch, settlements, and scopes kept apart. The attribute's tests on the global
 //! store each have a binary of their own (`macro_*.rs`).
 //!
 //! One test binary for the area, one module per former test file (each
@@ -15,5 +15,7 @@ mod dry_run;
 #[cfg(feature = "redis")]
 mod prefetch;
 mod scope;
+#[cfg(feature = "redis")]
+mod settle;
 #[cfg(feature = "redis")]
 mod stacked;

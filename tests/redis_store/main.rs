@@ -32,6 +32,8 @@ mod script_reload;
 #[cfg(feature = "redis")]
 mod server_clock_ttl;
 #[cfg(feature = "redis")]
+mod settle_server_clock;
+#[cfg(feature = "redis")]
 mod sliding_log;
 #[cfg(feature = "redis")]
 mod sliding_window_layout;

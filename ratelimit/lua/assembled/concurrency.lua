@@ -32,9 +32,11 @@ return function(key, cost, kind, now, slack, permit)
 -- script, after the family's policy reader has set the policy's numbers
 -- (lua/README.md: how a script is joined, and what each value means).
 --
--- Sets `peek`, `refund` and `server_clock`; clock.lua sets `now` when nil.
+-- Sets `peek`, `refund`, `charge` and `server_clock`; clock.lua sets
+-- `now` when nil.
 local peek = kind == 1
 local refund = kind == 2
+local charge = kind == 6
 local server_clock = not now
 -- clock.lua: joined after prelude.lua in every script that reads a time
 -- (all but fixed_window_counter.lua, whose window Redis times by the key's

@@ -50,9 +50,11 @@ return function(key, cost, kind, now, slack, permit)
 -- script, after the family's policy reader has set the policy's numbers
 -- (lua/README.md: how a script is joined, and what each value means).
 --
--- Sets `peek`, `refund` and `server_clock`; clock.lua sets `now` when nil.
+-- Sets `peek`, `refund`, `charge` and `server_clock`; clock.lua sets
+-- `now` when nil.
 local peek = kind == 1
 local refund = kind == 2
+local charge = kind == 6
 local server_clock = not now
 -- clock.lua: joined after prelude.lua in every script that reads a time
 -- (all but fixed_window_counter.lua, whose window Redis times by the key's
@@ -159,7 +161,10 @@ end
 -- (its start <= taken < start + W), then replies as a check of cost 0
 -- (HSET of those counts; the TTL already covers their ends). A window
 -- that ended, or began after the refunded call's ended, gives nothing
--- back: it holds none of that call's permits. A write that starts any
+-- back: it holds none of that call's permits. A charge counts its cost
+-- in every running window (starting those that run none) whatever the
+-- room, past the limit, as an admitted call does, then replies as a check
+-- of cost 0. A write that starts any
 -- window, or meets another form or length, rewrites every field, then
 -- sets the TTL to the latest window's end; a write inside live windows of
 -- the policy's lengths only adds the cost to each count (HINCRBY), the
@@ -286,19 +291,11 @@ end
 local violated, never = judge(counts)
 local allowed = violated == 0
 local taken = allowed and cost or 0
-
--- Retry (denials only, from the windows before the call): when every
--- violated strategy's window has ended.
-local retry = -1
-if not allowed and not never then
-  retry = 0
-  for i = 1, k do
-    if violates(violated, i) and starts[i] then
-      local e = starts[i] + lens[i] - now
-      retries[i] = e
-      if e > retry then retry = e end
-    end
-  end
+-- A charge takes its cost whatever the room, at most 2^52 at once
+-- (algo::charged), counted past the limit.
+if charge then
+  taken = cost
+  if taken > 4503599627370496 then taken = 4503599627370496 end
 end
 
 -- The windows after the call (as if taken, also for a peek).
@@ -362,10 +359,35 @@ if taken > 0 and not peek then
   end
 end
 
+-- A charge replies as a check of cost 0 on the windows it wrote.
+if charge then
+  for i = 1, k do
+    if after[i] then starts[i], counts[i] = after[i], counts[i] + taken end
+  end
+  cost, taken = 0, 0
+  violated, never = judge(counts)
+  allowed = violated == 0
+end
+
+-- Retry (denials only, from the windows before the call, or a
+-- charge's after it): when every
+-- violated strategy's window has ended.
+local retry = -1
+if not allowed and not never then
+  retry = 0
+  for i = 1, k do
+    if violates(violated, i) and starts[i] then
+      local e = starts[i] + lens[i] - now
+      retries[i] = e
+      if e > retry then retry = e end
+    end
+  end
+end
+
 -- A denied check by a window longer than a running one's own length: that
 -- window runs on by the longer, so the key is kept to its end (the twin's
 -- rule: the TTL moves only if every window the key holds ends by then).
-if not allowed and not peek and not refund and cost > 0 and not never then
+if not allowed and not peek and not refund and not charge and cost > 0 and not never then
   local args, lengths = {}, {}
   for i = 1, k do
     lengths[i] = tonumber(h[3 * i]) or 0

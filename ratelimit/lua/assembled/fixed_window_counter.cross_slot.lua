@@ -36,9 +36,11 @@ return function(key, cost, kind, now, slack, permit)
 -- script, after the family's policy reader has set the policy's numbers
 -- (lua/README.md: how a script is joined, and what each value means).
 --
--- Sets `peek`, `refund` and `server_clock`; clock.lua sets `now` when nil.
+-- Sets `peek`, `refund`, `charge` and `server_clock`; clock.lua sets
+-- `now` when nil.
 local peek = kind == 1
 local refund = kind == 2
+local charge = kind == 6
 local server_clock = not now
 -- fixed_window_counter.lua: a fixed window of one strategy kept as a
 -- counter whose TTL is the window, started by the first admitted hit (INCR
@@ -77,6 +79,9 @@ local server_clock = not now
 -- A denied call takes nothing: its increment is undone with DECRBY in the
 -- same script (on a counter of a shorter window, the count is rewritten as
 -- this window's, which it runs on by: SET ... PX). Peeks, cost 0 and a cost above L (never admitted) only read.
+-- A charge adds its cost to the running window's count (starting one if
+-- none runs) whatever the room, at most to one unit of window less one,
+-- and replies as a check of cost 0 after it.
 -- A refund lowers the count of a running window by cost, never below zero
 -- (SET ... KEEPTTL), and replies as a check of cost 0: a window refunded
 -- to zero still runs to its end, as fixed_window.lua's does, so a key
@@ -101,12 +106,14 @@ local server_clock = not now
 -- The value's unit of window (see State); fixed_window.lua reads it alike.
 local per_ms = 2097152
 local tag = window * per_ms
+-- A charge adds at most 2^52 at once (algo::charged).
+if charge and cost > 4503599627370496 then cost = 4503599627370496 end
 
 -- The common call first, before the helpers below are made (each a
 -- closure per call): a check that takes permits from this window's running
 -- counter needs only INCR, PTTL and TIME for its reply.
 local got, ttl = false, 0
-if not (peek or refund or cost == 0 or cost > limit) then
+if not (peek or refund or charge or cost == 0 or cost > limit) then
   if cost == 1 then got = try('INCR', key) else got = try('INCRBY', key, string.format('%d', cost)) end
   if type(got) == 'number' then
     if got >= tag and got < tag + per_ms then
@@ -152,12 +159,22 @@ end
 -- the script's own run after the key's, which this covers.
 local margin = 2000
 
+-- A count after a charge of `cost`, whatever the room: it stays below one
+-- unit of window (the value's form), which is past any count a decision
+-- tells apart (the limit is below half of it, and no refund gives back
+-- more than the limit).
+local function charged(count)
+  local c = count + cost
+  if c > per_ms - 1 then c = per_ms - 1 end
+  return c
+end
+
 -- A denied check on the hash by a window longer than its first one's own
 -- length (w1) while it runs from `s`: it runs on by this one, so the key is
 -- kept to its end unless a window it holds ends `later` (fixed_window.lua's
 -- rule).
 local function grow(s, w1, later)
-  if peek or refund or cost == 0 or cost > limit or not s or (w1 or 0) >= window * 1000 then return end
+  if peek or refund or charge or cost == 0 or cost > limit or not s or (w1 or 0) >= window * 1000 then return end
   call('HSET', key, 'w1', string.format('%d', window * 1000))
   if not later then
     local ms = math.ceil((s + window * 1000 - (time_read or redis_time())) / 1000)
@@ -203,7 +220,7 @@ local function on_kept()
   end
   local t = 0
   if s then t = math.ceil((s + w - now) / 1000) + 1 end
-  if count + cost > limit then
+  if count + cost > limit and not charge then
     local later = false
     for j = 2, last do
       if runs[j] and s and f['s' .. j] + f['w' .. j] > s + w then later = true end
@@ -236,6 +253,8 @@ local function on_kept()
     local ms = math.ceil((now + until_us - (time_read or redis_time())) / 1000) + 1
     call('PEXPIRE', key, string.format('%d', ms))
   end
+  -- A charge replies as a check of cost 0 after it.
+  if charge and count + cost > limit then return dated(-1 - (limit * (window + 2) + t)) end
   return dated((count + cost) * (window + 2) + t)
 end
 
@@ -262,6 +281,15 @@ local function on_hash()
     end
     cost = 0
   end
+  if charge then
+    if cost > 0 then
+      if t == 0 then t = window + 1 end
+      count = charged(count)
+      call('DEL', key)
+      call('SET', key, string.format('%d', tag + count), 'PX', string.format('%d', t - 1))
+    end
+    cost = 0
+  end
   if count + cost > limit then
     if t > 0 then grow(s, tonumber(h[4]), false) end
     return dated(-1 - (math.min(count, limit) * (window + 2) + t))
@@ -277,7 +305,7 @@ local function on_hash()
   return dated((count + cost) * (window + 2) + t)
 end
 
-if peek or refund or cost == 0 or cost > limit then
+if peek or refund or charge or cost == 0 or cost > limit then
   local held = try('GET', key)
   if type(held) == 'table' then return on_hash() end
   local count, t, written = 0, 0, 0
@@ -288,6 +316,17 @@ if peek or refund or cost == 0 or cost > limit then
     if running and cost > 0 and count > 0 then
       if cost >= count then count = 0 else count = count - cost end
       call('SET', key, string.format('%d', written * per_ms + count), 'KEEPTTL')
+    end
+    cost = 0
+  end
+  if charge then
+    -- Written as this policy's counter, a window starting if none runs.
+    if cost > 0 then
+      if t == 0 then t = window + 1 end
+      count = charged(count)
+      local px = t - 1
+      if px < 1 then px = 1 end
+      call('SET', key, string.format('%d', tag + count), 'PX', string.format('%d', px))
     end
     cost = 0
   end

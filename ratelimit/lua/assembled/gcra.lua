@@ -32,9 +32,11 @@ return function(key, cost, kind, now, slack, permit)
 -- script, after the family's policy reader has set the policy's numbers
 -- (lua/README.md: how a script is joined, and what each value means).
 --
--- Sets `peek`, `refund` and `server_clock`; clock.lua sets `now` when nil.
+-- Sets `peek`, `refund`, `charge` and `server_clock`; clock.lua sets
+-- `now` when nil.
 local peek = kind == 1
 local refund = kind == 2
+local charge = kind == 6
 local server_clock = not now
 -- clock.lua: joined after prelude.lua in every script that reads a time
 -- (all but fixed_window_counter.lua, whose window Redis times by the key's
@@ -72,7 +74,9 @@ local read_at = now
 -- and formats no number. Written when allowed, cost > 0 and not a peek;
 -- by a refund while the TAT is ahead of now, which moves it back by cost
 -- emission intervals less the time since the refunded call was taken
--- (what it may still owe), never before now; and by a check or
+-- (what it may still owe), never before now; by a charge of some cost,
+-- which moves it on by cost emission intervals whatever the room (past
+-- the tolerance: a debt); and by a check or
 -- refund that found a TAT ahead of now written under another rate
 -- (converted to this one, taking nothing, so the retry it names is paid
 -- off at this rate). With the
@@ -138,6 +142,17 @@ if refund then
   end
   if debt > 0 and back > 0 then
     if back >= debt then debt = 0 else debt = debt - back end
+    ahead = debt
+  end
+  if debt <= tolerance then reply = debt else reply = -1 - debt end
+elseif charge then
+  -- A charge moves the TAT on by its cost whatever the room (a settlement
+  -- above its estimate), at most 2^52 units ahead (algo::charged: exact in
+  -- doubles added to now), and reports as a check of cost 0.
+  local more = debt + cost * p
+  if more > 4503599627370496 then more = 4503599627370496 end
+  if more > debt then
+    debt = more
     ahead = debt
   end
   if debt <= tolerance then reply = debt else reply = -1 - debt end

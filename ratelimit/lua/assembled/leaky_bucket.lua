@@ -34,9 +34,11 @@ return function(key, cost, kind, now, slack, permit)
 -- script, after the family's policy reader has set the policy's numbers
 -- (lua/README.md: how a script is joined, and what each value means).
 --
--- Sets `peek`, `refund` and `server_clock`; clock.lua sets `now` when nil.
+-- Sets `peek`, `refund`, `charge` and `server_clock`; clock.lua sets
+-- `now` when nil.
 local peek = kind == 1
 local refund = kind == 2
+local charge = kind == 6
 local server_clock = not now
 -- clock.lua: joined after prelude.lua in every script that reads a time
 -- (all but fixed_window_counter.lua, whose window Redis times by the key's
@@ -123,7 +125,8 @@ end
 -- State: bucket_read.lua's, owing the level, whole even above this
 -- capacity's full. An absent key is an empty bucket. Written when allowed,
 -- cost > 0 and not a peek; by a refund that lowers the level: by at most
--- what its call may still hold, never below empty; and by a check or
+-- what its call may still hold, never below empty; by a charge of some
+-- cost, which raises it whatever the room (above full: a debt); and by a check or
 -- refund that found the level at another rate and not empty (converted,
 -- taking nothing).
 
@@ -163,6 +166,16 @@ if refund then
   -- is still above this full.
   if level <= full then reply = level else reply = -1 - level end
   write = level < before
+elseif charge then
+  -- A charge raises the level by its cost whatever the room (a
+  -- settlement above its estimate), at most 2^52 units (algo::charged:
+  -- exact in doubles), and reports as a check of cost 0.
+  local before = level
+  local more = level + cost * p
+  if more > 4503599627370496 then more = 4503599627370496 end
+  if more > level then level = more end
+  if level <= full then reply = level else reply = -1 - level end
+  write = level > before
 elseif cost <= capacity and level + cost * p <= full then
   level = level + cost * p
   reply = level

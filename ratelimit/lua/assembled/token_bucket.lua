@@ -34,9 +34,11 @@ return function(key, cost, kind, now, slack, permit)
 -- script, after the family's policy reader has set the policy's numbers
 -- (lua/README.md: how a script is joined, and what each value means).
 --
--- Sets `peek`, `refund` and `server_clock`; clock.lua sets `now` when nil.
+-- Sets `peek`, `refund`, `charge` and `server_clock`; clock.lua sets
+-- `now` when nil.
 local peek = kind == 1
 local refund = kind == 2
+local charge = kind == 6
 local server_clock = not now
 -- clock.lua: joined after prelude.lua in every script that reads a time
 -- (all but fixed_window_counter.lua, whose window Redis times by the key's
@@ -119,14 +121,16 @@ end
 --            to be full; the tokens held are full - v, none when v > full):
 --              allowed  v = the units owed after the call (as if taken, for
 --                       a peek or cost 0; after the tokens came back, for a
---                       refund);
+--                       refund); a refund or charge replies as a check of
+--                       cost 0 after it (denied while owing past full);
 --              denied   v = -1 - the units owed as they stand.
 --
 -- State: bucket_read.lua's, owing the units missing to be full, whole even
 -- above this capacity's full (a larger plan's debt): a call passes iff
 -- owed + cost * p <= full. An absent key is a full bucket. Written when
 -- allowed, cost > 0 and not a peek; by a refund that gives something
--- back: at most what its call may still owe, never above full; and by a
+-- back: at most what its call may still owe, never above full; by a
+-- charge of some cost, owed whatever the room (a debt past full); and by a
 -- check or refund that found the state at another rate and still owing
 -- (converted, taking nothing).
 -- The arithmetic is leaky_bucket.lua's, its level being the debt.
@@ -167,6 +171,16 @@ if refund then
   -- is still above this full.
   if missing <= full then reply = missing else reply = -1 - missing end
   write = missing < before
+elseif charge then
+  -- A charge owes its cost whatever the room (a settlement above its
+  -- estimate), at most 2^52 units in all (algo::charged: exact in doubles),
+  -- and reports as a check of cost 0.
+  local before = missing
+  local more = missing + cost * p
+  if more > 4503599627370496 then more = 4503599627370496 end
+  if more > missing then missing = more end
+  if missing <= full then reply = missing else reply = -1 - missing end
+  write = missing > before
 elseif cost <= capacity and missing + cost * p <= full then
   missing = missing + cost * p
   reply = missing

@@ -18,7 +18,7 @@
 //! (`owed + cost * p <= full`) and a write keeps it, so a plan change never
 //! forgets what a larger plan took.
 
-use super::{counted, owed_at, paid_after, refunded_units, Pace};
+use super::{charged, counted, owed_at, paid_after, refunded_units, Pace};
 use crate::backend::{CallKind, Outcome};
 
 /// The units a key owes, when they were last counted, and the pace
@@ -58,11 +58,16 @@ pub(crate) fn decide(
     owed = if paid >= owed as u128 { 0 } else { owed - paid as u64 };
 
     // A refund gives back what its call may still owe (`refunded_units`),
-    // never past an untouched bucket, then reports it as a check of cost 0 would.
+    // never past an untouched bucket; a charge adds its cost whatever the
+    // room (`charged`); either then reports as a check of cost 0 would.
     let before = owed;
     let cost = match kind {
         CallKind::Refund(refunded) => {
             owed -= refunded_units(cost, refunded.taken_us, pace, was, now).min(owed);
+            0
+        }
+        CallKind::Charge => {
+            owed = charged(owed, cost, p);
             0
         }
         _ => cost,
@@ -77,7 +82,7 @@ pub(crate) fn decide(
     let converts = converted && after > 0;
     let write = match kind {
         CallKind::Check => (allowed && cost > 0) || converts,
-        CallKind::Refund(_) => after < before || converts,
+        CallKind::Refund(_) | CallKind::Charge => after != before || converts,
         // A peek; a permit's calls never reach this algorithm (`refused`).
         _ => false,
     };

@@ -127,7 +127,7 @@ pub(crate) fn decide(
             }
             (found, limit.saturating_sub(held))
         }
-        CallKind::Check | CallKind::Peek | CallKind::Refund(_) => match fits {
+        CallKind::Check | CallKind::Peek | CallKind::Refund(_) | CallKind::Charge => match fits {
             true => (true, limit - held - cost),
             false => (false, limit.saturating_sub(held)),
         },

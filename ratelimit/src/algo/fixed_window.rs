@@ -10,7 +10,7 @@
 //! a longer length than its own runs on by it, and the store keeps the key
 //! to that end.
 
-use super::{judge, least_room, retry_times};
+use super::{judge, least_room, retry_times, MOST_OWED};
 use crate::backend::{CallKind, Outcome, QuotaOutcome};
 use crate::policy::Strategy;
 use redlimit_grammar::MAX_STRATEGIES;
@@ -118,7 +118,8 @@ fn decide_by(
         return refund(strategies, rules, state, &mut slots, now, cost, of.taken_us);
     }
     let verdict = judge(strategies, (0..strategies.len()).map(|i| count(current(i))), cost);
-    let take = verdict.allowed && cost > 0;
+    // A charge takes its cost whatever the room, counted past the limit.
+    let take = (verdict.allowed || kind == CallKind::Charge) && cost > 0;
     // The windows as they stand after this call (as if taken, for a peek).
     let after = |i: usize| taken(current(i), rules[i], take, now, cost);
     let (limit, remaining) = least_room(strategies, (0..strategies.len()).map(|i| count(after(i))));
@@ -150,7 +151,7 @@ fn decide_by(
             .collect(),
     };
 
-    let write = take && kind == CallKind::Check;
+    let write = take && matches!(kind, CallKind::Check | CallKind::Charge);
     let mut moves_expiry = write;
     let known = state.as_ref().is_some_and(|w| w.slots.len() >= strategies.len());
     if write && !known {
@@ -166,7 +167,7 @@ fn decide_by(
         let mut outlives = false;
         for slot in kept.iter_mut().flatten() {
             if now - slot.start < slot.window_us {
-                slot.count = slot.count.saturating_add(cost);
+                slot.count = added(slot.count, cost);
                 outlives |= slot.start.saturating_add(slot.window_us) > now + reset_after_us;
             }
         }
@@ -194,6 +195,10 @@ fn decide_by(
             |slot: &Window| now - slot.start >= slot.window_us || slot.start + slot.window_us <= now + reset_after_us;
         moves_expiry = grown && windows.slots.iter().flatten().all(within);
     }
+    if kind == CallKind::Charge {
+        // Reported as a check of cost 0 on the windows it wrote.
+        return (decide(strategies, state, now, 0, CallKind::Peek).0, moves_expiry);
+    }
     (verdict.outcome((limit, remaining), (reset_after_us, retry_after_us), now, quotas), moves_expiry)
 }
 
@@ -206,13 +211,19 @@ fn live(slot: Option<Window>, rule: Rule, now: u64) -> Option<Window> {
 /// A live window after a call that took `cost` (`take`) or nothing.
 fn taken(slot: Option<Window>, rule: Rule, take: bool, now: u64, cost: u64) -> Option<Window> {
     match (slot, take) {
-        (Some(w), true) => Some(Window { count: w.count + cost, ..w }),
+        (Some(w), true) => Some(Window { count: added(w.count, cost), ..w }),
         (None, true) => {
             let start = rule.opening(now);
-            Some(Window { start, count: cost, window_us: rule.length(start, 0) })
+            Some(Window { start, count: added(0, cost), window_us: rule.length(start, 0) })
         }
         (slot, false) => slot,
     }
+}
+
+/// A count after `cost` more: a check's stays within its limit; a charge
+/// adds at most [`MOST_OWED`] at once, as the scripts do.
+fn added(count: u64, cost: u64) -> u64 {
+    count.saturating_add(cost.min(MOST_OWED))
 }
 
 /// Permits a window holds.

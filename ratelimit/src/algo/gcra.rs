@@ -9,7 +9,7 @@
 //! write leaves the TAT after its own time, so a late call finds more debt,
 //! never more room, and the admitted calls sorted by time still conform.
 
-use super::{ceil_div, owed_under, refunded_units};
+use super::{ceil_div, charged, owed_under, refunded_units};
 use crate::backend::{CallKind, Outcome};
 
 /// Theoretical arrival time: `us + rem / n` microseconds since the epoch,
@@ -53,6 +53,11 @@ pub(crate) fn decide(
             debt -= refunded_units(cost, refunded.taken_us, (n, p, 1), (was.0, was.1, 1), now).min(debt);
             0
         }
+        // A charge moves the TAT on by its cost whatever the room.
+        CallKind::Charge => {
+            debt = charged(debt, cost, p);
+            0
+        }
         _ => cost,
     };
     let never = cost > limit;
@@ -68,7 +73,7 @@ pub(crate) fn decide(
     let converts = converted && ttl > 0;
     let write = match kind {
         CallKind::Check => (allowed && cost > 0) || converts,
-        CallKind::Refund(_) => debt < before || converts,
+        CallKind::Refund(_) | CallKind::Charge => debt != before || converts,
         // A peek; a permit's calls never reach this algorithm (`refused`).
         _ => false,
     };

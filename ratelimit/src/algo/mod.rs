@@ -70,7 +70,7 @@ pub(crate) fn refund_refused(algorithm: AlgorithmKind) -> Error {
 pub(crate) fn refused(algorithm: AlgorithmKind, kind: CallKind) -> Option<Error> {
     match kind {
         CallKind::Check if algorithm == AlgorithmKind::Concurrency => Some(Error::Misuse(CHECK_HOLDS_NOTHING.into())),
-        CallKind::Refund(_) if !refunds(algorithm) => Some(refund_refused(algorithm)),
+        CallKind::Refund(_) | CallKind::Charge if !refunds(algorithm) => Some(refund_refused(algorithm)),
         CallKind::Acquire(_) | CallKind::Release(_) | CallKind::Renew(_) if algorithm != AlgorithmKind::Concurrency => {
             Some(Error::InvalidConfig(format!(
                 "a {algorithm} limiter holds no permits: acquire them from a concurrency limiter"
@@ -158,6 +158,19 @@ pub(crate) fn decide(
             outcome
         }
     }
+}
+
+/// The most a charge ([`CallKind::Charge`]) leaves a key owing, in units or
+/// permits: a debt this large is centuries of waiting, and it stays exact
+/// in the scripts' doubles added to any time of this era.
+pub(crate) const MOST_OWED: u64 = 1 << 52;
+
+/// What a key owes after a charge of `cost` permits of `p` units each:
+/// never less than it owed, at most [`MOST_OWED`] (the scripts compute it
+/// in doubles, exact below that bound, and cap alike).
+pub(crate) fn charged(owed: u64, cost: u64, p: u64) -> u64 {
+    let more = (owed as u128 + cost as u128 * p as u128).min(MOST_OWED as u128) as u64;
+    owed.max(more)
 }
 
 /// Units owed under a rate whose period was `was_p` (one permit = `was_p`

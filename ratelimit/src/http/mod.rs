@@ -11,7 +11,8 @@
 //! - [`RateLimitLayer`] limits the routes it wraps by client IP (behind
 //!   [`TrustedProxies`]), a header, or a function of the request ([`KeyBy`]);
 //!   it can exempt requests, shape its rejections, charge each request a
-//!   cost computed from it ([`RateLimitLayer::cost_by`]), and choose a policy per
+//!   cost computed from it ([`RateLimitLayer::cost_by`]) and settle it at what
+//!   the handler says it cost ([`ActualCost`]), and choose a policy per
 //!   request among [`Tiers`] or compute it from the request
 //!   ([`RateLimitLayer::per_request`]), or give every route of a router its
 //!   own limit ([`RateLimitLayer::per_route`], [`RouteLimits`]). Under a
@@ -19,6 +20,7 @@
 //!   permit while the route handles it and its body is sent, and the fields count requests in
 //!   flight (`qu="concurrent-requests"`, no `w` or `t`).
 
+mod actual_cost;
 mod cost;
 mod fields;
 mod held_body;
@@ -34,6 +36,7 @@ mod service;
 // `per_route` and `per_route_on` after the options (`public-api.txt`).
 mod limits;
 
+pub use actual_cost::ActualCost;
 pub use fields::decisions::{DecisionHeadersLayer, DecisionHeadersService};
 pub use fields::headers::{
     insert_rate_limit_headers, insert_rate_limit_headers_in, rate_limit_headers, retry_after_secs, HeaderStyle,

@@ -2,6 +2,7 @@
 //! does with each request: find its key, ask the limiter, answer or call the
 //! route and add the header fields.
 
+use super::actual_cost::ActualCost;
 use super::cost::RequestCost;
 use super::fields::headers::{insert_rate_limit_headers_per_request, merge_rate_limit_fields, Counted, HeaderStyle};
 use super::fields::quota::QuotaUnit;
@@ -140,14 +141,24 @@ impl Admitted {
     }
 
     /// Gives the request's permits back, before its response leaves, when
-    /// the route never ran (a limit inside this one denied it) or
-    /// `refund_on` says its response's status did not use them.
-    /// (Given what it reads of the response: a body is not `Sync`, so
-    /// `&Response` cannot live across the refund's await.)
-    async fn refund_if(mut self, status: StatusCode, denied_inside: bool, shared: &Shared) -> Admitted {
-        // The permit keeps what the store took (not a cost of 0, nor what
-        // `on_error` or a dry run let through): that alone comes back.
-        if denied_inside || shared.refund_on.as_ref().is_some_and(|refund_on| refund_on(status)) {
+    /// the route never ran (a limit inside this one denied it); else settles
+    /// them at what the handler said the request cost ([`ActualCost`]);
+    /// else gives them back when `refund_on` says its response's status did
+    /// not use them. (Given what it reads of the response: a body is not
+    /// `Sync`, so `&Response` cannot live across the refund's await.)
+    async fn refund_if(
+        mut self,
+        status: StatusCode,
+        (denied_inside, actual): (bool, Option<ActualCost>),
+        shared: &Shared,
+    ) -> Admitted {
+        // The permit keeps what the store took (not what `on_error` or a
+        // dry run let through): that alone comes back or is settled.
+        if denied_inside {
+            self.refunded = self.permit.ticket.refunded().await.map(Box::new);
+        } else if let Some(ActualCost(actual)) = actual {
+            self.refunded = self.permit.ticket.settled(actual).await.map(Box::new);
+        } else if shared.refund_on.as_ref().is_some_and(|refund_on| refund_on(status)) {
             self.refunded = self.permit.ticket.refunded().await.map(Box::new);
         }
         self
@@ -221,8 +232,8 @@ impl Shared {
             Ok(limiter) => limiter,
             Err(why) => return self.without_policy(&source, &why, &key),
         };
-        // The permit keeps what the store took, for `refund_on` or a limit
-        // inside this one that denies the request to give back.
+        // The permit keeps what the store took, for `refund_on`, `ActualCost`
+        // or a limit inside this one that denies the request to give back.
         limiter.enforcement.refunds = true;
         match limiter.admit(Call::check(&key, cost), OnLimit::Error).await {
             Ok(permit) => {
@@ -316,7 +327,8 @@ where
                     // await may follow it): dropped, the permit goes back.
                     let response = inner.call(request).await?.into_response();
                     let denied_inside = response.extensions().get::<DeniedByLimit>().is_some();
-                    let admitted = admitted.refund_if(response.status(), denied_inside, &shared).await;
+                    let actual = response.extensions().get::<ActualCost>().copied();
+                    let admitted = admitted.refund_if(response.status(), (denied_inside, actual), &shared).await;
                     Ok(admitted.answer(response, &shared))
                 }
             }

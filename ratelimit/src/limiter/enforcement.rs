@@ -130,7 +130,7 @@ impl Limiter {
 
     /// A call made wrongly ([`Error::Misuse`]), saying why: denied, never let through.
     #[cold]
-    fn misused(&self, key: &[u8], why: String) -> RateLimited {
+    pub(crate) fn misused(&self, key: &[u8], why: String) -> RateLimited {
         if !self.inner.misuse_reported.swap(true, std::sync::atomic::Ordering::Relaxed) {
             tracing::warn!(target: "redlimit", limiter = &*self.inner.name, "a call was refused, and others like it will be: {why}");
         }

@@ -10,6 +10,7 @@ pub(crate) mod on_error;
 pub(crate) mod outage_log;
 pub(crate) mod pipeline;
 pub(crate) mod refund;
+pub(crate) mod settle;
 
 use crate::backend::memory::MemoryBound;
 use crate::backend::{Binding, Bound, MemoryBackend, Unavailable};

@@ -173,7 +173,7 @@ impl Limiter {
     /// some subscriber takes DEBUG events.
     #[inline]
     fn span(&self, cost: u64, kind: CallKind) -> Option<Span> {
-        let wanted = !matches!(kind, CallKind::Refund(_)) && observe::decision_span_wanted();
+        let wanted = !matches!(kind, CallKind::Refund(_) | CallKind::Charge) && observe::decision_span_wanted();
         wanted.then(|| observe::decision_span(&self.inner.name, self.rule.policy.algorithm().name(), cost))
     }
 
@@ -316,8 +316,8 @@ impl Limiter {
                 let entered = span.as_deref().map(Span::enter);
                 let result = ready!(answer.as_mut().poll(cx));
                 drop(entered);
-                // A refund is not a decision: the metric times the store's decisions.
-                if !matches!(call.kind, CallKind::Refund(_)) {
+                // A refund or a charge is not a decision: the metric times the store's decisions.
+                if !matches!(call.kind, CallKind::Refund(_) | CallKind::Charge) {
                     limiter.store_took(*sent_ns);
                 }
                 limiter.remember(call, *remember, &result);

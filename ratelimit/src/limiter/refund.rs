@@ -92,14 +92,26 @@ impl RefundLog {
         RefundLog { failures: OutageLog::new(), refused: AtomicBool::new(false) }
     }
 
-    /// Gives `cost` back to `key` through `limiter` (the call's own policy
-    /// applied), of the call `of` answered, and returns the key's state
-    /// after it; logs what went wrong, and returns `None`.
-    pub(crate) async fn refund(&self, limiter: &Limiter, key: &[u8], cost: u64, of: Refunded) -> Option<Decision> {
+    /// Settles at `actual` the `estimate` the call `of` answered took of
+    /// `key` through `limiter` (the call's own policy applied): a refund of
+    /// it all when `actual` is 0. Returns the key's state after it; logs
+    /// what went wrong, and returns `None`.
+    pub(crate) async fn settle(
+        &self,
+        limiter: &Limiter,
+        key: &[u8],
+        (estimate, actual): (u64, u64),
+        of: Refunded,
+    ) -> Option<Decision> {
+        // Nothing to give back or charge: the call's decision still stands.
+        if estimate == actual {
+            return None;
+        }
         let site = limiter.name();
         let algorithm = limiter.policy().algorithm();
-        // A concurrency permit comes back when its holder drops it: nothing is lost.
-        if algorithm == AlgorithmKind::Concurrency {
+        // A concurrency permit comes back when its holder drops it: nothing
+        // is lost unless a settlement owes more.
+        if algorithm == AlgorithmKind::Concurrency && actual <= estimate {
             return None;
         }
         if !algo::refunds(algorithm) {
@@ -109,13 +121,13 @@ impl RefundLog {
                 tracing::warn!(target: "redlimit", limiter = site, algo = algorithm.name(),
                     "a refund gives nothing back: a {algorithm} policy keeps no refunds (fixed_window, \
                      token_bucket, leaky_bucket and gcra do), so a call that refund_on picked, or that a \
-                     limit inside this one denied, keeps its permits; said once");
+                     limit inside this one denied, keeps its permits, and a settled call its estimate; said once");
             }
             return None;
         }
         let clock = &limiter.inner.store.clock;
         let now_us = || clock.now_us().unwrap_or_else(crate::clock::process_now_us);
-        let error = match limiter.refund_of(key, cost, of).await {
+        let error = match limiter.settle_of(key, estimate, actual, of).await {
             Ok(after) => {
                 if let Some(recovery) = self.failures.answered(now_us) {
                     tracing::info!(target: "redlimit", limiter = site,
@@ -129,12 +141,12 @@ impl RefundLog {
         match self.failures.failed(now_us()) {
             Some(Report::First { .. }) => {
                 tracing::warn!(target: "redlimit", limiter = site, kind = observe::error_kind(&error), %error,
-                        "a refund could not be made, so the call's permits stay taken; further failures are \
-                         summed up every {LOG_INTERVAL:?}");
+                        "a refund could not be made, so the call's permits stay taken (a settlement's, as \
+                         estimated); further failures are summed up every {LOG_INTERVAL:?}");
             }
             Some(Report::Ongoing { failures, over }) => {
                 tracing::warn!(target: "redlimit", limiter = site, kind = observe::error_kind(&error), %error,
-                        "{failures} refunds could not be made in the last {:?}", rounded(over));
+                        "{failures} refunds or settlements could not be made in the last {:?}", rounded(over));
             }
             None => {}
         }

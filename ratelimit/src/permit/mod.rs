@@ -149,11 +149,22 @@ impl Limiter {
     /// caller refunds and the store took something, what it took.
     #[inline]
     pub(crate) fn ticket(&self, call: Call<'_>, decision: &Decision, taken: bool, lease: Option<Renewed>) -> Ticket {
-        let refund = match self.enforcement.refunds && taken && call.cost > 0 {
+        // A cost of 0 too: a settlement may charge it all.
+        let refund = match self.enforcement.refunds && taken {
             true => Some(self.kept_for_refund(call, decision)),
             false => None,
         };
         Ticket { lease, refund }
+    }
+
+    /// A reservation's permit ([`Limiter::reserve`]): it keeps what the
+    /// store took, to settle, whatever the limiter's refunds say (and its
+    /// estimate of 0 too: a settlement charges it all).
+    pub(crate) fn reserved(&self, call: Call<'_>, mut permit: Permit) -> Permit {
+        if permit.taken && permit.ticket.refund.is_none() {
+            permit.ticket.refund = Some(self.kept_for_refund(call, &permit.decision));
+        }
+        permit
     }
 
     /// What a refund of `call`, answered by `decision`, gives back.
@@ -343,6 +354,45 @@ impl Permit {
         }
     }
 
+    /// Settles a reservation ([`Limiter::reserve`]) at the `actual` cost and
+    /// returns the key's state after it, as [`peek`](Limiter::peek) of cost
+    /// 0 would report it: what the estimate took above `actual` comes back
+    /// (as [`Limiter::refund`] gives back: a late settlement only what the
+    /// reservation still holds), what `actual` is above the estimate is
+    /// charged whatever the room, owed past the limit if need be. One store
+    /// call, under the policy and dry run of the limiter that reserved.
+    ///
+    /// A reservation the store took nothing for (a call `on_error` or a dry
+    /// run let through) has nothing to settle: its decision comes back
+    /// as it was. Any other permit is not a reservation: `Err(Error::Misuse)`.
+    /// `Err` is also a settlement the store could not make (it may or may
+    /// not have been made, after a timeout); it is never sent twice.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {
+    /// use redlimit::{Limiter, ManualClock, Policy, Store};
+    ///
+    /// let store = Store::memory().with_clock(ManualClock::new());
+    /// let bytes = Limiter::new("egress", Policy::fixed_window("100/1m")?, &store);
+    /// let download = bytes.reserve("tenant-3", 40).await.unwrap();
+    /// assert_eq!(download.settle(70).await?.remaining, 30, "40 taken, 30 charged");
+    /// let other = bytes.acquire("tenant-3").await.unwrap();
+    /// assert!(matches!(other.settle(5).await, Err(redlimit::Error::Misuse(_))));
+    /// # Ok(()) }
+    /// ```
+    pub async fn settle(mut self, actual: u64) -> Result<Decision, Error> {
+        match self.ticket.refund.take() {
+            Some(reserved) => {
+                let Refund { limiter, key, cost, of } = *reserved;
+                limiter.settle_of(&key, cost, actual, of).await
+            }
+            None if !self.taken => Ok(self.decision.clone()),
+            None => Err(Error::Misuse(
+                "only a reservation is settled: take it with `Limiter::reserve`, which keeps what it took".into(),
+            )),
+        }
+    }
+
     /// The decision and what the permit gives back, apart.
     pub(crate) fn into_parts(self) -> (Decision, Ticket) {
         (self.decision, self.ticket)
@@ -384,8 +434,15 @@ impl Ticket {
     /// returns the key's state after it: `None` when there was nothing to
     /// give back or the refund failed (logged by the limiter).
     pub(crate) async fn refunded(&mut self) -> Option<Decision> {
+        self.settled(0).await
+    }
+
+    /// Settles what the call took, a reservation of its cost, at `actual`,
+    /// and returns the key's state after it: `None` when there was nothing
+    /// to settle or the settlement failed (logged by the limiter).
+    pub(crate) async fn settled(&mut self, actual: u64) -> Option<Decision> {
         let Refund { limiter, key, cost, of } = *self.refund.take()?;
-        limiter.inner.refunds.refund(&limiter, &key, cost, of).await
+        limiter.inner.refunds.settle(&limiter, &key, (cost, actual), of).await
     }
 }
 

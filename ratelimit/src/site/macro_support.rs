@@ -68,6 +68,24 @@ impl<T, E> Failed for Result<T, E> {
     }
 }
 
+/// The function named by `settle = path`: what the call cost, read from the
+/// function's result (`Result`s included: an `Err` can say 0).
+#[diagnostic::on_unimplemented(
+    message = "`settle` must name a function of the result, `fn(&{R}) -> u64`",
+    label = "not a `fn(&{R}) -> u64`",
+    note = "a settled call's cost is an estimate; once the function returns, `settle`'s function reads what the call actually cost from its result: give it one parameter, `&{R}`, and return the cost as a `u64`"
+)]
+pub trait Settles<R> {
+    /// The actual cost `result` says the call had.
+    fn actual(&self, result: &R) -> u64;
+}
+
+impl<R, F: Fn(&R) -> u64> Settles<R> for F {
+    fn actual(&self, result: &R) -> u64 {
+        self(result)
+    }
+}
+
 /// The function named by `fallback = path`, called with the limited
 /// function's arguments (`self` first for methods) as a tuple.
 #[diagnostic::on_unimplemented(

@@ -172,6 +172,17 @@ impl Site {
         }
     }
 
+    /// Settles `ticket`'s call, a reservation of its cost, at `actual`
+    /// (`settle = path`: what the function's result says it cost), and
+    /// tells the observer the key's state after it. A failure is logged by
+    /// the limiter, never returned.
+    pub async fn settle(mut ticket: Ticket, actual: u64) {
+        let Some(limiter) = ticket.refunding().cloned() else { return };
+        if let Some(after) = ticket.settled(actual).await {
+            observe(&limiter, &after);
+        }
+    }
+
     /// Gives back what `ticket`'s call took (its body failed, or never ran:
     /// a site stacked after it denied the call), and tells the observer
     /// the key's state after the refund, so the fields it writes never show

@@ -62,10 +62,10 @@ fn call_failed(message: &Value) -> Error {
     Error::Server(crate::error::Failure::new(format!("Redis answered with an error: {text}")))
 }
 
-/// The cost a reply is read for: a refund replies as a check of cost 0.
+/// The cost a reply is read for: a refund or a charge replies as a check of cost 0.
 pub(crate) fn replied_cost(call: Sent) -> u64 {
     match call.kind {
-        CallKind::Refund(_) => 0,
+        CallKind::Refund(_) | CallKind::Charge => 0,
         _ => call.cost,
     }
 }

@@ -23,6 +23,7 @@ fn kind_number(kind: CallKind) -> (u8, Option<[u8; 16]>) {
         CallKind::Acquire(PermitId(id)) => (3, Some(id)),
         CallKind::Release(PermitId(id)) => (4, Some(id)),
         CallKind::Renew(PermitId(id)) => (5, Some(id)),
+        CallKind::Charge => (6, None),
     }
 }
 
