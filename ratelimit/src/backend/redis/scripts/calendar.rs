@@ -2,7 +2,7 @@
 //! bounds of the calendar window each call falls in (`lua/policy_windows.lua`),
 //! so its numbers are made again once per calendar window, not per call.
 
-use super::plan::{number, Plan};
+use super::plan::{calendar_windows, Plan};
 use crate::policy::{Policy, Strategy};
 use arc_swap::ArcSwap;
 use std::sync::Arc;
@@ -55,35 +55,6 @@ impl CalendarPlans {
 fn windowed(template: &Plan, strategies: &[Strategy], now_us: u64) -> Windowed {
     let (policy, from_us, until_us) = calendar_windows(strategies, now_us);
     Windowed { from_us, until_us, plan: Arc::new(Plan { policy, ..template.clone() }) }
-}
-
-/// A calendar policy's numbers at `now_us` (`lua/policy_windows.lua`): -1,
-/// then each strategy's limit, window length and calendar start (-1 for a
-/// rolling one, whose length is its own); and the span of times they hold for.
-pub(super) fn calendar_windows(strategies: &[Strategy], now_us: u64) -> (Vec<u8>, u64, u64) {
-    let mut numbers = Vec::with_capacity(8 + 24 * strategies.len());
-    numbers.extend_from_slice(&(-1.0f64).to_le_bytes());
-    let (mut from_us, mut until_us) = (0, u64::MAX);
-    for s in strategies {
-        numbers.extend_from_slice(&number(s.limit));
-        // A validated zone places every time a clock gives (`algo::fixed_window`'s rule).
-        match s.calendar.and_then(|c| c.window_at(now_us)) {
-            Some((start, end)) => {
-                numbers.extend_from_slice(&number(end - start));
-                numbers.extend_from_slice(&number(start));
-                (from_us, until_us) = (from_us.max(start), until_us.min(end));
-            }
-            None => {
-                // Not a calendar strategy, or (never for a validated zone) a time it cannot place: this time only.
-                if s.calendar.is_some() {
-                    (from_us, until_us) = (now_us, now_us.saturating_add(1));
-                }
-                numbers.extend_from_slice(&number(s.window_us));
-                numbers.extend_from_slice(&(-1.0f64).to_le_bytes());
-            }
-        }
-    }
-    (numbers, from_us, until_us)
 }
 
 #[cfg(test)]

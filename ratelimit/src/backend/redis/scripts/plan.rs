@@ -47,9 +47,10 @@ pub(crate) fn plan(policy: &Policy, server_clock: bool) -> Plan {
         reply: Reply::Bucket { kind, constants: [first, n, p, step] },
     };
     match &policy.params {
-        // A calendar policy's numbers name a calendar window: made per window by `CalendarPlans`.
+        // A calendar policy's numbers name a calendar window: made per window
+        // by `CalendarPlans` (`calendar.rs`), this one the current one's.
         Params::FixedWindow { strategies } if strategies.iter().any(|s| s.calendar.is_some()) => Plan {
-            policy: super::calendar::calendar_windows(strategies, crate::clock::system_now_us()).0,
+            policy: calendar_windows(strategies, crate::clock::system_now_us()).0,
             ..window(Family::FixedWindow, 0, strategies)
         },
         Params::FixedWindow { strategies } => window(Family::FixedWindow, 0, strategies),
@@ -69,6 +70,35 @@ pub(crate) fn plan(policy: &Policy, server_clock: bool) -> Plan {
             reply: Reply::Window { quotas: 0 },
         },
     }
+}
+
+/// A calendar policy's numbers at `now_us` (`lua/policy_windows.lua`): -1,
+/// then each strategy's limit, window length and calendar start (-1 for a
+/// rolling one, whose length is its own); and the span of times they hold for.
+pub(super) fn calendar_windows(strategies: &[Strategy], now_us: u64) -> (Vec<u8>, u64, u64) {
+    let mut numbers = Vec::with_capacity(8 + 24 * strategies.len());
+    numbers.extend_from_slice(&(-1.0f64).to_le_bytes());
+    let (mut from_us, mut until_us) = (0, u64::MAX);
+    for s in strategies {
+        numbers.extend_from_slice(&number(s.limit));
+        // A validated zone places every time a clock gives (`algo::fixed_window`'s rule).
+        match s.calendar.and_then(|c| c.window_at(now_us)) {
+            Some((start, end)) => {
+                numbers.extend_from_slice(&number(end - start));
+                numbers.extend_from_slice(&number(start));
+                (from_us, until_us) = (from_us.max(start), until_us.min(end));
+            }
+            None => {
+                // Not a calendar strategy, or (never for a validated zone) a time it cannot place: this time only.
+                if s.calendar.is_some() {
+                    (from_us, until_us) = (now_us, now_us.saturating_add(1));
+                }
+                numbers.extend_from_slice(&number(s.window_us));
+                numbers.extend_from_slice(&(-1.0f64).to_le_bytes());
+            }
+        }
+    }
+    (numbers, from_us, until_us)
 }
 
 /// One number as the scripts read it: a little-endian double (every
