@@ -75,7 +75,7 @@ pub use limiter::on_error::OnError;
 pub use limiter::Limiter;
 pub use permit::lost::{permit_lost, until_permit_lost};
 pub use permit::Permit;
-pub use policy::{Policy, Rate, Refill, Strategy};
+pub use policy::{Headroom, Policy, Priority, Rate, Refill, Strategy};
 pub use prefetch::{PrefetchStats, DEFAULT_PREFETCH_TTL};
 pub use rate_limited::{DenialReason, Key, RateLimited};
 pub use redlimit_grammar::AlgorithmKind;
