@@ -266,3 +266,42 @@ async fn a_limiter_without_headroom_decides_every_class_alike() {
     assert_eq!(flood(&limiter, Priority::Low, "k", 5).await, 2);
     assert_eq!(flood(&limiter, Priority::Critical, "k", 5).await, 0);
 }
+
+#[tokio::test]
+async fn a_request_sees_the_fields_of_its_own_class() {
+    use axum::{body::Body, extract::Request, routing::get, Router};
+    use redlimit::http::{KeyBy, RateLimitLayer};
+    use tower_service::Service;
+
+    let both = BothStores::start().await;
+    let policy = Policy::fixed_window("10/1m").unwrap().with_headroom(50, 20).unwrap();
+    for (store_name, store) in both.each() {
+        let limiter = Limiter::new("http-classes", policy.clone(), store);
+        let layer = RateLimitLayer::from_limiter(limiter).key(KeyBy::header("x-api-key").unwrap()).priority_by(
+            |request: &Request| match request.headers().get("x-class").map(|v| v.as_bytes()) {
+                Some(b"low") => Priority::Low,
+                Some(b"critical") => Priority::Critical,
+                _ => Priority::Normal,
+            },
+        );
+        let mut app = Router::new().route("/", get(|| async { "hi" })).layer(layer);
+        let mut ask = async |class: &str| {
+            let request = Request::builder().uri("/").header("x-api-key", "k").header("x-class", class);
+            let response = app.call(request.body(Body::empty()).unwrap()).await.unwrap();
+            let field = |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap().to_owned());
+            (response.status().as_u16(), field("ratelimit"), field("ratelimit-policy"))
+        };
+        for i in 0..5 {
+            let (status, fields, _) = ask("low").await;
+            assert_eq!((status, fields), (200, Some(format!("\"5/1m\";r={};t=60", 4 - i))), "{store_name}");
+        }
+        let (status, fields, quota) = ask("low").await;
+        assert_eq!(status, 429, "{store_name}");
+        assert_eq!(fields.as_deref(), Some("\"5/1m\";r=0;t=60"), "{store_name}");
+        assert_eq!(quota.as_deref(), Some("\"5/1m\";q=5;w=60"), "{store_name}");
+        let normal = ask("normal").await;
+        assert_eq!((normal.0, normal.1.as_deref()), (200, Some("\"8/1m\";r=2;t=60")), "{store_name}");
+        let critical = ask("critical").await;
+        assert_eq!((critical.0, critical.1.as_deref()), (200, Some("\"10/1m\";r=3;t=60")), "{store_name}");
+    }
+}
