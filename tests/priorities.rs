@@ -305,3 +305,29 @@ async fn a_request_sees_the_fields_of_its_own_class() {
         assert_eq!((critical.0, critical.1.as_deref()), (200, Some("\"10/1m\";r=3;t=60")), "{store_name}");
     }
 }
+
+/// Prefetched permits are one class's: a class's rule is a policy of its
+/// own, so permits taken under one are never spent under another, and a
+/// call of another class gives them back before it refills.
+#[tokio::test]
+async fn prefetch_keeps_each_class_to_its_share() {
+    let both = BothStores::start().await;
+    for policy in [Policy::fixed_window("10/1m"), Policy::token_bucket(10, "1/1h"), Policy::gcra("1/1h", 9)] {
+        let policy = policy.unwrap().with_headroom(50, 20).unwrap();
+        for (store_name, store) in both.each() {
+            let limiter =
+                Limiter::new(format!("prefetch-{}", name(&policy)), policy.clone(), store).with_prefetch(8).unwrap();
+            let low = flood(&limiter, Priority::Low, "k", 50).await;
+            let critical = flood(&limiter, Priority::Critical, "k", 50).await;
+            assert_eq!((low, critical), (5, 5), "{policy} on {store_name}");
+            // Interleaved, from a fresh key: low never passes its half, critical takes the rest.
+            let mut passed = [0; 3];
+            for i in 0..60 {
+                let class = Priority::ALL[i % 3];
+                passed[i % 3] += limiter.with_priority(class).check("fresh", 1).await.unwrap().allowed as u32;
+            }
+            assert!(passed[0] <= 5 && passed[0] + passed[1] <= 8, "{policy} on {store_name}: {passed:?}");
+            assert_eq!(passed.iter().sum::<u32>(), 10, "{policy} on {store_name}: {passed:?}");
+        }
+    }
+}

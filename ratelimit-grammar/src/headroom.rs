@@ -102,6 +102,13 @@ impl Headroom {
         Ok(Headroom { low, normal })
     }
 
+    /// A headroom the `#[rate_limit]` macro checked with [`Headroom::new`]
+    /// and [`Headroom::check`] at compile time, for its constant policy.
+    #[doc(hidden)]
+    pub const fn __validated(low: u8, normal: u8) -> Headroom {
+        Headroom { low, normal }
+    }
+
     /// The percent kept from low calls.
     pub const fn low(self) -> u8 {
         self.low

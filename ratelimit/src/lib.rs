@@ -39,6 +39,7 @@ pub mod __private {
     pub use crate::permit::lost::watched;
     pub use crate::permit::Ticket;
     pub use crate::site::macro_support::{AsPolicy, Cost, DenialError, Failed, Fallback, IntoDenial};
+    pub use crate::site::priority::AsPriority;
     pub use crate::site::{Site, SiteCall};
     pub use crate::{OnError, Policy, RateLimited};
     pub use redlimit_grammar::{Rate, Strategy};

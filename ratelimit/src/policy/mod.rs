@@ -38,7 +38,7 @@ pub struct Policy {
     /// Decided and recorded, never enforced (see [`Policy::with_dry_run`]).
     dry_run: bool,
     /// The share of the limit kept from each class of call (see [`Policy::with_headroom`]).
-    headroom: Headroom,
+    pub(crate) headroom: Headroom,
 }
 
 /// Equal when they limit alike: the configured name is a label, not a rule.
