@@ -331,3 +331,22 @@ async fn prefetch_keeps_each_class_to_its_share() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_trial_with_headroom_counts_each_class_on_its_own_state() {
+    let store = Store::memory();
+    let policy = Policy::fixed_window("10/1m").unwrap().with_headroom(50, 20).unwrap();
+    let enforced = Limiter::new("trial-classes", policy.clone(), &store);
+    let trial = enforced.with_priority(Priority::Low).with_dry_run(true);
+    assert_eq!(trial.priority(), Priority::Low);
+    let mut would_pass = 0;
+    for _ in 0..10 {
+        let d = trial.limit("k", 1).await.expect("a dry run never denies");
+        assert_eq!(d.limit, 5, "the trial decides as its class");
+        would_pass += d.allowed as u32;
+    }
+    assert_eq!(would_pass, 5);
+    let critical = enforced.with_priority(Priority::Critical).check("k", 0).await.unwrap();
+    assert_eq!(critical.remaining, 10, "the trial took none of the enforced permits");
+    assert_eq!(trial.with_dry_run(false).check("k", 0).await.unwrap().limit, 5, "out of dry run, still low");
+}

@@ -354,7 +354,8 @@ impl Limiter {
         &self.inner.name
     }
 
-    /// The policy.
+    /// The policy this limiter decides by: under a policy with headroom,
+    /// its class's share of it ([`Policy::for_priority`], [`with_priority`](Self::with_priority)).
     pub fn policy(&self) -> &Policy {
         &self.rule.policy
     }

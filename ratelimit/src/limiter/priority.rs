@@ -76,6 +76,12 @@ impl Limiter {
         self.priority
     }
 
+    /// The policy this limiter was given, its headroom included (where
+    /// [`policy`](Self::policy) is its class's share of it).
+    pub(crate) fn whole_policy(&self) -> &Policy {
+        self.classes.as_ref().map_or(&self.rule.policy, |classes| &classes.base.policy)
+    }
+
     /// This limiter once its rule was set to a whole policy's: its classes
     /// (kept when the rule is the one they were made of), and its own class's rule.
     pub(crate) fn classed(mut self) -> Limiter {
