@@ -3,7 +3,9 @@
 //! on the memory store and on this test's own Redis from several processes
 //! (this binary again, running only `child`), on the clock that moves (the
 //! system clock in memory, Redis's `TIME`). Each call draws its key, its plan
-//! (`Limiter::with_policy`: capacities, rates, refills, strategies), its cost, whether
+//! (`Limiter::with_policy`: capacities, rates, refills, strategies; for
+//! windows, also a class of a plan with headroom, `Limiter::with_priority`,
+//! bound by its own class's share), its cost, whether
 //! it is refunded later (soon, or after its window ended or its bucket
 //! refilled), whether it reserves and settles below its estimate (as
 //! late), whether it is a dry-run trial and whether it goes through a

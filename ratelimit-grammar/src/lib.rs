@@ -16,6 +16,7 @@
 mod calendar;
 mod duration;
 mod error;
+mod headroom;
 mod policy_name;
 mod policy_text;
 mod quote;
@@ -25,6 +26,7 @@ mod strategy;
 pub use calendar::{Calendar, CalendarUnit};
 pub use duration::{check_duration, format_duration, parse_duration, MAX_DURATION_US};
 pub use error::GrammarError;
+pub use headroom::{parse_headroom, split_headroom, Headroom, Priority, HEADROOM_WORD};
 pub use policy_name::{check_policy_name, MAX_POLICY_NAME_LEN};
 pub use policy_text::{parse_policy, policy_example, PolicyText, DRY_RUN_WORD};
 pub use quote::{quote, Quoted, MAX_QUOTED};

@@ -24,9 +24,11 @@ pub(crate) const OPTIONS: &[&str] = &[
     "burst",
     "limit",
     "lease",
+    "headroom",
     "key",
     "name",
     "cost",
+    "priority",
     "on_limit",
     "max_wait",
     "fallback",
@@ -76,6 +78,9 @@ const RENAMES: &[(&str, &str)] = &[
     ("batch", "prefetch"),
     ("local_quota", "prefetch"),
     ("prefetch_size", "prefetch"),
+    ("class", "priority"),
+    ("priority_class", "priority"),
+    ("reserved", "headroom"),
 ];
 
 /// `policy = ...` as written: a string names a configured policy; any other
@@ -127,9 +132,11 @@ pub(crate) struct Options {
     pub burst: Option<LitInt>,
     pub limit: Option<LitInt>,
     pub lease: Option<LitStr>,
+    pub headroom: Option<LitStr>,
     pub key: Option<LitStr>,
     pub name: Option<LitStr>,
     pub cost: Option<Expr>,
+    pub priority: Option<Expr>,
     pub on_limit: Option<LitStr>,
     pub max_wait: Option<LitStr>,
     pub fallback: Option<Path>,
@@ -187,6 +194,13 @@ impl Options {
                 "burst" => integer(&name, value, "burst = 5").map(|v| options.burst = Some(v)),
                 "limit" => integer(&name, value, "limit = 10").map(|v| options.limit = Some(v)),
                 "lease" => string(&name, value, "lease = \"30s\"").map(|v| options.lease = Some(v)),
+                "headroom" => {
+                    string(&name, value, "headroom = \"low 50%, normal 20%\"").map(|v| options.headroom = Some(v))
+                }
+                "priority" => {
+                    options.priority = Some(value);
+                    Ok(())
+                }
                 "key" => string(&name, value, "key = \"user:<user_id>\"").map(|v| options.key = Some(v)),
                 "name" => string(&name, value, "name = \"profile\"").map(|v| options.name = Some(v)),
                 "cost" => {

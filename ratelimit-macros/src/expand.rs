@@ -252,6 +252,13 @@ fn site(
     let constructor = match &config.policy {
         SitePolicy::Inline(spec) => {
             let policy = policy(spec, &p);
+            let policy = match config.classes.headroom {
+                Some(headroom) => {
+                    let (low, normal) = (Literal::u8_suffixed(headroom.low()), Literal::u8_suffixed(headroom.normal()));
+                    quote!(#p::Policy::__with_headroom(#policy, #low, #normal))
+                }
+                None => policy,
+            };
             quote!(#p::Site::new(#name, #policy, #on_limit, #on_error))
         }
         SitePolicy::Named(policy) => quote!(#p::Site::configured(#name, #policy, #on_limit, #on_error)),
@@ -302,16 +309,22 @@ fn site(
     // `site.call(None, Call::check(key bytes, cost))`; with a per-call policy,
     // `site.call(Some(policy), ..)` in a block that evaluates it.
     let call = quote!(#p::Call::check(#key_bytes, #cost_value));
+    // `.priority(AsPriority::as_priority(&class))` after the call, spanned at the argument.
+    let classed = config.classes.priority.as_ref().map(|(access, span)| {
+        let value = access.to_expr();
+        let class = respan(quote!(#p::AsPriority::as_priority(&#value)), *span);
+        quote!(.priority(#class))
+    });
     let site_call = match &config.policy {
         SitePolicy::PerCall(expr) => {
             let value = Ident::new("__redlimit_policy", Span::mixed_site());
             let policy = respan(quote!(#p::AsPolicy::as_policy(&#value)), expr.span());
             quote!({
                 let #value = #expr;
-                #site.call(::core::option::Option::Some(#policy), #call).await
+                #site.call(::core::option::Option::Some(#policy), #call)#classed.await
             })
         }
-        _ => quote!(#site.call(::core::option::Option::None, #call).await),
+        _ => quote!(#site.call(::core::option::Option::None, #call)#classed.await),
     };
     let ticket = Ident::new("__redlimit_ticket", Span::mixed_site());
     let (ok, passes) = (quote!(#ticket), quote!(#ticket));

@@ -11,6 +11,7 @@ mod item;
 mod key;
 mod policy;
 mod policy_const;
+mod priority;
 mod validate;
 
 use crate::attr::Options;

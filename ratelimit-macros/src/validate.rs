@@ -40,6 +40,8 @@ pub(crate) struct Config {
     pub dry_run: bool,
     /// `prefetch = k`: up to k permits taken per store call for a hot key.
     pub prefetch: Option<u64>,
+    /// `headroom` and `priority`.
+    pub classes: crate::priority::Classes,
 }
 
 pub(crate) enum Cost {
@@ -87,6 +89,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
     let refund_on_err = refund_on(&options, policy.as_ref(), errors);
     check_settle(&options, policy.as_ref(), errors);
     let prefetch = prefetch(&options, policy.as_ref(), errors);
+    let classes = crate::priority::classes(&options, policy.as_ref(), args, fn_name, errors);
 
     let cost = cost.flatten().unwrap_or(Cost::Literal(1));
     let returns_denial = options.fallback.is_none()
@@ -120,6 +123,7 @@ pub(crate) fn validate(options: Options, function: &Function, args: &Arguments, 
         settle: options.settle,
         dry_run: options.dry_run.as_ref().is_some_and(LitBool::value),
         prefetch,
+        classes,
     })
 }
 

@@ -48,6 +48,9 @@ pub mod plan_changes {}
 #[doc = include_str!("../docs/guide/prefetch.md")]
 pub mod prefetch {}
 
+#[doc = include_str!("../docs/guide/priorities.md")]
+pub mod priorities {}
+
 #[cfg(feature = "axum")]
 #[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
 #[doc = include_str!("../docs/guide/http.md")]

@@ -39,6 +39,7 @@ pub mod __private {
     pub use crate::permit::lost::watched;
     pub use crate::permit::Ticket;
     pub use crate::site::macro_support::{AsPolicy, Cost, DenialError, Failed, Fallback, IntoDenial, Settles};
+    pub use crate::site::priority::AsPriority;
     pub use crate::site::{Site, SiteCall};
     pub use crate::{OnError, Policy, RateLimited};
     pub use redlimit_grammar::{Calendar, CalendarUnit, Rate, Strategy};
@@ -75,7 +76,7 @@ pub use limiter::on_error::OnError;
 pub use limiter::Limiter;
 pub use permit::lost::{permit_lost, until_permit_lost};
 pub use permit::Permit;
-pub use policy::{Calendar, CalendarUnit, Policy, Rate, Refill, Strategy};
+pub use policy::{Calendar, CalendarUnit, Headroom, Policy, Priority, Rate, Refill, Strategy};
 pub use prefetch::{PrefetchStats, DEFAULT_PREFETCH_TTL};
 pub use rate_limited::{DenialReason, Key, RateLimited};
 pub use redlimit_grammar::AlgorithmKind;

@@ -5,7 +5,7 @@
 
 use crate::meet::{Call, Draws, Hold, Interval, Strategy};
 use crate::meet_holders;
-use redlimit::{Decision, Error, Limiter, OnError, Policy, Store};
+use redlimit::{Decision, Error, Limiter, OnError, Policy, Priority, Store};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Prefetch's `k` on the prefetching key.
@@ -40,6 +40,9 @@ pub struct Plan {
     pub strategies: Vec<Strategy>,
     /// Tokens per period and period, for a token bucket refilled by interval.
     pub interval: Option<Interval>,
+    /// The class calls decide as (`Limiter::with_priority`); the numbers
+    /// above are that class's share of the policy's.
+    pub class: Priority,
 }
 
 pub const MS: u64 = 1_000;
@@ -73,12 +76,14 @@ pub fn plans(part: &str) -> Vec<Plan> {
             "leaky_bucket" => Policy::leaky_bucket(capacity, &rate),
             _ => Policy::gcra(&rate, capacity - 1),
         };
-        Plan { policy: policy.unwrap(), bucket: (capacity, per_s as f64), strategies: Vec::new(), interval: None }
+        let bucket = (capacity, per_s as f64);
+        Plan { policy: policy.unwrap(), bucket, strategies: Vec::new(), interval: None, class: Priority::Normal }
     };
     let interval = |capacity: u64, (n, period_us): Interval| {
         let policy = Policy::token_bucket_interval(capacity, &format!("{n}/{}ms", period_us / MS)).unwrap();
         let per_s = n as f64 * 1e6 / period_us as f64;
-        Plan { policy, bucket: (capacity, per_s), strategies: Vec::new(), interval: Some((n, period_us)) }
+        let interval = Some((n, period_us));
+        Plan { policy, bucket: (capacity, per_s), strategies: Vec::new(), interval, class: Priority::Normal }
     };
     let windows = |short: (u64, u64), long: u64| {
         let text = format!("{}/{}ms,{long}/1s", short.0, short.1);
@@ -92,7 +97,18 @@ pub fn plans(part: &str) -> Vec<Plan> {
             bucket: (0, 0.0),
             strategies: vec![(short.0, short.1 * MS), (long, 1_000 * MS)],
             interval: None,
+            class: Priority::Normal,
         }
+    };
+    // The largest plan keeping half from low calls and a quarter from normal
+    // ones: each class's plan states its own share, and critical calls the whole.
+    let classes = |largest: Plan| {
+        let policy = largest.policy.clone().with_headroom(50, 25).unwrap();
+        Priority::ALL.map(|class| {
+            let share = |limit: u64| limit * (100 - policy.headroom().percent(class) as u64) / 100;
+            let strategies = largest.strategies.iter().map(|&(limit, window_us)| (share(limit), window_us)).collect();
+            Plan { policy: policy.clone(), bucket: (0, 0.0), strategies, interval: None, class }
+        })
     };
     match part {
         "token_bucket" | "leaky_bucket" | "gcra" => {
@@ -107,14 +123,27 @@ pub fn plans(part: &str) -> Vec<Plan> {
         // ended finds another. Plans change limits, not lengths: a window
         // written under a shorter length ends by it, which README states and
         // tests/limiter_fixed_window_plan_change.rs pins apart.
-        "fixed_window" => vec![windows((10, 100), 100), windows((15, 100), 120), windows((20, 100), 220)],
+        // Plans 3 to 5: the classes of plan 2 with headroom.
+        "fixed_window" => {
+            let mut plans = vec![windows((10, 100), 100), windows((15, 100), 120), windows((20, 100), 220)];
+            plans.extend(classes(windows((20, 100), 220)));
+            plans
+        }
         "sliding_window" | "sliding_log" => {
-            vec![windows((10, 100), 30), windows((15, 100), 40), windows((20, 100), 50)]
+            let mut plans = vec![windows((10, 100), 30), windows((15, 100), 40), windows((20, 100), 50)];
+            plans.extend(classes(windows((20, 100), 50)));
+            plans
         }
         "dry_run" => {
             let enforced = [Policy::fixed_window("10/1h"), Policy::token_bucket(10, "1/1h"), Policy::gcra("1/1h", 9)];
             let trials = [Policy::fixed_window("5/1h"), Policy::token_bucket(5, "1/1h"), Policy::gcra("1/1h", 4)];
-            let plan = |policy: Policy| Plan { policy, bucket: (10, 0.0), strategies: Vec::new(), interval: None };
+            let plan = |policy: Policy| Plan {
+                policy,
+                bucket: (10, 0.0),
+                strategies: Vec::new(),
+                interval: None,
+                class: Priority::Normal,
+            };
             enforced
                 .into_iter()
                 .zip(trials)
@@ -143,7 +172,8 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
             },
             // An enforced policy or its trial, of one of three algorithms.
             "dry_run" => (rng.range(0, 8u32), rng.range(0, 6)),
-            _ => (rng.range(0, 3u32), rng.range(0, 3)),
+            // Plans 3 to 5 are plan 2's classes.
+            _ => (rng.range(0, 3u32), rng.range(0, 6)),
         };
         // Without plan changes, each key keeps one plan.
         let policy = match () {
@@ -162,7 +192,8 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
         let by = match &prefetching {
             Some(prefetching) if prefetch => prefetching.with_policy(policy_of_call),
             _ => limiter.with_policy(policy_of_call),
-        };
+        }
+        .with_priority(plan.class);
         let name = format!("k{key}");
         let refundable = !part.starts_with("sliding") && part != "dry_run" && !trial;
         // Some calls of several permits reserve them, and settle below the

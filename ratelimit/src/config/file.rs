@@ -13,12 +13,23 @@ use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
 /// The options a policy table takes: the attribute's policy options, no others.
-pub(crate) const POLICY_OPTIONS: &[&str] =
-    &["algo", "strategies", "precision", "capacity", "rate", "refill", "burst", "limit", "lease", "dry_run"];
+pub(crate) const POLICY_OPTIONS: &[&str] = &[
+    "algo",
+    "strategies",
+    "precision",
+    "capacity",
+    "rate",
+    "refill",
+    "burst",
+    "limit",
+    "lease",
+    "dry_run",
+    "headroom",
+];
 
 /// Attribute options that belong to a call site, not to a policy.
 const SITE_OPTIONS: &[&str] =
-    &["key", "name", "cost", "on_limit", "max_wait", "fallback", "on_error", "crate", "policy"];
+    &["key", "name", "cost", "on_limit", "max_wait", "fallback", "on_error", "crate", "policy", "priority"];
 
 /// Every problem of one document, each as `<origin>:<line>: ...`, in line order.
 struct Problems<'a> {
@@ -119,6 +130,7 @@ fn policy(
 
     let mut algo = None;
     let mut dry_run = false;
+    let mut headroom = (redlimit_grammar::Headroom::NONE, None);
     let mut spec = PolicySpec::new(AlgorithmKind::FixedWindow);
     // Where each parameter was written, and as what, for the messages of `validate`.
     let mut written: Vec<(Param, Range<usize>, String)> = Vec::new();
@@ -142,6 +154,15 @@ fn policy(
                 match value.get_ref().as_bool() {
                     Some(on) => dry_run = on,
                     None => fail(format!("`dry_run` takes true or false, like `dry_run = true`, not {text}")),
+                }
+                continue;
+            }
+            "headroom" => {
+                match string(value, "headroom = \"low 50%, normal 20%\"")
+                    .and_then(|s| redlimit_grammar::parse_headroom(s).map_err(|e| format!("headroom {text}: {e}")))
+                {
+                    Ok(read) => headroom = (read, Some(value.span())),
+                    Err(m) => fail(m),
                 }
                 continue;
             }
@@ -292,8 +313,12 @@ fn policy(
     if problems.found.len() > before {
         return None;
     }
-    match Policy::from_spec(spec) {
-        Ok(policy) => Some(policy.with_dry_run(dry_run)),
+    match Policy::from_spec(spec).map(|policy| policy.with_headroom_of(headroom.0)) {
+        Ok(Ok(policy)) => Some(policy.with_dry_run(dry_run)),
+        Ok(Err(e)) => {
+            problems.push(headroom.1.unwrap_or_else(|| name.span()), format!("{label}: {e}"));
+            None
+        }
         Err(e) => {
             problems.push(name.span(), format!("{label}: {e}"));
             None

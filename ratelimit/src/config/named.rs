@@ -73,7 +73,7 @@ impl NamedLimiter {
             Some(p)
                 if cached
                     .as_ref()
-                    .is_some_and(|c| !c.degraded && c.limiter.as_ref().is_ok_and(|l| l.policy() == p)) =>
+                    .is_some_and(|c| !c.degraded && c.limiter.as_ref().is_ok_and(|l| l.whole_policy() == p)) =>
             {
                 let limiter = cached.as_ref().and_then(|c| c.limiter.clone().ok()).expect("checked just above");
                 Configured { generation: loaded.generation, degraded: false, limiter: Ok(limiter) }
@@ -97,9 +97,9 @@ impl NamedLimiter {
                     }
                     // Keep the degraded limiter of this generation (its local state) while the store stays down.
                     Err(_)
-                        if cached
-                            .as_ref()
-                            .is_some_and(|c| c.degraded && c.limiter.as_ref().is_ok_and(|l| *l.policy() == p)) =>
+                        if cached.as_ref().is_some_and(|c| {
+                            c.degraded && c.limiter.as_ref().is_ok_and(|l| *l.whole_policy() == p)
+                        }) =>
                     {
                         return (cached.expect("checked just above"), false);
                     }

@@ -345,6 +345,7 @@ impl RateLimitLayer {
             exempt: Vec::new(),
             on_rejected: None,
             refund_on: None,
+            priority: None,
         };
         RateLimitLayer { shared: Arc::new(shared) }
     }

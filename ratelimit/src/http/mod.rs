@@ -27,6 +27,7 @@ mod held_body;
 mod key;
 mod layer;
 mod options;
+mod priority;
 mod response;
 mod scope_layer;
 mod service;

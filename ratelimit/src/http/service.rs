@@ -17,7 +17,7 @@ use crate::limiter::enforcement::OnLimit;
 use crate::limiter::on_error::OnError;
 use crate::limiter::Limiter;
 use crate::permit::Permit;
-use crate::policy::Policy;
+use crate::policy::{Policy, Priority};
 use crate::rate_limited::RateLimited;
 use axum::extract::Request;
 use axum::http::header::RETRY_AFTER;
@@ -53,6 +53,8 @@ pub(super) struct Shared {
     pub(super) dry_run_fields: bool,
     /// A response with a status this returns true for gives its request's permits back.
     pub(super) refund_on: Option<RefundOn>,
+    /// The class each request is decided as (`None`: every request normal).
+    pub(super) priority: Option<super::priority::RequestPriority>,
 }
 
 /// A predicate exempting a request from the limit.
@@ -226,12 +228,21 @@ impl Shared {
 
     /// Decides one request of `cost` permits on `source`'s limiter, by
     /// `policy` when the request gave one.
-    async fn decide(&self, source: LimiterSource, policy: Option<Policy>, key: Vec<u8>, cost: u64) -> Verdict {
+    async fn decide(
+        &self,
+        source: LimiterSource,
+        policy: Option<Policy>,
+        key: Vec<u8>,
+        (cost, class): (u64, Option<Priority>),
+    ) -> Verdict {
         let mut limiter = match source.limiter(policy.as_ref(), self.on_error).await {
             Ok(limiter) if self.dry_run => limiter.with_dry_run(true),
             Ok(limiter) => limiter,
             Err(why) => return self.without_policy(&source, &why, &key),
         };
+        if let Some(class) = class {
+            limiter = limiter.with_priority(class);
+        }
         // The permit keeps what the store took, for `refund_on`, `ActualCost`
         // or a limit inside this one that denies the request to give back.
         limiter.enforcement.refunds = true;
@@ -296,7 +307,11 @@ where
         // it is known to have a key, and travels with it: never the layer's.
         let key = shared.limits.choose(&request).and_then(|chosen| match chosen {
             Some(chosen) => match shared.key_of(&request)? {
-                Some(key) => Ok(Some((chosen.keyed(key), shared.cost.of(&request, shared.name())?))),
+                Some(key) => {
+                    let cost = shared.cost.of(&request, shared.name())?;
+                    let class = shared.priority.as_ref().map(|p| p.of(&request, shared.name())).transpose()?;
+                    Ok(Some((chosen.keyed(key), (cost, class))))
+                }
                 None => Ok(None),
             },
             None => Ok(None),

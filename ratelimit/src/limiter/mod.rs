@@ -9,6 +9,7 @@ pub(crate) mod enforcement;
 pub(crate) mod on_error;
 pub(crate) mod outage_log;
 pub(crate) mod pipeline;
+pub(crate) mod priority;
 pub(crate) mod refund;
 pub(crate) mod settle;
 
@@ -63,6 +64,10 @@ pub struct Limiter {
     pub(crate) deny_cache: Option<Arc<DenyCache>>,
     /// Local quotas of hot keys ([`Limiter::with_prefetch`]).
     pub(crate) prefetch: Option<Arc<crate::prefetch::Prefetch>>,
+    /// The class `rule` decides as ([`Limiter::with_priority`]).
+    pub(crate) priority: crate::policy::Priority,
+    /// Every class's rule, under a policy with headroom (`priority.rs`).
+    pub(crate) classes: Option<Arc<priority::Classes>>,
 }
 
 /// What every clone of a limiter shares, whatever policy it decides by
@@ -171,7 +176,10 @@ impl Limiter {
             enforcement: Enforcement::DEFAULT,
             deny_cache: Some(Arc::new(DenyCache::new())),
             prefetch: None,
+            priority: crate::policy::Priority::default(),
+            classes: None,
         }
+        .classed()
     }
 
     /// This limiter deciding by `policy` instead of its own: the same name,
@@ -202,6 +210,11 @@ impl Limiter {
     /// # Ok(()) }
     /// ```
     pub fn with_policy(&self, policy: &Policy) -> Limiter {
+        self.clone().unclassed().with_whole_policy(policy).classed()
+    }
+
+    /// [`with_policy`](Self::with_policy) of a limiter deciding by its whole policy.
+    fn with_whole_policy(self, policy: &Policy) -> Limiter {
         let trial = self.enforcement.dry_run || policy.is_dry_run();
         let same = *policy == self.rule.policy
             && policy.name() == self.rule.policy.name()
@@ -211,7 +224,7 @@ impl Limiter {
             true => self.rule.clone(),
             false => Arc::new(Rule::new(&self.inner, policy.clone(), trial)),
         };
-        Limiter { rule, ..self.clone() }
+        Limiter { rule, ..self }
     }
 
     /// A limiter of `policy` on a store that could not be built: every call
@@ -299,7 +312,12 @@ impl Limiter {
     /// assert_eq!(enforced.check("ann", 1).await?.remaining, 1, "the trial took none of its permits");
     /// # Ok(()) }
     /// ```
-    pub fn with_dry_run(mut self, on: bool) -> Limiter {
+    pub fn with_dry_run(self, on: bool) -> Limiter {
+        self.unclassed().with_whole_dry_run(on).classed()
+    }
+
+    /// [`with_dry_run`](Self::with_dry_run) of a limiter deciding by its whole policy.
+    fn with_whole_dry_run(mut self, on: bool) -> Limiter {
         self.enforcement.dry_run = on;
         self.rule = match (on, self.rule.trial) {
             (true, false) => self.rule.trial(&self.inner),
@@ -337,7 +355,8 @@ impl Limiter {
         &self.inner.name
     }
 
-    /// The policy.
+    /// The policy this limiter decides by: under a policy with headroom,
+    /// its class's share of it ([`Policy::for_priority`], [`with_priority`](Self::with_priority)).
     pub fn policy(&self) -> &Policy {
         &self.rule.policy
     }

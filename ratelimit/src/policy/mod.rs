@@ -1,12 +1,13 @@
 //! [`Policy`]: an algorithm with its validated parameters.
 
+mod headroom;
 mod text;
 
 pub(crate) use text::read;
 
 use crate::error::Error;
 use redlimit_grammar::{parse_rate, parse_strategies, AlgorithmKind, Param, PolicySpec};
-pub use redlimit_grammar::{Calendar, CalendarUnit, Rate, Refill, Strategy};
+pub use redlimit_grammar::{Calendar, CalendarUnit, Headroom, Priority, Rate, Refill, Strategy};
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -36,12 +37,14 @@ pub struct Policy {
     name: Option<Arc<str>>,
     /// Decided and recorded, never enforced (see [`Policy::with_dry_run`]).
     dry_run: bool,
+    /// The share of the limit kept from each class of call (see [`Policy::with_headroom`]).
+    pub(crate) headroom: Headroom,
 }
 
 /// Equal when they limit alike: the configured name is a label, not a rule.
 impl PartialEq for Policy {
     fn eq(&self, other: &Policy) -> bool {
-        self.params == other.params
+        self.params == other.params && self.headroom == other.headroom
     }
 }
 
@@ -92,7 +95,7 @@ impl Policy {
             | Params::SlidingLog { .. }
             | Params::Concurrency { .. } => (1, 1),
         };
-        Policy { params, reduced_rate, name: None, dry_run: false }
+        Policy { params, reduced_rate, name: None, dry_run: false, headroom: Headroom::NONE }
     }
 
     /// The name this policy was configured under, when it came from a

@@ -5,7 +5,7 @@
 
 use crate::error::Error;
 use crate::policy::{Params, Policy};
-use redlimit_grammar::{quote, Refill, Strategy, DRY_RUN_WORD};
+use redlimit_grammar::{quote, Refill, Strategy, DRY_RUN_WORD, HEADROOM_WORD};
 use std::fmt;
 use std::str::FromStr;
 
@@ -16,6 +16,7 @@ impl fmt::Debug for Policy {
             .field("reduced_rate", &self.reduced_rate)
             .field("name", &self.name())
             .field("dry_run", &self.is_dry_run())
+            .field("headroom", &self.headroom())
             .finish()
     }
 }
@@ -40,6 +41,9 @@ impl fmt::Display for Policy {
                 write!(f, "limit {limit} lease {}", redlimit_grammar::format_duration(*lease_us))
             }
         }?;
+        if !self.headroom().is_none() {
+            write!(f, " {HEADROOM_WORD} {}", self.headroom())?;
+        }
         match self.is_dry_run() {
             true => write!(f, " {DRY_RUN_WORD}"),
             false => Ok(()),
@@ -49,7 +53,9 @@ impl fmt::Display for Policy {
 
 /// Reads what `Display` writes, and the same with the defaults left out
 /// (`gcra 10/1s`, `concurrency limit 3`) or every parameter named
-/// (`gcra rate 10/1s burst 9`); the rules are the constructors'.
+/// (`gcra rate 10/1s burst 9`), a headroom after the parameters
+/// (`headroom low 50% normal 20%`, [`Policy::with_headroom`]); the rules
+/// are the constructors'.
 ///
 /// ```
 /// use redlimit::Policy;
@@ -73,8 +79,9 @@ impl FromStr for Policy {
 /// A policy's text read, or why not (every rule it breaks): what `FromStr`
 /// and a policies file's one-line policies say.
 pub(crate) fn read(text: &str) -> Result<Policy, String> {
-    let read = redlimit_grammar::parse_policy(text).map_err(|e| e.to_string())?;
-    match Policy::from_spec(read.spec) {
+    let (text, headroom) = redlimit_grammar::split_headroom(text).map_err(|e| e.to_string())?;
+    let read = redlimit_grammar::parse_policy(&text).map_err(|e| e.to_string())?;
+    match Policy::from_spec(read.spec).and_then(|policy| policy.with_headroom_of(headroom)) {
         Ok(policy) => Ok(policy.with_dry_run(read.dry_run)),
         Err(Error::InvalidPolicy(why)) => Err(why),
         Err(other) => Err(other.to_string()),

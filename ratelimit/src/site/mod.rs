@@ -3,6 +3,7 @@
 //! to this crate.
 
 pub(crate) mod macro_support;
+pub(crate) mod priority;
 
 use crate::backend::BoxFuture;
 use crate::call::Call;
@@ -99,12 +100,17 @@ impl Site {
     ///
     /// The denial is boxed: every call moves this `Result`, and a box is one word.
     pub fn call<'a>(&'static self, policy: Option<&'a Policy>, call: Call<'a>) -> SiteCall<'a> {
-        SiteCall { site: self, policy, call, state: SiteState::Start, progress: Progress::default() }
+        SiteCall { site: self, policy, call, state: SiteState::Start, progress: Progress::default(), priority: None }
     }
 
     /// [`call`](Self::call) on a limiter it must look up, build or own
     /// (in a scope, a policy given per call or configured by name).
-    async fn call_owned(&'static self, policy: Option<&Policy>, call: Call<'_>) -> Result<Ticket, Box<RateLimited>> {
+    async fn call_owned(
+        &'static self,
+        policy: Option<&Policy>,
+        call: Call<'_>,
+        class: Option<crate::policy::Priority>,
+    ) -> Result<Ticket, Box<RateLimited>> {
         // Boxed: only a call that builds or looks up the limiter waits for it.
         let current = match self.limiter.ready(policy) {
             Some(ready) => ready,
@@ -115,7 +121,10 @@ impl Site {
                 if first && self.named_by_default {
                     self.warn_if_default_name_shared();
                 }
-                limiter
+                match class {
+                    Some(class) => Cow::Owned(limiter.with_priority(class)),
+                    None => limiter,
+                }
             }
             Err(why) => {
                 // Settled without I/O: spend the task's budget as I/O would, so a loop of such calls yields.
@@ -226,6 +235,8 @@ pub struct SiteCall<'a> {
     call: Call<'a>,
     state: SiteState<'a>,
     progress: Progress<'a>,
+    /// The class the call is decided as (`priority = <argument>`).
+    pub(crate) priority: Option<crate::policy::Priority>,
 }
 
 enum SiteState<'a> {
@@ -239,14 +250,14 @@ impl Future for SiteCall<'_> {
 
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let SiteCall { site, policy, call, state, progress } = self.get_mut();
+        let SiteCall { site, policy, call, state, progress, priority } = self.get_mut();
         let (site, call): (&'static Site, Call<'_>) = (site, *call);
         if let SiteState::Start = state {
             *state = match (*policy, site.limiter.built()) {
-                (None, Some(limiter)) if limiter.decides_only(limiter.enforcement.on_limit) => {
+                (None, Some(limiter)) if priority.is_none() && limiter.decides_only(limiter.enforcement.on_limit) => {
                     SiteState::Deciding(limiter)
                 }
-                (policy, _) => SiteState::Other(Box::pin(site.call_owned(policy, call))),
+                (policy, _) => SiteState::Other(Box::pin(site.call_owned(policy, call, *priority))),
             };
         }
         match state {

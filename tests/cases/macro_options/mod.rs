@@ -16,6 +16,7 @@ pub mod fallback;
 pub mod key;
 pub mod name;
 pub mod on_limit;
+pub mod priority;
 pub mod refund_on;
 pub mod stacked;
 
