@@ -7,8 +7,9 @@
 //! windows, also a class of a plan with headroom, `Limiter::with_priority`,
 //! bound by its own class's share), its cost, whether
 //! it is refunded later (soon, or after its window ended or its bucket
-//! refilled), whether it reserves and settles below its estimate (as
-//! late), whether it is a dry-run trial and whether it goes through a
+//! refilled), whether it reserves and settles below or above its estimate
+//! (as late; an overage is a charge the model counts when it was made,
+//! never judged), whether it is a dry-run trial and whether it goes through a
 //! prefetching limiter (`redlimit_test_support::meet_calls`). Every decided
 //! call is recorded (`allowed`, cost, policy, `decided_at`, refunded or not)
 //! and replayed against the model of `redlimit_test_support::meet`, which
@@ -111,10 +112,15 @@ fn calls(lines: &[String]) -> Vec<Call> {
 }
 
 /// Prints what a model found and fails naming the seed unless it is nothing.
-fn report(what: &str, seed: u64, decided: usize, excess: &[(String, Vec<Excess>)]) -> usize {
+fn report(what: &str, seed: u64, calls: &[Call], excess: &[(String, Vec<Excess>)]) -> usize {
     let total: usize = excess.iter().map(|(_, e)| e.len()).sum();
     let by: Vec<String> = excess.iter().map(|(name, e)| format!("{name}: {}", e.len())).collect();
-    println!("features_meet {what}: {decided} decisions, {total} over-admissions ({}), seed {seed}", by.join(", "));
+    let charges = calls.iter().filter(|c| c.charge).count();
+    println!(
+        "features_meet {what}: {} decisions and {charges} settlements' charges, {total} over-admissions ({}), seed {seed}",
+        calls.len() - charges,
+        by.join(", ")
+    );
     for (name, e) in excess {
         for e in e.iter().take(3) {
             println!("  {name}: {:?}: {}", e.call, e.why);
@@ -166,7 +172,7 @@ fn buckets_with_plan_changes_late_refunds_and_prefetch() {
                     ),
                 ]);
             }
-            found += report(&format!("{algo} on {store}"), seed, all.len(), &excess);
+            found += report(&format!("{algo} on {store}"), seed, &all, &excess);
         }
     }
     assert_eq!(found, 0, "over-admitted; {}", replay_seed(seed));
@@ -186,7 +192,7 @@ fn windows_with_plan_changes_and_late_refunds() {
                 "sliding_window" => meet::sliding_window_excess(&all, strategies, 10 * MS),
                 _ => meet::sliding_log_excess(&all, strategies),
             };
-            found += report(&format!("{algo} on {store}"), seed, all.len(), &[("plan changes".into(), excess)]);
+            found += report(&format!("{algo} on {store}"), seed, &all, &[("plan changes".into(), excess)]);
         }
     }
     assert_eq!(found, 0, "over-admitted; {}", replay_seed(seed));
@@ -265,7 +271,7 @@ fn concurrency_holders_stopped_past_their_lease_are_told() {
 // The model itself, on calls whose answer is worked out by hand.
 
 fn model_call(key: u32, policy: u32, at_us: u64) -> Call {
-    Call { key, policy, cost: 1, allowed: true, at_us, refunded: false, prefetch: false, trial: false }
+    Call { key, policy, cost: 1, allowed: true, at_us, refunded: false, prefetch: false, trial: false, charge: false }
 }
 
 #[test]
@@ -285,6 +291,26 @@ fn model_a_bucket_judged_under_a_smaller_capacity_keeps_what_the_larger_owes() {
     calls[0].refunded = true;
     calls.push(model_call(0, 1, 1_000_011));
     assert!(meet::bucket_excess(&calls, capacity, 1.0, 0.0).is_empty());
+}
+
+#[test]
+fn model_a_charge_is_owed_past_the_limit_and_never_judged() {
+    // Capacity 3 at one a second: three at once, then a settlement's charge of 2.
+    let mut calls: Vec<Call> = (0..3).map(|i| model_call(0, 0, i)).collect();
+    calls.push(Call { cost: 2, charge: true, ..model_call(0, 0, 3) });
+    assert!(meet::bucket_excess(&calls, |_| 3, 1.0, 0.0).is_empty(), "a charge is never an excess");
+    // Owed 5: two seconds pay 2, and a third call finds 3 + 1 > 3; a third second makes room.
+    calls.push(model_call(0, 0, 2_000_003));
+    assert_eq!(meet::bucket_excess(&calls, |_| 3, 1.0, 0.0).len(), 1);
+    calls[4].at_us = 3_000_003;
+    assert!(meet::bucket_excess(&calls, |_| 3, 1.0, 0.0).is_empty());
+    // A window counts it too: limit 3 per second, full after the charge.
+    let strategies = [(3, 1_000_000)];
+    let mut calls: Vec<Call> = vec![model_call(0, 0, 0), Call { cost: 3, charge: true, ..model_call(0, 0, 1) }];
+    calls.push(model_call(0, 0, 2));
+    assert_eq!(meet::fixed_window_excess(&calls, |_| &strategies[..]).len(), 1);
+    calls[2].at_us = 1_000_000;
+    assert!(meet::fixed_window_excess(&calls, |_| &strategies[..]).is_empty(), "the next window");
 }
 
 #[test]

@@ -30,6 +30,9 @@ pub struct Call {
     /// Decided under a dry-run trial: it passes whatever it says, and is not
     /// part of what the enforced policies admitted.
     pub trial: bool,
+    /// A settlement's charge: what a reservation cost above its estimate,
+    /// taken when it settled. Never denied, so counted but never judged.
+    pub charge: bool,
 }
 
 impl Call {
@@ -37,7 +40,7 @@ impl Call {
     pub fn to_line(&self) -> String {
         let flags = |b: bool| u8::from(b);
         format!(
-            "{} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {} {}",
             self.key,
             self.policy,
             self.cost,
@@ -45,14 +48,15 @@ impl Call {
             self.at_us,
             flags(self.refunded),
             flags(self.prefetch),
-            flags(self.trial)
+            flags(self.trial),
+            flags(self.charge)
         )
     }
 
     /// The call of a line [`to_line`](Self::to_line) wrote; `None` for any other line.
     pub fn from_line(line: &str) -> Option<Call> {
         let n: Vec<u64> = line.split(' ').map(str::parse).collect::<Result<_, _>>().ok()?;
-        let [key, policy, cost, allowed, at_us, refunded, prefetch, trial] = n[..] else { return None };
+        let [key, policy, cost, allowed, at_us, refunded, prefetch, trial, charge] = n[..] else { return None };
         Some(Call {
             key: u32::try_from(key).ok()?,
             policy: u32::try_from(policy).ok()?,
@@ -62,6 +66,7 @@ impl Call {
             refunded: refunded == 1,
             prefetch: prefetch == 1,
             trial: trial == 1,
+            charge: charge == 1,
         })
     }
 
@@ -131,7 +136,8 @@ fn by_key(calls: &[Call], strictness: impl Fn(&Call) -> u64) -> BTreeMap<u32, Ve
 /// only if the debt of every earlier counted call, paid off at the rate,
 /// plus its own cost, fits `capacity_of(call)` (a bucket's capacity, GCRA's
 /// burst + 1) plus `slack` (README's prefetch bound; 0 without prefetch).
-/// An excess is not added to the debt, so each one is counted once.
+/// An excess is not added to the debt, so each one is counted once; a
+/// charge is added whatever the debt, never judged.
 ///
 /// Under plans of several rates pass the fastest: the store never pays off
 /// faster than the fastest plan in force, so the rule asks no more than it.
@@ -192,6 +198,10 @@ fn debt_excess(
         for call in calls.iter().filter(|c| !c.refunded) {
             owed = (owed - paid(last, call.at_us)).max(0.0);
             last = last.max(call.at_us);
+            if call.charge {
+                owed += call.cost as f64;
+                continue;
+            }
             let capacity = capacity_of(call) as f64 + slack;
             // A millionth of a permit: the store counts in exact integers, this in floats.
             if owed + call.cost as f64 > capacity + 1e-6 {
@@ -213,7 +223,8 @@ pub type Strategy = (u64, u64);
 /// policy of the call that asks), and counts what the calls in it took
 /// (a refunded call starts a window, as it did in the store, and counts
 /// nothing). A call is admissible only if, in every strategy of its policy,
-/// the count of the window it falls in plus its cost fits the limit.
+/// the count of the window it falls in plus its cost fits the limit; a
+/// charge is counted past it, never judged.
 pub fn fixed_window_excess<'a>(calls: &[Call], strategies_of: impl Fn(&Call) -> &'a [Strategy]) -> Vec<Excess> {
     let mut excess = Vec::new();
     let strictness = |c: &Call| strategies_of(c).iter().map(|s| s.0).sum();
@@ -227,7 +238,9 @@ pub fn fixed_window_excess<'a>(calls: &[Call], strategies_of: impl Fn(&Call) -> 
                 |slot: Option<(u64, u64)>, window_us: u64| slot.filter(|&(start, _)| call.at_us < start + window_us);
             let cost = if call.refunded { 0 } else { call.cost };
             let over = strategies.iter().enumerate().find(|(i, &(limit, window_us))| {
-                !call.refunded && live(windows[*i], window_us).map_or(0, |(_, count)| count) + cost > limit
+                !call.refunded
+                    && !call.charge
+                    && live(windows[*i], window_us).map_or(0, |(_, count)| count) + cost > limit
             });
             if let Some((i, (limit, _))) = over {
                 let why = format!("strategy {i}: window {:?} + cost {} > {limit}", windows[i], call.cost);
@@ -279,7 +292,7 @@ fn sliding_excess<'a>(
     for calls in by_key(calls, strictness).values() {
         let mut passed: Vec<(u64, u64)> = Vec::new();
         for call in calls.iter().filter(|c| !c.refunded) {
-            let over = strategies_of(call).iter().find_map(|&(limit, window_us)| {
+            let over = strategies_of(call).iter().filter(|_| !call.charge).find_map(|&(limit, window_us)| {
                 let from = since(call.at_us, window_us);
                 let counted: u64 = passed.iter().rev().take_while(|p| p.0 >= from).map(|p| p.1).sum();
                 (counted + call.cost > limit)

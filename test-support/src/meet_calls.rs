@@ -162,6 +162,7 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
     let prefetching = bucket.then(|| limiter.clone().with_prefetch(K).unwrap());
     let mut records = Vec::with_capacity(calls);
     let mut refunds = Vec::new();
+    let mut settlements = Vec::new();
     for _ in 0..calls {
         let (key, policy) = match part {
             _ if bucket => match rng.range(0, if part == "token_bucket" { 6 } else { 4u32 }) {
@@ -196,9 +197,10 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
         .with_priority(plan.class);
         let name = format!("k{key}");
         let refundable = !part.starts_with("sliding") && part != "dry_run" && !trial;
-        // Some calls of several permits reserve them, and settle below the
-        // estimate, soon or late: the model counts the actual cost, which a
-        // settlement gives back to at most, as a refund does.
+        // Some calls of several permits reserve them, and settle soon or
+        // late: below the estimate the model counts the actual cost, which a
+        // settlement gives back to at most, as a refund does; above it, the
+        // estimate, and the overage as a charge when the settlement is made.
         let reserving = refundable && cost > 1 && rng.chance(0.15) && !without("refunds");
         if reserving {
             let (decision, reservation) = match by.reserve(&name, cost).await {
@@ -206,17 +208,31 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
                 Err(denied) => (denied.decision().clone(), None),
             };
             let (at_us, allowed) = (at_us(&decision), decision.allowed);
-            let actual = rng.range(0, cost);
+            let actual = if rng.chance(0.3) { rng.range(cost + 1, 2 * cost + 1) } else { rng.range(0, cost) };
             let late = rng.chance(0.5) && (at_us / CYCLE_US) & 1 == 0;
             let delay = if late { rng.range(400, 600) } else { rng.range(0, 20) };
             if let Some(reservation) = reservation {
-                refunds.push(tokio::spawn(async move {
+                settlements.push(tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_millis(delay)).await;
-                    let _ = reservation.settle(actual).await;
+                    let settled = reservation.settle(actual).await.ok()?;
+                    let overage = actual.checked_sub(cost).filter(|&o| o > 0)?;
+                    let at_us = self::at_us(&settled);
+                    Some(Call {
+                        key,
+                        policy,
+                        cost: overage,
+                        allowed: true,
+                        at_us,
+                        refunded: false,
+                        prefetch,
+                        trial,
+                        charge: true,
+                    })
                 }));
             }
-            let (cost, refunded) = if allowed && actual > 0 { (actual, false) } else { (cost, allowed) };
-            records.push(Call { key, policy, cost, allowed, at_us, refunded, prefetch, trial });
+            let (cost, refunded) =
+                if allowed && actual > 0 && actual < cost { (actual, false) } else { (cost, allowed && actual == 0) };
+            records.push(Call { key, policy, cost, allowed, at_us, refunded, prefetch, trial, charge: false });
         } else {
             let decision = by.check(&name, cost).await.unwrap();
             let (at_us, allowed) = (at_us(&decision), decision.allowed);
@@ -233,7 +249,7 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
                     let _ = refund(&by, &name, cost, &decision).await;
                 }));
             }
-            records.push(Call { key, policy, cost, allowed, at_us, refunded, prefetch, trial });
+            records.push(Call { key, policy, cost, allowed, at_us, refunded, prefetch, trial, charge: false });
         }
         tokio::time::sleep(Duration::from_micros(rng.range(100, 1_500))).await;
         // Every process idles together for part of each cycle of the wall
@@ -246,6 +262,9 @@ async fn worker(part: &str, store: Store, mut rng: Draws, calls: usize) -> Vec<C
     }
     for refund in refunds {
         refund.await.unwrap();
+    }
+    for settlement in settlements {
+        records.extend(settlement.await.unwrap());
     }
     records
 }
