@@ -13,10 +13,9 @@ pub(crate) const PROBE_AFTER: Duration = Duration::from_millis(500);
 #[cfg(feature = "cluster")]
 pub(crate) const SLOTS: usize = 16_384;
 
-/// When the connection last answered, µs on this process's monotonic clock;
-/// per group of connections (a single server's is one group).
+/// When the connection last answered, µs on this process's monotonic clock.
 pub(crate) struct Answered {
-    at_us: Box<[AtomicU64]>,
+    at_us: AtomicU64,
 }
 
 fn now_us() -> u64 {
@@ -24,21 +23,18 @@ fn now_us() -> u64 {
 }
 
 impl Answered {
-    pub(crate) fn new(groups: usize) -> Answered {
-        Answered { at_us: (0..groups).map(|_| AtomicU64::new(now_us())).collect() }
+    pub(crate) fn new() -> Answered {
+        Answered { at_us: AtomicU64::new(now_us()) }
     }
 
-    pub(crate) fn touch(&self, group: usize) {
-        if let Some(at) = self.at_us.get(group) {
-            // Two touches may race and store slightly out of order: a probe
-            // then comes a few µs early, which is harmless.
-            at.store(now_us(), Ordering::Relaxed);
-        }
+    pub(crate) fn touch(&self) {
+        // Two touches may race and store slightly out of order: a probe
+        // then comes a few µs early, which is harmless.
+        self.at_us.store(now_us(), Ordering::Relaxed);
     }
 
-    pub(crate) fn idle(&self, group: usize) -> bool {
-        let at = self.at_us.get(group).map_or(0, |at| at.load(Ordering::Relaxed));
-        now_us().saturating_sub(at) >= PROBE_AFTER.as_micros() as u64
+    pub(crate) fn idle(&self) -> bool {
+        now_us().saturating_sub(self.at_us.load(Ordering::Relaxed)) >= PROBE_AFTER.as_micros() as u64
     }
 }
 

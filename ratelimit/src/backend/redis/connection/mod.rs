@@ -184,7 +184,7 @@ impl Connection {
                 let nodes = nodes.into_iter().map(|n| n.set_tcp_settings(tcp())).collect();
                 return Ok(Connection {
                     kind: Kind::Cluster(Cluster::connect(nodes, options, owners.clone(), watch.clone()).await?),
-                    answered: Arc::new(Answered::new(1)),
+                    answered: Arc::new(Answered::new()),
                     watch,
                     owners,
                 });
@@ -194,7 +194,7 @@ impl Connection {
                 Kind::Sentinel(SentinelMaster::connect(sentinels, master, node, options, watch.clone()).await?)
             }
         };
-        let mut connection = Connection { kind, answered: Arc::new(Answered::new(1)), watch, owners };
+        let mut connection = Connection { kind, answered: Arc::new(Answered::new()), watch, owners };
         // A server that wants a password lets a connection without one open
         // and refuses its first command (NOAUTH): ask one now, so a missing
         // password fails start-up as a wrong one does.
@@ -255,7 +255,7 @@ async fn guarded(
     cmd: Request<'_>,
     replayable: bool,
 ) -> RedisResult<Value> {
-    if answered.idle(0) {
+    if answered.idle() {
         // Boxed: only a call after an idle spell takes this path.
         Box::pin(resent_once(manager, answered, watch, Request::One(&redis::cmd("PING")))).await?;
     }
@@ -268,7 +268,7 @@ async fn guarded(
     }
     let reply = cmd.on(manager).await;
     match &reply {
-        Ok(_) => answered.touch(0),
+        Ok(_) => answered.touch(),
         Err(e) => suspect(watch, e),
     }
     reply.and_then(Value::extract_error)
@@ -291,7 +291,7 @@ async fn resent_once(
         reply => reply,
     };
     match &reply {
-        Ok(_) => answered.touch(0),
+        Ok(_) => answered.touch(),
         Err(e) => suspect(watch, e),
     }
     reply.and_then(Value::extract_error)

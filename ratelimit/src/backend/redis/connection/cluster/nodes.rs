@@ -45,7 +45,7 @@ impl Node {
             address,
             settings,
             manager: tokio::sync::OnceCell::new(),
-            answered: Answered::new(1),
+            answered: Answered::new(),
             stalled: AtomicBool::new(false),
         }
     }
