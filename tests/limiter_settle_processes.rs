@@ -110,7 +110,8 @@ async fn barrier(url: &str, name: &str) {
     let mut con = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
     let key = format!("barrier:{name}");
     let _: u64 = redis::cmd("INCR").arg(&key).query_async(&mut con).await.unwrap();
-    for _ in 0..2000 {
+    // However slowly a busy machine starts them: a minute at most.
+    for _ in 0..12_000 {
         let ready: u64 = redis::cmd("GET").arg(&key).query_async(&mut con).await.unwrap();
         if ready as usize >= PROCESSES {
             return;
