@@ -7,6 +7,7 @@ does not depend on the machine's load, where CPU time does.
     examples/bench/instructions.py gcra one        # the script, one decision per EVALSHA
     examples/bench/instructions.py gcra cell       # redis-cell's CL.THROTTLE (the same gcra policy)
     examples/bench/instructions.py sliding_log batch 8
+    examples/bench/instructions.py sliding_window peer  # the best peer's script, as `--only peers` calls it
 
 The script and the policy's numbers are the runtime's for the bench's policy
 of that algorithm on Redis's clock (`bench --script <algorithm>`). It starts
@@ -28,6 +29,7 @@ bench = os.environ.get('BENCH', os.path.join(root, 'target/release/examples/benc
 printed = subprocess.run([bench, '--script', algo], check=True, capture_output=True).stdout
 policy_hex, source = printed.split(b'\n', 1)
 policy = bytes.fromhex(policy_hex.decode())
+peers = os.environ.get('REDLIMIT_BENCH_PEERS', os.path.join(root, '../shared/bench/peers'))
 cell = os.environ.get('REDLIMIT_BENCH_REDIS_CELL', os.path.join(root, '../shared/bench/redis-cell/libredis_cell.so'))
 
 
@@ -76,6 +78,29 @@ def read():
     return line[1:-2]
 
 
+# The best peer per algorithm in `--only peers`, with the KEYS and ARGV its
+# client sends for the bench's policy (../shared/bench/peers/README.md).
+def peer_call(key):
+    ms = int(time.time() * 1000)
+    if algo == 'fixed_window':
+        return 'go-zero/periodscript.lua', ['periodlimit:' + key], [1000, 1]
+    if algo == 'sliding_window':
+        w = ms // 1000
+        return 'upstash-ratelimit/slidingWindowLimitScript.lua', [
+            '@upstash/ratelimit:%s:%d' % (key, w), '@upstash/ratelimit:%s:%d' % (key, w - 1), ''], [1000, ms, 1000, 1]
+    if algo == 'sliding_log':
+        return 'limits/acquire_moving_window.lua', ['LIMITS:LIMITER/%s/1000/1/second' % key], [repr(time.time()), 1000, 1, 1]
+    if algo == 'token_bucket':
+        return 'go-zero/tokenscript.lua', ['{%s}.tokens' % key, '{%s}.ts' % key], [1000, 1000, ms // 1000, 1]
+    if algo == 'leaky_bucket':
+        return 'throttled-py/leaking_bucket.lua', ['throttled:v1:leaking_bucket:' + key], ['1000.0', 1000, 1]
+    if algo == 'gcra':
+        return 'redis_rate/allow_n.lua', ['rate:' + key], [1000, 1000, 1, 1]
+    sys.exit('no peer for ' + algo)
+
+
+if mode == 'peer':
+    source = open(os.path.join(peers, peer_call('u')[0]), 'rb').read()
 con.sendall(command(['SCRIPT', 'LOAD', source]))
 sha = read()
 user = 0
@@ -92,6 +117,9 @@ def request():
         return command(['CL.THROTTLE', next_key(), 999, 1000, 1, 1])
     if mode == 'one':
         return command(['EVALSHA', sha, 1, next_key(), policy])
+    if mode == 'peer':
+        _, ks, argv = peer_call(next_key())
+        return command(['EVALSHA', sha, len(ks)] + ks + argv)
     batch = [next_key() for _ in range(size)]
     # Every key declared; the count, no words (every call is the common
     # call), the one policy.
@@ -124,5 +152,6 @@ for name in glob.glob(out + '/cg.*'):
         # A part's `totals:` closes it (its `summary:` line may read 0).
         if line.startswith('totals:'):
             total += int(line.split()[1])
-label = {'batch': 'batches of %d' % size, 'one': 'one per EVALSHA', 'cell': 'CL.THROTTLE'}[mode]
+label = {'batch': 'batches of %d' % size, 'one': 'one per EVALSHA', 'cell': 'CL.THROTTLE',
+         'peer': 'best peer, ' + peer_call('u')[0]}[mode]
 print('%s %s: %d instructions per decision (%s)' % (algo, label, total // decisions, out))
