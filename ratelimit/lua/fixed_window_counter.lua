@@ -9,8 +9,7 @@
 -- no `now` (the runtime never sends one to it), and reads TIME only to
 -- date its reply, to judge a refund and to read fixed_window.lua's hash.
 --
--- Policy     local limit, window, window_text = <L>, <W ms>, '<W ms>'  (policy_counter.lua)
---            (the window as a number and as the text PEXPIRE is given)
+-- Policy     local limit, window = <L>, <W ms>  (policy_counter.lua)
 -- Values     decide's (lua/README.md, "A call's values"): cost and kind;
 --            never now, and no slack.
 -- Returns    the counter reply: two numbers `v, now`, which batch.lua packs

@@ -26,11 +26,8 @@ local function redis_time()
 end
 local function decider(policy)
 -- policy_counter.lua: the counter reader. Sets `limit`, and the window in
--- ms as `window` and as `window_text`, the text PEXPIRE is given, from
--- `policy` (lua/README.md).
-local limit = struct_unpack('<d', policy)
-local window_text = string.sub(policy, 9)
-local window = tonumber(window_text)
+-- ms as `window`, from `policy` (lua/README.md).
+local limit, window = struct_unpack('<dd', policy)
 return function(key, cost, kind, now, slack, permit)
 -- prelude.lua: opens `decide(key, cost, kind, now, slack, permit)` in every
 -- script, after the family's policy reader has set the policy's numbers
@@ -53,8 +50,7 @@ local server_clock = not now
 -- no `now` (the runtime never sends one to it), and reads TIME only to
 -- date its reply, to judge a refund and to read fixed_window.lua's hash.
 --
--- Policy     local limit, window, window_text = <L>, <W ms>, '<W ms>'  (policy_counter.lua)
---            (the window as a number and as the text PEXPIRE is given)
+-- Policy     local limit, window = <L>, <W ms>  (policy_counter.lua)
 -- Values     decide's (lua/README.md, "A call's values"): cost and kind;
 --            never now, and no slack.
 -- Returns    the counter reply: two numbers `v, now`, which batch.lua packs
