@@ -53,7 +53,9 @@ impl Reply {
         match *self {
             Reply::Bucket { kind, constants } => bucket(kind, constants, bytes, cost),
             Reply::Counter(counter) => counted(counter, bytes, cost),
-            Reply::Window { .. } => Err(Error::Protocol(format!("a {self:?} reply came joined with others: {bytes:?}"))),
+            Reply::Window { .. } => {
+                Err(Error::Protocol(format!("a {self:?} reply came joined with others: {bytes:?}")))
+            }
         }
     }
 }
@@ -288,7 +290,10 @@ mod tests {
         // Nothing counted and no window: untouched.
         let idle = counted(counter, &reply(0, 7), 0).unwrap();
         assert_eq!((idle.allowed, idle.remaining, idle.reset_after_us), (true, 10, 0));
-        assert!(counted(counter, &reply(11 * 1002, 7), 1).is_err(), "a count above the limit is not this script's reply");
+        assert!(
+            counted(counter, &reply(11 * 1002, 7), 1).is_err(),
+            "a count above the limit is not this script's reply"
+        );
     }
 
     #[test]
@@ -298,8 +303,12 @@ mod tests {
         let counter = Reply::Counter(Counter { limit: 10, window_ms: 1000 });
         assert!(counter.outcome(Value::Array(vec![Value::Int(1002 + 400), Value::Int(7)]), 1).is_err(), "a table");
         assert!(counter.outcome(Value::BulkString((1002.0f64 + 400.0).to_le_bytes().to_vec()), 1).is_err(), "undated");
-        assert!(counter.outcome(Value::BulkString([(1402f64).to_le_bytes(), (-5f64).to_le_bytes()].concat()), 1).is_err());
-        assert!(counter.outcome(Value::BulkString([(0.5f64).to_le_bytes(), (7f64).to_le_bytes()].concat()), 1).is_err());
+        assert!(counter
+            .outcome(Value::BulkString([(1402f64).to_le_bytes(), (-5f64).to_le_bytes()].concat()), 1)
+            .is_err());
+        assert!(counter
+            .outcome(Value::BulkString([(0.5f64).to_le_bytes(), (7f64).to_le_bytes()].concat()), 1)
+            .is_err());
         let dated = counter.outcome(Value::BulkString(reply(1002 + 400, 1_767_225_600_000_000)), 1);
         assert_eq!(dated.unwrap().now_us, 1_767_225_600_000_000, "Redis's time dates the decision");
     }
