@@ -35,7 +35,7 @@ type Stored = ((f64, f64), Vec<(f64, f64)>);
 
 async fn stored(con: &mut MultiplexedConnection, key: &str) -> Stored {
     let bytes: Vec<u8> = con.get(key).await.unwrap();
-    assert!(!bytes.is_empty() && bytes.len() % 16 == 0, "{} bytes", bytes.len());
+    assert!(!bytes.is_empty() && bytes.len().is_multiple_of(16), "{} bytes", bytes.len());
     let double = |at: usize| f64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
     let records: Vec<(f64, f64)> = (0..bytes.len() / 16).map(|r| (double(16 * r), double(16 * r + 8))).collect();
     (records[0], records[1..].to_vec())
@@ -194,7 +194,8 @@ async fn on_redis_clock_an_admitted_call_appends_its_entry_and_the_ttl_moves_onc
         taken += 1 + i % 2;
         assert_eq!(limiter.check("k", 1 + i % 2).await.unwrap().remaining, 100 - taken);
     }
-    let counted = [calls(&mut admin, "set").await, calls(&mut admin, "append").await, calls(&mut admin, "pexpire").await];
+    let counted =
+        [calls(&mut admin, "set").await, calls(&mut admin, "append").await, calls(&mut admin, "pexpire").await];
     assert_eq!(counted, [1, 9, 0], "the key written once with its TTL, then one APPEND per call");
     // Written with a TTL past two windows, so the next hour's writes keep it.
     let ttl: u64 = admin.pttl(storage_key("lazy", "k")).await.unwrap();

@@ -157,8 +157,8 @@ end
 -- left the windows, the dead outnumber the live, totals are lowered, or the
 -- TTL must move. On Redis's clock `lasts` is when the TTL ends (µs, TIME's
 -- clock): a write needs the key past now + widest, else writes it afresh
--- with a TTL to now + 2 widest, so trimming and TTL move about once per
--- widest window and a key lives at most a widest window past its reset. On
+-- with a TTL to now + 2 widest, so the TTL moves about once per widest
+-- window and a key lives at most a widest window past its reset. On
 -- a client clock `lasts` is 0 (unknown) and every write sets PEXPIRE to the
 -- reset plus the slack.
 --
