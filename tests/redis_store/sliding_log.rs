@@ -262,3 +262,32 @@ async fn a_log_of_the_former_layout_is_not_read() {
     assert_eq!(left, ["0:5"], "left to its TTL");
     assert_eq!(stored(&mut redis, &storage_key("former", "k")).await.1.len(), 1);
 }
+
+#[tokio::test]
+async fn a_key_written_on_both_clocks_always_holds_a_ttl_its_head_tells_truly() {
+    let server = RedisServer::start();
+    let mut admin = connect(&server.url()).await;
+    let on_redis = Store::redis(&server.url()).await.unwrap();
+    let epoch_us = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
+    let on_client = on_redis.clone().with_clock(redlimit::ManualClock::starting_at(epoch_us()));
+    let policy = Policy::sliding_log("100/1h").unwrap();
+    let key = storage_key("both", "k");
+    let mut remaining = Vec::new();
+    let mut lasts = Vec::new();
+    for store in [&on_redis, &on_client, &on_client, &on_redis, &on_redis] {
+        let limiter = Limiter::new("both", policy.clone(), store).with_deny_cache(false);
+        remaining.push(limiter.check("k", 1).await.unwrap().remaining);
+        let ((head, _), _) = stored(&mut admin, &key).await;
+        let ttl: i64 = admin.pttl(&key).await.unwrap();
+        // A recorded TTL end is never past the key's true one (PTTL rounds
+        // down to the ms); 0 records none.
+        let ends_at = epoch_us() as f64 + ttl as f64 * 1000.0 + 1000.0;
+        assert!(head == 0.0 || head <= ends_at, "head {head}, TTL {ttl} ms");
+        lasts.push((head > 0.0, ttl > 5_400_000));
+    }
+    assert_eq!(remaining, [99, 98, 97, 96, 95], "one log whatever the clock");
+    // Redis's clock writes it with a TTL two windows ahead and records it; a
+    // client clock's write sets the TTL to the reset and records none, so the
+    // next write on Redis's clock writes the key afresh.
+    assert_eq!(lasts, [(true, true), (false, false), (false, false), (true, true), (true, true)]);
+}
