@@ -1,6 +1,6 @@
 //! The sliding log keeps one entry per admitted call, not per permit: a
 //! call of a million permits costs Redis what a call of one does, and a
-//! key holds at most 1 000 entries (a call admitted into a full log joins
+//! key holds at most 1 000 live entries (a call admitted into a full log joins
 //! the newest entry). Both stores answer alike throughout; that the memory
 //! store also keeps one entry per call is pinned in `src/algo/sliding_log.rs`.
 //!
