@@ -156,7 +156,11 @@ pub async fn memory_backend(options: Options) {
                 .collect();
             // Where the time goes, for gcra: the limiter on a store that answers at once.
             let instant = Limiter::new("bench.instant", gcra.clone(), &Store::from_backend(Arc::new(AnswersAtOnce)));
-            rows.push(Row::new("-", "Limiter::check on a store that answers at once: the pipeline's own cost", instant));
+            rows.push(Row::new(
+                "-",
+                "Limiter::check on a store that answers at once: the pipeline's own cost",
+                instant,
+            ));
             Order { name, order, governor_ns: Vec::new(), rows, backend: Row::default(), macro_row: Row::default() }
         })
         .collect();
@@ -217,7 +221,10 @@ pub async fn memory_backend(options: Options) {
             let (ns, ratio) = row.medians();
             println!("  {:<15} {ns:>8.0} ns/check  {ratio:>5.2}× governor  ({})", row.name, row.path);
             if row.name != "-" {
-                println!("bench case={}/memory order={order} ns_per_check={ns:.0} ratio_to_governor={ratio:.2}", row.name);
+                println!(
+                    "bench case={}/memory order={order} ns_per_check={ns:.0} ratio_to_governor={ratio:.2}",
+                    row.name
+                );
             } else {
                 println!("bench case=limiter_overhead/instant_backend order={order} ns_per_check={ns:.0} ratio_to_governor={ratio:.2}");
             }
