@@ -121,11 +121,14 @@ pub fn memory_backend_in_own_process(options: Options) {
 /// in turn with governor's keyed GCRA on the same keys, round after round,
 /// so a change in the machine's load hits both alike; each figure is the
 /// median of its rounds, each ratio the median of the rounds' own ratios.
-/// A `#[rate_limit]` row is measured when the global store is in memory.
+/// Every case runs twice a round, its keys called in sequence and in one
+/// shuffled order (a fixed seed, the same each run), each order's ratios
+/// to governor's in that order. A `#[rate_limit]` row is measured when the
+/// global store is in memory.
 pub async fn memory_backend(options: Options) {
     let rounds = 9;
     println!(
-        "\nmemory backend, one thread, 10 000 keys, nearly every call admitted; \
+        "\nmemory backend, one thread, 10 000 keys in sequence and shuffled, nearly every call admitted; \
          in turn with governor, median of {rounds} rounds"
     );
     let window = options.run().window.min(Duration::from_secs(1)) / 3;
@@ -140,103 +143,140 @@ pub async fn memory_backend(options: Options) {
         Policy::leaky_bucket(1_000_000, "1000000/1s").unwrap(),
         gcra.clone(),
     ];
-    let mut rows: Vec<Row> = policies
-        .iter()
-        .map(|p| {
-            Row::new(p.algorithm().name(), "Limiter::check", Limiter::new("bench.memory", p.clone(), &Store::memory()))
+    let global_in_memory = redlimit::global().await.is_ok_and(|store| store.kind() == "memory");
+    let mut orders: Vec<Order> = [("sequence", (0..10_000).collect()), ("shuffled", shuffled(10_000))]
+        .into_iter()
+        .map(|(name, order)| {
+            let mut rows: Vec<Row> = policies
+                .iter()
+                .map(|p| {
+                    let limiter = Limiter::new("bench.memory", p.clone(), &Store::memory());
+                    Row::new(p.algorithm().name(), "Limiter::check", limiter)
+                })
+                .collect();
+            // Where the time goes, for gcra: the limiter on a store that answers at once.
+            let instant = Limiter::new("bench.instant", gcra.clone(), &Store::from_backend(Arc::new(AnswersAtOnce)));
+            rows.push(Row::new(
+                "-",
+                "Limiter::check on a store that answers at once: the pipeline's own cost",
+                instant,
+            ));
+            Order { name, order, governor_ns: Vec::new(), rows, backend: Row::default(), macro_row: Row::default() }
         })
         .collect();
-    // Where the time goes, for gcra: the store's own synchronous call (no
-    // limiter, no future), and the limiter on a store that answers at once.
+    // And the store's own synchronous call (no limiter, no future).
     let bound = MemoryBackend::new().bind(Binding {
         prefix: "redlimit",
         name: "bench.memory",
         policy: &gcra,
         server_clock: true,
     });
-    let instant = Limiter::new("bench.instant", gcra.clone(), &Store::from_backend(Arc::new(AnswersAtOnce)));
-    rows.push(Row::new("-", "Limiter::check on a store that answers at once: the pipeline's own cost", instant));
-    let (mut backend, mut macro_row) = (Row::default(), Row::default());
-    let global_in_memory = redlimit::global().await.is_ok_and(|store| store.kind() == "memory");
 
     let governor = RateLimiter::keyed(Quota::per_second(NonZeroU32::new(1_000_000).unwrap()));
-    let mut governor_ns = Vec::new();
     for _ in 0..rounds {
-        let rate = per_second(window, |i| {
-            let result = governor.check_key(&keys[(i % 10_000) as usize]);
-            async move {
-                black_box(result).ok();
-            }
-        })
-        .await;
-        let theirs = 1e9 / rate;
-        governor_ns.push(theirs);
-        for row in &mut rows {
-            let limiter = row.limiter.as_ref().expect("a limiter row");
+        for order in &mut orders {
+            let at = |i: u64| order.order[(i % 10_000) as usize] as usize;
             let rate = per_second(window, |i| {
-                let key = &keys[(i % 10_000) as usize];
+                let result = governor.check_key(&keys[at(i)]);
                 async move {
-                    black_box(limiter.check(key, 1).await.unwrap());
+                    black_box(result).ok();
                 }
             })
             .await;
-            row.add(1e9 / rate, theirs);
-        }
-        let rate = per_second(window, |i| {
-            black_box(matches!(
-                bound.decide(Call::check(keys[(i % 10_000) as usize].as_bytes(), 1), &ServerClock),
-                Answer::Now(_)
-            ));
-            async {}
-        })
-        .await;
-        backend.add(1e9 / rate, theirs);
-        if global_in_memory {
-            let rate = per_second(window, |i| async move {
-                assert!(black_box(crate::cases::memory_gcra(i % 10_000).await).is_ok());
+            let theirs = 1e9 / rate;
+            order.governor_ns.push(theirs);
+            for row in &mut order.rows {
+                let limiter = row.limiter.as_ref().expect("a limiter row");
+                let rate = per_second(window, |i| {
+                    let key = &keys[at(i)];
+                    async move {
+                        black_box(limiter.check(key, 1).await.unwrap());
+                    }
+                })
+                .await;
+                row.add(1e9 / rate, theirs);
+            }
+            let rate = per_second(window, |i| {
+                black_box(matches!(bound.decide(Call::check(keys[at(i)].as_bytes(), 1), &ServerClock), Answer::Now(_)));
+                async {}
             })
             .await;
-            macro_row.add(1e9 / rate, theirs);
+            order.backend.add(1e9 / rate, theirs);
+            if global_in_memory {
+                let rate = per_second(window, |i| async move {
+                    assert!(black_box(crate::cases::memory_gcra(at(i) as u64).await).is_ok());
+                })
+                .await;
+                order.macro_row.add(1e9 / rate, theirs);
+            }
         }
     }
-    let ns_governor = median(&mut governor_ns);
-    println!("  {:<15} {ns_governor:>8.0} ns/check  (governor keyed GCRA, same keys)", "governor");
-    println!("bench case=governor/keyed ns_per_check={ns_governor:.0}");
-    for row in &mut rows {
-        let (ns, ratio) = row.medians();
-        println!("  {:<15} {ns:>8.0} ns/check  {ratio:>5.2}× governor  ({})", row.name, row.path);
-        if row.name != "-" {
-            println!("bench case={}/memory ns_per_check={ns:.0} ratio_to_governor={ratio:.2}", row.name);
-        } else {
-            println!("bench case=limiter_overhead/instant_backend ns_per_check={ns:.0}");
-        }
-    }
-    let (ns_backend, backend_ratio) = backend.medians();
-    println!(
-        "  {:<15} {ns_backend:>8.0} ns/check  {backend_ratio:>5.2}× governor  (the memory store's bound decide)",
-        "gcra"
-    );
-    println!(
-        "bench case=gcra/memory_backend_in_turn ns_per_check={ns_backend:.0} ratio_to_governor={backend_ratio:.2}"
-    );
     let verdict = |r: f64, target: f64| if r <= target { "met" } else { "MISSED" };
-    let gcra_ratio = rows.iter_mut().find(|row| row.name == "gcra").map_or(f64::NAN, |row| row.medians().1);
-    println!(
-        "  gcra ÷ governor, through Limiter::check: {gcra_ratio:.2} (target <= 1.2): {}",
-        verdict(gcra_ratio, 1.2)
-    );
-    if global_in_memory {
-        let (ns_macro, macro_ratio) = macro_row.medians();
+    for Order { name: order, governor_ns, rows, backend, macro_row, .. } in &mut orders {
+        println!("  keys {order}:");
+        let ns_governor = median(governor_ns);
+        println!("  {:<15} {ns_governor:>8.0} ns/check  (governor keyed GCRA, same keys)", "governor");
+        println!("bench case=governor/keyed order={order} ns_per_check={ns_governor:.0}");
+        for row in rows.iter_mut() {
+            let (ns, ratio) = row.medians();
+            println!("  {:<15} {ns:>8.0} ns/check  {ratio:>5.2}× governor  ({})", row.name, row.path);
+            if row.name != "-" {
+                println!(
+                    "bench case={}/memory order={order} ns_per_check={ns:.0} ratio_to_governor={ratio:.2}",
+                    row.name
+                );
+            } else {
+                println!("bench case=limiter_overhead/instant_backend order={order} ns_per_check={ns:.0} ratio_to_governor={ratio:.2}");
+            }
+        }
+        let (ns_backend, backend_ratio) = backend.medians();
         println!(
-            "  {:<15} {ns_macro:>8.0} ns/check  {macro_ratio:>5.2}× governor  (a #[rate_limit] fn on Store::memory())",
+            "  {:<15} {ns_backend:>8.0} ns/check  {backend_ratio:>5.2}× governor  (the memory store's bound decide)",
             "gcra"
         );
-        println!("bench case=gcra/memory_macro_in_turn ns_per_check={ns_macro:.0} ratio_to_governor={macro_ratio:.2}");
         println!(
-            "  gcra ÷ governor, through a #[rate_limit] fn: {macro_ratio:.2} (target <= 1.6): {}",
-            verdict(macro_ratio, 1.6)
+            "bench case=gcra/memory_backend_in_turn order={order} ns_per_check={ns_backend:.0} ratio_to_governor={backend_ratio:.2}"
         );
+        let gcra_ratio = rows.iter_mut().find(|row| row.name == "gcra").map_or(f64::NAN, |row| row.medians().1);
+        println!(
+            "  gcra ÷ governor, through Limiter::check, keys {order}: {gcra_ratio:.2} (target <= 1.2): {}",
+            verdict(gcra_ratio, 1.2)
+        );
+        if global_in_memory {
+            let (ns_macro, macro_ratio) = macro_row.medians();
+            println!(
+                "  {:<15} {ns_macro:>8.0} ns/check  {macro_ratio:>5.2}× governor  (a #[rate_limit] fn on Store::memory())",
+                "gcra"
+            );
+            println!(
+                "bench case=gcra/memory_macro_in_turn order={order} ns_per_check={ns_macro:.0} ratio_to_governor={macro_ratio:.2}"
+            );
+            println!(
+                "  gcra ÷ governor, through a #[rate_limit] fn, keys {order}: {macro_ratio:.2} (target <= 1.6): {}",
+                verdict(macro_ratio, 1.6)
+            );
+        }
     }
+}
+
+/// One order the memory section calls its keys in, and its rows' figures.
+struct Order {
+    name: &'static str,
+    /// The key's index for each call, `i % 10 000`.
+    order: Vec<u32>,
+    governor_ns: Vec<f64>,
+    rows: Vec<Row>,
+    backend: Row,
+    macro_row: Row,
+}
+
+/// `0..n` in an order fixed by a seed: the same permutation every run, so
+/// runs compare, unlike the order the keys were made in.
+fn shuffled(n: u32) -> Vec<u32> {
+    use rand::{seq::SliceRandom, SeedableRng};
+    let mut order: Vec<u32> = (0..n).collect();
+    order.shuffle(&mut rand::rngs::SmallRng::seed_from_u64(0x5eed_0041));
+    order
 }
 
 /// One row of the memory section: its figures round by round, and each

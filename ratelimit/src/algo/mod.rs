@@ -29,7 +29,9 @@ pub(crate) enum State {
     TokenBucket(bucket::Bucket),
     LeakyBucket(bucket::Bucket),
     Gcra(gcra::Tat),
-    Concurrency(concurrency::Holders),
+    /// Boxed: its maps are larger than every other state, and each key's
+    /// slot in the memory store is as large as the largest variant.
+    Concurrency(Box<concurrency::Holders>),
 }
 
 /// Whether `algorithm` can give permits back ([`CallKind::Refund`]): its
@@ -149,12 +151,20 @@ pub(crate) fn decide(
         Params::LeakyBucket { capacity, .. } => run_copied!(bucket, LeakyBucket, *capacity, rate, 1),
         Params::Gcra { burst, .. } => run_copied!(gcra, Gcra, *burst, rate),
         Params::Concurrency { limit, lease_us } => {
-            let mut current = match state.take() {
+            // The box is kept for the state written back: no allocation per call.
+            let mut boxed = match state.take() {
                 Some(State::Concurrency(s)) => Some(s),
                 _ => None,
             };
+            let mut current = boxed.as_deref_mut().map(std::mem::take);
             let outcome = concurrency::decide(*limit, *lease_us, &mut current, now, cost, kind);
-            *state = current.map(State::Concurrency);
+            *state = current.map(|holders| match boxed {
+                Some(mut held) => {
+                    *held = holders;
+                    State::Concurrency(held)
+                }
+                None => State::Concurrency(Box::new(holders)),
+            });
             outcome
         }
     }

@@ -59,8 +59,9 @@ enum Waiting<'a> {
         span: Option<Box<Span>>,
     },
     /// An answer a remote store made without I/O, kept while the task
-    /// yields: its budget was spent.
-    Answered(Result<Decision, Error>),
+    /// yields: its budget was spent. Boxed: it is rare, and every call's
+    /// future would otherwise hold room for a whole decision.
+    Answered(Box<Result<Decision, Error>>),
     /// A check through the key's local quota (`Limiter::with_prefetch`),
     /// and its span, boxed.
     Prefetch(BoxFuture<'a, Result<Decision, Error>>, Option<Box<Span>>),
@@ -226,6 +227,20 @@ impl Limiter {
     }
 }
 
+impl Limiter {
+    /// A check through the key's local quota, started: boxed, with its own
+    /// copy of the key, so only a limiter with prefetch pays for its local
+    /// quota's state; out of line, so the pipeline's frame holds none of it.
+    #[inline(never)]
+    fn prefetching<'a>(&'a self, prefetch: &'a crate::prefetch::Prefetch, call: Call<'_>) -> Waiting<'a> {
+        let limiter = self;
+        let (key, cost): (Box<[u8]>, u64) = (call.key.into(), call.cost);
+        let spend = Box::pin(async move { limiter.prefetched(prefetch, &key, cost).await });
+        let span = limiter.span(cost, call.kind).map(Box::new);
+        Waiting::Prefetch(spend, span)
+    }
+}
+
 impl<'a, K> Deciding<'a, K> {
     /// The limiter it decides for.
     pub(crate) fn limiter(&self) -> &'a Limiter {
@@ -268,12 +283,7 @@ impl Limiter {
             }
             progress.asked = true;
             let answered = if let Some(prefetch) = limiter.prefetch_for(call.kind, call.cost) {
-                // Boxed, with its own copy of the key: only a limiter with
-                // prefetch pays for its local quota's state.
-                let (key, cost): (Box<[u8]>, u64) = (call.key.into(), call.cost);
-                let spend = Box::pin(async move { limiter.prefetched(prefetch, &key, cost).await });
-                let span = limiter.span(cost, call.kind).map(Box::new);
-                progress.waiting = Some(Waiting::Prefetch(spend, span));
+                progress.waiting = Some(limiter.prefetching(prefetch, call));
                 None
             } else if let Some(span) = limiter.span(call.cost, call.kind) {
                 limiter.ask_in_span(&mut progress.waiting, call, span)
@@ -283,6 +293,11 @@ impl Limiter {
                     Answer::Now(result) => {
                         limiter.remember(call, remember, &result);
                         limiter.count(&result, call.kind, None);
+                        // The common call, on a store in this process: answered
+                        // straight from the store's answer, moved once.
+                        if here {
+                            return Poll::Ready(result);
+                        }
                         Some(result)
                     }
                     Answer::Later(answer) => {
@@ -305,7 +320,7 @@ impl Limiter {
                         Poll::Ready(result)
                     }
                     Poll::Pending => {
-                        progress.waiting = Some(Waiting::Answered(result));
+                        progress.waiting = Some(Waiting::Answered(Box::new(result)));
                         Poll::Pending
                     }
                 };
@@ -332,7 +347,7 @@ impl Limiter {
                 result
             }
             Some(Waiting::Answered(_)) => match progress.waiting.take() {
-                Some(Waiting::Answered(result)) => return Poll::Ready(result),
+                Some(Waiting::Answered(result)) => return Poll::Ready(*result),
                 _ => unreachable!("matched just above"),
             },
             None => panic!("a decision polled after it was answered"),
