@@ -114,7 +114,7 @@ pub(crate) fn layout(policy: &Policy) -> String {
 // The version of each stored state's format (the Lua header of each script
 // describes the format).
 const FIXED_WINDOW_FORMAT: &str = "v3";
-const SLIDING_WINDOW_FORMAT: &str = "v2";
+const SLIDING_WINDOW_FORMAT: &str = "v3";
 const SLIDING_LOG_FORMAT: &str = "v2";
 const BUCKET_FORMAT: &str = "v2";
 const GCRA_FORMAT: &str = "v2";
