@@ -44,11 +44,11 @@ async fn replay(policies: &[Policy], step_us: u64, seed: u64) -> Vec<u8> {
     redis::cmd("GET").arg(&keys[0]).query_async(&mut con).await.unwrap()
 }
 
-/// The state's first numbers: the precision and the number of strategies it
-/// was written under.
+/// What the state says it was written under: the precision and the number
+/// of strategies.
 fn signature(state: &[u8]) -> (f64, f64) {
     let at = |i: usize| f64::from_le_bytes(state[8 * i..8 * i + 8].try_into().unwrap());
-    (at(0), at(1))
+    (at(3), at(0))
 }
 
 fn sliding(strategies: &str, precision: &str) -> Policy {
@@ -60,7 +60,7 @@ async fn few_and_many_sub_windows_answer_as_memory() {
     // 15, 50 and 200 sub-windows of 100 ms, two strategies (quotas compared too).
     let state = replay(&[sliding("20/5s,60/20s", "100ms")], 150_000, 1).await;
     assert_eq!(signature(&state), (100_000.0, 2.0));
-    assert_eq!(state.len(), 8 * (2 + 2 + 1 + 2 + 200), "signature, newest and totals, a ring of 200");
+    assert_eq!(state.len(), 8 * (3 + 5 + 2 + 200), "k, n, x, the policy's numbers, two totals, a ring of 200");
     replay(&[sliding("12/1500ms", "100ms")], 150_000, 3).await;
 }
 

@@ -52,7 +52,7 @@ async fn with_a_thousand_sub_windows_a_steady_call_is_one_get_and_one_set() {
     assert_eq!(calls(&mut con, "get").await - gets, 200, "one GET per call");
     assert_eq!(calls(&mut con, "set").await - sets, 200, "one SET per call");
     let len: u64 = redis::cmd("STRLEN").arg("steady").query_async(&mut con).await.unwrap();
-    assert_eq!(len, 8 * (2 + 1 + 1 + 1 + 1000), "signature, newest, total, a ring of 1000");
+    assert_eq!(len, 8 * (3 + 3 + 1 + 1000), "k, n, x, the policy's numbers, a total, a ring of 1000");
 }
 
 #[tokio::test]
@@ -73,4 +73,23 @@ async fn with_the_server_clock_every_key_gets_a_ttl() {
         assert!(ttl > 0, "no TTL ({ttl})");
         let _: () = redis::cmd("DEL").arg("server-clock").query_async(&mut con).await.unwrap();
     }
+}
+
+/// On Redis's clock a call whose recorded TTL already covers its reset
+/// rewrites the state by SETRANGE, keeping the TTL: the counts stay exact,
+/// and the key lives at most a second past its reset.
+#[tokio::test]
+async fn with_the_server_clock_calls_in_one_sub_window_count_exactly() {
+    let server = RedisServer::start();
+    let mut con = connect(&server).await;
+    // 5 per hour and 3 per 10 minutes, in sub-windows of a minute.
+    let hourly = script(60_000_000, &[(5, 3_600_000_000), (3, 600_000_000)]);
+    let mut remaining = Vec::new();
+    for _ in 0..6 {
+        let reply = call(&mut con, &hourly, "exact", None).await;
+        remaining.push((reply[0], reply[7], reply[10]));
+    }
+    assert_eq!(remaining, [(1, 4, 2), (1, 3, 1), (1, 2, 0), (0, 2, 0), (0, 2, 0), (0, 2, 0)]);
+    let ttl: i64 = redis::cmd("PTTL").arg("exact").query_async(&mut con).await.unwrap();
+    assert!(ttl > 3_000_000 && ttl <= 3_601_000, "the TTL outlives the hour's reset, by at most a second: {ttl}");
 }

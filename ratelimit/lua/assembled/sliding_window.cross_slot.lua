@@ -27,11 +27,9 @@ end
 local function decider(policy)
 -- policy_sliding_window.lua: the sliding window's reader. Sets `precision`
 -- (µs), `limits` and `windows` (µs), one entry per strategy in declared
--- order, from `policy` (lua/README.md), and what sliding_window.lua needs
--- of them once per policy rather than once per call: `spans` (each window
--- in sub-windows), `widest` (the ring's length), `signature` (the state's
--- first bytes when written under this policy) and `tail` (the struct
--- format of the newest index and the totals).
+-- order, from `policy` (lua/README.md), and, once per policy rather than
+-- once per call, `spans` (each window in sub-windows) and `widest` (the
+-- most sub-windows a window holds: the ring's length, sliding_window.lua).
 local precision = struct_unpack('<d', policy)
 local limits, windows, spans, widest = {}, {}, {}, 0
 for i = 1, (#policy - 8) / 16 do
@@ -39,8 +37,6 @@ for i = 1, (#policy - 8) / 16 do
   spans[i] = math.floor(windows[i] / precision)
   if spans[i] > widest then widest = spans[i] end
 end
-local signature = struct_pack('<dd' .. string.rep('d', #spans), precision, #spans, unpack(spans))
-local tail = '<' .. string.rep('d', #spans + 1)
 return function(key, cost, kind, now, slack, permit)
 -- prelude.lua: opens `decide(key, cost, kind, now, slack, permit)` in every
 -- script, after the family's policy reader has set the policy's numbers
@@ -133,86 +129,81 @@ end
 -- sub-windows, the current one included. Twin: src/algo/sliding_window.rs.
 --
 -- Policy     policy_sliding_window.lua: precision, limits, windows, and
---            per strategy its span (W_i / P) and the widest.
+--            per strategy its span (W_i / P), and the widest.
 -- Values     decide's (lua/README.md, "A call's values").
 -- Returns    the window reply (window.lua).
 --
--- State (one string): the signature `<dd` P, k then k spans (`<d` each),
--- the policy it was written under; then `<d` n, the newest sub-window
--- written (its index floor(t / P)), and k totals, strategy i's count over
--- (n - span_i, n]; then a ring of `widest` counts (`<d` each), sub-window j
--- at slot j % widest, holding j's count for n - widest < j <= n. So a call
--- reads one GET and writes one SET, and starts from the totals: when it is
--- later than n it subtracts the sub-windows that left each window since n
--- (each sub-window leaves once), never reading the whole window but to find
--- a denial's retry time.
+-- State (one string of little-endian doubles): k, n (the newest sub-window
+-- written, its index floor(t / P)), x (the ms of Redis's clock its TTL runs
+-- to at least, -1 when unknown); then the policy's numbers it was written
+-- under, as sent (P, then L_i, W_i); then k totals, strategy i's count over
+-- (n - span_i, n]; then a ring of `widest` counts, sub-window j at slot
+-- j % widest, holding j's count for n - widest < j <= n. So a call is one
+-- GET and at most one write, and starts from the totals: when it is later
+-- than n it subtracts the sub-windows that left each window since n (each
+-- sub-window leaves once), never reading a whole window but to find a
+-- denial's retry time.
 --
 -- A write records its time as the sub-window it counts in: a call is judged
 -- at the start of n when now is earlier, so no call goes back before a
 -- recorded one. Within one sub-window any time finds the same counts.
 --
--- A state written under another signature (another precision, or other
--- windows) is read whole: each live sub-window counted at another
--- precision moves to the sub-window of P holding its last microsecond,
--- counts landing together merged, so no permit counts for less time than it
--- would have at P; a write then writes the key afresh under this policy.
+-- A state written under other numbers (another precision, other windows or
+-- limits) is read whole: each live sub-window counted at another precision
+-- moves to the sub-window of P holding its last microsecond, counts landing
+-- together merged, so no permit counts for less time than it would have at
+-- P; a write then writes the key afresh under this policy.
 --
--- Written only when allowed, cost > 0 and not a peek, as SET ... PX to the
--- reset; on Redis's clock a write within the sub-window n already recorded
--- (whose TTL already runs to that same reset) is SETRANGE key 0, which
--- keeps the TTL and replies an integer (a table for SET's OK).
+-- Written only when allowed, cost > 0 and not a peek. On Redis's clock,
+-- when x already covers the reset, SETRANGE key 0 (it keeps the TTL, and
+-- its integer reply costs Lua less than SET's OK, a table); else SET ... PX
+-- to the reset plus up to a second (at most the widest window), recorded in
+-- x, so a steady key sets its TTL about once a second and lives at most a
+-- second past its reset. On a client's clock, always SET ... PX to the
+-- reset plus the slack, x = -1.
 local current = math.floor(now / precision)
 local state = call('GET', key)
-local head = #signature
-local ring_at = head + 8 + 8 * k -- the ring's first byte, less one
+local totals_at = 24 + #policy -- the totals' first byte, less one
+local ring_at = totals_at + 8 * k -- the ring's first byte, less one
 local counts, newest, current_count = {}, nil, 0
--- The newest index the state records, when written under this policy.
-local last = nil
+-- n and x, when the state was written under this policy's numbers.
+local last, expires = nil, -1
 -- Otherwise the live sub-windows as {index, count}, oldest first.
 local entries = {}
 
--- Judges the call at sub-window `index` if it is later than now's.
-local function catch_up(index)
-  if index > current then
-    current = index
-    now = index * precision
+if state and #state == ring_at + 8 * widest and string.sub(state, 25, totals_at) == policy then
+  local _
+  _, last, expires = struct_unpack('<ddd', state)
+  -- Judged at sub-window n if it is later than now's.
+  if last > current then
+    current = last
+    now = last * precision
   end
-end
-
--- Sub-window j's count in this policy's ring (last - widest < j <= last).
-local function slot(j)
-  return (struct_unpack('<d', state, ring_at + 8 * (j % widest) + 1))
-end
-
-if state and #state == ring_at + 8 * widest and string.sub(state, 1, head) == signature then
-  local totals = {struct_unpack(tail, state, head + 1)}
-  last = totals[1]
-  catch_up(last)
   local gap = current - last
   for i = 1, k do
     local c = 0
-    if gap == 0 then
-      c = totals[i + 1]
-    elseif gap < spans[i] then
-      -- Sub-windows (last - span_i, current - span_i] left the window.
-      c = totals[i + 1]
-      for j = last - spans[i] + 1, current - spans[i] do c = c - slot(j) end
+    if gap < spans[i] then
+      -- Sub-windows (n - span_i, current - span_i] left the window.
+      c = struct_unpack('<d', state, totals_at + 8 * i - 7)
+      for j = last - spans[i] + 1, current - spans[i] do
+        c = c - struct_unpack('<d', state, ring_at + 8 * (j % widest) + 1)
+      end
     end
     counts[i] = c
   end
-  if gap == 0 then current_count = slot(current) end
+  if gap == 0 then current_count = struct_unpack('<d', state, ring_at + 8 * (current % widest) + 1) end
   if gap < widest then newest = last else last = nil end
 else
   if state then
-    -- Written under another policy: its live sub-windows, moved to P.
-    local was, was_k = struct_unpack('<dd', state)
+    -- Written under other numbers: its live sub-windows, moved to P.
+    local was_k, was_last = struct_unpack('<dd', state)
+    local was = struct_unpack('<d', state, 25)
     local was_widest = 0
     for i = 1, was_k do
-      local span = struct_unpack('<d', state, 9 + 8 * i)
+      local span = math.floor(struct_unpack('<d', state, 25 + 16 * i) / was)
       if span > was_widest then was_widest = span end
     end
-    local was_last = struct_unpack('<d', state, 17 + 8 * was_k)
-    local was_at = 24 + 16 * was_k
+    local was_at = 32 + 24 * was_k
     local found = {}
     for j = was_last - was_widest + 1, was_last do
       local c = struct_unpack('<d', state, was_at + 8 * (j % was_widest) + 1)
@@ -223,7 +214,11 @@ else
         if top and top[1] == idx then top[2] = top[2] + c else found[#found + 1] = {idx, c} end
       end
     end
-    if #found > 0 then catch_up(found[#found][1]) end
+    local top = found[#found]
+    if top and top[1] > current then
+      current = top[1]
+      now = current * precision
+    end
     for j = 1, #found do
       if found[j][1] + widest > current then entries[#entries + 1] = found[j] end
     end
@@ -243,17 +238,19 @@ local violated, never = judge(counts)
 local taken = violated == 0 and cost or 0
 if taken > 0 and (newest == nil or newest < current) then newest = current end
 
--- The key's reset and each strategy's: sub-window `newest` leaves strategy i
--- at (newest + span_i) * P.
-local reset, ends = 0, {}
-for i = 1, k do
-  local e = 0
-  if newest ~= nil then
-    e = (newest + spans[i]) * precision - now
+-- The key's reset and, with several strategies, each one's: sub-window
+-- `newest` leaves strategy i at (newest + span_i) * P.
+local reset, ends = 0, nil
+if k > 1 then ends = {} end
+if newest ~= nil then
+  for i = 1, k do
+    local e = (newest + spans[i]) * precision - now
     if e < 0 then e = 0 end
+    if ends then ends[i] = e end
+    if e > reset then reset = e end
   end
-  ends[i] = e
-  if e > reset then reset = e end
+elseif ends then
+  for i = 1, k do ends[i] = 0 end
 end
 
 -- Each violated strategy's retry: drop its sub-windows oldest first until
@@ -263,21 +260,24 @@ if violated ~= 0 and not never then
   retry = 0
   for i = 1, k do
     if violates(violated, i) then
-      local left, passes_at = counts[i], (current + 1) * precision
-      local function drop(j, c)
-        left = left - c
-        passes_at = (j + spans[i]) * precision
-        return left + cost <= limits[i]
-      end
+      local left, passes_at, limit = counts[i], (current + 1) * precision, limits[i]
       if last then
         for j = current - spans[i] + 1, math.min(current, last) do
-          local c = slot(j)
-          if c > 0 and drop(j, c) then break end
+          local c = struct_unpack('<d', state, ring_at + 8 * (j % widest) + 1)
+          if c > 0 then
+            left = left - c
+            passes_at = (j + spans[i]) * precision
+            if left + cost <= limit then break end
+          end
         end
       else
         for j = 1, #entries do
           local e = entries[j]
-          if e[1] + spans[i] > current and drop(e[1], e[2]) then break end
+          if e[1] + spans[i] > current then
+            left = left - e[2]
+            passes_at = (e[1] + spans[i]) * precision
+            if left + cost <= limit then break end
+          end
         end
       end
       local r = passes_at - now
@@ -288,25 +288,41 @@ if violated ~= 0 and not never then
 end
 
 if taken > 0 and not peek then
-  local totals = {}
-  for i = 1, k do totals[i] = counts[i] + taken end
-  local ring
-  if last then
-    -- Zero the sub-windows since `last` (they held ones that left every
-    -- window), the current one's count last: contiguous slots, maybe wrapping.
-    local bytes = struct_pack('<d', current_count + taken)
-    local from = current
-    if current > last then
-      from = last + 1
-      bytes = string.rep('\0', 8 * (current - from)) .. bytes
+  local ms = math.floor((reset + now - read_at + 999) / 1000) + slack
+  if ms < 1 then ms = 1 end
+  local kept = server_clock and last and expires >= read_at / 1000 + ms
+  if not kept then
+    if server_clock then
+      ms = ms + math.min(math.floor(widest * precision / 1000), 1000)
+      expires = math.floor(read_at / 1000) + ms
+    else
+      expires = -1
     end
+  end
+  local totals
+  if k == 1 then
+    totals = struct_pack('<d', counts[1] + taken)
+  else
+    totals = {}
+    for i = 1, k do totals[i] = struct_pack('<d', counts[i] + taken) end
+    totals = table.concat(totals)
+  end
+  local value
+  if last then
+    -- The sub-windows after n get 0 (their slots held ones that left every
+    -- window), the current one its count: contiguous slots, maybe wrapping.
+    local bytes, from = struct_pack('<d', current_count + taken), current
+    if current > last + 1 then bytes = string.rep('\0', 8 * (current - last - 1)) .. bytes end
+    if current > last then from = last + 1 end
     local at, len, size = 8 * (from % widest), #bytes, 8 * widest
     if at + len <= size then
-      ring = string.sub(state, ring_at + 1, ring_at + at) .. bytes .. string.sub(state, ring_at + at + len + 1)
+      value = struct_pack('<ddd', k, current, expires) .. policy .. totals
+        .. string.sub(state, ring_at + 1, ring_at + at)
+        .. bytes .. string.sub(state, ring_at + at + len + 1)
     else
       local fits = size - at
-      ring = string.sub(bytes, fits + 1) .. string.sub(state, ring_at + len - fits + 1, ring_at + at)
-        .. string.sub(bytes, 1, fits)
+      value = struct_pack('<ddd', k, current, expires) .. policy .. totals .. string.sub(bytes, fits + 1)
+        .. string.sub(state, ring_at + len - fits + 1, ring_at + at) .. string.sub(bytes, 1, fits)
     end
   else
     local slots, zero = {}, string.rep('\0', 8)
@@ -321,14 +337,11 @@ if taken > 0 and not peek then
       slots[idx % widest + 1] = struct_pack('<d', c)
     end
     if not counted then slots[current % widest + 1] = struct_pack('<d', taken) end
-    ring = table.concat(slots)
+    value = struct_pack('<ddd', k, current, expires) .. policy .. totals .. table.concat(slots)
   end
-  local value = signature .. struct_pack(tail, current, unpack(totals)) .. ring
-  if server_clock and last == current then
+  if kept then
     call('SETRANGE', key, '0', value)
   else
-    local ms = math.floor((reset + now - read_at + 999) / 1000) + slack
-    if ms < 1 then ms = 1 end
     call('SET', key, value, 'PX', string.format('%d', ms))
   end
 end
