@@ -15,7 +15,12 @@ fn script(precision: u64, strategies: &[(u64, u64)]) -> (redis::Script, Vec<u8>)
 
 /// One call of cost 1 with the runtime's ARGV: the policy, cost, then now
 /// and the slack (none: Redis's clock).
-async fn call(con: &mut MultiplexedConnection, (script, policy): &(redis::Script, Vec<u8>), key: &str, now: Option<u64>) -> Vec<i64> {
+async fn call(
+    con: &mut MultiplexedConnection,
+    (script, policy): &(redis::Script, Vec<u8>),
+    key: &str,
+    now: Option<u64>,
+) -> Vec<i64> {
     let mut invocation = script.key(key);
     invocation.arg(policy.as_slice()).arg(1).arg(0);
     if let Some(now) = now {
