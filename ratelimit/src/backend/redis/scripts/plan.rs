@@ -144,7 +144,7 @@ mod tests {
     #[test]
     fn a_sliding_window_sends_its_precision_then_its_strategies() {
         let few = plan(&Policy::sliding_window("12/1500ms", "100ms").unwrap(), true);
-        let many = plan(&Policy::sliding_window("12/1h,5/1s", "100ms").unwrap(), true);
+        let many = plan(&Policy::sliding_window("12/1m,5/1s", "100ms").unwrap(), true);
         assert_eq!((few.family, many.family), (Family::SlidingWindow, Family::SlidingWindow), "one layout");
         assert_eq!(read(&few.policy), [100_000.0, 12.0, 1_500_000.0]);
     }
