@@ -122,7 +122,7 @@ async fn a_changed_layout_starts_fresh_and_leaves_the_old_state_alone() {
             Policy::fixed_window("10/1h").unwrap(),
             Policy::sliding_log("10/1h").unwrap(),
             "redlimit:fixed_window/v3:6:reload:k",
-            "redlimit:sliding_log/v2:6:reload:k",
+            "redlimit:sliding_log/v3:6:reload:k",
         ),
     ];
     let mut redis = redis::Client::open(both.server.url()).unwrap().get_multiplexed_async_connection().await.unwrap();

@@ -144,8 +144,8 @@ impl Case {
 /// decisions (lua/README.md, "Replies").
 fn count_replies(reply: &Value, calls: usize, tally: &Tally) {
     match reply {
-        // Bucket replies, one or a batch's joined: 16 bytes each, the first
-        // double at least 0 when admitted.
+        // Bucket and counter replies, one or a batch's joined: 16 bytes
+        // each, the first double at least 0 when admitted.
         Value::BulkString(bytes) if bytes.len() == 16 * calls => {
             for one in bytes.chunks(16) {
                 tally.count(reply, Some(f64::from_le_bytes(one[..8].try_into().expect("8 bytes")) >= 0.0));
@@ -155,7 +155,7 @@ fn count_replies(reply: &Value, calls: usize, tally: &Tally) {
         Value::Array(replies) if calls > 1 && replies.len() == calls => {
             replies.iter().for_each(|reply| count_replies(reply, 1, tally))
         }
-        // A window's table (allowed 1 or 0) or the counter's (v, negative when denied).
+        // A window's table: allowed, 1 or 0.
         Value::Array(values) if calls == 1 => tally.count(
             reply,
             match values.first() {

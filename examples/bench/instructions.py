@@ -25,10 +25,15 @@ algo, mode = sys.argv[1], sys.argv[2]
 size = int(sys.argv[3]) if len(sys.argv) > 3 else 16
 decisions = int(os.environ.get('DECISIONS', '8000'))
 keys = 64
-bench = os.environ.get('BENCH', os.path.join(root, 'target/release/examples/bench'))
+bench = os.environ.get('BENCH', os.path.join(os.environ.get('CARGO_TARGET_DIR', os.path.join(root, 'target')), 'release/examples/bench'))
 printed = subprocess.run([bench, '--script', algo], check=True, capture_output=True).stdout
 policy_hex, source = printed.split(b'\n', 1)
 policy = bytes.fromhex(policy_hex.decode())
+# SOURCE names another script to run with the runtime's arguments (an edited
+# copy of lua/assembled/<algorithm>.lua, say), so a change is measured
+# without a rebuild.
+if os.environ.get('SOURCE'):
+    source = open(os.environ['SOURCE'], 'rb').read()
 peers = os.environ.get('REDLIMIT_BENCH_PEERS', os.path.join(root, '../shared/bench/peers'))
 cell = os.environ.get('REDLIMIT_BENCH_REDIS_CELL', os.path.join(root, '../shared/bench/redis-cell/libredis_cell.so'))
 

@@ -9,12 +9,14 @@
 -- no `now` (the runtime never sends one to it), and reads TIME only to
 -- date its reply, to judge a refund and to read fixed_window.lua's hash.
 --
--- Policy     local limit, window, window_text = <L>, <W ms>, '<W ms>'  (policy_counter.lua)
---            (the window as a number and as the text PEXPIRE is given)
+-- Policy     local limit, window = <L>, <W ms>  (policy_counter.lua)
 -- Values     decide's (lua/README.md, "A call's values"): cost and kind;
 --            never now, and no slack.
--- Returns    the counter reply {v, now}: now = Redis's TIME in µs, the
---            time of the decision, and v = count * (W + 2) + t, where
+-- Returns    the counter reply: two numbers `v, now`, which batch.lua packs
+--            as the bucket reply is (16 bytes; a batch's joined into one
+--            string: a table reply costs Redis more to hand back), now =
+--            Redis's TIME in µs, the time of the decision, and
+--            v = count * (W + 2) + t, where
 --              count  permits taken in the window after the call (as if
 --                     taken for a peek; for a denial, as it stands, and for
 --                     a refund, after it: at most L, so a count left by an
@@ -25,8 +27,8 @@
 --                     up, until the window has surely ended (Redis drops a
 --                     key once its ms clock passes the expiry, so the window
 --                     lasts W to W + 1 ms from the first hit, never less);
---            and a denial replies -1 - v. The caller knows L and W, so this
---            one integer is the whole decision.
+--            and a denial replies -1 - v. The caller knows L and W, so v
+--            is the whole decision.
 --
 -- State (a string holding an integer): W * 2^21 + count, the window it
 -- was written under above the count (count < 2^21 and W < 2^32 ms: exact
@@ -78,9 +80,9 @@ if not (peek or refund or charge or cost == 0 or cost > limit) then
         got = got - tag
         if got > limit then
           call('DECRBY', key, string.format('%d', cost))
-          return {-1 - (math.min(got - cost, limit) * (window + 2) + ttl), time_read or redis_time()}
+          return -1 - (math.min(got - cost, limit) * (window + 2) + ttl), time_read or redis_time()
         end
-        return {got * (window + 2) + ttl, time_read or redis_time()}
+        return got * (window + 2) + ttl, time_read or redis_time()
       end
     elseif got < cost or got - cost >= per_ms then
       -- A value below one unit of window (a key INCR made) reads alike
@@ -106,7 +108,7 @@ end
 
 -- The reply: v, dated by Redis's clock (head.lua).
 local function dated(v)
-  return {v, time_read or redis_time()}
+  return v, time_read or redis_time()
 end
 
 -- A refunded call's window end was worked out as its reply's time + PTTL,

@@ -238,15 +238,21 @@ async fn redis_time(admin: &mut MultiplexedConnection) -> u64 {
 #[tokio::test]
 async fn every_answer_is_dated_by_redis_time() {
     let mut s = setup().await;
-    // The script's own reply: the decision, then Redis's time.
+    // The script's own reply: the decision, then Redis's time, two
+    // little-endian doubles.
     let source = redlimit::__private::fixed_window_counter_source(&Policy::fixed_window("2/1h").unwrap()).unwrap();
     let before = redis_time(&mut s.admin).await;
     let policy = redlimit::__private::policy_argument(&Policy::fixed_window("2/1h").unwrap(), true);
-    let reply: Vec<i64> =
+    let reply: Vec<u8> =
         redis::cmd("EVAL").arg(&source).arg(1).arg("by-hand").arg(policy).query_async(&mut s.admin).await.unwrap();
     let after = redis_time(&mut s.admin).await;
-    assert_eq!(reply.len(), 2, "{reply:?}");
-    assert!((before..=after).contains(&(reply[1] as u64)), "{before} <= {} <= {after}", reply[1]);
+    assert_eq!(reply.len(), 16, "{reply:?}");
+    let double = |at: usize| f64::from_le_bytes(reply[at..at + 8].try_into().unwrap());
+    let v = double(0) as u64;
+    assert_eq!(v / (3_600_000 + 2), 1, "one taken");
+    assert!((3_500_000..=3_600_001).contains(&(v % (3_600_000 + 2))), "PTTL + 1, a fresh hour's: {v}");
+    let at = double(8) as u64;
+    assert!((before..=after).contains(&at), "{before} <= {at} <= {after}");
 
     // Every kind of answer through a limiter: admitted, denied, a peek.
     let limiter = Limiter::new("dated", Policy::fixed_window("1/1h").unwrap(), &s.store).with_deny_cache(false);

@@ -26,11 +26,8 @@ local function redis_time()
 end
 local function decider(policy)
 -- policy_counter.lua: the counter reader. Sets `limit`, and the window in
--- ms as `window` and as `window_text`, the text PEXPIRE is given, from
--- `policy` (lua/README.md).
-local limit = struct_unpack('<d', policy)
-local window_text = string.sub(policy, 9)
-local window = tonumber(window_text)
+-- ms as `window`, from `policy` (lua/README.md).
+local limit, window = struct_unpack('<dd', policy)
 return function(key, cost, kind, now, slack, permit)
 -- prelude.lua: opens `decide(key, cost, kind, now, slack, permit)` in every
 -- script, after the family's policy reader has set the policy's numbers
@@ -53,12 +50,14 @@ local server_clock = not now
 -- no `now` (the runtime never sends one to it), and reads TIME only to
 -- date its reply, to judge a refund and to read fixed_window.lua's hash.
 --
--- Policy     local limit, window, window_text = <L>, <W ms>, '<W ms>'  (policy_counter.lua)
---            (the window as a number and as the text PEXPIRE is given)
+-- Policy     local limit, window = <L>, <W ms>  (policy_counter.lua)
 -- Values     decide's (lua/README.md, "A call's values"): cost and kind;
 --            never now, and no slack.
--- Returns    the counter reply {v, now}: now = Redis's TIME in µs, the
---            time of the decision, and v = count * (W + 2) + t, where
+-- Returns    the counter reply: two numbers `v, now`, which batch.lua packs
+--            as the bucket reply is (16 bytes; a batch's joined into one
+--            string: a table reply costs Redis more to hand back), now =
+--            Redis's TIME in µs, the time of the decision, and
+--            v = count * (W + 2) + t, where
 --              count  permits taken in the window after the call (as if
 --                     taken for a peek; for a denial, as it stands, and for
 --                     a refund, after it: at most L, so a count left by an
@@ -69,8 +68,8 @@ local server_clock = not now
 --                     up, until the window has surely ended (Redis drops a
 --                     key once its ms clock passes the expiry, so the window
 --                     lasts W to W + 1 ms from the first hit, never less);
---            and a denial replies -1 - v. The caller knows L and W, so this
---            one integer is the whole decision.
+--            and a denial replies -1 - v. The caller knows L and W, so v
+--            is the whole decision.
 --
 -- State (a string holding an integer): W * 2^21 + count, the window it
 -- was written under above the count (count < 2^21 and W < 2^32 ms: exact
@@ -122,9 +121,9 @@ if not (peek or refund or charge or cost == 0 or cost > limit) then
         got = got - tag
         if got > limit then
           call('DECRBY', key, string.format('%d', cost))
-          return {-1 - (math.min(got - cost, limit) * (window + 2) + ttl), time_read or redis_time()}
+          return -1 - (math.min(got - cost, limit) * (window + 2) + ttl), time_read or redis_time()
         end
-        return {got * (window + 2) + ttl, time_read or redis_time()}
+        return got * (window + 2) + ttl, time_read or redis_time()
       end
     elseif got < cost or got - cost >= per_ms then
       -- A value below one unit of window (a key INCR made) reads alike
@@ -150,7 +149,7 @@ end
 
 -- The reply: v, dated by Redis's clock (head.lua).
 local function dated(v)
-  return {v, time_read or redis_time()}
+  return v, time_read or redis_time()
 end
 
 -- A refunded call's window end was worked out as its reply's time + PTTL,
@@ -385,7 +384,7 @@ if #ARGV[1] >= 8 then
   end
   if ARGV[5] then slack = ARGV[5] + 0 end
   local reply, now = decider(ARGV[1])(KEYS[1], cost, kind, tonumber(ARGV[4]), slack, permit)
-  -- The bucket reply's two numbers (set_state.lua), packed.
+  -- The bucket or counter reply's two numbers, packed.
   if now then return struct_pack('<dd', reply, now) end
   return reply
 end
@@ -424,11 +423,11 @@ end
 -- fails at its first read, before it writes, so a failed call took nothing.
 -- One decide per run of calls with the same policy: a policy is read once.
 local keys, argv = KEYS, ARGV
--- A bucket reply's two numbers (set_state.lua) go to `numbers`, packed at
+-- A bucket or counter reply's two numbers go to `numbers`, packed at
 -- the end: a batch of them all answered is one pack, one string.
 local replies, numbers, joined = {}, {}, true
 
--- A call's place in `replies` when it did not answer with the bucket reply:
+-- A call's place in `replies` when it did not answer with two numbers:
 -- its failure as a table of its one string, or its reply.
 local function settled(ok, reply)
   joined = false

@@ -248,7 +248,7 @@ if #ARGV[1] >= 8 then
   end
   if ARGV[5] then slack = ARGV[5] + 0 end
   local reply, now = decider(ARGV[1])(KEYS[1], cost, kind, tonumber(ARGV[4]), slack, permit)
-  -- The bucket reply's two numbers (set_state.lua), packed.
+  -- The bucket or counter reply's two numbers, packed.
   if now then return struct_pack('<dd', reply, now) end
   return reply
 end
@@ -287,11 +287,11 @@ end
 -- fails at its first read, before it writes, so a failed call took nothing.
 -- One decide per run of calls with the same policy: a policy is read once.
 local keys, argv = KEYS, ARGV
--- A bucket reply's two numbers (set_state.lua) go to `numbers`, packed at
+-- A bucket or counter reply's two numbers go to `numbers`, packed at
 -- the end: a batch of them all answered is one pack, one string.
 local replies, numbers, joined = {}, {}, true
 
--- A call's place in `replies` when it did not answer with the bucket reply:
+-- A call's place in `replies` when it did not answer with two numbers:
 -- its failure as a table of its one string, or its reply.
 local function settled(ok, reply)
   joined = false

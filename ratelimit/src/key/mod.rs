@@ -115,7 +115,7 @@ pub(crate) fn layout(policy: &Policy) -> String {
 // describes the format).
 const FIXED_WINDOW_FORMAT: &str = "v3";
 const SLIDING_WINDOW_FORMAT: &str = "v3";
-const SLIDING_LOG_FORMAT: &str = "v2";
+const SLIDING_LOG_FORMAT: &str = "v3";
 const BUCKET_FORMAT: &str = "v2";
 const GCRA_FORMAT: &str = "v2";
 const CONCURRENCY_FORMAT: &str = "v1";
@@ -256,7 +256,7 @@ mod tests {
         assert_eq!(prefix(window).unwrap(), "rl:sliding_window/v3:3:api");
         let coarser = Policy::sliding_window("5/1s", "500ms").unwrap();
         assert_eq!(prefix(coarser).unwrap(), "rl:sliding_window/v3:3:api", "one key whatever the precision");
-        assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap()).unwrap(), "rl:sliding_log/v2:3:api");
+        assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap()).unwrap(), "rl:sliding_log/v3:3:api");
         assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap()).unwrap(), "rl:token_bucket/v2:3:api");
         assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap()).unwrap(), "rl:leaky_bucket/v2:3:api");
         assert_eq!(prefix(Policy::gcra("1/1s", 2).unwrap()).unwrap(), "rl:gcra/v2:3:api");

@@ -1,7 +1,8 @@
 //! When a fixed window is decided by a counter whose TTL is the window
 //! (`lua/fixed_window_counter.lua`), the form the usual INCR + PEXPIRE
 //! limiters take: one command besides the `PTTL` that dates the window and
-//! the `TIME` that dates the reply, and two integers back. It is used when
+//! the `TIME` that dates the reply, and two numbers back, packed as the
+//! buckets' are (a batch's joined into one string). It is used when
 //! three things hold, and
 //! `lua/fixed_window.lua` decides every other fixed window:
 //! - the decision is on Redis's own clock: the key's TTL runs on it, so a

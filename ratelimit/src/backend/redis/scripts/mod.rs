@@ -56,7 +56,7 @@ pub fn script_source(policy: &Policy, server_clock: bool) -> String {
 /// let read: Vec<f64> = numbers.chunks(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect();
 /// assert_eq!(read, [4.0, 1.0, 3_000_000.0], "burst, then the rate: 1 unit per 3 000 000 µs");
 /// let counter = policy_argument(&Policy::fixed_window("10/1s").unwrap(), true);
-/// assert_eq!(&counter[8..], b"1000", "a counter's window, in ms, as PEXPIRE takes it");
+/// assert_eq!(counter[8..], 1000f64.to_le_bytes(), "a counter's window, in ms");
 /// ```
 pub fn policy_argument(policy: &Policy, server_clock: bool) -> Vec<u8> {
     plan(policy, server_clock).policy
@@ -107,7 +107,7 @@ pub fn cross_slot_script_source(policy: &Policy, server_clock: bool) -> String {
 /// use redlimit::Policy;
 ///
 /// let source = fixed_window_counter_source(&Policy::fixed_window("10/1s").unwrap()).unwrap();
-/// assert!(source.contains("local window_text = string.sub(policy, 9)"));
+/// assert!(source.contains("local limit, window = struct_unpack('<dd', policy)"));
 /// assert!(source.contains("INCR") && source.contains("PEXPIRE"));
 /// assert!(fixed_window_counter_source(&Policy::fixed_window("10/1s,100/1m").unwrap()).is_none());
 /// ```

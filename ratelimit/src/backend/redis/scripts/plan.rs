@@ -21,8 +21,7 @@ pub(crate) struct Plan {
 /// where a fixed window of one strategy is a counter ([`Counter`]).
 pub(crate) fn plan(policy: &Policy, server_clock: bool) -> Plan {
     if let Some(counter) = Counter::of(policy).filter(|_| server_clock) {
-        let mut numbers = number(counter.limit).to_vec();
-        numbers.extend_from_slice(counter.window_ms.to_string().as_bytes());
+        let numbers = [number(counter.limit), number(counter.window_ms)].concat();
         return Plan { family: Family::Counter, policy: numbers, reply: Reply::Counter(counter) };
     }
     let window = |family, precision_us, strategies: &[Strategy]| Plan {
@@ -134,7 +133,7 @@ mod tests {
             (counter.family, counter.reply),
             (Family::Counter, Reply::Counter(Counter { limit: 10, window_ms: 1000 }))
         );
-        assert_eq!((read(&counter.policy[..8]), &counter.policy[8..]), (vec![10.0], &b"1000"[..]));
+        assert_eq!(read(&counter.policy), [10.0, 1000.0], "the limit and the window in ms");
         assert_eq!(plan(&one, false).reply, Reply::Window { quotas: 0 }, "a client clock: the hash layout");
         let two = plan(&Policy::fixed_window("10/1s,100/1m").unwrap(), true);
         assert_eq!(read(&two.policy), [0.0, 10.0, 1e6, 100.0, 6e7]);

@@ -18,7 +18,7 @@ pub(crate) enum Reply {
     /// `[capacity or burst, n, p, refill step]` (the step 1 but for a
     /// token bucket refilled by interval).
     Bucket { kind: AlgorithmKind, constants: [u64; 4] },
-    /// Two integers from the fixed window counter: the decision and its time.
+    /// 16 bytes from the fixed window counter: the decision and its time.
     Counter(Counter),
 }
 
@@ -31,22 +31,19 @@ impl Reply {
             Reply::Bucket { kind, constants } => {
                 bucket(kind, constants, &redis::from_redis_value::<Vec<u8>>(reply).map_err(protocol)?, cost)
             }
-            Reply::Counter(counter) => match redis::from_redis_value::<Vec<i64>>(reply).map_err(protocol)?[..] {
-                [v, now_us] if now_us >= 0 => counted(counter, v, cost, now_us as u64),
-                ref other => {
-                    Err(Error::Protocol(format!("fixed window counter replied {other:?}: expected {{v, now}}")))
-                }
-            },
+            Reply::Counter(counter) => {
+                counted(counter, &redis::from_redis_value::<Vec<u8>>(reply).map_err(protocol)?, cost)
+            }
         }
     }
 
     /// The bytes of one call's reply where a batch's replies come joined
-    /// into one string (`lua/batch.lua`): a bucket's 16; `None` for the
-    /// families that reply a table.
+    /// into one string (`lua/batch.lua`): a bucket's or the counter's 16;
+    /// `None` for the families that reply a table.
     pub(crate) fn joined_width(&self) -> Option<usize> {
         match self {
-            Reply::Bucket { .. } => Some(16),
-            Reply::Window { .. } | Reply::Counter(_) => None,
+            Reply::Bucket { .. } | Reply::Counter(_) => Some(16),
+            Reply::Window { .. } => None,
         }
     }
 
@@ -55,7 +52,10 @@ impl Reply {
     pub(crate) fn joined_outcome(&self, bytes: &[u8], cost: u64) -> Result<Outcome, Error> {
         match *self {
             Reply::Bucket { kind, constants } => bucket(kind, constants, bytes, cost),
-            _ => Err(Error::Protocol(format!("a {self:?} reply came joined with others: {bytes:?}"))),
+            Reply::Counter(counter) => counted(counter, bytes, cost),
+            Reply::Window { .. } => {
+                Err(Error::Protocol(format!("a {self:?} reply came joined with others: {bytes:?}")))
+            }
         }
     }
 }
@@ -87,9 +87,13 @@ fn window(reply: &[i64], quotas: usize) -> Result<Outcome, Error> {
     })
 }
 
-/// Reads the counter's decision (`count × (W + 2) + t`, negated as
-/// `-1 - v` for a denial); `now_us`, Redis's time, dates it.
-fn counted(counter: Counter, reply: i64, cost: u64, now_us: u64) -> Result<Outcome, Error> {
+/// Reads the counter's reply, two little-endian doubles: the decision
+/// (`count × (W + 2) + t`, negated as `-1 - v` for a denial) and Redis's
+/// time, which dates it.
+fn counted(counter: Counter, bytes: &[u8], cost: u64) -> Result<Outcome, Error> {
+    let malformed = || Error::Protocol(format!("fixed window counter replied {bytes:?}: expected two integers"));
+    let [v, now] = pair(bytes).filter(|[v, _]| v.abs() < 2f64.powi(53)).ok_or_else(malformed)?;
+    let (reply, now_us) = (v as i64, now as u64);
     let allowed = reply >= 0;
     let packed = if allowed { reply } else { -1 - reply } as u64;
     let radix = counter.window_ms + 2;
@@ -121,13 +125,7 @@ fn counted(counter: Counter, reply: i64, cost: u64, now_us: u64) -> Result<Outco
 /// `[capacity or burst, n, p, refill step]`, to a call of `cost`.
 fn bucket(kind: AlgorithmKind, [first, n, p, step]: [u64; 4], reply: &[u8], cost: u64) -> Result<Outcome, Error> {
     let malformed = |why: &str| Error::Protocol(format!("{kind} script replied {reply:?}: {why}"));
-    if reply.len() != 16 {
-        return Err(malformed("expected 16 bytes"));
-    }
-    let (v, now_us) = (double(&reply[..8]), double(&reply[8..]));
-    if !(v.is_finite() && v.fract() == 0.0 && now_us.is_finite() && now_us.fract() == 0.0 && now_us >= 0.0) {
-        return Err(malformed("expected two integers"));
-    }
+    let [v, now_us] = pair(reply).ok_or_else(|| malformed("expected two integers in 16 bytes"))?;
     let allowed = v >= 0.0;
     // The state the decision turned on, in units (`as` saturates: a value
     // that large only comes from a clock run far backwards, where the
@@ -166,9 +164,12 @@ fn bucket(kind: AlgorithmKind, [first, n, p, step]: [u64; 4], reply: &[u8], cost
     })
 }
 
-/// A little-endian double from 8 bytes.
-fn double(bytes: &[u8]) -> f64 {
-    f64::from_le_bytes(bytes.try_into().expect("8 bytes"))
+/// The two numbers of a bucket or counter reply, 16 bytes of little-endian
+/// doubles, when both are integers and the second (a time) is not negative.
+fn pair(bytes: &[u8]) -> Option<[f64; 2]> {
+    let (v, now) = bytes.split_first_chunk::<8>()?;
+    let (v, now) = (f64::from_le_bytes(*v), f64::from_le_bytes(now.try_into().ok()?));
+    (v.is_finite() && v.fract() == 0.0 && now.is_finite() && now.fract() == 0.0 && now >= 0.0).then_some([v, now])
 }
 
 #[cfg(test)]
@@ -271,25 +272,28 @@ mod tests {
     fn reads_allowed_denied_and_idle_counter_replies() {
         let counter = Counter { limit: 10, window_ms: 1000 };
         // 3 taken, PTTL 399 ms.
-        let allowed = counted(counter, 3 * 1002 + 400, 1, 7).unwrap();
+        let allowed = counted(counter, &reply(3 * 1002 + 400, 7), 1).unwrap();
         assert_eq!(
             (allowed.allowed, allowed.remaining, allowed.reset_after_us, allowed.retry_after_us),
             (true, 7, 399_000, None)
         );
         assert_eq!((allowed.violated, allowed.now_us, allowed.limit), (0, 7, 10));
-        let denied = counted(counter, -1 - (10 * 1002 + 250), 1, 7).unwrap();
+        let denied = counted(counter, &reply(-1 - (10 * 1002 + 250), 7), 1).unwrap();
         assert_eq!(
             (denied.allowed, denied.remaining, denied.retry_after_us, denied.violated),
             (false, 0, Some(250_000), 1)
         );
         assert_eq!(denied.reset_after_us, 249_000, "PTTL, where retry adds the ms Redis may keep the key");
         // A cost above the limit never passes: no retry time.
-        let never = counted(counter, -1 - (2 * 1002 + 250), 11, 7).unwrap();
+        let never = counted(counter, &reply(-1 - (2 * 1002 + 250), 7), 11).unwrap();
         assert_eq!((never.allowed, never.remaining, never.retry_after_us), (false, 8, None));
         // Nothing counted and no window: untouched.
-        let idle = counted(counter, 0, 0, 7).unwrap();
+        let idle = counted(counter, &reply(0, 7), 0).unwrap();
         assert_eq!((idle.allowed, idle.remaining, idle.reset_after_us), (true, 10, 0));
-        assert!(counted(counter, 11 * 1002, 1, 7).is_err(), "a count above the limit is not this script's reply");
+        assert!(
+            counted(counter, &reply(11 * 1002, 7), 1).is_err(),
+            "a count above the limit is not this script's reply"
+        );
     }
 
     #[test]
@@ -297,10 +301,15 @@ mod tests {
         let window = Reply::Window { quotas: 0 };
         assert!(window.outcome(Value::BulkString(vec![0; 16]), 1).is_err());
         let counter = Reply::Counter(Counter { limit: 10, window_ms: 1000 });
-        assert!(counter.outcome(Value::Array(vec![Value::Int(1)]), 1).is_err());
-        assert!(counter.outcome(Value::Int(1002 + 400), 1).is_err(), "undated");
-        assert!(counter.outcome(Value::Array(vec![Value::Int(1002 + 400), Value::Int(-5)]), 1).is_err());
-        let dated = counter.outcome(Value::Array(vec![Value::Int(1002 + 400), Value::Int(1_767_225_600_000_000)]), 1);
+        assert!(counter.outcome(Value::Array(vec![Value::Int(1002 + 400), Value::Int(7)]), 1).is_err(), "a table");
+        assert!(counter.outcome(Value::BulkString((1002.0f64 + 400.0).to_le_bytes().to_vec()), 1).is_err(), "undated");
+        assert!(counter
+            .outcome(Value::BulkString([(1402f64).to_le_bytes(), (-5f64).to_le_bytes()].concat()), 1)
+            .is_err());
+        assert!(counter
+            .outcome(Value::BulkString([(0.5f64).to_le_bytes(), (7f64).to_le_bytes()].concat()), 1)
+            .is_err());
+        let dated = counter.outcome(Value::BulkString(reply(1002 + 400, 1_767_225_600_000_000)), 1);
         assert_eq!(dated.unwrap().now_us, 1_767_225_600_000_000, "Redis's time dates the decision");
     }
 }
