@@ -42,8 +42,8 @@
 //! then, on one thread, denials per second for a flooding client (the deny
 //! cache), the memory backend's ns per check next to governor's keyed
 //! limiter (in a process of its own, with `Store::memory()` as the global
-//! store, so its `#[rate_limit]` row runs in memory), the per-call cost of `sliding_window` as sub-windows grow (hash
-//! and totals layouts) and `sliding_log` memory per key. Each case prints one
+//! store, so its `#[rate_limit]` row runs in memory), the per-call cost of `sliding_window` as sub-windows grow
+//! and `sliding_log` memory per key. Each case prints one
 //! line `bench case=<algo>/<path> ...`; BENCHMARKS.md records a run and
 //! which targets it met.
 

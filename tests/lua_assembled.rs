@@ -24,7 +24,6 @@ fn families() -> Vec<(&'static str, Policy, bool)> {
         ("fixed_window", Policy::fixed_window("10/1s").unwrap(), false),
         ("fixed_window_counter", Policy::fixed_window("10/1s").unwrap(), true),
         ("sliding_window", Policy::sliding_window("12/1500ms", "100ms").unwrap(), true),
-        ("sliding_window_totals", Policy::sliding_window("12/1600ms", "100ms").unwrap(), true),
         ("sliding_log", Policy::sliding_log("10/1s").unwrap(), true),
         ("token_bucket", Policy::token_bucket(10, "2/6s").unwrap(), true),
         ("leaky_bucket", Policy::leaky_bucket(10, "2/6s").unwrap(), true),

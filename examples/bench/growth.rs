@@ -1,7 +1,5 @@
-//! Cost growth: `sliding_window` per call as sub-windows grow, in the hash
-//! layout (`lua/sliding_window.lua`, reads every live sub-window) and the
-//! totals layout (`lua/sliding_window_totals.lua`, running totals: O(1),
-//! what the runtime uses from 16 sub-windows on);
+//! Cost growth: `sliding_window` per call as sub-windows grow
+//! (`lua/sliding_window.lua`: running totals beside a ring of sub-windows);
 //! and `sliding_log` memory per key against its limit.
 
 use crate::load::{evalsha_stats, reset_stats};
@@ -11,12 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A layout's script for a window of 1 s in `sub_windows` sub-windows and a
-/// limit no call reaches, whichever layout the runtime would pick.
-/// Returns the script and the policy's numbers its calls send.
-fn layout_script(totals: bool, sub_windows: u64) -> (redis::Script, Vec<u8>) {
-    let (source, policy) =
-        redlimit::__private::sliding_window_source(1_000_000 / sub_windows, &[(1 << 40, 1_000_000)], totals);
+/// The script for a window of 1 s in `sub_windows` sub-windows and a limit
+/// no call reaches. Returns the script and the policy's numbers its calls send.
+fn layout_script(sub_windows: u64) -> (redis::Script, Vec<u8>) {
+    let (source, policy) = redlimit::__private::sliding_window_source(1_000_000 / sub_windows, &[(1 << 40, 1_000_000)]);
     (redis::Script::new(&source), policy)
 }
 /// Keys (one per task, each with its own time line) in flight.
@@ -26,11 +22,10 @@ const T0: u64 = 1_767_225_600_000_000;
 
 pub async fn sliding_window(admin: &mut MultiplexedConnection, con: &MultiplexedConnection, options: Options) {
     println!("\nsliding_window cost growth: {KEYS} keys, each call one sub-window later than its key's last, every sub-window of the window holding hits");
-    println!("  (the runtime decides by the hash layout below 16 sub-windows, by the totals layout from 16 on)");
     println!("  {:<10} {:>12} {:>14} {:>12}", "layout", "sub-windows", "server µs/call", "calls/s");
     for sub_windows in [10u64, 100, 1000] {
-        let (hash, totals) = (layout_script(false, sub_windows), layout_script(true, sub_windows));
-        for (layout, script) in [("hash", &hash), ("totals", &totals)] {
+        let ring = layout_script(sub_windows);
+        for (layout, script) in [("ring", &ring)] {
             crate::flush(admin).await;
             let (us, rate) = steady_state(admin, con, script, layout, sub_windows, options.run().window).await;
             println!("  {layout:<10} {sub_windows:>12} {us:>14.2} {rate:>12.0}");

@@ -1,35 +1,160 @@
--- sliding_window.lua: counts in sub-windows of `precision` P; a strategy of
--- window W sums the W/P most recent sub-windows, the current one included.
--- Twin: src/algo/sliding_window.rs. This is the hash layout: every call
--- reads every field, so the runtime uses it while windows hold few
--- sub-windows, and sliding_window_totals.lua beyond.
+-- sliding_window.lua: counts in sub-windows of `precision` P, aligned to
+-- multiples of P; a strategy of window W sums the W/P most recent
+-- sub-windows, the current one included. Twin: src/algo/sliding_window.rs.
 --
--- Policy     local precision, limits, windows = <P µs>, {<L_1>, ...}, {<W_1 µs>, ...}
+-- Policy     policy_sliding_window.lua: precision, limits, windows, and
+--            per strategy its span (W_i / P), and the widest.
 -- Values     decide's (lua/README.md, "A call's values").
 -- Returns    the window reply (window.lua).
 --
--- State (a hash): sub_windows.lua's fields, and "p" = the precision P.
--- Written only when allowed, cost > 0 and not a peek (the current field
--- and "p", HDEL of dead ones; the whole key afresh when the fields were
--- counted at another precision), always followed by PEXPIRE to the reset.
--- A write deletes the totals layout's other fields: its totals would miss
--- this script's writes, and so the two layouts can follow each other on a
--- key.
+-- State (one string of little-endian doubles): k, n (the newest sub-window
+-- written, its index floor(t / P)), x (the ms of Redis's clock its TTL runs
+-- to at least, -1 when unknown); then the policy's numbers it was written
+-- under, as sent (P, then L_i, W_i); then k totals, strategy i's count over
+-- (n - span_i, n]; then a ring of `widest` counts, sub-window j at slot
+-- j % widest, holding j's count for n - widest < j <= n. So a call is one
+-- GET and at most one write, and starts from the totals: when it is later
+-- than n it subtracts the sub-windows that left each window since n (each
+-- sub-window leaves once), never reading a whole window but to find a
+-- denial's retry time.
+--
+-- A write records its time as the sub-window it counts in: a call is judged
+-- at the start of n when now is earlier, so no call goes back before a
+-- recorded one. Within one sub-window any time finds the same counts.
+--
+-- A state written under other numbers (another precision, other windows or
+-- limits) is read whole: each live sub-window counted at another precision
+-- moves to the sub-window of P holding its last microsecond, counts landing
+-- together merged, so no permit counts for less time than it would have at
+-- P; a write then writes the key afresh under this policy.
+--
+-- Written only when allowed, cost > 0 and not a peek. On Redis's clock,
+-- when x already covers the reset, SETRANGE key 0 (it keeps the TTL, and
+-- its integer reply costs Lua less than SET's OK, a table); else SET ... PX
+-- to the reset plus up to a second (at most the widest window), recorded in
+-- x, so a steady key sets its TTL about once a second and lives at most a
+-- second past its reset. On a client's clock, always SET ... PX to the
+-- reset plus the slack, x = -1.
+local current = math.floor(now / precision)
+local state = call('GET', key)
+local totals_at = 24 + #policy -- the totals' first byte, less one
+local ring_at = totals_at + 8 * k -- the ring's first byte, less one
+local counts, newest, current_count = {}, nil, 0
+-- n and x, when the state was written under this policy's numbers.
+local last, expires = nil, -1
+-- Otherwise the live sub-windows as {index, count}, oldest first.
+local entries = {}
 
-local raw = call('HGETALL', key)
-local counts, newest, entries, current_count, stale, converted = recount(raw, function() return true end)
+if state and #state == ring_at + 8 * widest and string.sub(state, 25, totals_at) == policy then
+  local _
+  _, last, expires = struct_unpack('<ddd', state)
+  -- Judged at sub-window n if it is later than now's.
+  if last > current then
+    current = last
+    now = last * precision
+  end
+  local gap = current - last
+  for i = 1, k do
+    local c = 0
+    if gap < spans[i] then
+      -- Sub-windows (n - span_i, current - span_i] left the window.
+      c = struct_unpack('<d', state, totals_at + 8 * i - 7)
+      for j = last - spans[i] + 1, current - spans[i] do
+        c = c - struct_unpack('<d', state, ring_at + 8 * (j % widest) + 1)
+      end
+    end
+    counts[i] = c
+  end
+  if gap == 0 then current_count = struct_unpack('<d', state, ring_at + 8 * (current % widest) + 1) end
+  if gap < widest then newest = last else last = nil end
+else
+  if state then
+    -- Written under other numbers: its live sub-windows, moved to P.
+    local was_k, was_last = struct_unpack('<dd', state)
+    local was = struct_unpack('<d', state, 25)
+    local was_widest = 0
+    for i = 1, was_k do
+      local span = math.floor(struct_unpack('<d', state, 25 + 16 * i) / was)
+      if span > was_widest then was_widest = span end
+    end
+    local was_at = 32 + 24 * was_k
+    local found = {}
+    for j = was_last - was_widest + 1, was_last do
+      local c = struct_unpack('<d', state, was_at + 8 * (j % was_widest) + 1)
+      if c > 0 then
+        local idx = j
+        if was ~= precision then idx = math.floor(((j + 1) * was - 1) / precision) end
+        local top = found[#found]
+        if top and top[1] == idx then top[2] = top[2] + c else found[#found + 1] = {idx, c} end
+      end
+    end
+    local top = found[#found]
+    if top and top[1] > current then
+      current = top[1]
+      now = current * precision
+    end
+    for j = 1, #found do
+      if found[j][1] + widest > current then entries[#entries + 1] = found[j] end
+    end
+  end
+  for i = 1, k do counts[i] = 0 end
+  for j = 1, #entries do
+    local idx, c = entries[j][1], entries[j][2]
+    newest = idx
+    if idx == current then current_count = c end
+    for i = 1, k do
+      if idx + spans[i] > current then counts[i] = counts[i] + c end
+    end
+  end
+end
+
 local violated, never = judge(counts)
 local taken = violated == 0 and cost or 0
-
 if taken > 0 and (newest == nil or newest < current) then newest = current end
-local reset, ends = resets(newest)
 
+-- The key's reset and, with several strategies, each one's: sub-window
+-- `newest` leaves strategy i at (newest + span_i) * P.
+local reset, ends = 0, nil
+if k > 1 then ends = {} end
+if newest ~= nil then
+  for i = 1, k do
+    local e = (newest + spans[i]) * precision - now
+    if e < 0 then e = 0 end
+    if ends then ends[i] = e end
+    if e > reset then reset = e end
+  end
+elseif ends then
+  for i = 1, k do ends[i] = 0 end
+end
+
+-- Each violated strategy's retry: drop its sub-windows oldest first until
+-- the cost fits.
 local retry = -1
 if violated ~= 0 and not never then
   retry = 0
   for i = 1, k do
     if violates(violated, i) then
-      local r = retry_from_entries(entries, counts, i)
+      local left, passes_at, limit = counts[i], (current + 1) * precision, limits[i]
+      if last then
+        for j = current - spans[i] + 1, math.min(current, last) do
+          local c = struct_unpack('<d', state, ring_at + 8 * (j % widest) + 1)
+          if c > 0 then
+            left = left - c
+            passes_at = (j + spans[i]) * precision
+            if left + cost <= limit then break end
+          end
+        end
+      else
+        for j = 1, #entries do
+          local e = entries[j]
+          if e[1] + spans[i] > current then
+            left = left - e[2]
+            passes_at = (e[1] + spans[i]) * precision
+            if left + cost <= limit then break end
+          end
+        end
+      end
+      local r = passes_at - now
       retries[i] = r
       if r > retry then retry = r end
     end
@@ -37,14 +162,62 @@ if violated ~= 0 and not never then
 end
 
 if taken > 0 and not peek then
-  local p = string.format('%d', precision)
-  if converted then
-    rewrite(entries, taken, {'p', p})
-  else
-    call('HSET', key, string.format('%d', current), string.format('%d', current_count + taken), 'p', p)
-    delete_fields(stale)
+  local ms = math.floor((reset + now - read_at + 999) / 1000) + slack
+  if ms < 1 then ms = 1 end
+  local kept = server_clock and last and expires >= read_at / 1000 + ms
+  if not kept then
+    if server_clock then
+      ms = ms + math.min(math.floor(widest * precision / 1000), 1000)
+      expires = math.floor(read_at / 1000) + ms
+    else
+      expires = -1
+    end
   end
-  expire_after(reset)
+  local totals
+  if k == 1 then
+    totals = struct_pack('<d', counts[1] + taken)
+  else
+    totals = {}
+    for i = 1, k do totals[i] = struct_pack('<d', counts[i] + taken) end
+    totals = table.concat(totals)
+  end
+  local value
+  if last then
+    -- The sub-windows after n get 0 (their slots held ones that left every
+    -- window), the current one its count: contiguous slots, maybe wrapping.
+    local bytes, from = struct_pack('<d', current_count + taken), current
+    if current > last + 1 then bytes = string.rep('\0', 8 * (current - last - 1)) .. bytes end
+    if current > last then from = last + 1 end
+    local at, len, size = 8 * (from % widest), #bytes, 8 * widest
+    if at + len <= size then
+      value = struct_pack('<ddd', k, current, expires) .. policy .. totals
+        .. string.sub(state, ring_at + 1, ring_at + at)
+        .. bytes .. string.sub(state, ring_at + at + len + 1)
+    else
+      local fits = size - at
+      value = struct_pack('<ddd', k, current, expires) .. policy .. totals .. string.sub(bytes, fits + 1)
+        .. string.sub(state, ring_at + len - fits + 1, ring_at + at) .. string.sub(bytes, 1, fits)
+    end
+  else
+    local slots, zero = {}, string.rep('\0', 8)
+    for j = 1, widest do slots[j] = zero end
+    local counted = false
+    for j = 1, #entries do
+      local idx, c = entries[j][1], entries[j][2]
+      if idx == current then
+        c = c + taken
+        counted = true
+      end
+      slots[idx % widest + 1] = struct_pack('<d', c)
+    end
+    if not counted then slots[current % widest + 1] = struct_pack('<d', taken) end
+    value = struct_pack('<ddd', k, current, expires) .. policy .. totals .. table.concat(slots)
+  end
+  if kept then
+    call('SETRANGE', key, '0', value)
+  else
+    call('SET', key, value, 'PX', string.format('%d', ms))
+  end
 end
 
 return window_reply(violated, counts, taken, reset, retry, ends)

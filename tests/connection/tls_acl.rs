@@ -66,7 +66,7 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 
 /// The commands the six scripts and the backend use, and the keys it writes.
 const LIMITER_ACL: &str = "limiter on >s3cret ~redlimit:* resetchannels -@all +evalsha +script|load +del +ping \
-     +time +get +set +hgetall +hmget +hset +hincrby +hdel +pexpire +zadd +zrange +zrangebyscore +zrem +zcard +zremrangebyscore";
+     +time +get +set +setrange +append +hgetall +hmget +hset +hincrby +hdel +pexpire +zadd +zrange +zrangebyscore +zrem +zcard +zremrangebyscore";
 
 #[tokio::test]
 async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {

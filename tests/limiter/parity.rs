@@ -17,7 +17,7 @@ fn policies() -> Vec<Policy> {
         Policy::sliding_window("5/1s", "100ms").unwrap(),
         Policy::sliding_window("4/1s,10/5s", "500ms").unwrap(),
         Policy::sliding_window("3/300ms", "100ms").unwrap(),
-        // 20 sub-windows: the totals layout on Redis.
+        // 20 sub-windows of the ring on Redis.
         Policy::sliding_window("6/2s,9/4s", "100ms").unwrap(),
         Policy::sliding_log("3/1s").unwrap(),
         Policy::sliding_log("5/1s,8/3s").unwrap(),

@@ -64,7 +64,7 @@ fn late_policies() -> Vec<Policy> {
         Policy::fixed_window("2/10s").unwrap(),
         Policy::fixed_window("2/10s,3/1m").unwrap(),
         Policy::sliding_window("2/10s", "100ms").unwrap(),
-        // 20 sub-windows: the totals layout on Redis.
+        // 20 sub-windows of the ring on Redis.
         Policy::sliding_window("2/2s", "100ms").unwrap(),
         Policy::sliding_log("2/10s").unwrap(),
         Policy::token_bucket(2, "1/10s").unwrap(),

@@ -38,6 +38,6 @@ mod sliding_log;
 #[cfg(feature = "redis")]
 mod sliding_window_layout;
 #[cfg(feature = "redis")]
-mod sliding_window_totals;
+mod sliding_window_ring;
 #[cfg(feature = "redis")]
 mod state_in_place;

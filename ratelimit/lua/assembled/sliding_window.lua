@@ -24,25 +24,17 @@ local function redis_time()
   return time_read
 end
 local function decider(policy)
--- policy_windows.lua: the windows reader. Sets `precision` (µs; 0 but for
--- a sliding window), then `limits` and `windows` (µs), one entry per
--- strategy in declared order, from `policy` (lua/README.md). A fixed
--- window with calendar strategies sends -1 for the precision, then a third
--- number per strategy: `opens`, where the calendar window holding the call
--- begins (µs; its `windows` entry is that window's length), -1 for a
--- window started by a key's first hit (left nil).
+-- policy_sliding_window.lua: the sliding window's reader. Sets `precision`
+-- (µs), `limits` and `windows` (µs), one entry per strategy in declared
+-- order, from `policy` (lua/README.md), and, once per policy rather than
+-- once per call, `spans` (each window in sub-windows) and `widest` (the
+-- most sub-windows a window holds: the ring's length, sliding_window.lua).
 local precision = struct_unpack('<d', policy)
-local limits, windows, opens = {}, {}, {}
-if precision < 0 then
-  for i = 1, (#policy - 8) / 24 do
-    local open
-    limits[i], windows[i], open = struct_unpack('<ddd', policy, 24 * i - 15)
-    if open >= 0 then opens[i] = open end
-  end
-else
-  for i = 1, (#policy - 8) / 16 do
-    limits[i], windows[i] = struct_unpack('<dd', policy, 16 * i - 7)
-  end
+local limits, windows, spans, widest = {}, {}, {}, 0
+for i = 1, (#policy - 8) / 16 do
+  limits[i], windows[i] = struct_unpack('<dd', policy, 16 * i - 7)
+  spans[i] = math.floor(windows[i] / precision)
+  if spans[i] > widest then widest = spans[i] end
 end
 return function(key, cost, kind, now, slack, permit)
 -- prelude.lua: opens `decide(key, cost, kind, now, slack, permit)` in every
@@ -131,197 +123,163 @@ local function expire_after(us)
   if ms < 1 then ms = 1 end
   call('PEXPIRE', key, string.format('%d', ms))
 end
--- sub_windows.lua: joined after window.lua in both layouts of the sliding
--- window (sliding_window.lua, sliding_window_totals.lua): what they share.
+-- sliding_window.lua: counts in sub-windows of `precision` P, aligned to
+-- multiples of P; a strategy of window W sums the W/P most recent
+-- sub-windows, the current one included. Twin: src/algo/sliding_window.rs.
 --
--- Counts are kept in sub-windows of `precision` P (a constant, dividing
--- every window) aligned to multiples of P: a hash field per sub-window,
--- index floor(t / P) as a "%d" string -> its count. With current =
--- floor(now / P) and span_i = W_i / P, strategy i counts the fields with
--- current - span_i < index <= current. Fields with index + widest <= current
--- never count again; a write deletes those it finds.
---
--- A write records its time as the sub-window it counts in: a call is judged
--- at the start of the newest sub-window written when now is earlier
--- (`catch_up`), so no call goes back before a recorded one. Within one
--- sub-window any time finds the same counts.
---
--- Field "p" records the precision the fields were counted at ("P", or the
--- totals layout's "P:W_1:...:W_k"). Fields counted at another precision
--- are read as the sub-window holding their last microsecond (`moved`),
--- counts landing together merged, so no permit counts for less time than
--- it would have at P; a write then writes the key afresh (`rewrite`).
-local current = math.floor(now / precision)
-local spans, widest = {}, 0
-for i = 1, k do
-  spans[i] = math.floor(windows[i] / precision)
-  if spans[i] > widest then widest = spans[i] end
-end
-
--- Judges the call at sub-window `index` if it is later than now's.
-local function catch_up(index)
-  if index > current then
-    current = index
-    now = index * precision
-  end
-end
-
--- The precision field "p" (nil: none recorded) says the fields were counted at.
-local function counted_at(p)
-  local digits = p and string.match(p, '^%d+')
-  return digits and tonumber(digits) or precision
-end
-
--- Index `idx` of a sub-window counted at precision `was`, as an index at P.
-local function moved(idx, was)
-  if was == precision then return idx end
-  return math.floor(((idx + 1) * was - 1) / precision)
-end
-
--- Reads every field of `raw` (HGETALL's reply), moved to P and first
--- catching up with the newest index: the counts per strategy, the newest
--- live index (nil if none), the live entries as {index, count}, the current
--- sub-window's count, the fields to delete (dead ones, and those that are
--- neither an index nor "p" for which `drop(field)` says so) and whether the
--- fields were counted at another precision.
-local function recount(raw, drop)
-  local was = precision
-  for j = 1, #raw, 2 do
-    if raw[j] == 'p' then was = counted_at(raw[j + 1]) end
-  end
-  local found = {}
-  for j = 1, #raw, 2 do
-    local idx, c = tonumber(raw[j]), tonumber(raw[j + 1])
-    if idx and c then
-      idx = moved(idx, was)
-      catch_up(idx)
-      found[#found + 1] = {idx, c, raw[j]}
-    end
-  end
-  local counts, newest, entries, current_count, stale = {}, nil, {}, 0, {}
-  local at = {} -- index -> its entry, where counts moved together merge
-  for i = 1, k do counts[i] = 0 end
-  for j = 1, #found do
-    local idx, c = found[j][1], found[j][2]
-    if idx + widest <= current then
-      stale[#stale + 1] = found[j][3]
-    else
-      if newest == nil or idx > newest then newest = idx end
-      if at[idx] then
-        at[idx][2] = at[idx][2] + c
-      else
-        at[idx] = {idx, c}
-        entries[#entries + 1] = at[idx]
-      end
-      if idx == current then current_count = current_count + c end
-      for i = 1, k do
-        if idx + spans[i] > current then counts[i] = counts[i] + c end
-      end
-    end
-  end
-  for j = 1, #raw, 2 do
-    if raw[j] ~= 'p' and not (tonumber(raw[j]) and tonumber(raw[j + 1])) and drop(raw[j]) then
-      stale[#stale + 1] = raw[j]
-    end
-  end
-  return counts, newest, entries, current_count, stale, was ~= precision
-end
-
--- Strategy i's retry time from its live entries (any order): drop its
--- sub-windows oldest first until the cost fits.
-local function retry_from_entries(entries, counts, i)
-  table.sort(entries, function(a, b) return a[1] < b[1] end)
-  local left, passes_at = counts[i], (current + 1) * precision
-  for j = 1, #entries do
-    local e = entries[j]
-    if e[1] + spans[i] > current then
-      left = left - e[2]
-      passes_at = (e[1] + spans[i]) * precision
-      if left + cost <= limits[i] then break end
-    end
-  end
-  return passes_at - now
-end
-
--- The key's reset and each strategy's, once `newest` is the newest index
--- after the call: its sub-window leaves strategy i at (newest + span_i) * P.
-local function resets(newest)
-  local reset, ends = 0, {}
-  for i = 1, k do
-    local e = 0
-    if newest ~= nil then
-      e = (newest + spans[i]) * precision - now
-      if e < 0 then e = 0 end
-    end
-    ends[i] = e
-    if e > reset then reset = e end
-  end
-  return reset, ends
-end
-
--- Deletes `fields`, at most a thousand per command.
-local function delete_fields(fields)
-  for j = 1, #fields, 1000 do
-    call('HDEL', key, unpack(fields, j, math.min(j + 999, #fields)))
-  end
-end
-
--- Writes the key afresh at P: the live `entries`, the current sub-window's
--- count raised by `taken`, then `extra` (field, value, ...); at most five
--- hundred fields per command.
-local function rewrite(entries, taken, extra)
-  call('DEL', key)
-  local values, counted = {}, false
-  for j = 1, #entries do
-    local idx, c = entries[j][1], entries[j][2]
-    if idx == current then
-      c = c + taken
-      counted = true
-    end
-    values[#values + 1] = string.format('%d', idx)
-    values[#values + 1] = string.format('%d', c)
-  end
-  if not counted then
-    values[#values + 1] = string.format('%d', current)
-    values[#values + 1] = string.format('%d', taken)
-  end
-  for j = 1, #extra do values[#values + 1] = extra[j] end
-  for j = 1, #values, 1000 do
-    call('HSET', key, unpack(values, j, math.min(j + 999, #values)))
-  end
-end
--- sliding_window.lua: counts in sub-windows of `precision` P; a strategy of
--- window W sums the W/P most recent sub-windows, the current one included.
--- Twin: src/algo/sliding_window.rs. This is the hash layout: every call
--- reads every field, so the runtime uses it while windows hold few
--- sub-windows, and sliding_window_totals.lua beyond.
---
--- Policy     local precision, limits, windows = <P µs>, {<L_1>, ...}, {<W_1 µs>, ...}
+-- Policy     policy_sliding_window.lua: precision, limits, windows, and
+--            per strategy its span (W_i / P), and the widest.
 -- Values     decide's (lua/README.md, "A call's values").
 -- Returns    the window reply (window.lua).
 --
--- State (a hash): sub_windows.lua's fields, and "p" = the precision P.
--- Written only when allowed, cost > 0 and not a peek (the current field
--- and "p", HDEL of dead ones; the whole key afresh when the fields were
--- counted at another precision), always followed by PEXPIRE to the reset.
--- A write deletes the totals layout's other fields: its totals would miss
--- this script's writes, and so the two layouts can follow each other on a
--- key.
+-- State (one string of little-endian doubles): k, n (the newest sub-window
+-- written, its index floor(t / P)), x (the ms of Redis's clock its TTL runs
+-- to at least, -1 when unknown); then the policy's numbers it was written
+-- under, as sent (P, then L_i, W_i); then k totals, strategy i's count over
+-- (n - span_i, n]; then a ring of `widest` counts, sub-window j at slot
+-- j % widest, holding j's count for n - widest < j <= n. So a call is one
+-- GET and at most one write, and starts from the totals: when it is later
+-- than n it subtracts the sub-windows that left each window since n (each
+-- sub-window leaves once), never reading a whole window but to find a
+-- denial's retry time.
+--
+-- A write records its time as the sub-window it counts in: a call is judged
+-- at the start of n when now is earlier, so no call goes back before a
+-- recorded one. Within one sub-window any time finds the same counts.
+--
+-- A state written under other numbers (another precision, other windows or
+-- limits) is read whole: each live sub-window counted at another precision
+-- moves to the sub-window of P holding its last microsecond, counts landing
+-- together merged, so no permit counts for less time than it would have at
+-- P; a write then writes the key afresh under this policy.
+--
+-- Written only when allowed, cost > 0 and not a peek. On Redis's clock,
+-- when x already covers the reset, SETRANGE key 0 (it keeps the TTL, and
+-- its integer reply costs Lua less than SET's OK, a table); else SET ... PX
+-- to the reset plus up to a second (at most the widest window), recorded in
+-- x, so a steady key sets its TTL about once a second and lives at most a
+-- second past its reset. On a client's clock, always SET ... PX to the
+-- reset plus the slack, x = -1.
+local current = math.floor(now / precision)
+local state = call('GET', key)
+local totals_at = 24 + #policy -- the totals' first byte, less one
+local ring_at = totals_at + 8 * k -- the ring's first byte, less one
+local counts, newest, current_count = {}, nil, 0
+-- n and x, when the state was written under this policy's numbers.
+local last, expires = nil, -1
+-- Otherwise the live sub-windows as {index, count}, oldest first.
+local entries = {}
 
-local raw = call('HGETALL', key)
-local counts, newest, entries, current_count, stale, converted = recount(raw, function() return true end)
+if state and #state == ring_at + 8 * widest and string.sub(state, 25, totals_at) == policy then
+  local _
+  _, last, expires = struct_unpack('<ddd', state)
+  -- Judged at sub-window n if it is later than now's.
+  if last > current then
+    current = last
+    now = last * precision
+  end
+  local gap = current - last
+  for i = 1, k do
+    local c = 0
+    if gap < spans[i] then
+      -- Sub-windows (n - span_i, current - span_i] left the window.
+      c = struct_unpack('<d', state, totals_at + 8 * i - 7)
+      for j = last - spans[i] + 1, current - spans[i] do
+        c = c - struct_unpack('<d', state, ring_at + 8 * (j % widest) + 1)
+      end
+    end
+    counts[i] = c
+  end
+  if gap == 0 then current_count = struct_unpack('<d', state, ring_at + 8 * (current % widest) + 1) end
+  if gap < widest then newest = last else last = nil end
+else
+  if state then
+    -- Written under other numbers: its live sub-windows, moved to P.
+    local was_k, was_last = struct_unpack('<dd', state)
+    local was = struct_unpack('<d', state, 25)
+    local was_widest = 0
+    for i = 1, was_k do
+      local span = math.floor(struct_unpack('<d', state, 25 + 16 * i) / was)
+      if span > was_widest then was_widest = span end
+    end
+    local was_at = 32 + 24 * was_k
+    local found = {}
+    for j = was_last - was_widest + 1, was_last do
+      local c = struct_unpack('<d', state, was_at + 8 * (j % was_widest) + 1)
+      if c > 0 then
+        local idx = j
+        if was ~= precision then idx = math.floor(((j + 1) * was - 1) / precision) end
+        local top = found[#found]
+        if top and top[1] == idx then top[2] = top[2] + c else found[#found + 1] = {idx, c} end
+      end
+    end
+    local top = found[#found]
+    if top and top[1] > current then
+      current = top[1]
+      now = current * precision
+    end
+    for j = 1, #found do
+      if found[j][1] + widest > current then entries[#entries + 1] = found[j] end
+    end
+  end
+  for i = 1, k do counts[i] = 0 end
+  for j = 1, #entries do
+    local idx, c = entries[j][1], entries[j][2]
+    newest = idx
+    if idx == current then current_count = c end
+    for i = 1, k do
+      if idx + spans[i] > current then counts[i] = counts[i] + c end
+    end
+  end
+end
+
 local violated, never = judge(counts)
 local taken = violated == 0 and cost or 0
-
 if taken > 0 and (newest == nil or newest < current) then newest = current end
-local reset, ends = resets(newest)
 
+-- The key's reset and, with several strategies, each one's: sub-window
+-- `newest` leaves strategy i at (newest + span_i) * P.
+local reset, ends = 0, nil
+if k > 1 then ends = {} end
+if newest ~= nil then
+  for i = 1, k do
+    local e = (newest + spans[i]) * precision - now
+    if e < 0 then e = 0 end
+    if ends then ends[i] = e end
+    if e > reset then reset = e end
+  end
+elseif ends then
+  for i = 1, k do ends[i] = 0 end
+end
+
+-- Each violated strategy's retry: drop its sub-windows oldest first until
+-- the cost fits.
 local retry = -1
 if violated ~= 0 and not never then
   retry = 0
   for i = 1, k do
     if violates(violated, i) then
-      local r = retry_from_entries(entries, counts, i)
+      local left, passes_at, limit = counts[i], (current + 1) * precision, limits[i]
+      if last then
+        for j = current - spans[i] + 1, math.min(current, last) do
+          local c = struct_unpack('<d', state, ring_at + 8 * (j % widest) + 1)
+          if c > 0 then
+            left = left - c
+            passes_at = (j + spans[i]) * precision
+            if left + cost <= limit then break end
+          end
+        end
+      else
+        for j = 1, #entries do
+          local e = entries[j]
+          if e[1] + spans[i] > current then
+            left = left - e[2]
+            passes_at = (e[1] + spans[i]) * precision
+            if left + cost <= limit then break end
+          end
+        end
+      end
+      local r = passes_at - now
       retries[i] = r
       if r > retry then retry = r end
     end
@@ -329,14 +287,62 @@ if violated ~= 0 and not never then
 end
 
 if taken > 0 and not peek then
-  local p = string.format('%d', precision)
-  if converted then
-    rewrite(entries, taken, {'p', p})
-  else
-    call('HSET', key, string.format('%d', current), string.format('%d', current_count + taken), 'p', p)
-    delete_fields(stale)
+  local ms = math.floor((reset + now - read_at + 999) / 1000) + slack
+  if ms < 1 then ms = 1 end
+  local kept = server_clock and last and expires >= read_at / 1000 + ms
+  if not kept then
+    if server_clock then
+      ms = ms + math.min(math.floor(widest * precision / 1000), 1000)
+      expires = math.floor(read_at / 1000) + ms
+    else
+      expires = -1
+    end
   end
-  expire_after(reset)
+  local totals
+  if k == 1 then
+    totals = struct_pack('<d', counts[1] + taken)
+  else
+    totals = {}
+    for i = 1, k do totals[i] = struct_pack('<d', counts[i] + taken) end
+    totals = table.concat(totals)
+  end
+  local value
+  if last then
+    -- The sub-windows after n get 0 (their slots held ones that left every
+    -- window), the current one its count: contiguous slots, maybe wrapping.
+    local bytes, from = struct_pack('<d', current_count + taken), current
+    if current > last + 1 then bytes = string.rep('\0', 8 * (current - last - 1)) .. bytes end
+    if current > last then from = last + 1 end
+    local at, len, size = 8 * (from % widest), #bytes, 8 * widest
+    if at + len <= size then
+      value = struct_pack('<ddd', k, current, expires) .. policy .. totals
+        .. string.sub(state, ring_at + 1, ring_at + at)
+        .. bytes .. string.sub(state, ring_at + at + len + 1)
+    else
+      local fits = size - at
+      value = struct_pack('<ddd', k, current, expires) .. policy .. totals .. string.sub(bytes, fits + 1)
+        .. string.sub(state, ring_at + len - fits + 1, ring_at + at) .. string.sub(bytes, 1, fits)
+    end
+  else
+    local slots, zero = {}, string.rep('\0', 8)
+    for j = 1, widest do slots[j] = zero end
+    local counted = false
+    for j = 1, #entries do
+      local idx, c = entries[j][1], entries[j][2]
+      if idx == current then
+        c = c + taken
+        counted = true
+      end
+      slots[idx % widest + 1] = struct_pack('<d', c)
+    end
+    if not counted then slots[current % widest + 1] = struct_pack('<d', taken) end
+    value = struct_pack('<ddd', k, current, expires) .. policy .. totals .. table.concat(slots)
+  end
+  if kept then
+    call('SETRANGE', key, '0', value)
+  else
+    call('SET', key, value, 'PX', string.format('%d', ms))
+  end
 end
 
 return window_reply(violated, counts, taken, reset, retry, ends)

@@ -77,7 +77,7 @@ fn escape_prefix(escaped: &mut String, prefix: &str) {
 ///
 /// ```text
 /// redlimit:fixed_window/v3:6:search:user:7         (a hash, or one strategy's counter)
-/// redlimit:sliding_window/v2:6:search:user:7       (whatever the precision)
+/// redlimit:sliding_window/v3:6:search:user:7       (whatever the precision)
 /// redlimit:token_bucket/v2:6:upload:user:7
 /// redlimit:gcra/v2:6:search:user:7
 /// redlimit:concurrency/v1:7:exports:tenant:3
@@ -114,7 +114,7 @@ pub(crate) fn layout(policy: &Policy) -> String {
 // The version of each stored state's format (the Lua header of each script
 // describes the format).
 const FIXED_WINDOW_FORMAT: &str = "v3";
-const SLIDING_WINDOW_FORMAT: &str = "v2";
+const SLIDING_WINDOW_FORMAT: &str = "v3";
 const SLIDING_LOG_FORMAT: &str = "v3";
 const BUCKET_FORMAT: &str = "v2";
 const GCRA_FORMAT: &str = "v2";
@@ -253,9 +253,9 @@ mod tests {
         assert_eq!(prefix(Policy::fixed_window("5/1s").unwrap()).unwrap(), "rl:fixed_window/v3:3:api");
         assert_eq!(prefix(Policy::fixed_window("5/1s,9/1m").unwrap()).unwrap(), "rl:fixed_window/v3:3:api");
         let window = Policy::sliding_window("5/1s", "100ms").unwrap();
-        assert_eq!(prefix(window).unwrap(), "rl:sliding_window/v2:3:api");
+        assert_eq!(prefix(window).unwrap(), "rl:sliding_window/v3:3:api");
         let coarser = Policy::sliding_window("5/1s", "500ms").unwrap();
-        assert_eq!(prefix(coarser).unwrap(), "rl:sliding_window/v2:3:api", "one key whatever the precision");
+        assert_eq!(prefix(coarser).unwrap(), "rl:sliding_window/v3:3:api", "one key whatever the precision");
         assert_eq!(prefix(Policy::sliding_log("5/1s").unwrap()).unwrap(), "rl:sliding_log/v3:3:api");
         assert_eq!(prefix(Policy::token_bucket(5, "2/6s").unwrap()).unwrap(), "rl:token_bucket/v2:3:api");
         assert_eq!(prefix(Policy::leaky_bucket(5, "1/3s").unwrap()).unwrap(), "rl:leaky_bucket/v2:3:api");
@@ -268,7 +268,7 @@ mod tests {
         let window = Policy::fixed_window("5/1s").unwrap().with_dry_run(true);
         assert_eq!(prefix(window), "rl:fixed_window/v3/trial:3:api");
         let sliding = Policy::sliding_window("5/1s", "100ms").unwrap().with_dry_run(true);
-        assert_eq!(prefix(sliding), "rl:sliding_window/v2/trial:3:api");
+        assert_eq!(prefix(sliding), "rl:sliding_window/v3/trial:3:api");
         assert_eq!(prefix(Policy::concurrency(2, "30s").unwrap().with_dry_run(true)), "rl:concurrency/v1/trial:3:api");
     }
 

@@ -91,7 +91,7 @@ impl Bound for RedisBound {
 fn algorithm(family: Family) -> AlgorithmKind {
     match family {
         Family::FixedWindow | Family::Counter => AlgorithmKind::FixedWindow,
-        Family::SlidingWindow | Family::SlidingWindowTotals => AlgorithmKind::SlidingWindow,
+        Family::SlidingWindow => AlgorithmKind::SlidingWindow,
         Family::SlidingLog => AlgorithmKind::SlidingLog,
         Family::TokenBucket => AlgorithmKind::TokenBucket,
         Family::LeakyBucket => AlgorithmKind::LeakyBucket,

@@ -3,8 +3,8 @@
 
 use super::fragments::{
     join, BUCKET_READ, BUCKET_STATE, CLOCK, CONCURRENCY, FIXED_WINDOW, FIXED_WINDOW_COUNTER, GCRA, LEAKY_BUCKET,
-    POLICY_BUCKET, POLICY_CONCURRENCY, POLICY_COUNTER, POLICY_GCRA, POLICY_WINDOWS, SET_STATE, SLIDING_LOG,
-    SLIDING_WINDOW, SLIDING_WINDOW_TOTALS, SUB_WINDOWS, TOKEN_BUCKET, WINDOW,
+    POLICY_BUCKET, POLICY_CONCURRENCY, POLICY_COUNTER, POLICY_GCRA, POLICY_SLIDING_WINDOW, POLICY_WINDOWS, SET_STATE,
+    SLIDING_LOG, SLIDING_WINDOW, TOKEN_BUCKET, WINDOW,
 };
 
 /// A script: every policy of one family is decided by it.
@@ -14,8 +14,6 @@ pub(crate) enum Family {
     /// A fixed window of one strategy on Redis's clock ([`Counter`](super::counter::Counter)).
     Counter,
     SlidingWindow,
-    /// A sliding window of many sub-windows, kept with running totals.
-    SlidingWindowTotals,
     SlidingLog,
     TokenBucket,
     LeakyBucket,
@@ -24,7 +22,7 @@ pub(crate) enum Family {
 }
 
 /// How many families, so scripts.
-pub(crate) const FAMILIES: usize = 9;
+pub(crate) const FAMILIES: usize = 8;
 
 impl Family {
     #[cfg(test)]
@@ -32,7 +30,6 @@ impl Family {
         Family::FixedWindow,
         Family::Counter,
         Family::SlidingWindow,
-        Family::SlidingWindowTotals,
         Family::SlidingLog,
         Family::TokenBucket,
         Family::LeakyBucket,
@@ -51,8 +48,7 @@ impl Family {
         let fragments: &[&str] = match self {
             Family::FixedWindow => &[POLICY_WINDOWS, CLOCK, WINDOW, FIXED_WINDOW],
             Family::Counter => &[POLICY_COUNTER, FIXED_WINDOW_COUNTER],
-            Family::SlidingWindow => &[POLICY_WINDOWS, CLOCK, WINDOW, SUB_WINDOWS, SLIDING_WINDOW],
-            Family::SlidingWindowTotals => &[POLICY_WINDOWS, CLOCK, WINDOW, SUB_WINDOWS, SLIDING_WINDOW_TOTALS],
+            Family::SlidingWindow => &[POLICY_SLIDING_WINDOW, CLOCK, WINDOW, SLIDING_WINDOW],
             Family::SlidingLog => &[POLICY_WINDOWS, CLOCK, WINDOW, SLIDING_LOG],
             Family::TokenBucket => &[POLICY_BUCKET, CLOCK, BUCKET_READ, TOKEN_BUCKET, BUCKET_STATE, SET_STATE],
             Family::LeakyBucket => &[POLICY_BUCKET, CLOCK, BUCKET_READ, LEAKY_BUCKET, BUCKET_STATE, SET_STATE],

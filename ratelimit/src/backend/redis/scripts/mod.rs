@@ -62,25 +62,22 @@ pub fn policy_argument(policy: &Policy, server_clock: bool) -> Vec<u8> {
     plan(policy, server_clock).policy
 }
 
-/// The source of a sliding window script in the layout asked for (the
-/// totals layout, or the hash layout), whichever the runtime would pick,
-/// and the ARGV of a policy of `strategies` as (limit, window in µs) on
-/// sub-windows of `precision_us`. For the tests and the bench that compare
-/// the two layouts.
+/// The source of the sliding window script and the ARGV of a policy of
+/// `strategies` as (limit, window in µs) on sub-windows of `precision_us`,
+/// sent as they are (no check that the precision divides the windows). For
+/// the tests and the bench that drive the script directly.
 ///
 /// ```
 /// use redlimit::__private::sliding_window_source;
 ///
-/// let (totals, numbers) = sliding_window_source(100_000, &[(5, 1_000_000)], true);
-/// assert!(totals.contains("sliding_window_totals.lua"));
+/// let (source, numbers) = sliding_window_source(100_000, &[(5, 1_000_000)]);
+/// assert!(source.contains("sliding_window.lua"));
 /// assert_eq!(numbers.len(), 24, "the precision, then one limit and window");
-/// assert_ne!(totals, sliding_window_source(100_000, &[(5, 1_000_000)], false).0);
 /// ```
-pub fn sliding_window_source(precision_us: u64, strategies: &[(u64, u64)], totals: bool) -> (String, Vec<u8>) {
+pub fn sliding_window_source(precision_us: u64, strategies: &[(u64, u64)]) -> (String, Vec<u8>) {
     let strategies: Vec<Strategy> =
         strategies.iter().map(|&(limit, window_us)| Strategy::new(limit, window_us)).collect();
-    let family = if totals { Family::SlidingWindowTotals } else { Family::SlidingWindow };
-    (family.source(false), windows(precision_us, &strategies))
+    (Family::SlidingWindow.source(false), windows(precision_us, &strategies))
 }
 
 /// The source of the script that decides `policy` on a Redis Cluster

@@ -7,11 +7,6 @@ use super::reply::Reply;
 use crate::policy::{Params, Policy, Strategy};
 use redlimit_grammar::AlgorithmKind;
 
-/// From this many sub-windows in the widest window on, a sliding window is
-/// decided by the totals layout, whose cost does not grow with them; below,
-/// the hash layout reads fewer fields. BENCHMARKS.md has the measurements.
-pub(crate) const TOTALS_FROM_SUB_WINDOWS: u64 = 16;
-
 /// How one policy is decided on Redis: its family's script, the policy's
 /// numbers as the script reads them (ARGV 1, `lua/README.md`), and how to
 /// read the reply. Made once per bound policy, by a few small writes.
@@ -53,12 +48,7 @@ pub(crate) fn plan(policy: &Policy, server_clock: bool) -> Plan {
             ..window(Family::FixedWindow, 0, strategies)
         },
         Params::FixedWindow { strategies } => window(Family::FixedWindow, 0, strategies),
-        Params::SlidingWindow { strategies, precision_us } => {
-            let widest = strategies.iter().map(|s| s.window_us / precision_us).max().unwrap_or(0);
-            let family =
-                if widest >= TOTALS_FROM_SUB_WINDOWS { Family::SlidingWindowTotals } else { Family::SlidingWindow };
-            window(family, *precision_us, strategies)
-        }
+        Params::SlidingWindow { strategies, precision_us } => window(Family::SlidingWindow, *precision_us, strategies),
         Params::SlidingLog { strategies } => window(Family::SlidingLog, 0, strategies),
         Params::TokenBucket { capacity, .. } => bucket(Family::TokenBucket, AlgorithmKind::TokenBucket, *capacity),
         Params::LeakyBucket { capacity, .. } => bucket(Family::LeakyBucket, AlgorithmKind::LeakyBucket, *capacity),
@@ -151,11 +141,10 @@ mod tests {
     }
 
     #[test]
-    fn many_sub_windows_take_the_totals_layout() {
-        let family = |s: &str| plan(&Policy::sliding_window(s, "100ms").unwrap(), true).family;
-        assert_eq!(family("12/1600ms"), Family::SlidingWindowTotals);
-        assert_eq!(family("12/1500ms"), Family::SlidingWindow);
-        let hash = plan(&Policy::sliding_window("12/1500ms", "100ms").unwrap(), true);
-        assert_eq!(read(&hash.policy), [100_000.0, 12.0, 1_500_000.0]);
+    fn a_sliding_window_sends_its_precision_then_its_strategies() {
+        let few = plan(&Policy::sliding_window("12/1500ms", "100ms").unwrap(), true);
+        let many = plan(&Policy::sliding_window("12/1m,5/1s", "100ms").unwrap(), true);
+        assert_eq!((few.family, many.family), (Family::SlidingWindow, Family::SlidingWindow), "one layout");
+        assert_eq!(read(&few.policy), [100_000.0, 12.0, 1_500_000.0]);
     }
 }

@@ -1,0 +1,100 @@
+//! `lua/sliding_window.lua` driven directly: a steady call is one GET and one
+//! write however many sub-windows its window holds, and every key it writes
+//! gets a TTL.
+
+use redis::aio::MultiplexedConnection;
+use redlimit_test_support::redis_server::RedisServer;
+
+const START: u64 = 1_767_225_600_000_000;
+
+/// The script, and one policy's numbers as its calls send them.
+fn script(precision: u64, strategies: &[(u64, u64)]) -> (redis::Script, Vec<u8>) {
+    let (source, policy) = redlimit::__private::sliding_window_source(precision, strategies);
+    (redis::Script::new(&source), policy)
+}
+
+/// One call of cost 1 with the runtime's ARGV: the policy, cost, then now
+/// and the slack (none: Redis's clock).
+async fn call(
+    con: &mut MultiplexedConnection,
+    (script, policy): &(redis::Script, Vec<u8>),
+    key: &str,
+    now: Option<u64>,
+) -> Vec<i64> {
+    let mut invocation = script.key(key);
+    invocation.arg(policy.as_slice()).arg(1).arg(0);
+    if let Some(now) = now {
+        invocation.arg(now).arg(60_000);
+    }
+    invocation.invoke_async(con).await.unwrap()
+}
+
+async fn connect(server: &RedisServer) -> MultiplexedConnection {
+    redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+}
+
+/// `calls` of one command in `INFO commandstats`.
+async fn calls(con: &mut MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+#[tokio::test]
+async fn with_a_thousand_sub_windows_a_steady_call_is_one_get_and_one_set() {
+    let server = RedisServer::start();
+    let mut con = connect(&server).await;
+    let steady = script(1_000, &[(1 << 40, 1_000_000)]);
+    for n in 0..1000 {
+        call(&mut con, &steady, "steady", Some(START + n * 1_000)).await;
+    }
+    let (gets, sets) = (calls(&mut con, "get").await, calls(&mut con, "set").await);
+    for n in 1000..1200 {
+        let reply = call(&mut con, &steady, "steady", Some(START + n * 1_000)).await;
+        assert_eq!(reply[2], (1 << 40) - 1000, "1000 hits in the window after each call");
+    }
+    assert_eq!(calls(&mut con, "get").await - gets, 200, "one GET per call");
+    assert_eq!(calls(&mut con, "set").await - sets, 200, "one SET per call");
+    let len: u64 = redis::cmd("STRLEN").arg("steady").query_async(&mut con).await.unwrap();
+    assert_eq!(len, 8 * (3 + 3 + 1 + 1000), "k, n, x, the policy's numbers, a total, a ring of 1000");
+}
+
+#[tokio::test]
+async fn with_the_server_clock_every_key_gets_a_ttl() {
+    let server = RedisServer::start();
+    let mut con = connect(&server).await;
+    let policies: [(u64, &[(u64, u64)]); 3] =
+        [(100_000, &[(5, 1_000_000)]), (500_000, &[(4, 1_000_000), (10, 5_000_000)]), (1_000, &[(1000, 1_000_000)])];
+    for (precision, strategies) in policies {
+        let steady = script(precision, strategies);
+        for _ in 0..5 {
+            let reply = call(&mut con, &steady, "server-clock", None).await;
+            // 7 fields, then a (remaining, reset, retry) triple per strategy when there are several.
+            let k = strategies.len();
+            assert_eq!(reply.len(), if k > 1 { 7 + 3 * k } else { 7 });
+        }
+        let ttl: i64 = redis::cmd("PTTL").arg("server-clock").query_async(&mut con).await.unwrap();
+        assert!(ttl > 0, "no TTL ({ttl})");
+        let _: () = redis::cmd("DEL").arg("server-clock").query_async(&mut con).await.unwrap();
+    }
+}
+
+/// On Redis's clock a call whose recorded TTL already covers its reset
+/// rewrites the state by SETRANGE, keeping the TTL: the counts stay exact,
+/// and the key lives at most a second past its reset.
+#[tokio::test]
+async fn with_the_server_clock_calls_in_one_sub_window_count_exactly() {
+    let server = RedisServer::start();
+    let mut con = connect(&server).await;
+    // 5 per hour and 3 per 10 minutes, in sub-windows of a minute.
+    let hourly = script(60_000_000, &[(5, 3_600_000_000), (3, 600_000_000)]);
+    let mut remaining = Vec::new();
+    for _ in 0..6 {
+        let reply = call(&mut con, &hourly, "exact", None).await;
+        remaining.push((reply[0], reply[7], reply[10]));
+    }
+    assert_eq!(remaining, [(1, 4, 2), (1, 3, 1), (1, 2, 0), (0, 2, 0), (0, 2, 0), (0, 2, 0)]);
+    let ttl: i64 = redis::cmd("PTTL").arg("exact").query_async(&mut con).await.unwrap();
+    assert!(ttl > 3_000_000 && ttl <= 3_601_000, "the TTL outlives the hour's reset, by at most a second: {ttl}");
+}
