@@ -484,9 +484,11 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
     let raw = RawCall::new(algo, false);
     let key = algo.storage_key("bench.argcheck", "raw-fresh");
     let (allowed, limit, remaining) = match algo.counter {
+        // The counter's `v` and `now`, two doubles: v = count × (W + 2) + t.
         Some((limit, window_ms)) => {
-            let reply: (i64, i64) = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
-            (reply.0 >= 0, limit, limit - reply.0.unsigned_abs() / (window_ms + 2))
+            let reply: Vec<u8> = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
+            let v = f64::from_le_bytes(reply[..8].try_into().expect("16 bytes")) as i64;
+            (v >= 0, limit, limit - v.unsigned_abs() / (window_ms + 2))
         }
         // A bucket or gcra: `v` and `now` as two doubles; on a fresh key v
         // is, in units of 1/p of a permit, the tokens left, or the level or
@@ -530,7 +532,7 @@ enum Family {
     Window,
     /// The buckets and gcra: 16 bytes.
     Bucket,
-    /// The fixed window counter: the decision and Redis's time.
+    /// The fixed window counter: the decision and Redis's time, 16 bytes.
     Counter,
 }
 
@@ -550,10 +552,7 @@ impl RawCall {
     async fn call(&self, con: &mut MultiplexedConnection, key: &str) {
         let invocation = self.invocation(key, 1);
         match self.family {
-            Family::Counter => {
-                let _: (i64, i64) = invocation.invoke_async(con).await.expect("raw EVALSHA");
-            }
-            Family::Bucket => {
+            Family::Counter | Family::Bucket => {
                 let _: Vec<u8> = invocation.invoke_async(con).await.expect("raw EVALSHA");
             }
             Family::Window => {
