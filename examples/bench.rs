@@ -502,8 +502,9 @@ async fn check_arguments(algo: &cases::Algo, store: &Store, con: &MultiplexedCon
             (v >= 0.0, limit, left)
         }
         None => {
-            let reply: Vec<i64> = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
-            (reply[0] == 1, reply[1] as u64, reply[2] as u64)
+            let reply: Vec<u8> = raw.invocation(&key, 3).invoke_async(&mut con).await.expect("raw EVALSHA");
+            let numbers = redlimit_test_support::redis_server::window_numbers(&reply);
+            (numbers[0] == 1, numbers[1] as u64, numbers[2] as u64)
         }
     };
     assert_eq!(
@@ -528,7 +529,7 @@ struct RawCall {
 /// How a script replies (`ratelimit/src/backend/redis/reply.rs`).
 #[derive(Clone, Copy)]
 enum Family {
-    /// The window algorithms: a table of integers.
+    /// The window algorithms: integers packed as doubles.
     Window,
     /// The buckets and gcra: 16 bytes.
     Bucket,
@@ -552,11 +553,8 @@ impl RawCall {
     async fn call(&self, con: &mut MultiplexedConnection, key: &str) {
         let invocation = self.invocation(key, 1);
         match self.family {
-            Family::Counter | Family::Bucket => {
+            Family::Counter | Family::Bucket | Family::Window => {
                 let _: Vec<u8> = invocation.invoke_async(con).await.expect("raw EVALSHA");
-            }
-            Family::Window => {
-                let _: Vec<i64> = invocation.invoke_async(con).await.expect("raw EVALSHA");
             }
         }
     }

@@ -155,14 +155,10 @@ fn count_replies(reply: &Value, calls: usize, tally: &Tally) {
         Value::Array(replies) if calls > 1 && replies.len() == calls => {
             replies.iter().for_each(|reply| count_replies(reply, 1, tally))
         }
-        // A window's table: allowed, 1 or 0.
-        Value::Array(values) if calls == 1 => tally.count(
-            reply,
-            match values.first() {
-                Some(Value::Int(first)) => Some(*first > 0),
-                _ => None,
-            },
-        ),
+        // A window's numbers, packed: allowed first, 1 or 0.
+        Value::BulkString(bytes) if calls == 1 && bytes.len() >= 56 && bytes.len() % 8 == 0 => {
+            tally.count(reply, Some(f64::from_le_bytes(bytes[..8].try_into().expect("8 bytes")) > 0.0))
+        }
         _ => tally.fail(calls, reply),
     }
 }

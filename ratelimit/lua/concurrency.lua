@@ -6,8 +6,8 @@
 --            the permit `permit` (its 16-byte id), `cost` its weight; any
 --            other kind reports whether `cost` permits are free and holds
 --            nothing.
--- Returns    the window reply: {allowed, limit, remaining, reset_after_us,
---            -1, 0, now}, remaining never below 0, reset_after_us until the
+-- Returns    the window reply (window.lua): allowed, limit, remaining,
+--            reset_after_us, -1, 0, now, packed; remaining never below 0, reset_after_us until the
 --            last lease ends:
 --              acquire  allowed when `cost` more fit; remaining after it;
 --              release  allowed; the state after it (a permit not held
@@ -71,4 +71,4 @@ if changed then
 end
 local remaining = limit - held
 if remaining < 0 then remaining = 0 end
-return {allowed and 1 or 0, limit, remaining, reset, -1, 0, now}
+return struct_pack('<ddddddd', allowed and 1 or 0, limit, remaining, reset, -1, 0, now)

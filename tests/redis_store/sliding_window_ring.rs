@@ -26,7 +26,8 @@ async fn call(
     if let Some(now) = now {
         invocation.arg(now).arg(60_000);
     }
-    invocation.invoke_async(con).await.unwrap()
+    let reply: Vec<u8> = invocation.invoke_async(con).await.unwrap();
+    redlimit_test_support::redis_server::window_numbers(&reply)
 }
 
 async fn connect(server: &RedisServer) -> MultiplexedConnection {

@@ -75,10 +75,12 @@ local read_at = now
 -- The policy (policy_windows.lua) sets `limits` and `windows` (µs), one entry
 -- per strategy in declared order.
 --
--- Every window script returns the window reply, built by `window_reply`:
---   {allowed (1|0), limit, remaining, reset_after_us,
---    retry_after_us (-1 = none), violated (bit i-1 = strategy i),
---    now (µs: the time the call was judged at, see clock.lua)}
+-- Every window script returns the window reply, built by `window_reply`,
+-- its numbers packed as little-endian doubles (a table reply costs Redis
+-- more to hand back than a string):
+--   allowed (1|0), limit, remaining, reset_after_us,
+--   retry_after_us (-1 = none), violated (bit i-1 = strategy i),
+--   now (µs: the time the call was judged at, see clock.lua)
 -- where limit and remaining are the strategy with the least room; only
 -- when there are several strategies, followed by one triple per strategy
 -- (declared order): remaining_i, reset_after_us_i after the call, and
@@ -122,7 +124,8 @@ local function window_reply(violated, counts, taken, reset, retry, ends)
     if k > 1 then reply[5 + 3 * i], reply[6 + 3 * i], reply[7 + 3 * i] = rem, ends[i], retries[i] or -1 end
   end
   reply[2], reply[3] = best_limit, best_rem
-  return reply
+  if k == 1 then return struct_pack('<ddddddd', unpack(reply)) end
+  return struct_pack('<' .. string.rep('d', #reply), unpack(reply))
 end
 
 -- Sets the key's TTL to outlive a reset `us` after `now` (the slack

@@ -11,8 +11,8 @@ use redlimit_grammar::AlgorithmKind;
 /// How a bound limiter reads its script's reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reply {
-    /// A table of 7 integers, then a (remaining, reset, retry) triple per
-    /// strategy when there are several (`quotas` of them, else 0).
+    /// 7 integers, then a (remaining, reset, retry) triple per strategy
+    /// when there are several (`quotas` of them, else 0), as packed doubles.
     Window { quotas: usize },
     /// 16 bytes from a bucket or gcra, whose constants are
     /// `[capacity or burst, n, p, refill step]` (the step 1 but for a
@@ -27,7 +27,9 @@ impl Reply {
     pub(crate) fn outcome(&self, reply: Value, cost: u64) -> Result<Outcome, Error> {
         let protocol = |e: redis::ParsingError| Error::Protocol(e.to_string());
         match *self {
-            Reply::Window { quotas } => window(&redis::from_redis_value::<Vec<i64>>(reply).map_err(protocol)?, quotas),
+            Reply::Window { quotas } => {
+                window(&integers(&redis::from_redis_value::<Vec<u8>>(reply).map_err(protocol)?)?, quotas)
+            }
             Reply::Bucket { kind, constants } => {
                 bucket(kind, constants, &redis::from_redis_value::<Vec<u8>>(reply).map_err(protocol)?, cost)
             }
@@ -162,6 +164,19 @@ fn bucket(kind: AlgorithmKind, [first, n, p, step]: [u64; 4], reply: &[u8], cost
         now_us: now_us as u64,
         quotas: Vec::new(),
     })
+}
+
+/// A window reply's numbers: little-endian doubles, each an integer.
+fn integers(bytes: &[u8]) -> Result<Vec<i64>, Error> {
+    let malformed = || Error::Protocol(format!("window script replied {bytes:?}: expected integers as doubles"));
+    if bytes.len() % 8 != 0 {
+        return Err(malformed());
+    }
+    let whole = |d: f64| (d.fract() == 0.0 && d.abs() < 2f64.powi(63)).then_some(d as i64);
+    bytes
+        .chunks_exact(8)
+        .map(|b| whole(f64::from_le_bytes(b.try_into().expect("8 bytes"))).ok_or_else(malformed))
+        .collect()
 }
 
 /// The two numbers of a bucket or counter reply, 16 bytes of little-endian
@@ -300,6 +315,13 @@ mod tests {
     fn a_reply_of_another_family_is_a_protocol_error() {
         let window = Reply::Window { quotas: 0 };
         assert!(window.outcome(Value::BulkString(vec![0; 16]), 1).is_err());
+        let packed = |v: &[f64]| Value::BulkString(v.iter().flat_map(|d| d.to_le_bytes()).collect());
+        let denied = window.outcome(packed(&[0.0, 5.0, 0.0, 10.0, 7.0, 1.0, 9.0]), 1).unwrap();
+        assert_eq!((denied.allowed, denied.limit, denied.retry_after_us, denied.now_us), (false, 5, Some(7), 9));
+        assert!(window.outcome(packed(&[0.0, 5.0, 0.0, 10.0, 7.5, 1.0, 9.0]), 1).is_err(), "not an integer");
+        assert!(window.outcome(Value::BulkString(vec![0; 57]), 1).is_err(), "not whole doubles");
+        let table = Value::Array([0, 5, 0, 10, 7, 1, 9].map(Value::Int).to_vec());
+        assert!(window.outcome(table, 1).is_err(), "a table");
         let counter = Reply::Counter(Counter { limit: 10, window_ms: 1000 });
         assert!(counter.outcome(Value::Array(vec![Value::Int(1002 + 400), Value::Int(7)]), 1).is_err(), "a table");
         assert!(counter.outcome(Value::BulkString((1002.0f64 + 400.0).to_le_bytes().to_vec()), 1).is_err(), "undated");
