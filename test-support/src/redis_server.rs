@@ -196,10 +196,16 @@ impl RedisServer {
     /// `EVALSHA` calls the server has run (`INFO commandstats`): how many
     /// decisions reached it.
     pub async fn evalsha_calls(&self) -> u64 {
+        self.command_calls("evalsha").await
+    }
+
+    /// Calls of `command` (lower case, as `INFO commandstats` names it) the
+    /// server has run, a script's own included.
+    pub async fn command_calls(&self, command: &str) -> u64 {
         let mut con = redis::Client::open(self.url()).unwrap().get_multiplexed_async_connection().await.unwrap();
         let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut con).await.unwrap();
         info.lines()
-            .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+            .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
             .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
     }
 

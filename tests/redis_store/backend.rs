@@ -11,14 +11,6 @@ async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
     redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
 }
 
-/// `calls` of one command in `INFO commandstats`.
-async fn calls(con: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 fn every_algorithm() -> Vec<Policy> {
     vec![
         Policy::fixed_window("2/1s,3/10s,5/1m").unwrap(),
@@ -34,15 +26,14 @@ fn every_algorithm() -> Vec<Policy> {
 async fn every_decision_is_exactly_one_evalsha_whatever_the_strategies() {
     let server = RedisServer::start();
     let store = Store::redis(&server.url()).await.unwrap();
-    let mut con = raw(&server).await;
     for policy in every_algorithm() {
         // The deny cache would answer repeated denials without a trip at all.
         let limiter = Limiter::new("one-trip", policy.clone(), &store).with_deny_cache(false);
-        let before = (calls(&mut con, "evalsha").await, calls(&mut con, "eval").await);
+        let before = (server.command_calls("evalsha").await, server.command_calls("eval").await);
         for i in 0..10 {
             limiter.check(format!("k{}", i % 3), 1).await.unwrap();
         }
-        let after = (calls(&mut con, "evalsha").await, calls(&mut con, "eval").await);
+        let after = (server.command_calls("evalsha").await, server.command_calls("eval").await);
         assert_eq!((after.0 - before.0, after.1 - before.1), (10, 0), "{policy}");
     }
 }

@@ -175,14 +175,6 @@ async fn running_totals_near_2_pow_48_are_lowered_on_redis() {
     assert_eq!(denied.retry_after, Some(Duration::from_millis(500)), "the first entry leaves at start + 1 s");
 }
 
-/// `calls` of one command in `INFO commandstats`.
-async fn calls(con: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 #[tokio::test]
 async fn on_redis_clock_an_admitted_call_appends_its_entry_and_the_ttl_moves_once_per_window() {
     let server = RedisServer::start();
@@ -194,8 +186,11 @@ async fn on_redis_clock_an_admitted_call_appends_its_entry_and_the_ttl_moves_onc
         taken += 1 + i % 2;
         assert_eq!(limiter.check("k", 1 + i % 2).await.unwrap().remaining, 100 - taken);
     }
-    let counted =
-        [calls(&mut admin, "set").await, calls(&mut admin, "append").await, calls(&mut admin, "pexpire").await];
+    let counted = [
+        server.command_calls("set").await,
+        server.command_calls("append").await,
+        server.command_calls("pexpire").await,
+    ];
     assert_eq!(counted, [1, 9, 0], "the key written once with its TTL, then one APPEND per call");
     // Written with a TTL past two windows, so the next hour's writes keep it.
     let ttl: u64 = admin.pttl(storage_key("lazy", "k")).await.unwrap();

@@ -34,14 +34,6 @@ async fn connect(server: &RedisServer) -> MultiplexedConnection {
     redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
 }
 
-/// `calls` of one command in `INFO commandstats`.
-async fn calls(con: &mut MultiplexedConnection, command: &str) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(con).await.unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 #[tokio::test]
 async fn with_a_thousand_sub_windows_a_steady_call_is_one_get_and_one_set() {
     let server = RedisServer::start();
@@ -50,13 +42,13 @@ async fn with_a_thousand_sub_windows_a_steady_call_is_one_get_and_one_set() {
     for n in 0..1000 {
         call(&mut con, &steady, "steady", Some(START + n * 1_000)).await;
     }
-    let (gets, sets) = (calls(&mut con, "get").await, calls(&mut con, "set").await);
+    let (gets, sets) = (server.command_calls("get").await, server.command_calls("set").await);
     for n in 1000..1200 {
         let reply = call(&mut con, &steady, "steady", Some(START + n * 1_000)).await;
         assert_eq!(reply[2], (1 << 40) - 1000, "1000 hits in the window after each call");
     }
-    assert_eq!(calls(&mut con, "get").await - gets, 200, "one GET per call");
-    assert_eq!(calls(&mut con, "set").await - sets, 200, "one SET per call");
+    assert_eq!(server.command_calls("get").await - gets, 200, "one GET per call");
+    assert_eq!(server.command_calls("set").await - sets, 200, "one SET per call");
     let len: u64 = redis::cmd("STRLEN").arg("steady").query_async(&mut con).await.unwrap();
     assert_eq!(len, 8 * (3 + 3 + 1 + 1000), "k, n, x, the policy's numbers, a total, a ring of 1000");
 }
