@@ -329,6 +329,14 @@ pub fn free_cluster_port() -> u16 {
     }
 }
 
+/// The numbers of a window script's reply, which packs them as little-endian
+/// doubles (`ratelimit/lua/README.md`, "Replies"): for tests and the bench
+/// that call a script by hand.
+pub fn window_numbers(reply: &[u8]) -> Vec<i64> {
+    assert_eq!(reply.len() % 8, 0, "a window reply is whole doubles: {reply:?}");
+    reply.chunks_exact(8).map(|d| f64::from_le_bytes(d.try_into().expect("8 bytes")) as i64).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::{free_port, RedisServer};
@@ -355,12 +363,4 @@ mod tests {
         assert_ne!(server.port(), taken);
         assert!(server.pid().is_some());
     }
-}
-
-/// The numbers of a window script's reply, which packs them as little-endian
-/// doubles (`ratelimit/lua/README.md`, "Replies"): for tests and the bench
-/// that call a script by hand.
-pub fn window_numbers(reply: &[u8]) -> Vec<i64> {
-    assert_eq!(reply.len() % 8, 0, "a window reply is whole doubles: {reply:?}");
-    reply.chunks_exact(8).map(|d| f64::from_le_bytes(d.try_into().expect("8 bytes")) as i64).collect()
 }
