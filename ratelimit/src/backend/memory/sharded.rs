@@ -39,10 +39,7 @@ struct Shard<V> {
     next_sweep_us: u64,
 }
 
-/// Aligned so a slot of the memory store spans as few cache lines as its
-/// size allows: finding a key reads its slot, nearly always a miss.
 #[derive(Debug)]
-#[repr(align(32))]
 struct Slot<V> {
     scope: u64,
     key: StoredKey,
