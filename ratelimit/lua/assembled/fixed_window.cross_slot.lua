@@ -124,7 +124,6 @@ local function window_reply(violated, counts, taken, reset, retry, ends)
     if k > 1 then reply[5 + 3 * i], reply[6 + 3 * i], reply[7 + 3 * i] = rem, ends[i], retries[i] or -1 end
   end
   reply[2], reply[3] = best_limit, best_rem
-  if k == 1 then return struct_pack('<ddddddd', unpack(reply)) end
   return struct_pack('<' .. string.rep('d', #reply), unpack(reply))
 end
 

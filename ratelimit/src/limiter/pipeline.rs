@@ -293,11 +293,6 @@ impl Limiter {
                     Answer::Now(result) => {
                         limiter.remember(call, remember, &result);
                         limiter.count(&result, call.kind, None);
-                        // The common call, on a store in this process: answered
-                        // straight from the store's answer, moved once.
-                        if here {
-                            return Poll::Ready(result);
-                        }
                         Some(result)
                     }
                     Answer::Later(answer) => {
