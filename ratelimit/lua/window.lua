@@ -1,5 +1,5 @@
 -- window.lua: joined after clock.lua in the three window scripts
--- (fixed_window, sliding_window and its totals layout, sliding_log): what
+-- (fixed_window, sliding_window, sliding_log): what
 -- they decide alike from their per-strategy counts.
 --
 -- The policy (policy_windows.lua) sets `limits` and `windows` (µs), one entry

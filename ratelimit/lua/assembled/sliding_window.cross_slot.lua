@@ -61,7 +61,7 @@ local server_clock = not now
 if server_clock then now = time_read or redis_time() end
 local read_at = now
 -- window.lua: joined after clock.lua in the three window scripts
--- (fixed_window, sliding_window and its totals layout, sliding_log): what
+-- (fixed_window, sliding_window, sliding_log): what
 -- they decide alike from their per-strategy counts.
 --
 -- The policy (policy_windows.lua) sets `limits` and `windows` (µs), one entry

@@ -2,7 +2,7 @@
 //! aligned to multiples of it; a strategy of window W sums the W/P most recent
 //! sub-windows, the current one included. Sub-windows counted at another
 //! precision are first moved to the sub-window holding their last
-//! microsecond (`lua/sub_windows.lua`, `convert`).
+//! microsecond (`lua/sliding_window.lua`, `convert`).
 
 use super::{judge, least_room, retry_times};
 use crate::backend::{Outcome, QuotaOutcome};
