@@ -20,9 +20,10 @@ use std::sync::Arc;
 /// Decisions per script call in the batch cases, and per pipeline in cell's.
 pub const BATCH: u64 = 16;
 
-/// `bench --script <algorithm>`: prints the policy's numbers (hex) on one
-/// line, then the script the runtime binds for the bench's policy of that
-/// algorithm on Redis's clock, for `examples/bench/instructions.py`.
+/// `bench --script <algorithm> [client]`: prints the policy's numbers (hex)
+/// on one line, then the script the runtime binds for the bench's policy of
+/// that algorithm on Redis's clock (on the client's with `client`), for
+/// `examples/bench/instructions.py`.
 /// Returns whether the command line asked for it.
 pub fn print_script() -> bool {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -32,9 +33,10 @@ pub fn print_script() -> bool {
         .into_iter()
         .find(|a| a.kind.name() == name)
         .unwrap_or_else(|| panic!("no algorithm {name:?}"));
-    let policy = redlimit::__private::policy_argument(&algo.policy, true);
+    let server_clock = args.get(at + 2).map(String::as_str) != Some("client");
+    let policy = redlimit::__private::policy_argument(&algo.policy, server_clock);
     println!("{}", policy.iter().map(|b| format!("{b:02x}")).collect::<String>());
-    print!("{}", redlimit::__private::script_source(&algo.policy, true));
+    print!("{}", redlimit::__private::script_source(&algo.policy, server_clock));
     true
 }
 

@@ -5,6 +5,7 @@ does not depend on the machine's load, where CPU time does.
     cargo build --release --example bench
     examples/bench/instructions.py gcra batch      # the script, batches of 16 (every key declared)
     examples/bench/instructions.py gcra one        # the script, one decision per EVALSHA
+    examples/bench/instructions.py gcra client     # the same on the client's clock (`now` sent, as the peers send theirs)
     examples/bench/instructions.py gcra cell       # redis-cell's CL.THROTTLE (the same gcra policy)
     examples/bench/instructions.py sliding_log batch 8
     examples/bench/instructions.py sliding_window peer  # the best peer's script, as `--only peers` calls it
@@ -26,7 +27,7 @@ size = int(sys.argv[3]) if len(sys.argv) > 3 else 16
 decisions = int(os.environ.get('DECISIONS', '8000'))
 keys = 64
 bench = os.environ.get('BENCH', os.path.join(os.environ.get('CARGO_TARGET_DIR', os.path.join(root, 'target')), 'release/examples/bench'))
-printed = subprocess.run([bench, '--script', algo], check=True, capture_output=True).stdout
+printed = subprocess.run([bench, '--script', algo] + (['client'] if mode == 'client' else []), check=True, capture_output=True).stdout
 policy_hex, source = printed.split(b'\n', 1)
 policy = bytes.fromhex(policy_hex.decode())
 # SOURCE names another script to run with the runtime's arguments (an edited
@@ -122,6 +123,10 @@ def request():
         return command(['CL.THROTTLE', next_key(), 999, 1000, 1, 1])
     if mode == 'one':
         return command(['EVALSHA', sha, 1, next_key(), policy])
+    if mode == 'client':
+        # cost 1, a check, the client's µs (the common call sends nothing
+        # else on Redis's clock).
+        return command(['EVALSHA', sha, 1, next_key(), policy, 1, '0', int(time.time() * 1e6)])
     if mode == 'peer':
         _, ks, argv = peer_call(next_key())
         return command(['EVALSHA', sha, len(ks)] + ks + argv)
@@ -157,6 +162,6 @@ for name in glob.glob(out + '/cg.*'):
         # A part's `totals:` closes it (its `summary:` line may read 0).
         if line.startswith('totals:'):
             total += int(line.split()[1])
-label = {'batch': 'batches of %d' % size, 'one': 'one per EVALSHA', 'cell': 'CL.THROTTLE',
+label = {'batch': 'batches of %d' % size, 'one': 'one per EVALSHA', 'client': 'one per EVALSHA on the client clock', 'cell': 'CL.THROTTLE',
          'peer': 'best peer, ' + peer_call('u')[0]}[mode]
 print('%s %s: %d instructions per decision (%s)' % (algo, label, total // decisions, out))
