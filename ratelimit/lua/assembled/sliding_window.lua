@@ -104,18 +104,17 @@ end
 
 -- The reply: `counts` before the call, `taken` what the call took (0 when
 -- denied), `ends` each strategy's reset after the call (read only when
--- there are several).
+-- there are several). Its head is packed by a literal format and the
+-- triples appended: no table, no format made per call.
 local function window_reply(violated, counts, taken, reset, retry, ends)
-  local best_limit, best_rem = 0, nil
-  local reply = {violated == 0 and 1 or 0, 0, 0, reset, retry, violated, now}
+  local best_limit, best_rem, triples = 0, nil, ''
   for i = 1, k do
     local rem = limits[i] - (counts[i] + taken)
     if rem < 0 then rem = 0 end
     if best_rem == nil or rem < best_rem then best_limit, best_rem = limits[i], rem end
-    if k > 1 then reply[5 + 3 * i], reply[6 + 3 * i], reply[7 + 3 * i] = rem, ends[i], retries[i] or -1 end
+    if k > 1 then triples = triples .. struct_pack('<ddd', rem, ends[i], retries[i] or -1) end
   end
-  reply[2], reply[3] = best_limit, best_rem
-  return struct_pack('<' .. string.rep('d', #reply), unpack(reply))
+  return struct_pack('<ddddddd', violated == 0 and 1 or 0, best_limit, best_rem, reset, retry, violated, now) .. triples
 end
 
 -- Sets the key's TTL to outlive a reset `us` after `now` (the slack
