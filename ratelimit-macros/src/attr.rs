@@ -6,39 +6,12 @@
 
 use crate::errors::Errors;
 use proc_macro2::{Span, TokenStream};
+use redlimit_grammar::ATTRIBUTE_OPTIONS;
 use syn::ext::IdentExt;
 use syn::parse::{Parse, ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitInt, LitStr, Path, Token};
-
-/// Every option, in the order the documentation lists them.
-pub(crate) const OPTIONS: &[&str] = &[
-    "policy",
-    "algo",
-    "strategies",
-    "precision",
-    "capacity",
-    "rate",
-    "refill",
-    "burst",
-    "limit",
-    "lease",
-    "headroom",
-    "key",
-    "name",
-    "cost",
-    "priority",
-    "on_limit",
-    "max_wait",
-    "fallback",
-    "on_error",
-    "refund_on",
-    "settle",
-    "dry_run",
-    "prefetch",
-    "crate",
-];
 
 /// Names people reach for, and the option they mean.
 const RENAMES: &[(&str, &str)] = &[
@@ -165,7 +138,7 @@ impl Options {
             let text = name.to_string();
             options.mentioned_algo |=
                 ["algo", "policy"].iter().any(|o| text == *o || RENAMES.contains(&(text.as_str(), *o)));
-            if !OPTIONS.contains(&text.as_str()) {
+            if !ATTRIBUTE_OPTIONS.contains(&text.as_str()) {
                 errors.push(syn::Error::new(name.span(), unknown_option(&text)));
                 continue;
             }
@@ -220,7 +193,7 @@ impl Options {
                         syn::Error::new(lit.span(), "`crate` must name a path to the `redlimit` crate, like `crate = \"::redlimit\"` or `crate = \"my_facade::redlimit\"`")
                     }))
                     .map(|v| options.krate = Some(v)),
-                _ => unreachable!("every name in OPTIONS is matched"),
+                _ => unreachable!("every name in ATTRIBUTE_OPTIONS is matched"),
             };
             if let Err(error) = result {
                 errors.push(error);
@@ -231,7 +204,7 @@ impl Options {
 }
 
 fn unknown_option(name: &str) -> String {
-    let valid = OPTIONS.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(", ");
+    let valid = ATTRIBUTE_OPTIONS.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(", ");
     match RENAMES.iter().find(|(from, _)| *from == name) {
         Some((_, to)) => format!("unknown option `{name}`: did you mean `{to}`? Valid options: {valid}"),
         None => format!("unknown option `{name}`: expected one of {valid}"),

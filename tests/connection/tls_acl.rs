@@ -64,9 +64,11 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     (dir.join("ca.crt"), dir.join("server.crt"), dir.join("server.key"))
 }
 
-/// The commands the six scripts and the backend use, and the keys it writes.
-const LIMITER_ACL: &str = "limiter on >s3cret ~redlimit:* resetchannels -@all +evalsha +script|load +del +ping \
-     +time +get +set +setrange +append +hgetall +hmget +hset +hincrby +hdel +pexpire +zadd +zrange +zrangebyscore +zrem +zcard +zremrangebyscore";
+/// Exactly the commands redis-rs's handshake, `ratelimit/src/backend/redis` and `ratelimit/lua/*.lua` may send.
+const LIMITER_ACL: &str = "limiter on >s3cret ~redlimit:* resetchannels -@all \
+     +auth +select +ping +info +script|load +evalsha +wait +del +cluster|slots +asking \
+     +time +exists +get +set +setrange +append +incr +incrby +decrby +pttl +pexpire \
+     +hgetall +hmget +hset +hincrby +zscore +zrange +zrangebyscore +zremrangebyscore +zadd +zrem";
 
 #[tokio::test]
 async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
@@ -100,21 +102,33 @@ async fn tls_with_an_acl_user_decides_and_bad_credentials_are_clear_errors() {
         .with_connect_timeout(std::time::Duration::from_secs(10));
 
     let store = Store::redis_with(&format!("rediss://limiter:s3cret@127.0.0.1:{port}"), trusted.clone()).await.unwrap();
-    for policy in [
+    for (i, policy) in [
+        // One window on Redis's clock is a counter: its denial gives the permit back with DECRBY.
+        Policy::fixed_window("2/1m").unwrap(),
         Policy::fixed_window("2/1s,5/1m").unwrap(),
         Policy::sliding_window("2/1s", "100ms").unwrap(),
         Policy::sliding_log("2/1s").unwrap(),
         Policy::token_bucket(2, "1/1s").unwrap(),
         Policy::leaky_bucket(2, "1/1s").unwrap(),
         Policy::gcra("1/1s", 1).unwrap(),
-    ] {
-        let limiter = Limiter::new("tls", policy.clone(), &store);
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // A limiter of its own: the two fixed windows would count on one key.
+        let limiter = Limiter::new(format!("tls.{i}"), policy.clone(), &store);
         assert!(limiter.check("k", 1).await.unwrap().allowed, "{policy}");
         assert!(limiter.check("k", 1).await.unwrap().allowed, "{policy}");
         assert!(!limiter.check("k", 1).await.unwrap().allowed, "{policy}");
         limiter.reset("k").await.unwrap();
         assert!(limiter.check("k", 1).await.unwrap().allowed, "{policy}: reset");
     }
+    // Permits held are a sorted set, read with ZSCORE.
+    let permits = Limiter::new("tls.permits", Policy::concurrency(1, "30s").unwrap(), &store);
+    let permit = permits.acquire("k").await.unwrap();
+    assert!(permits.acquire("k").await.is_err(), "one permit is held");
+    permit.release().await.unwrap();
+    assert!(permits.acquire("k").await.is_ok(), "given back");
 
     let wrong =
         Store::redis_with(&format!("rediss://limiter:wrong@127.0.0.1:{port}"), trusted.clone()).await.unwrap_err();

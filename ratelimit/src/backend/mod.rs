@@ -143,7 +143,7 @@ pub enum Answer<'a> {
 }
 
 /// A decision as the store computes it: integers only, what the Lua scripts
-/// return. [`Limiter`](crate::Limiter) turns it into a [`Decision`](crate::Decision).
+/// return. [`Limiter`](crate::Limiter) turns it into a [`Decision`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     /// The call passes.

@@ -5,31 +5,12 @@
 use crate::policy::Policy;
 use redlimit_grammar::{
     check_policy_name, parse_duration, parse_rate, parse_strategies, quote, AlgorithmKind, Param, PolicySpec, Refill,
-    MAX_LIMIT,
+    ATTRIBUTE_OPTIONS, MAX_LIMIT, POLICY_OPTIONS,
 };
 use std::collections::BTreeMap;
 use std::ops::Range;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
-
-/// The options a policy table takes: the attribute's policy options, no others.
-pub(crate) const POLICY_OPTIONS: &[&str] = &[
-    "algo",
-    "strategies",
-    "precision",
-    "capacity",
-    "rate",
-    "refill",
-    "burst",
-    "limit",
-    "lease",
-    "dry_run",
-    "headroom",
-];
-
-/// Attribute options that belong to a call site, not to a policy.
-const SITE_OPTIONS: &[&str] =
-    &["key", "name", "cost", "on_limit", "max_wait", "fallback", "on_error", "crate", "policy", "priority"];
 
 /// Every problem of one document, each as `<origin>:<line>: ...`, in line order.
 struct Problems<'a> {
@@ -273,10 +254,11 @@ fn policy(
                 }
             },
             other => {
-                let message = if SITE_OPTIONS.contains(&other) {
-                    format!("`{other}` is an option of the `#[rate_limit]` attribute, not of a policy: write it on the function; a policy takes {}", list(POLICY_OPTIONS))
+                // Every policy option is matched above: the attribute's others belong to a call site.
+                let message = if ATTRIBUTE_OPTIONS.contains(&other) {
+                    format!("`{other}` is an option of the `#[rate_limit]` attribute, not of a policy: write it on the function; a policy takes {}", list(&POLICY_OPTIONS))
                 } else {
-                    format!("unknown option `{}`: a policy takes {}", quote(other), list(POLICY_OPTIONS))
+                    format!("unknown option `{}`: a policy takes {}", quote(other), list(&POLICY_OPTIONS))
                 };
                 problems.push(option.span(), format!("{label}: {message}"));
                 continue;
@@ -365,4 +347,17 @@ fn whole(value: &Spanned<DeValue<'_>>, example: &str, min: u64, max: u64) -> Res
 
 fn list(options: &[&str]) -> String {
     options.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_call_site_option_of_the_attribute_is_named_as_one() {
+        for option in ["key", "priority", "refund_on", "settle", "prefetch", "crate"] {
+            let text = format!("[policies.api]\nalgo = \"gcra\"\nrate = \"1/1s\"\n{option} = 1\n");
+            let found = super::parse("policies.toml", &text).unwrap_err();
+            let expected = format!("policies.toml:4: policy \"api\": `{option}` is an option of the `#[rate_limit]` attribute, not of a policy");
+            assert!(found.len() == 1 && found[0].starts_with(&expected), "{found:?}");
+        }
+    }
 }

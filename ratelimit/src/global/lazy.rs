@@ -69,7 +69,7 @@ impl LazyLimiter {
         LazyLimiter::built_from(name, Some(policy), enforcement)
     }
 
-    /// A limiter whose every call gives its policy ([`current`](Self::current)'s `per_call`).
+    /// A limiter whose every call gives its policy ([`current_ref`](Self::current_ref)'s `per_call`).
     pub(crate) const fn per_call(name: Cow<'static, str>, enforcement: Enforcement) -> LazyLimiter {
         LazyLimiter::built_from(name, None, enforcement)
     }
@@ -181,7 +181,7 @@ impl LazyLimiter {
         }
     }
 
-    /// Inside a [`scope`](crate::global::scope): the limiter on the scope's store,
+    /// Inside a [`scope`]: the limiter on the scope's store,
     /// deciding by this call's policy.
     fn scoped(&self, per_call: Option<&Policy>) -> Option<Result<Limiter, Arc<str>>> {
         if !scope::may_be_inside() {

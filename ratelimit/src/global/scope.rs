@@ -36,7 +36,7 @@ static LIVE: LiveScopes = LiveScopes::new();
 ///
 /// While any scope exists, a global store that was never set with
 /// [`init`](crate::init) or [`init_from_env`](crate::init_from_env) refuses
-/// every call (see [`global`](crate::global)): a call outside every scope
+/// every call (see [`global`](crate::global())): a call outside every scope
 /// in a process that made one is almost certainly a test's call that missed
 /// its store.
 ///

@@ -26,7 +26,7 @@ use std::sync::Arc;
 /// routes it wraps by a key (client IP by default).
 ///
 /// Cheap to clone: clones share one limiter. Built with [`new`](Self::new),
-/// it runs on the global store ([`crate::global`], `REDLIMIT_REDIS_URL` or
+/// it runs on the global store ([`crate::global`](crate::global()), `REDLIMIT_REDIS_URL` or
 /// [`crate::init`]), resolved at the first request; with
 /// [`from_limiter`](Self::from_limiter), on that limiter.
 ///
@@ -35,7 +35,7 @@ use std::sync::Arc;
 /// `RateLimit-Policy`, `RateLimit`, problem+json) and never reaches the
 /// route; an allowed one carries the same header fields unless
 /// [`headers_on_allowed(false)`](Self::headers_on_allowed). When the store
-/// cannot decide, the limiter's [`OnError`](crate::OnError) applies (503 under `Deny`).
+/// cannot decide, the limiter's [`OnError`] applies (503 under `Deny`).
 /// [`exempt`](Self::exempt) lets chosen requests through uncounted,
 /// [`on_rejected`](Self::on_rejected) builds your own response to a denial,
 /// [`cost_by`](Self::cost_by) charges each request a cost computed from it,
@@ -103,7 +103,7 @@ impl RateLimitLayer {
     /// store. A [`reload`](crate::policies::reload) that changes the policy
     /// applies from the next request, keeping the counts that still fit. A
     /// policy that is not configured lets requests through uncounted (with a
-    /// WARN each time), or answers 503 under [`OnError::Deny`](crate::OnError::Deny).
+    /// WARN each time), or answers 503 under [`OnError::Deny`].
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -132,7 +132,7 @@ impl RateLimitLayer {
         ))))
     }
 
-    /// A layer deciding on `limiter` (its store, its [`OnError`](crate::OnError)).
+    /// A layer deciding on `limiter` (its store, its [`OnError`]).
     ///
     /// At most one export at a time per API key: a second one is denied
     /// while the first is in flight, and passes once it is done.

@@ -1,4 +1,4 @@
-//! The class a [`RateLimitLayer`](super::RateLimitLayer) decides each
+//! The class a [`RateLimitLayer`] decides each
 //! request as, under a policy with headroom ([`Policy::with_headroom`](crate::Policy::with_headroom)).
 
 use super::RateLimitLayer;

@@ -43,7 +43,7 @@ impl Enforcement {
 
 impl Limiter {
     /// Like [`check`](Self::check), but a denial is an `Err(RateLimited)` and a
-    /// store failure is settled by the limiter's [`OnError`](crate::OnError).
+    /// store failure is settled by the limiter's [`OnError`].
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), redlimit::Error> {

@@ -44,7 +44,7 @@ impl Limiter {
     ///
     /// A denial is `Err(RateLimited)` at once (see
     /// [`acquire_wait`](Self::acquire_wait) to wait for a permit); a store
-    /// failure is settled by the limiter's [`OnError`](crate::OnError): a
+    /// failure is settled by the limiter's [`OnError`]: a
     /// call let through holds no permit of the store's (under
     /// `OnError::Local`, one of this process's memory).
     ///

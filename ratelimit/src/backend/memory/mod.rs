@@ -32,7 +32,7 @@ const SHARDS: usize = 64;
 /// and, for keys timed by the store's own clock (the default), by a
 /// background thread once a second even when no call comes. So memory stays
 /// bounded by the keys that are actually limited now, and a burst's memory
-/// is given back once it expired. Keys timed by a [`Clock`](crate::Clock) of
+/// is given back once it expired. Keys timed by a [`Clock`] of
 /// the caller's (a manual clock, [`SystemClock`](crate::SystemClock)) follow
 /// that clock, so only calls and [`purge_expired`](Self::purge_expired) sweep them.
 ///

@@ -26,7 +26,7 @@ pub(crate) struct RedisBound {
     /// A calendar policy's plan per calendar window (then `plan` is unused).
     pub(super) calendar: Option<CalendarPlans>,
     pub(super) key_prefix: Vec<u8>,
-    /// What the script's outcome becomes a [`Decision`] under.
+    /// What the script's outcome becomes a [`Decision`](crate::Decision) under.
     pub(super) policy: Policy,
 }
 

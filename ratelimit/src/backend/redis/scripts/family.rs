@@ -37,13 +37,13 @@ impl Family {
         Family::Concurrency,
     ];
 
-    /// Its place in [`Family::ALL`]: lanes and the registry are indexed by it.
+    /// Its place in `Family::ALL`: lanes and the registry are indexed by it.
     pub(crate) fn index(self) -> usize {
         self as usize
     }
 
     /// The family's script; `cross_slot`: flagged for a cluster node's
-    /// slots ([`CROSS_SLOT`]).
+    /// slots ([`CROSS_SLOT`](super::fragments::CROSS_SLOT)).
     pub(super) fn source(self, cross_slot: bool) -> String {
         let fragments: &[&str] = match self {
             Family::FixedWindow => &[POLICY_WINDOWS, CLOCK, WINDOW, FIXED_WINDOW],
