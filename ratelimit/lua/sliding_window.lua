@@ -29,23 +29,39 @@
 -- P; a write then writes the key afresh under this policy.
 --
 -- Written only when allowed, cost > 0 and not a peek. On Redis's clock,
--- when x already covers the reset, SETRANGE key 0 (it keeps the TTL, and
--- its integer reply costs Lua less than SET's OK, a table); else SET ... PX
--- to the reset plus up to a second (at most the widest window), recorded in
--- x, so a steady key sets its TTL about once a second and lives at most a
--- second past its reset. On a client's clock, always SET ... PX to the
--- reset plus the slack, x = -1.
+-- when x already covers the reset, the TTL is kept; else it moves to the
+-- reset plus up to a second (at most the widest window), recorded in x, so
+-- a steady key sets its TTL about once a second and lives at most a second
+-- past its reset. On a client's clock the TTL is always the reset plus the
+-- slack, x = -1.
+--
+-- Redis's Lua hashes every byte of each string it makes, so a call brings
+-- into Lua only the bytes it needs. A ring of at most 64 sub-windows (`whole`)
+-- is read whole (GET) and written whole (SETRANGE key 0, keeping the TTL,
+-- or SET ... PX): one read and one write of a few hundred bytes. A larger
+-- ring is never read whole but for a denial's retry time or a state
+-- written under other numbers: the call reads the head and totals and the
+-- sub-windows it subtracts (GETRANGE), and writes the head and totals and
+-- the sub-windows it changes (SETRANGE), with PEXPIRE when the TTL moves,
+-- so its bytes and commands do not grow with the ring.
 local current = math.floor(now / precision)
-local state = call('GET', key)
-local totals_at = 24 + #policy -- the totals' first byte, less one
-local ring_at = totals_at + 8 * k -- the ring's first byte, less one
+-- The whole state, or for a larger ring its head and totals (GETRANGE of
+-- a missing key is empty).
+local state
+if whole then
+  state = call('GET', key)
+else
+  state = call('GETRANGE', key, '0', string.format('%d', ring_at - 1))
+  if state == '' then state = false end
+end
+
 local counts, newest, current_count = {}, nil, 0
 -- n and x, when the state was written under this policy's numbers.
 local last, expires = nil, -1
 -- Otherwise the live sub-windows as {index, count}, oldest first.
 local entries = {}
 
-if state and #state == ring_at + 8 * widest and string.sub(state, 25, totals_at) == policy then
+if state and #state == (whole and ring_at + 8 * widest or ring_at) and string.sub(state, 25, totals_at) == policy then
   local _
   _, last, expires = struct_unpack('<ddd', state)
   -- Judged at sub-window n if it is later than now's.
@@ -59,15 +75,18 @@ if state and #state == ring_at + 8 * widest and string.sub(state, 25, totals_at)
     if gap < spans[i] then
       -- Sub-windows (n - span_i, current - span_i] left the window.
       c = struct_unpack('<d', state, totals_at + 8 * i - 7)
-      for j = last - spans[i] + 1, current - spans[i] do
-        c = c - struct_unpack('<d', state, ring_at + 8 * (j % widest) + 1)
+      if gap > 0 then
+        local left, at = ring(state, key, last - spans[i] + 1, current - spans[i])
+        for byte = at, at + 8 * (gap - 1), 8 do c = c - struct_unpack('<d', left, byte) end
       end
     end
     counts[i] = c
   end
-  if gap == 0 then current_count = struct_unpack('<d', state, ring_at + 8 * (current % widest) + 1) end
+  if gap == 0 then current_count = struct_unpack('<d', ring(state, key, current, current)) end
   if gap < widest then newest = last else last = nil end
 else
+  -- Written under other numbers: read whole, as it was written.
+  if state and not whole then state = call('GET', key) end
   if state then
     -- Written under other numbers: its live sub-windows, moved to P.
     local was_k, was_last = struct_unpack('<dd', state)
@@ -136,8 +155,11 @@ if violated ~= 0 and not never then
     if violates(violated, i) then
       local left, passes_at, limit = counts[i], (current + 1) * precision, limits[i]
       if last then
-        for j = current - spans[i] + 1, math.min(current, last) do
-          local c = struct_unpack('<d', state, ring_at + 8 * (j % widest) + 1)
+        local from, to = current - spans[i] + 1, math.min(current, last)
+        local counted, at = '', 1
+        if to >= from then counted, at = ring(state, key, from, to) end
+        for j = from, to do
+          local c = struct_unpack('<d', counted, at + 8 * (j - from))
           if c > 0 then
             left = left - c
             passes_at = (j + spans[i]) * precision
@@ -181,7 +203,7 @@ if taken > 0 and not peek then
     for i = 1, k do totals[i] = struct_pack('<d', counts[i] + taken) end
     totals = table.concat(totals)
   end
-  local value
+  local top = struct_pack('<ddd', k, current, expires)
   if last then
     -- The sub-windows after n get 0 (their slots held ones that left every
     -- window), the current one its count: contiguous slots, maybe wrapping.
@@ -189,16 +211,29 @@ if taken > 0 and not peek then
     if current > last + 1 then bytes = string.rep('\0', 8 * (current - last - 1)) .. bytes end
     if current > last then from = last + 1 end
     local at, len, size = 8 * (from % widest), #bytes, 8 * widest
-    if at + len <= size then
-      value = struct_pack('<ddd', k, current, expires) .. policy .. totals
-        .. string.sub(state, ring_at + 1, ring_at + at)
-        .. bytes .. string.sub(state, ring_at + at + len + 1)
+    if whole then
+      local value
+      if at + len <= size then
+        value = top .. policy .. totals .. string.sub(state, ring_at + 1, ring_at + at) .. bytes
+          .. string.sub(state, ring_at + at + len + 1)
+      else
+        local fits = size - at
+        value = top .. policy .. totals .. string.sub(bytes, fits + 1)
+          .. string.sub(state, ring_at + len - fits + 1, ring_at + at) .. string.sub(bytes, 1, fits)
+      end
+      if kept then call('SETRANGE', key, '0', value) else call('SET', key, value, 'PX', string.format('%d', ms)) end
     else
-      local fits = size - at
-      value = struct_pack('<ddd', k, current, expires) .. policy .. totals .. string.sub(bytes, fits + 1)
-        .. string.sub(state, ring_at + len - fits + 1, ring_at + at) .. string.sub(bytes, 1, fits)
+      call('SETRANGE', key, '0', top .. policy .. totals)
+      if at + len <= size then
+        call('SETRANGE', key, string.format('%d', ring_at + at), bytes)
+      else
+        local fits = size - at
+        call('SETRANGE', key, string.format('%d', ring_at + at), string.sub(bytes, 1, fits))
+        call('SETRANGE', key, string.format('%d', ring_at), string.sub(bytes, fits + 1))
+      end
+      if not kept then call('PEXPIRE', key, string.format('%d', ms)) end
     end
-  else
+  elseif whole or #entries > 0 then
     local slots, zero = {}, string.rep('\0', 8)
     for j = 1, widest do slots[j] = zero end
     local counted = false
@@ -211,12 +246,13 @@ if taken > 0 and not peek then
       slots[idx % widest + 1] = struct_pack('<d', c)
     end
     if not counted then slots[current % widest + 1] = struct_pack('<d', taken) end
-    value = struct_pack('<ddd', k, current, expires) .. policy .. totals .. table.concat(slots)
-  end
-  if kept then
-    call('SETRANGE', key, '0', value)
+    call('SET', key, top .. policy .. totals .. table.concat(slots), 'PX', string.format('%d', ms))
   else
-    call('SET', key, value, 'PX', string.format('%d', ms))
+    -- A larger ring afresh: the head, the ring's last slot (Redis pads the
+    -- bytes before it with zeros), then the one count.
+    call('SET', key, top .. policy .. totals, 'PX', string.format('%d', ms))
+    call('SETRANGE', key, string.format('%d', ring_at + 8 * widest - 8), string.rep('\0', 8))
+    call('SETRANGE', key, string.format('%d', ring_at + 8 * (current % widest)), struct_pack('<d', taken))
   end
 end
 

@@ -67,7 +67,7 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 /// Exactly the commands redis-rs's handshake, `ratelimit/src/backend/redis` and `ratelimit/lua/*.lua` may send.
 const LIMITER_ACL: &str = "limiter on >s3cret ~redlimit:* resetchannels -@all \
      +auth +select +ping +info +script|load +evalsha +wait +del +cluster|slots +asking \
-     +time +exists +get +set +setrange +append +incr +incrby +decrby +pttl +pexpire \
+     +time +exists +get +getrange +set +setrange +append +incr +incrby +decrby +pttl +pexpire \
      +hgetall +hmget +hset +hincrby +zscore +zrange +zrangebyscore +zremrangebyscore +zadd +zrem";
 
 #[tokio::test]

@@ -1,6 +1,6 @@
-//! `lua/sliding_window.lua` driven directly: a steady call is one GET and one
-//! write however many sub-windows its window holds, and every key it writes
-//! gets a TTL.
+//! `lua/sliding_window.lua` driven directly: a steady call's commands and
+//! bytes do not grow with the sub-windows its window holds, and every key
+//! it writes gets a TTL.
 
 use redis::aio::MultiplexedConnection;
 use redlimit_test_support::redis_server::RedisServer;
@@ -34,23 +34,44 @@ async fn connect(server: &RedisServer) -> MultiplexedConnection {
     redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
 }
 
+/// The calls of each command `calls` makes.
+async fn commands<F: std::future::Future<Output = ()>>(server: &RedisServer, calls: F) -> [u64; 5] {
+    let names = ["get", "set", "getrange", "setrange", "pexpire"];
+    let mut before = [0; 5];
+    for (count, name) in before.iter_mut().zip(names) {
+        *count = server.command_calls(name).await;
+    }
+    calls.await;
+    let mut made = [0; 5];
+    for ((count, name), was) in made.iter_mut().zip(names).zip(before) {
+        *count = server.command_calls(name).await - was;
+    }
+    made
+}
+
 #[tokio::test]
-async fn with_a_thousand_sub_windows_a_steady_call_is_one_get_and_one_set() {
+async fn a_steady_calls_commands_do_not_grow_with_its_sub_windows() {
     let server = RedisServer::start();
     let mut con = connect(&server).await;
-    let steady = script(1_000, &[(1 << 40, 1_000_000)]);
-    for n in 0..1000 {
-        call(&mut con, &steady, "steady", Some(START + n * 1_000)).await;
+    // A ring of a few sub-windows is read and written whole; a larger one
+    // only in the bytes a call reads and changes.
+    for (subs, per_call) in [(50, [1, 1, 0, 0, 0]), (1000, [0, 0, 2, 2, 1])] {
+        let steady = script(1_000, &[(1 << 40, 1_000 * subs)]);
+        let key = format!("steady{subs}");
+        for n in 0..subs {
+            call(&mut con, &steady, &key, Some(START + n * 1_000)).await;
+        }
+        let made = commands(&server, async {
+            for n in subs..subs + 200 {
+                let reply = call(&mut con, &steady, &key, Some(START + n * 1_000)).await;
+                assert_eq!(reply[2], (1 << 40) - subs as i64, "{subs} hits in the window after each call");
+            }
+        })
+        .await;
+        assert_eq!(made, per_call.map(|n| 200 * n), "GET, SET, GETRANGE, SETRANGE, PEXPIRE at {subs} sub-windows");
+        let len: u64 = redis::cmd("STRLEN").arg(&key).query_async(&mut con).await.unwrap();
+        assert_eq!(len, 8 * (3 + 3 + 1 + subs), "k, n, x, the policy's numbers, a total, a ring of {subs}");
     }
-    let (gets, sets) = (server.command_calls("get").await, server.command_calls("set").await);
-    for n in 1000..1200 {
-        let reply = call(&mut con, &steady, "steady", Some(START + n * 1_000)).await;
-        assert_eq!(reply[2], (1 << 40) - 1000, "1000 hits in the window after each call");
-    }
-    assert_eq!(server.command_calls("get").await - gets, 200, "one GET per call");
-    assert_eq!(server.command_calls("set").await - sets, 200, "one SET per call");
-    let len: u64 = redis::cmd("STRLEN").arg("steady").query_async(&mut con).await.unwrap();
-    assert_eq!(len, 8 * (3 + 3 + 1 + 1000), "k, n, x, the policy's numbers, a total, a ring of 1000");
 }
 
 #[tokio::test]
