@@ -9,6 +9,8 @@ does not depend on the machine's load, where CPU time does.
     examples/bench/instructions.py gcra cell       # redis-cell's CL.THROTTLE (the same gcra policy)
     examples/bench/instructions.py sliding_log batch 8
     examples/bench/instructions.py sliding_window peer  # the best peer's script, as `--only peers` calls it
+    POLICY=$(python3 -c "import struct; print(struct.pack('<ddd', 1e6, 1000, 3600e6).hex())") \
+      examples/bench/instructions.py sliding_window one   # 1000 per hour in sub-windows of a second
 
 The script and the policy's numbers are the runtime's for the bench's policy
 of that algorithm on Redis's clock (`bench --script <algorithm>`). It starts
@@ -31,7 +33,9 @@ keys = int(os.environ.get('KEYS', '64'))
 bench = os.environ.get('BENCH', os.path.join(os.environ.get('CARGO_TARGET_DIR', os.path.join(root, 'target')), 'release/examples/bench'))
 printed = subprocess.run([bench, '--script', algo] + (['client'] if mode == 'client' else []), check=True, capture_output=True).stdout
 policy_hex, source = printed.split(b'\n', 1)
-policy = bytes.fromhex(policy_hex.decode())
+# POLICY gives other policy numbers (hex, as `bench --script` prints them):
+# a sliding window of 3,600 sub-windows, say, with the same script.
+policy = bytes.fromhex(os.environ.get('POLICY', policy_hex.decode()))
 # SOURCE names another script to run with the runtime's arguments (an edited
 # copy of lua/assembled/<algorithm>.lua, say), so a change is measured
 # without a rebuild.
