@@ -15,7 +15,8 @@ end
 -- The totals' and the ring's first byte, less one.
 local totals_at = 24 + #policy
 local ring_at = totals_at + 8 * #limits
--- A ring of at most 64 sub-windows is read and written whole.
+-- Whether a call reads and writes the ring whole: a few sub-windows cost
+-- less in one GET than in the commands that would read them apart.
 local whole = widest <= 64
 
 -- Where the counts of sub-windows from to to (to - from < widest) of `key`,

@@ -12,11 +12,10 @@
 -- to at least, -1 when unknown); then the policy's numbers it was written
 -- under, as sent (P, then L_i, W_i); then k totals, strategy i's count over
 -- (n - span_i, n]; then a ring of `widest` counts, sub-window j at slot
--- j % widest, holding j's count for n - widest < j <= n. So a call is one
--- GET and at most one write, and starts from the totals: when it is later
--- than n it subtracts the sub-windows that left each window since n (each
--- sub-window leaves once), never reading a whole window but to find a
--- denial's retry time.
+-- j % widest, holding j's count for n - widest < j <= n. So a call starts
+-- from the totals: when it is later than n it subtracts the sub-windows
+-- that left each window since n (each sub-window leaves once), never
+-- reading a whole window but to find a denial's retry time.
 --
 -- A write records its time as the sub-window it counts in: a call is judged
 -- at the start of n when now is earlier, so no call goes back before a
@@ -36,8 +35,8 @@
 -- slack, x = -1.
 --
 -- Redis's Lua hashes every byte of each string it makes, so a call brings
--- into Lua only the bytes it needs. A ring of at most 64 sub-windows (`whole`)
--- is read whole (GET) and written whole (SETRANGE key 0, keeping the TTL,
+-- into Lua only the bytes it needs. A ring of few sub-windows (`whole`,
+-- policy_sliding_window.lua) is read whole (GET) and written whole (SETRANGE key 0, keeping the TTL,
 -- or SET ... PX): one read and one write of a few hundred bytes. A larger
 -- ring is never read whole but for a denial's retry time or a state
 -- written under other numbers: the call reads the head and totals and the
@@ -85,10 +84,10 @@ if state and #state == (whole and ring_at + 8 * widest or ring_at) and string.su
   if gap == 0 then current_count = struct_unpack('<d', ring(state, key, current, current)) end
   if gap < widest then newest = last else last = nil end
 else
-  -- Written under other numbers: read whole, as it was written.
+  -- Written under other numbers: read whole, its live sub-windows moved
+  -- to P.
   if state and not whole then state = call('GET', key) end
   if state then
-    -- Written under other numbers: its live sub-windows, moved to P.
     local was_k, was_last = struct_unpack('<dd', state)
     local was = struct_unpack('<d', state, 25)
     local was_widest = 0

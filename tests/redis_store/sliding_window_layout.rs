@@ -84,3 +84,18 @@ async fn strategies_added_and_dropped_and_precisions_changed_answer_as_memory() 
         replay(&policies, 200_000, seed).await;
     }
 }
+
+#[tokio::test]
+async fn changes_between_rings_read_whole_and_read_in_part_answer_as_memory() {
+    // 10 and 20 sub-windows are read whole; 100 and 200 in part.
+    let policies = [
+        sliding("20/10s", "1s"),
+        sliding("20/10s", "100ms"),
+        sliding("8/2s,20/10s", "100ms"),
+        sliding("8/2s,20/20s", "100ms"),
+        sliding("8/2s,20/20s", "1s"),
+    ];
+    for seed in 20..23 {
+        replay(&policies, 300_000, seed).await;
+    }
+}
