@@ -21,7 +21,6 @@ fn every_algorithm() -> Vec<Policy> {
     ]
 }
 
-/// EVALSHA calls the server has answered so far.
 /// Takes every permit of `key` and returns the store's first denial.
 async fn deny(limiter: &Limiter, key: &str) -> Decision {
     loop {
@@ -50,6 +49,31 @@ async fn a_flood_of_denials_costs_no_round_trip_and_answers_alike_on_both_backen
         assert_eq!(both.server.evalsha_calls().await - before, 0, "{policy}: a remembered denial went to Redis");
         both.clock.advance(Duration::from_secs(60));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_on_several_threads_are_all_answered_by_one_remembered_denial() {
+    let server = RedisServer::start();
+    let store = Store::redis(&server.url()).await.unwrap();
+    let limiter = Limiter::new("threads", Policy::fixed_window("1/1h").unwrap(), &store);
+    deny(&limiter, "k").await;
+    let before = server.evalsha_calls().await;
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                for _ in 0..20_000 {
+                    assert!(!limiter.check("k", 1).await.unwrap().allowed);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // A hit written back would date the denial by its own call, and a call
+    // on the other thread that read its time just before would miss it.
+    assert_eq!(server.evalsha_calls().await - before, 0, "every call answered by the remembered denial");
 }
 
 #[tokio::test]

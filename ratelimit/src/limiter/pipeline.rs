@@ -88,11 +88,15 @@ impl Limiter {
     }
 
     /// Asks the store, or the deny cache in front of a remote one: the
-    /// pipeline's one question, which prefetch's refills ask too.
+    /// pipeline's one question, which prefetch's refills ask too. A denial
+    /// the cache answers teaches it nothing, so `remember` is then emptied:
+    /// written again, it would date the denial by this call, and a call on
+    /// another thread that read its time a moment earlier would miss it.
     #[inline]
-    pub(crate) fn ask(&self, call: Call<'_>, remember: Option<Remembering<'_>>) -> Answer<'_> {
-        if let Some(Remembering { cache, at_us, epoch }) = remember {
+    pub(crate) fn ask(&self, call: Call<'_>, remember: &mut Option<Remembering<'_>>) -> Answer<'_> {
+        if let Some(Remembering { cache, at_us, epoch }) = *remember {
             if let Some(remembered) = cache.get(call.key, call.cost, || self.rule.fingerprint(), epoch, at_us) {
+                *remember = None;
                 return Answer::Now(Ok(remembered));
             }
         }
@@ -118,8 +122,8 @@ impl Limiter {
     /// [`ask`](Self::ask), its round trip awaited and timed, and its answer
     /// remembered: a prefetch refill's store call, counted by the call it serves.
     pub(crate) async fn asked(&self, call: Call<'_>) -> Result<Decision, Error> {
-        let remember = self.remembering(call);
-        let result = match self.ask(call, remember) {
+        let mut remember = self.remembering(call);
+        let result = match self.ask(call, &mut remember) {
             Answer::Now(result) => result,
             Answer::Later(answer) => {
                 let sent_ns = process_ns();
@@ -209,8 +213,8 @@ impl Limiter {
     ) -> Option<Result<Decision, Error>> {
         let limiter = self;
         let entered = span.enter();
-        let remember = limiter.remembering(call);
-        match limiter.ask(call, remember) {
+        let mut remember = limiter.remembering(call);
+        match limiter.ask(call, &mut remember) {
             Answer::Now(result) => {
                 limiter.remember(call, remember, &result);
                 drop(entered);
@@ -288,8 +292,8 @@ impl Limiter {
             } else if let Some(span) = limiter.span(call.cost, call.kind) {
                 limiter.ask_in_span(&mut progress.waiting, call, span)
             } else {
-                let remember = limiter.remembering(call);
-                match limiter.ask(call, remember) {
+                let mut remember = limiter.remembering(call);
+                match limiter.ask(call, &mut remember) {
                     Answer::Now(result) => {
                         limiter.remember(call, remember, &result);
                         limiter.count(&result, call.kind, None);
